@@ -1,0 +1,67 @@
+// Error types of the aqmchain core.
+//
+// Library code never prints and never terminates the process: bad input throws
+// ModelError (a std::invalid_argument) whose message names the parameter, the
+// bound and the value; solver non-convergence is a *status* in the result struct
+// (see solvers.hpp), not an exception.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace aqm {
+
+/// Bad model input: a parameter outside its domain, thresholds out of order, ...
+class ModelError : public std::invalid_argument {
+ public:
+  ModelError(std::string param, const std::string& what)
+      : std::invalid_argument(what), param_(std::move(param)) {}
+  /// Dotted name of the offending parameter, e.g. "aqm.p_max".
+  const std::string& param() const noexcept { return param_; }
+
+ private:
+  std::string param_;
+};
+
+/// The state space (or its matrix) would exceed the configured memory budget.
+class StateSpaceTooLarge : public ModelError {
+ public:
+  using ModelError::ModelError;
+};
+
+/// Bad solver options (unknown method, tol <= 0, ...).
+class OptionError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// The chain has more than one closed class: no unique stationary vector.
+class ReducibleChain : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A numerical back end failed (UMFPACK out of memory, ARPACK error code, ...).
+class SolverError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+template <class... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream os;
+  os.precision(17);
+  (os << ... << args);
+  return os.str();
+}
+}  // namespace detail
+
+/// Throw ModelError("param must be <bound>, got <value>").
+template <class V>
+[[noreturn]] void fail_param(const std::string& param, const std::string& bound, const V& value) {
+  throw ModelError(param, detail::cat("parameter '", param, "' must be ", bound, ", got ", value));
+}
+
+}  // namespace aqm

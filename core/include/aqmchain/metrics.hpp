@@ -1,0 +1,45 @@
+// Metrics of SPEC section 5 from a stationary vector.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "aqmchain/chain.hpp"
+
+namespace aqm {
+
+struct MetricsOptions {
+  /// The response-time pmf is extended until the mass not yet placed is below this.
+  double response_tail = 1e-16;
+  /// ... or until this many slots (the rest is reported as `response_truncated`).
+  long response_max_len = 20000000;
+};
+
+struct Metrics {
+  double arrival_rate = 0;   ///< lambda = P(arrival in a slot)
+  double throughput = 0;     ///< P(departure in a slot)
+  double loss = 0;           ///< (AQM drops + overflow drops) / arrivals
+  double loss_aqm = 0;       ///< AQM drops / arrivals (marks are not losses)
+  double loss_overflow = 0;  ///< overflow drops / arrivals
+  double mark_prob = 0;      ///< ECN marks / arrivals
+  double aqm_decision_prob = 0;  ///< (AQM drops + marks) / arrivals
+
+  std::vector<double> system_pmf;  ///< n = 0..N
+  std::vector<double> queue_pmf;   ///< q = max(n - 1, 0) = 0..N-1
+  std::vector<double> avg_pmf;     ///< on the grid points
+  double mean_system = 0, var_system = 0, mean_queue = 0, var_queue = 0, mean_avg = 0;
+
+  /// Response time R = D - A (SPEC 5).  Available for policy = tail; front and
+  /// random need the tagged-packet chain (not built yet: see response_note).
+  bool response_available = false;
+  std::string response_note;
+  std::vector<double> response_pmf;  ///< index r = 0, 1, ... (pmf[0] = 0)
+  double mean_response = 0, var_response = 0;
+  double response_truncated = 0;  ///< mass beyond the end of response_pmf
+  /// |E[n] - throughput E[R]| / E[n] (Little's law, exact for the chain).
+  double littles_law_error = 0;
+};
+
+Metrics compute_metrics(const Chain& chain, const std::vector<double>& pi, const MetricsOptions& options = {});
+
+}  // namespace aqm

@@ -1,0 +1,62 @@
+// Stationary solvers: options struct in, result struct out (Spectra / KrylovKit style).
+//
+// Convergence criterion for every method: the residual ||pi P - pi||_1 of the
+// normalised, non-negative vector is <= tol.  A method that stops short returns
+// status NotConverged with its partial result; it never throws for that.
+// Exceptions are reserved for misuse (OptionError), a chain without a unique
+// stationary vector (ReducibleChain) and back-end failures (SolverError).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "aqmchain/chain.hpp"
+
+namespace aqm {
+
+enum class Method {
+  Auto,         ///< Direct; falls back to GaussSeidel if the factorisation fails
+  Direct,       ///< UMFPACK LU of the balance equations with one unknown fixed
+  Arnoldi,      ///< ARPACK-ng implicitly restarted Arnoldi, eigenvalue 1 of P^T
+  GaussSeidel,  ///< forward Gauss-Seidel sweeps on pi (I - P) = 0
+  Power,        ///< pi <- pi P
+};
+std::string to_string(Method);
+Method method_from(const std::string&);
+
+struct StationaryOptions {
+  Method method = Method::Auto;
+  double tol = 1e-12;        ///< target for ||pi P - pi||_1
+  long max_iter = 0;         ///< 0: method default (GS/power 100000 sweeps, Arnoldi 3000 restarts)
+  int ncv = 0;               ///< Arnoldi basis size; 0: min(n, 30)
+  int refine_steps = 6;      ///< Direct: extra iterative-refinement steps if the residual is above tol
+  int check_every = 10;      ///< GS: residual check period in sweeps
+  std::vector<double> x0;    ///< optional starting vector (iterative methods)
+  void validate() const;
+};
+
+enum class Status { Converged, NotConverged };
+
+struct StationaryResult {
+  std::vector<double> pi;
+  Status status = Status::NotConverged;
+  Method requested = Method::Auto;
+  Method method = Method::Auto;  ///< the method that produced `pi`
+  bool fallback = false;         ///< `method` differs from what `requested` would pick
+  std::string note;              ///< why a fallback happened, or what stopped the method
+  double residual = 0.0;         ///< ||pi P - pi||_1
+  double mass_error = 0.0;       ///< |sum pi - 1|
+  double clipped_mass = 0.0;     ///< negative round-off mass set to 0 before normalising
+  long iterations = 0;           ///< sweeps / Arnoldi restarts / refinement steps
+  long matvecs = 0;              ///< products with P (a GS sweep counts as one)
+  std::vector<std::pair<std::string, double>> seconds;  ///< phase -> wall seconds
+  std::vector<std::pair<std::string, double>> extra;    ///< back-end numbers (LU nnz, peak bytes, ...)
+  bool converged() const { return status == Status::Converged; }
+};
+
+/// Solve pi P = pi, sum pi = 1.  Throws ReducibleChain unless the chain has
+/// exactly one closed class.
+StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& options = {});
+
+}  // namespace aqm

@@ -1,0 +1,380 @@
+// Stationary solvers.  Orientation: pi is a row vector, pi P = pi (SPEC 1).
+#include "aqmchain/solvers.hpp"
+
+#include <arpack/arpack.h>
+#include <umfpack.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <numeric>
+
+namespace aqm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+/// Clip negative round-off, normalise, and fill residual / mass error.
+void finish(const Chain& c, StationaryResult& r, double tol) {
+  auto& pi = r.pi;
+  long double pos = 0.0L, neg = 0.0L;
+  for (double v : pi) (v > 0 ? pos : neg) += std::abs(v);
+  if (!(pos > 0.0L) || !std::isfinite(static_cast<double>(pos))) {
+    // Nothing usable: report the uniform vector as the partial result.
+    std::fill(pi.begin(), pi.end(), 1.0 / c.n);
+    pos = 1.0L;
+    neg = 0.0L;
+    r.status = Status::NotConverged;
+    if (r.note.empty()) r.note = "the method produced no non-negative vector";
+  }
+  r.clipped_mass = static_cast<double>(neg / pos);
+  for (double& v : pi) v = v > 0 ? static_cast<double>(v / pos) : 0.0;
+  long double s = 0.0L;
+  for (double v : pi) s += v;
+  r.mass_error = static_cast<double>(std::abs(s - 1.0L));
+  const auto t0 = Clock::now();
+  r.residual = stationary_residual(c, pi);
+  ++r.matvecs;
+  r.seconds.push_back({"residual", since(t0)});
+  r.status = r.residual <= tol && std::isfinite(r.residual) ? Status::Converged : Status::NotConverged;
+}
+
+// ------------------------------------------------------------------ direct (UMFPACK)
+
+struct UmfNumeric {
+  void* symbolic = nullptr;
+  void* numeric = nullptr;
+  ~UmfNumeric() {
+    if (numeric) umfpack_di_free_numeric(&numeric);
+    if (symbolic) umfpack_di_free_symbolic(&symbolic);
+  }
+};
+
+std::string umf_status(int s) {
+  switch (s) {
+    case UMFPACK_ERROR_out_of_memory: return "out of memory";
+    case UMFPACK_WARNING_singular_matrix: return "singular matrix";
+    case UMFPACK_ERROR_invalid_matrix: return "invalid matrix";
+    default: return detail::cat("status ", s);
+  }
+}
+
+/// Fix pi_k = 1 for a recurrent state k and solve the remaining balance
+/// equations: B x = b with B = ((I - P) without row/column k)^T, b_j = P_kj.
+/// The CSR arrays of (I - P)_red are the CSC arrays of B, as UMFPACK wants.
+void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
+  const int32_t n = c.n, k = c.recurrent_state;
+  r.method = Method::Direct;
+  if (n == 1) {
+    r.pi = {1.0};
+    finish(c, r, o.tol);
+    return;
+  }
+  auto t0 = Clock::now();
+  const int32_t m = n - 1;
+  auto red = [k](int32_t i) { return i - (i > k); };
+  std::vector<int32_t> Ap(m + 1, 0), Ai;
+  std::vector<double> Ax, b(m, 0.0);
+  Ai.reserve(static_cast<size_t>(c.nnz()) + n);
+  Ax.reserve(static_cast<size_t>(c.nnz()) + n);
+  for (int32_t i = 0, ri = 0; i < n; ++i) {
+    if (i == k) {
+      for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e)
+        if (c.col[e] != k) b[red(c.col[e])] = c.val[e];
+      continue;
+    }
+    bool diag = false;
+    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) {
+      const int32_t j = c.col[e];
+      if (j == k) continue;
+      if (!diag && j >= i) {
+        diag = true;
+        Ai.push_back(red(i));
+        Ax.push_back(j == i ? 1.0 - c.val[e] : 1.0);
+        if (j == i) continue;
+      }
+      Ai.push_back(red(j));
+      Ax.push_back(-c.val[e]);
+    }
+    if (!diag) {
+      Ai.push_back(red(i));
+      Ax.push_back(1.0);
+    }
+    Ap[++ri] = static_cast<int32_t>(Ai.size());
+  }
+  r.seconds.push_back({"assemble", since(t0)});
+
+  double control[UMFPACK_CONTROL], info[UMFPACK_INFO];
+  umfpack_di_defaults(control);
+  UmfNumeric h;
+  t0 = Clock::now();
+  int st = umfpack_di_symbolic(m, m, Ap.data(), Ai.data(), Ax.data(), &h.symbolic, control, info);
+  r.seconds.push_back({"analyse", since(t0)});
+  if (st != UMFPACK_OK) throw SolverError("UMFPACK symbolic analysis failed: " + umf_status(st));
+  t0 = Clock::now();
+  st = umfpack_di_numeric(Ap.data(), Ai.data(), Ax.data(), h.symbolic, &h.numeric, control, info);
+  r.seconds.push_back({"factorise", since(t0)});
+  if (st != UMFPACK_OK)
+    throw SolverError("UMFPACK factorisation failed: " + umf_status(st) +
+                      (st == UMFPACK_WARNING_singular_matrix ? " (is the chain reducible?)" : ""));
+  r.extra.push_back({"lu_nnz", info[UMFPACK_LNZ] + info[UMFPACK_UNZ]});
+  r.extra.push_back({"umfpack_peak_bytes", info[UMFPACK_PEAK_MEMORY] * info[UMFPACK_SIZE_OF_UNIT]});
+
+  std::vector<double> x(m);
+  t0 = Clock::now();
+  st = umfpack_di_solve(UMFPACK_A, Ap.data(), Ai.data(), Ax.data(), x.data(), b.data(), h.numeric, control, info);
+  r.seconds.push_back({"solve", since(t0)});
+  if (st != UMFPACK_OK) throw SolverError("UMFPACK solve failed: " + umf_status(st));
+  auto expand = [&](const std::vector<double>& xr) {
+    std::vector<double> pi(n);
+    for (int32_t i = 0; i < n; ++i) pi[i] = i == k ? 1.0 : xr[red(i)];
+    return pi;
+  };
+  r.pi = expand(x);
+  finish(c, r, o.tol);
+
+  // Extra refinement on B x = b if the residual is above tol.
+  t0 = Clock::now();
+  std::vector<double> res(m), d(m);
+  for (int step = 0; step < o.refine_steps && !r.converged(); ++step) {
+    // res = b - B x, with B x computed from the CSC arrays.
+    std::copy(b.begin(), b.end(), res.begin());
+    for (int32_t j = 0; j < m; ++j)
+      for (int32_t e = Ap[j]; e < Ap[j + 1]; ++e) res[j] -= Ax[e] * x[Ai[e]];
+    st = umfpack_di_solve(UMFPACK_A, Ap.data(), Ai.data(), Ax.data(), d.data(), res.data(), h.numeric, control, info);
+    if (st != UMFPACK_OK) break;
+    for (int32_t j = 0; j < m; ++j) x[j] += d[j];
+    StationaryResult trial = r;
+    trial.pi = expand(x);
+    trial.seconds.clear();
+    finish(c, trial, o.tol);
+    ++r.iterations;
+    r.matvecs += 2;
+    if (trial.residual < r.residual) {
+      r.pi = std::move(trial.pi);
+      r.residual = trial.residual;
+      r.mass_error = trial.mass_error;
+      r.clipped_mass = trial.clipped_mass;
+      r.status = trial.status;
+    } else {
+      break;
+    }
+  }
+  if (r.iterations > 0) r.seconds.push_back({"refine", since(t0)});
+  if (!r.converged())
+    r.note = detail::cat("direct solve reached residual ", r.residual, " > tol ", o.tol, " after ", r.iterations,
+                         " refinement steps");
+}
+
+// ------------------------------------------------------------------ iterative
+
+void solve_power(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
+  r.method = Method::Power;
+  const long maxit = o.max_iter > 0 ? o.max_iter : 100000;
+  std::vector<double> x = o.x0.empty() ? std::vector<double>(c.n, 1.0 / c.n) : o.x0, y(c.n);
+  const auto t0 = Clock::now();
+  double res = INFINITY;
+  long it = 0;
+  while (it < maxit) {
+    left_multiply(c, x.data(), y.data());
+    ++it;
+    long double s = 0.0L, d = 0.0L;
+    for (int32_t i = 0; i < c.n; ++i) s += y[i];
+    for (int32_t i = 0; i < c.n; ++i) {
+      y[i] = static_cast<double>(y[i] / s);
+      d += std::abs(y[i] - x[i]);
+    }
+    x.swap(y);
+    res = static_cast<double>(d);
+    if (res <= 0.5 * o.tol) break;
+  }
+  r.iterations = it;
+  r.matvecs = it;
+  r.seconds.push_back({"iterate", since(t0)});
+  r.pi = std::move(x);
+  finish(c, r, o.tol);
+  if (!r.converged()) r.note = detail::cat("power iteration stopped after ", it, " of max_iter = ", maxit, " products");
+}
+
+void solve_gauss_seidel(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
+  r.method = Method::GaussSeidel;
+  const long maxit = o.max_iter > 0 ? o.max_iter : 100000;
+  auto t0 = Clock::now();
+  // Column access: transpose of P (rows of PT = columns of P).
+  const SpMat PT = SpMat(c.matrix().transpose());
+  std::vector<double> diag(c.n, 0.0);
+  for (int32_t i = 0; i < c.n; ++i)
+    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e)
+      if (c.col[e] == i) diag[i] = c.val[e];
+  r.seconds.push_back({"setup", since(t0)});
+  std::vector<double> x = o.x0.empty() ? std::vector<double>(c.n, 1.0 / c.n) : o.x0;
+  t0 = Clock::now();
+  long it = 0;
+  double res = INFINITY;
+  const int32_t* outer = PT.outerIndexPtr();
+  const int32_t* inner = PT.innerIndexPtr();
+  const double* v = PT.valuePtr();
+  while (it < maxit) {
+    for (int32_t j = 0; j < c.n; ++j) {
+      if (diag[j] >= 1.0) continue;  // absorbing state: keep its value
+      double acc = 0.0;
+      for (int32_t e = outer[j]; e < outer[j + 1]; ++e)
+        if (inner[e] != j) acc += x[inner[e]] * v[e];
+      x[j] = acc / (1.0 - diag[j]);
+    }
+    ++it;
+    long double s = 0.0L;
+    for (double xi : x) s += xi;
+    for (double& xi : x) xi = static_cast<double>(xi / s);
+    if (it % o.check_every == 0 || it == maxit) {
+      res = stationary_residual(c, x);
+      ++r.matvecs;
+      if (res <= 0.5 * o.tol) break;
+    }
+  }
+  r.iterations = it;
+  r.matvecs += it;
+  r.seconds.push_back({"iterate", since(t0)});
+  r.pi = std::move(x);
+  finish(c, r, o.tol);
+  if (!r.converged())
+    r.note = detail::cat("Gauss-Seidel stopped after ", it, " of max_iter = ", maxit, " sweeps, residual ", r.residual);
+}
+
+void solve_arnoldi(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
+  r.method = Method::Arnoldi;
+  const a_int n = c.n;
+  if (n < 3) {  // ARPACK needs nev + 2 <= ncv <= n
+    solve_direct(c, o, r);
+    r.fallback = true;
+    r.note = "ARPACK needs at least 3 states; solved directly";
+    return;
+  }
+  const a_int nev = 1;
+  const a_int ncv = o.ncv > 0 ? std::min<a_int>(std::max<a_int>(o.ncv, 3), n) : std::min<a_int>(30, n);
+  const long maxit = o.max_iter > 0 ? o.max_iter : 3000;
+  std::vector<double> resid = o.x0.empty() ? std::vector<double>(n, 1.0 / n) : o.x0;
+  std::vector<double> V(static_cast<size_t>(n) * ncv), workd(3 * static_cast<size_t>(n));
+  const a_int lworkl = 3 * ncv * ncv + 6 * ncv;
+  std::vector<double> workl(lworkl);
+  std::vector<double> y(n);
+  double atol = o.tol;
+  const auto t0 = Clock::now();
+  // Up to 4 rounds: ARPACK's tolerance is a relative 2-norm Ritz estimate, ours
+  // an L1 residual of the normalised vector; tighten and restart from the
+  // current vector until ours holds.
+  for (int round = 0; round < 4; ++round) {
+    a_int iparam[11] = {0}, ipntr[14] = {0};
+    iparam[0] = 1;  // exact shifts
+    iparam[2] = static_cast<a_int>(maxit);
+    iparam[6] = 1;  // mode 1: standard problem
+    a_int ido = 0, info = 1;  // info = 1: use resid as the start vector
+    while (true) {
+      dnaupd_c(&ido, "I", n, "LR", nev, atol, resid.data(), ncv, V.data(), n, iparam, ipntr, workd.data(),
+               workl.data(), lworkl, &info);
+      if (ido != -1 && ido != 1) break;
+      left_multiply(c, &workd[ipntr[0] - 1], &workd[ipntr[1] - 1]);
+      ++r.matvecs;
+    }
+    r.iterations += iparam[2];
+    if (info < 0) throw SolverError(detail::cat("ARPACK dnaupd failed with info = ", info));
+    const bool arpack_ok = info == 0 && iparam[4] >= 1;
+    std::vector<double> pi(n);
+    if (arpack_ok) {
+      std::vector<a_int> select(ncv, 1);
+      std::vector<double> dr(nev + 1), di(nev + 1), Z(static_cast<size_t>(n) * (nev + 1)), workev(3 * ncv);
+      a_int ierr = 0;
+      dneupd_c(1, "A", select.data(), dr.data(), di.data(), Z.data(), n, 0.0, 0.0, workev.data(), "I", n, "LR", nev,
+               atol, resid.data(), ncv, V.data(), n, iparam, ipntr, workd.data(), workl.data(), lworkl, &ierr);
+      if (ierr != 0) throw SolverError(detail::cat("ARPACK dneupd failed with info = ", ierr));
+      r.extra.push_back({"eigenvalue", dr[0]});
+      std::copy(Z.begin(), Z.begin() + n, pi.begin());
+    } else {
+      std::copy(V.begin(), V.begin() + n, pi.begin());  // current first Arnoldi vector
+    }
+    long double s = 0.0L;
+    for (double v : pi) s += v;
+    if (s < 0) for (double& v : pi) v = -v;
+    r.pi = pi;
+    finish(c, r, o.tol);
+    if (!arpack_ok) {
+      r.status = Status::NotConverged;
+      r.note = detail::cat("ARPACK stopped with info = ", info, " after ", r.iterations,
+                           " restarts (max_iter = ", maxit, ")");
+      break;
+    }
+    if (r.converged()) break;
+    resid = r.pi;
+    atol = std::max(atol * std::max(1e-3, 0.5 * o.tol / r.residual), 1e-15);
+  }
+  r.seconds.insert(r.seconds.begin(), {"iterate", since(t0)});
+  if (!r.converged() && r.note.empty())
+    r.note = detail::cat("Arnoldi reached residual ", r.residual, " > tol ", o.tol);
+}
+
+}  // namespace
+
+std::string to_string(Method m) {
+  switch (m) {
+    case Method::Auto: return "auto";
+    case Method::Direct: return "direct";
+    case Method::Arnoldi: return "arnoldi";
+    case Method::GaussSeidel: return "gauss_seidel";
+    case Method::Power: return "power";
+  }
+  return "?";
+}
+
+Method method_from(const std::string& s) {
+  for (Method m : {Method::Auto, Method::Direct, Method::Arnoldi, Method::GaussSeidel, Method::Power})
+    if (to_string(m) == s) return m;
+  throw OptionError("solver option 'method' must be one of auto, direct, arnoldi, gauss_seidel, power, got '" + s + "'");
+}
+
+void StationaryOptions::validate() const {
+  if (!(tol > 0.0 && tol < 1.0))
+    throw OptionError(detail::cat("solver option 'tol' must be in (0, 1), got ", tol));
+  if (max_iter < 0) throw OptionError(detail::cat("solver option 'max_iter' must be >= 0, got ", max_iter));
+  if (ncv < 0) throw OptionError(detail::cat("solver option 'ncv' must be >= 0, got ", ncv));
+  if (refine_steps < 0) throw OptionError(detail::cat("solver option 'refine_steps' must be >= 0, got ", refine_steps));
+  if (check_every < 1) throw OptionError(detail::cat("solver option 'check_every' must be >= 1, got ", check_every));
+  for (double v : x0)
+    if (!std::isfinite(v) || v < 0.0)
+      throw OptionError(detail::cat("solver option 'x0' must be finite and non-negative, got an entry ", v));
+}
+
+StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o) {
+  o.validate();
+  if (!o.x0.empty() && static_cast<int32_t>(o.x0.size()) != chain.n)
+    throw OptionError(detail::cat("solver option 'x0' must have ", chain.n, " entries (one per state), got ", o.x0.size()));
+  if (chain.report.closed_classes != 1)
+    throw ReducibleChain(detail::cat("the chain has ", chain.report.closed_classes,
+                                     " closed communicating classes: no unique stationary distribution"));
+  StationaryResult r;
+  r.requested = o.method;
+  const auto t0 = Clock::now();
+  switch (o.method) {
+    case Method::Auto:
+      try {
+        solve_direct(chain, o, r);
+      } catch (const SolverError& e) {
+        r = StationaryResult{};
+        r.requested = Method::Auto;
+        solve_gauss_seidel(chain, o, r);
+        r.fallback = true;
+        r.note = std::string("direct solve failed (") + e.what() + "); fell back to Gauss-Seidel";
+      }
+      break;
+    case Method::Direct: solve_direct(chain, o, r); break;
+    case Method::Arnoldi: solve_arnoldi(chain, o, r); break;
+    case Method::GaussSeidel: solve_gauss_seidel(chain, o, r); break;
+    case Method::Power: solve_power(chain, o, r); break;
+  }
+  r.seconds.push_back({"total", since(t0)});
+  return r;
+}
+
+}  // namespace aqm

@@ -1,0 +1,90 @@
+// Builder: stochasticity, structure, the Geo/Geo/1/N closed form, memory budget.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "aqmchain/aqmchain.hpp"
+
+using namespace aqm;
+
+namespace {
+Model geo(int N, double alpha, double mu) {
+  Model m;
+  m.buffer = N;
+  m.source = Source::bernoulli(alpha);
+  m.service = Service::geometric(mu);
+  m.aqm.drop = DropFunction::none();
+  m.aqm.w = 0.5;
+  m.grid.k = 1;
+  return m;
+}
+}  // namespace
+
+TEST(Chain, RowsAreStochasticAndStructured) {
+  Model m = geo(20, 0.4, 0.5);
+  m.aqm.drop = DropFunction::red(4, 12, 0.2);
+  m.grid.k = 2;
+  const Chain c = build_chain(m);
+  ASSERT_GT(c.n, 0);
+  EXPECT_LE(c.report.max_row_error, 1e-14);
+  EXPECT_EQ(c.report.closed_classes, 1);
+  for (int32_t i = 0; i < c.n; ++i) {
+    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) {
+      EXPECT_GT(c.val[e], 0.0);
+      EXPECT_LE(std::abs(c.level[c.col[e]] - c.level[i]), 1);  // block tridiagonal in n
+      if (e > c.rowptr[i]) EXPECT_LT(c.col[e - 1], c.col[e]);
+    }
+  }
+  EXPECT_EQ(c.index_of(0, 0, 0), 0);
+}
+
+TEST(Chain, GeoGeo1NClosedForm) {
+  // Birth-death with delayed access: pi_1 (1-a) mu = pi_0 a; pi_{n+1} (1-a) mu = pi_n a (1-mu);
+  // pi_N mu = pi_{N-1} a (1-mu).
+  const int N = 12;
+  const double a = 0.3, mu = 0.5;
+  std::vector<double> p(N + 1);
+  p[0] = 1.0;
+  p[1] = a / ((1 - a) * mu);
+  for (int n = 1; n < N - 1; ++n) p[n + 1] = p[n] * a * (1 - mu) / ((1 - a) * mu);
+  p[N] = p[N - 1] * a * (1 - mu) / mu;
+  double s = 0;
+  for (double v : p) s += v;
+  for (double& v : p) v /= s;
+  const Chain c = build_chain(geo(N, a, mu));
+  for (Method meth : {Method::Direct, Method::Arnoldi, Method::GaussSeidel, Method::Power}) {
+    StationaryOptions o;
+    o.method = meth;
+    const auto r = solve_stationary(c, o);
+    ASSERT_TRUE(r.converged()) << to_string(meth) << " " << r.note;
+    EXPECT_LE(r.residual, 1e-12);
+    const Metrics mt = compute_metrics(c, r.pi);
+    for (int n = 0; n <= N; ++n) EXPECT_NEAR(mt.system_pmf[n], p[n], 1e-11) << to_string(meth) << " n=" << n;
+    EXPECT_NEAR(mt.loss, p[N], 1e-11);  // Bernoulli arrivals see time averages
+    EXPECT_NEAR(mt.loss_overflow, p[N], 1e-11);
+    EXPECT_LT(mt.littles_law_error, 1e-10);
+  }
+}
+
+TEST(Chain, LargeBufferMatchesSpecPoint) {
+  const Chain c = build_chain(geo(60, 0.3, 0.5));
+  const auto r = solve_stationary(c);
+  ASSERT_TRUE(r.converged());
+  const Metrics m = compute_metrics(c, r.pi);
+  EXPECT_NEAR(m.mean_system, 1.05, 1e-10);
+  EXPECT_NEAR(m.var_system, 1.5225, 1e-10);
+  EXPECT_NEAR(m.mean_queue, 0.45, 1e-10);
+  EXPECT_NEAR(m.var_queue, 0.9225, 1e-10);
+  EXPECT_NEAR(m.mean_response, 3.5, 1e-10);
+  double mean = 0;
+  for (size_t r2 = 0; r2 < m.response_pmf.size(); ++r2) mean += r2 * m.response_pmf[r2];
+  EXPECT_NEAR(mean, 3.5, 1e-10);
+}
+
+TEST(Chain, MemoryBudgetRefuses) {
+  Model m = geo(250, 0.5, 0.5);
+  m.grid.k = 64;
+  BuildOptions o;
+  o.memory_limit_bytes = 1e6;
+  EXPECT_THROW(build_chain(m, o), StateSpaceTooLarge);
+}

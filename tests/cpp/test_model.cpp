@@ -1,0 +1,131 @@
+// Model description: drop functions (SPEC 2.4), SSMP (2.1), grid mapping (4), validation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "aqmchain/aqmchain.hpp"
+
+using namespace aqm;
+
+TEST(DropFunction, RedBranches) {
+  const auto f = DropFunction::red(100, 200, 0.1);
+  EXPECT_EQ(f(99.999), 0.0);
+  EXPECT_DOUBLE_EQ(f(100), 0.0);
+  EXPECT_DOUBLE_EQ(f(150), 0.05);
+  EXPECT_DOUBLE_EQ(f(199.5), 0.1 * 99.5 / 100);
+  EXPECT_EQ(f(200), 1.0);
+}
+
+TEST(DropFunction, GentleRedDsredSredNlred) {
+  const auto g = DropFunction::gentle_red(100, 200, 0.1);
+  EXPECT_DOUBLE_EQ(g(300), 0.1 + 0.9 * 0.5);
+  EXPECT_EQ(g(400), 1.0);
+  const auto d = DropFunction::dsred(100, 200, 0.5);
+  EXPECT_DOUBLE_EQ(d(125), 2 * 0.5 / 100 * 25);  // alpha_s (avg - K_l)
+  EXPECT_DOUBLE_EQ(d(150), 0.5);                 // 1 - gamma at K_m
+  EXPECT_DOUBLE_EQ(d(175), 0.5 + 2 * 0.5 / 100 * 25);
+  const auto s = DropFunction::sred(50, 250);  // seg = 150, p_seg = (100/200)^2
+  EXPECT_DOUBLE_EQ(s(100), 0.0625);
+  EXPECT_DOUBLE_EQ(s(200), 0.25 + 0.75 * 0.25);
+  EXPECT_EQ(s(250), 1.0);
+  const auto n = DropFunction::nlred(100, 200, 0.1);
+  EXPECT_DOUBLE_EQ(n(150), 1.5 * 0.1 * 0.25);
+  const auto p = DropFunction::polynomial(0, 10, {0.0, 0.5, 2.0});  // clipped to 1
+  EXPECT_DOUBLE_EQ(p(5), 0.25 + 0.5);
+  EXPECT_EQ(p(9), 1.0);
+  const auto t = DropFunction::table({{10, 0.0}, {20, 0.4}});
+  EXPECT_DOUBLE_EQ(t(15), 0.2);
+  EXPECT_EQ(t(0), 0.0);
+  EXPECT_DOUBLE_EQ(t(30), 0.4);
+}
+
+TEST(DropFunction, ValidationNamesParameter) {
+  try {
+    DropFunction::red(200, 100, 0.1);
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), "aqm.max_th");
+    EXPECT_NE(std::string(e.what()).find("100"), std::string::npos);
+  }
+  EXPECT_THROW(DropFunction::red(1, 2, 1.5), ModelError);
+  EXPECT_THROW(DropFunction::dsred(1, 2, -0.1), ModelError);
+  EXPECT_THROW(DropFunction::nlred(1, 2, 0.9), ModelError);
+  EXPECT_THROW(DropFunction::table({{2, 0.1}, {1, 0.2}}), ModelError);
+}
+
+TEST(Source, SsmpStationaryAndMean) {
+  const auto s = Source::ssmp(5, 1.927562, 31.6);
+  const auto pi = s.modulator_stationary();
+  for (int j = 1; j < 5; ++j) EXPECT_NEAR(pi[j], pi[0] * std::pow(1.927562, -j), 1e-14);
+  EXPECT_NEAR(s.mean_rate(), (1 - 1 / 1.927562) / (1 - std::pow(1.927562, -5)), 1e-14);
+  EXPECT_NEAR(s.mean_rate(), 0.5, 2e-7);  // the seeds' "mean 0.5"
+  const double q = ssmp_q_for_mean(0.5, 31.6, 5);
+  EXPECT_NEAR(Source::ssmp(5, q, 31.6).mean_rate(), 0.5, 1e-13);
+  EXPECT_NEAR(q, 1.927562, 1e-5);
+  EXPECT_THROW(Source::ssmp(5, 40, 31.6), ModelError);  // q > a
+  EXPECT_THROW(Source::ssmp(5, 1.0, 1.2), ModelError);  // sum a^-j > 1
+}
+
+TEST(Source, HurstOfSsmp) {
+  const auto s = Source::ssmp(5, 1.927562, 31.6);
+  const auto h = hurst(s, 0, 20);
+  EXPECT_TRUE(h.asymptotic_valid);
+  EXPECT_NEAR(h.asymptotic, 1 - std::log(1.927562) / (2 * std::log(31.6 / 1.927562)), 1e-14);
+  EXPECT_GT(h.variance_time, 0.7);
+  EXPECT_LT(h.variance_time, 0.85);
+  // Bernoulli: no correlation, Var(X^(m)) = Var X / m exactly -> H = 1/2.
+  const auto b = hurst(Source::bernoulli(0.3), 0, 10);
+  EXPECT_NEAR(b.variance_time, 0.5, 1e-12);
+  EXPECT_NEAR(b.variances[3], 0.21 / 8, 1e-15);
+}
+
+TEST(Source, MmbpValidation) {
+  EXPECT_THROW(Source::mmbp({{0.5, 0.4}, {0.5, 0.5}}, {0.1, 0.2}), ModelError);
+  EXPECT_THROW(Source::mmbp({{1.0, 0.0}, {0.0, 1.0}}, {0.1, 0.2}), ModelError);  // reducible
+  EXPECT_THROW(Source::mmbp({{0.5, 0.5}, {0.5, 0.5}}, {0.1, 1.2}), ModelError);
+  EXPECT_NEAR(Source::mmbp({{0.9, 0.1}, {0.3, 0.7}}, {0.2, 0.6}).mean_rate(), 0.75 * 0.2 + 0.25 * 0.6, 1e-15);
+}
+
+TEST(Grid, SplitIsMeanPreserving) {
+  Grid g(GridSpec{4, {}, Mapping::Split}.resolve(10), Mapping::Split);
+  const auto t = g.map(1.3);
+  EXPECT_EQ(t.lo, 5);
+  EXPECT_NEAR(t.p_lo * 1.25 + (1 - t.p_lo) * 1.5, 1.3, 1e-15);
+  EXPECT_EQ(g.map(2.0).p_lo, 1.0);
+  EXPECT_EQ(g.map(2.0).lo, 8);
+  Grid nn(GridSpec{4, {}, Mapping::Nearest}.resolve(10), Mapping::Nearest);
+  EXPECT_EQ(nn.map(1.3).lo, 5);
+  EXPECT_EQ(nn.map(1.4).lo, 6);
+}
+
+TEST(Grid, FlagsFollowSeed001) {
+  GridSpec spec;
+  spec.mapping = Mapping::Flags;
+  Grid g(spec.resolve(3), Mapping::Flags);
+  EXPECT_EQ(g.size(), 16);
+  EXPECT_DOUBLE_EQ(g.points()[g.map(1.0).lo], 1.0);
+  EXPECT_DOUBLE_EQ(g.points()[g.map(1.1).lo], 1.125);
+  EXPECT_DOUBLE_EQ(g.points()[g.map(1.3).lo], 1.375);
+  EXPECT_DOUBLE_EQ(g.points()[g.map(1.99).lo], 1.875);
+}
+
+TEST(Model, ValidationMessages) {
+  Model m;
+  m.buffer = 0;
+  EXPECT_THROW(m.validate(), ModelError);
+  m.buffer = 10;
+  m.aqm.w = 0.0;
+  try {
+    m.validate();
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), "aqm.w");
+    EXPECT_NE(std::string(e.what()).find("(0, 1]"), std::string::npos);
+  }
+  m.aqm.w = 0.5;
+  m.service.mu = 0.0;
+  EXPECT_THROW(m.validate(), ModelError);
+  m.service.mu = 0.5;
+  m.grid.points = {0, 5, 9};
+  EXPECT_THROW(m.validate(), ModelError);
+}

@@ -1,0 +1,88 @@
+// Solvers: agreement across methods, non-convergence status, reducible chains, options.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "aqmchain/aqmchain.hpp"
+
+using namespace aqm;
+
+namespace {
+Chain ssmp_red_chain(UpdateRule rule) {
+  Model m;
+  m.buffer = 20;
+  m.source = Source::ssmp(3, 1.5, 4.0);
+  m.service = Service::geometric(0.6);
+  m.aqm.drop = DropFunction::red(5, 15, 0.3);
+  m.aqm.w = 0.2;
+  m.aqm.update = rule;
+  m.aqm.ecn = 0.25;
+  m.grid.k = 2;
+  return build_chain(m);
+}
+}  // namespace
+
+TEST(Solvers, AllMethodsAgree) {
+  for (UpdateRule rule : {UpdateRule::PerSlot, UpdateRule::PerArrival}) {
+    const Chain c = ssmp_red_chain(rule);
+    StationaryOptions o;
+    o.method = Method::Direct;
+    const auto ref = solve_stationary(c, o);
+    ASSERT_TRUE(ref.converged());
+    for (Method m : {Method::Arnoldi, Method::GaussSeidel, Method::Power}) {
+      o.method = m;
+      const auto r = solve_stationary(c, o);
+      ASSERT_TRUE(r.converged()) << to_string(m) << ": " << r.note;
+      EXPECT_EQ(r.method, m);
+      double d = 0;
+      for (int32_t i = 0; i < c.n; ++i) d += std::abs(r.pi[i] - ref.pi[i]);
+      EXPECT_LT(d, 1e-10) << to_string(m);
+    }
+  }
+}
+
+TEST(Solvers, MaxIterOneReportsNonConvergence) {
+  const Chain c = ssmp_red_chain(UpdateRule::PerSlot);
+  for (Method m : {Method::GaussSeidel, Method::Power, Method::Arnoldi}) {
+    StationaryOptions o;
+    o.method = m;
+    o.max_iter = 1;
+    const auto r = solve_stationary(c, o);
+    EXPECT_FALSE(r.converged()) << to_string(m);
+    EXPECT_EQ(static_cast<int32_t>(r.pi.size()), c.n);
+    EXPECT_GT(r.residual, o.tol);
+    EXPECT_FALSE(r.note.empty());
+  }
+}
+
+TEST(Solvers, ReducibleChainIsReported) {
+  // nearest mapping with a tiny w freezes avg: from the empty system avg stays 0,
+  // so that is fine; but alpha = 1 with mu = 1 keeps n in {1} once entered ...
+  // Build a chain with two closed classes through an MMBP whose states never meet
+  // is impossible (validation refuses it), so use the frozen-avg mechanism:
+  Model m;
+  m.buffer = 4;
+  m.source = Source::bernoulli(1.0);
+  m.service = Service::geometric(1.0);
+  m.aqm.drop = DropFunction::table({{0.0, 0.0}, {0.1, 0.0}});
+  m.aqm.w = 1.0;
+  m.grid.k = 1;
+  const Chain c = build_chain(m);
+  // alpha = mu = 1: 0 -> 1 -> 1 -> ... (one closed class {n=1}); the empty state is transient.
+  EXPECT_EQ(c.report.closed_classes, 1);
+  EXPECT_GE(c.report.transient_states, 1);
+  const auto r = solve_stationary(c);
+  ASSERT_TRUE(r.converged());
+  EXPECT_NEAR(r.pi[c.index_of(1, 0, 0)], 1.0, 1e-14);
+}
+
+TEST(Solvers, BadOptions) {
+  const Chain c = ssmp_red_chain(UpdateRule::PerSlot);
+  StationaryOptions o;
+  o.tol = -1;
+  EXPECT_THROW(solve_stationary(c, o), OptionError);
+  EXPECT_THROW(method_from("lu"), OptionError);
+  o = StationaryOptions{};
+  o.x0 = {1.0, 2.0};
+  EXPECT_THROW(solve_stationary(c, o), OptionError);
+}
