@@ -1,0 +1,47 @@
+"""aqmchain: exact discrete-time Markov-chain analysis of router queues under AQM.
+
+Layers: model description (:class:`Model`, :class:`Source`, :class:`DropFunction`,
+...) -> chain builder (:func:`build_chain`) -> stationary solvers
+(:func:`solve_stationary`) -> metrics (:class:`StationaryResult`).  Conventions
+(SPEC 1): probability vectors are rows, pi P = pi, P is CSR with rows = from-state.
+"""
+
+from ._core import (
+    Aqm,
+    Chain,
+    DropFunction,
+    GridSpec,
+    HurstReport,
+    Model,
+    ModelError,
+    OptionError,
+    ReducibleChainError,
+    Service,
+    Source,
+    SolverError,
+    StateSpaceTooLarge,
+    estimate_chain,
+    hurst,
+    ssmp_q_for_mean,
+)
+from .modelfile import load_config, load_model, model_from_dict, model_to_dict
+from .stationary import (
+    NonConvergenceError,
+    SolverInfo,
+    StationaryResult,
+    build_chain,
+    solve_stationary,
+    state_labels,
+    transition_matrix,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Aqm", "Chain", "DropFunction", "GridSpec", "HurstReport", "Model", "Service", "Source",
+    "ModelError", "OptionError", "ReducibleChainError", "SolverError", "StateSpaceTooLarge",
+    "NonConvergenceError", "SolverInfo", "StationaryResult",
+    "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean",
+    "load_config", "load_model", "model_from_dict", "model_to_dict",
+    "solve_stationary", "state_labels", "transition_matrix",
+]

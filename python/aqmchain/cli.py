@@ -1,0 +1,100 @@
+"""Command line: ``aqmchain solve MODEL.toml [--json OUT]``.
+
+Exit codes: 0 ok, 2 bad input (the message names the key and the value),
+3 the solve failed (non-convergence, reducible chain, back-end failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+from . import _core
+from .modelfile import load_config
+from .stationary import NonConvergenceError, solve_stationary
+
+EXIT_OK, EXIT_INPUT, EXIT_SOLVE = 0, 2, 3
+
+
+def _write_json(path: str, payload: dict) -> None:
+    text = json.dumps(payload, indent=1, allow_nan=False)
+    if path == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        Path(path).write_text(text + "\n", encoding="utf-8")
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    model, solver = load_config(args.model)
+    for key in ("method", "tol", "max_iter"):
+        value = getattr(args, key)
+        if value is not None:
+            solver[key] = value
+    if args.memory_limit_gb is not None:
+        solver["memory_limit_gb"] = args.memory_limit_gb
+    est = _core.estimate_chain(model)
+    if not args.quiet:
+        print(f"model {args.model}: buffer {model.buffer}, source {model.source!r}, drop {model.aqm.drop.kind}, "
+              f"w {model.aqm.w}, grid k={model.grid.k} ({model.grid.mapping}); "
+              f"at most {est['product_states']} states", file=sys.stderr)
+    try:
+        result = solve_stationary(model, **solver)
+    except NonConvergenceError as exc:
+        print(f"aqmchain: {exc}", file=sys.stderr)
+        if args.json:
+            payload = exc.result.to_dict()
+            payload["error"] = str(exc)
+            _write_json(args.json, payload)
+        return EXIT_SOLVE
+    if not args.quiet:
+        print(result.summary())
+    if args.json:
+        _write_json(args.json, result.to_dict())
+    return EXIT_OK
+
+
+def _cmd_estimate(args: argparse.Namespace) -> int:
+    model, _ = load_config(args.model)
+    est = _core.estimate_chain(model)
+    print(json.dumps(est, indent=1))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="aqmchain", description="Exact Markov-chain analysis of AQM router queues.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("solve", help="stationary solution and metrics of a model file")
+    s.add_argument("model", help="TOML model file (SPEC section 8)")
+    s.add_argument("--json", metavar="OUT", help="write the SPEC 8 JSON object here ('-' for stdout)")
+    s.add_argument("--method", choices=["auto", "direct", "arnoldi", "gauss_seidel", "power"])
+    s.add_argument("--tol", type=float, help="target for ||pi P - pi||_1 (default 1e-12)")
+    s.add_argument("--max-iter", dest="max_iter", type=int)
+    s.add_argument("--memory-limit-gb", type=float, help="refuse state spaces above this (default 8)")
+    s.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
+    s.set_defaults(func=_cmd_solve)
+    e = sub.add_parser("estimate", help="upper bounds on states, transitions and memory, without building")
+    e.add_argument("model")
+    e.set_defaults(func=_cmd_estimate)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = lambda msg, *a, **k: print(f"aqmchain: warning: {msg}", file=sys.stderr)
+            return args.func(args)
+    except (_core.ModelError, _core.OptionError) as exc:
+        print(f"aqmchain: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except (_core.ReducibleChainError, _core.SolverError) as exc:
+        print(f"aqmchain: error: {exc}", file=sys.stderr)
+        return EXIT_SOLVE
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

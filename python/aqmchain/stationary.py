@@ -1,0 +1,243 @@
+"""Stationary analysis: build the chain, solve pi P = pi, compute SPEC 5 metrics.
+
+The numerical work happens in the C++ core; this module only arranges the
+calls and presents the answer (numpy arrays, SPEC 8 attribute names).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._core import OptionError
+
+__all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "build_chain"]
+
+GIB = 1024.0**3
+_OPTION_NAMES = ("method", "tol", "max_iter", "ncv", "refine_steps", "check_every", "x0")
+
+
+class NonConvergenceError(RuntimeError):
+    """The solver stopped before ``||pi P - pi||_1 <= tol``.
+
+    ``.result`` holds the partial :class:`StationaryResult` (its ``info`` says
+    how far the method got)."""
+
+    def __init__(self, message: str, result: "StationaryResult"):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclasses.dataclass(frozen=True)
+class SolverInfo:
+    """Accounts of one stationary solve."""
+
+    method: str  #: the method that produced pi
+    requested: str  #: what the caller asked for
+    fallback: bool  #: True when ``method`` is an automatic fallback
+    status: str  #: "converged" | "not_converged"
+    residual: float  #: ||pi P - pi||_1
+    mass_error: float  #: |sum(pi) - 1|
+    clipped_mass: float  #: negative round-off removed before normalising
+    iterations: int
+    matvecs: int
+    seconds: dict[str, float]  #: phase -> wall seconds (build phases included)
+    tol: float
+    note: str
+    extra: dict[str, float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def build_chain(model: _core.Model, memory_limit_gb: float | None = None) -> _core.Chain:
+    """Build the DTMC of ``model`` (reachable states from the empty system)."""
+    limit = 8.0 * GIB if memory_limit_gb is None else float(memory_limit_gb) * GIB
+    chain = _core.build_chain(model, limit)
+    for msg in chain.report["warnings"]:
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+    return chain
+
+
+def _quantile(pmf: np.ndarray, p: float) -> int:
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"quantile level p must be in (0, 1), got {p!r}")
+    cdf = np.cumsum(pmf)
+    return int(min(np.searchsorted(cdf, p * cdf[-1], side="left"), len(pmf) - 1))
+
+
+def _tail(pmf: np.ndarray) -> np.ndarray:
+    """P(X >= k) for k = 0..len-1, summed from the top (accurate far below 1e-15)."""
+    return np.cumsum(pmf[::-1])[::-1]
+
+
+class StationaryResult:
+    """Stationary solution of a model with the SPEC 5 metrics under SPEC 8 names.
+
+    Attributes: ``states``, ``nnz``, ``arrival_rate``, ``mean_queue``, ``var_queue``,
+    ``queue_pmf`` (waiting packets q), ``mean_system``, ``var_system``, ``system_pmf`` (n),
+    ``loss``, ``loss_aqm``, ``loss_overflow``, ``mark_prob``, ``throughput``,
+    ``mean_response``, ``var_response``, ``response_pmf`` (R = D - A in slots; ``None``
+    under front/random until the tagged-packet analysis exists), ``avg_pmf`` on
+    ``avg_grid``, ``mean_avg``, ``pi`` and ``info`` (:class:`SolverInfo`).
+    """
+
+    def __init__(self, model: _core.Model, chain: _core.Chain, raw: _core.StationaryResult,
+                 metrics: _core.Metrics, tol: float, build_seconds: dict[str, float]):
+        self.model, self.chain = model, chain
+        self.pi = raw.pi
+        seconds = dict(build_seconds)
+        seconds.update({f"solve_{k}" if k != "total" else "solve": v for k, v in raw.seconds.items()})
+        self.info = SolverInfo(method=raw.method, requested=raw.requested, fallback=raw.fallback,
+                               status=raw.status, residual=raw.residual, mass_error=raw.mass_error,
+                               clipped_mass=raw.clipped_mass, iterations=raw.iterations, matvecs=raw.matvecs,
+                               seconds=seconds, tol=tol, note=raw.note, extra=raw.extra)
+        self.build = chain.report
+        self.states, self.nnz = chain.n, chain.nnz
+        for name in ("arrival_rate", "throughput", "loss", "loss_aqm", "loss_overflow", "mark_prob",
+                     "aqm_decision_prob", "mean_system", "var_system", "mean_queue", "var_queue", "mean_avg"):
+            setattr(self, name, getattr(metrics, name))
+        self.system_pmf = metrics.system_pmf
+        self.queue_pmf = metrics.queue_pmf
+        self.avg_pmf = metrics.avg_pmf
+        self.avg_grid = np.asarray(chain.grid)
+        self.response_available = metrics.response_available
+        self.response_note = metrics.response_note
+        if metrics.response_available:
+            self.response_pmf = metrics.response_pmf
+            self.mean_response = metrics.mean_response
+            self.var_response = metrics.var_response
+            self.response_truncated = metrics.response_truncated
+            self.littles_law_error = metrics.littles_law_error
+        else:
+            self.response_pmf = self.mean_response = self.var_response = None
+            self.response_truncated = self.littles_law_error = None
+
+    # -- distributions -------------------------------------------------------
+    def queue_quantile(self, p: float) -> int:
+        """Smallest k with P(q <= k) >= p."""
+        return _quantile(self.queue_pmf, p)
+
+    def system_quantile(self, p: float) -> int:
+        return _quantile(self.system_pmf, p)
+
+    def response_quantile(self, p: float) -> int:
+        if self.response_pmf is None:
+            raise NotImplementedError(self.response_note)
+        return _quantile(self.response_pmf, p)
+
+    def queue_tail(self) -> np.ndarray:
+        """P(q >= k), k = 0..N-1."""
+        return _tail(self.queue_pmf)
+
+    def system_tail(self) -> np.ndarray:
+        return _tail(self.system_pmf)
+
+    # -- the chain -----------------------------------------------------------
+    def transition_matrix(self):
+        return transition_matrix(self.chain)
+
+    def state_labels(self) -> dict[str, np.ndarray]:
+        return state_labels(self.chain)
+
+    # -- output ---------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The SPEC 8 JSON object (plus response pmf, avg pmf and the full solver accounts)."""
+        f = lambda x: None if x is None else float(x)  # noqa: E731
+        lst = lambda a: None if a is None else [float(v) for v in a]  # noqa: E731
+        return {
+            "states": int(self.states), "nnz": int(self.nnz),
+            "arrival_rate": f(self.arrival_rate),
+            "mean_queue": f(self.mean_queue), "var_queue": f(self.var_queue), "queue_pmf": lst(self.queue_pmf),
+            "mean_system": f(self.mean_system), "var_system": f(self.var_system),
+            "system_pmf": lst(self.system_pmf),
+            "loss": f(self.loss), "loss_aqm": f(self.loss_aqm), "loss_overflow": f(self.loss_overflow),
+            "mark_prob": f(self.mark_prob), "throughput": f(self.throughput),
+            "mean_response": f(self.mean_response), "var_response": f(self.var_response),
+            "response_pmf": lst(self.response_pmf), "response_note": self.response_note or None,
+            "mean_avg": f(self.mean_avg), "avg_grid": lst(self.avg_grid), "avg_pmf": lst(self.avg_pmf),
+            "solver": {
+                "method": self.info.method, "requested": self.info.requested, "fallback": self.info.fallback,
+                "status": self.info.status, "residual": self.info.residual, "mass_error": self.info.mass_error,
+                "iterations": int(self.info.iterations), "matvecs": int(self.info.matvecs),
+                "seconds": self.info.seconds, "tol": self.info.tol, "note": self.info.note,
+            },
+        }
+
+    def summary(self) -> str:
+        i = self.info
+        rows = [
+            ("states / nnz", f"{self.states} / {self.nnz}"),
+            ("arrival rate", f"{self.arrival_rate:.6g}"),
+            ("throughput", f"{self.throughput:.6g}"),
+            ("mean queue (waiting)", f"{self.mean_queue:.6g}"),
+            ("var queue", f"{self.var_queue:.6g}"),
+            ("mean system", f"{self.mean_system:.6g}"),
+            ("loss (aqm + overflow)", f"{self.loss:.6g} ({self.loss_aqm:.6g} + {self.loss_overflow:.6g})"),
+            ("ECN marks", f"{self.mark_prob:.6g}"),
+            ("mean response R", "n/a: " + self.response_note if self.mean_response is None
+             else f"{self.mean_response:.6g} slots"),
+            ("var response R", "n/a" if self.var_response is None else f"{self.var_response:.6g}"),
+            ("solver", f"{i.method}{' (fallback)' if i.fallback else ''}, {i.status}, residual {i.residual:.2e}, "
+                       f"{i.iterations} iterations, {i.matvecs} matvecs"),
+            ("time", ", ".join(f"{k} {v:.3g}s" for k, v in i.seconds.items())),
+        ]
+        w = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
+
+    def __repr__(self) -> str:
+        return (f"<StationaryResult states={self.states} mean_queue={self.mean_queue:.6g} loss={self.loss:.6g} "
+                f"method={self.info.method} residual={self.info.residual:.2e}>")
+
+
+def transition_matrix(chain: _core.Chain):
+    """P as ``scipy.sparse.csr_matrix`` (rows = from-state, pi P = pi)."""
+    import scipy.sparse as sp
+
+    return sp.csr_matrix((np.array(chain.data), np.array(chain.indices), np.array(chain.indptr)),
+                         shape=(chain.n, chain.n))
+
+
+def state_labels(chain: _core.Chain) -> dict[str, np.ndarray]:
+    """State labels as arrays: ``level`` (n), ``queue`` (q), ``avg`` (grid value), ``modulator``."""
+    level = np.asarray(chain.level)
+    return {"level": level, "queue": np.maximum(level - 1, 0), "avg": np.asarray(chain.grid)[chain.avg_index],
+            "avg_index": np.asarray(chain.avg_index), "modulator": np.asarray(chain.modulator)}
+
+
+def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float | None = None,
+                     **options: Any) -> StationaryResult:
+    """Stationary distribution and metrics of ``model`` (or of an already built chain).
+
+    Options (all keyword): ``method`` ("auto", "direct", "arnoldi", "gauss_seidel",
+    "power"), ``tol`` (target for ||pi P - pi||_1, default 1e-12), ``max_iter``,
+    ``ncv``, ``refine_steps``, ``check_every``, ``x0``; ``memory_limit_gb`` for the builder.
+
+    Raises :class:`NonConvergenceError` (with ``.result``) when the residual target
+    is not met, :class:`ReducibleChainError` when there is no unique stationary
+    vector, :class:`ModelError` / :class:`OptionError` on bad input.
+    """
+    unknown = sorted(set(options) - set(_OPTION_NAMES))
+    if unknown:
+        raise OptionError(f"unknown solver option '{unknown[0]}' (known: {', '.join(_OPTION_NAMES)}, memory_limit_gb)")
+    opts = _core.StationaryOptions(**options)
+    if isinstance(model, _core.Chain):
+        chain = model
+        model = chain.model
+    else:
+        chain = build_chain(model, memory_limit_gb)
+    rep = chain.report
+    build_seconds = {"build_explore": rep["seconds_explore"], "build_assemble": rep["seconds_assemble"],
+                     "build_classes": rep["seconds_classes"]}
+    raw = _core.solve_stationary(chain, opts)
+    metrics = _core.compute_metrics(chain, raw.pi)
+    result = StationaryResult(model, chain, raw, metrics, opts.tol, build_seconds)
+    if not raw.converged:
+        raise NonConvergenceError(
+            f"stationary solve did not converge ({raw.method}): residual {raw.residual:.3e} > tol {opts.tol:.1e}; "
+            f"{raw.note}", result)
+    return result
