@@ -312,12 +312,16 @@ Chain build_chain(const Model& model, const BuildOptions& options) {
 
   // --- 3. communicating classes.
   t0 = Clock::now();
+  classify(c);
+  c.report.seconds_classes = since(t0);
+  return c;
+}
+
+void classify(Chain& c) {
   const ClassInfo ci = closed_classes(c);
   c.report.closed_classes = ci.closed;
   c.report.transient_states = c.n - ci.closed_size;
-  if (ci.closed == 1) c.recurrent_state = ci.closed_state;
-  c.report.seconds_classes = since(t0);
-  return c;
+  c.recurrent_state = ci.closed == 1 ? ci.closed_state : -1;
 }
 
 void left_multiply(const Chain& c, const double* x, double* y) {

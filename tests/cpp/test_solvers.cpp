@@ -55,11 +55,8 @@ TEST(Solvers, MaxIterOneReportsNonConvergence) {
   }
 }
 
-TEST(Solvers, ReducibleChainIsReported) {
-  // nearest mapping with a tiny w freezes avg: from the empty system avg stays 0,
-  // so that is fine; but alpha = 1 with mu = 1 keeps n in {1} once entered ...
-  // Build a chain with two closed classes through an MMBP whose states never meet
-  // is impossible (validation refuses it), so use the frozen-avg mechanism:
+TEST(Solvers, TransientStatesGetZeroMass) {
+  // alpha = mu = 1: the empty system is left in the first slot and never re-entered.
   Model m;
   m.buffer = 4;
   m.source = Source::bernoulli(1.0);
@@ -68,12 +65,34 @@ TEST(Solvers, ReducibleChainIsReported) {
   m.aqm.w = 1.0;
   m.grid.k = 1;
   const Chain c = build_chain(m);
-  // alpha = mu = 1: 0 -> 1 -> 1 -> ... (one closed class {n=1}); the empty state is transient.
   EXPECT_EQ(c.report.closed_classes, 1);
   EXPECT_GE(c.report.transient_states, 1);
   const auto r = solve_stationary(c);
   ASSERT_TRUE(r.converged());
   EXPECT_NEAR(r.pi[c.index_of(1, 0, 0)], 1.0, 1e-14);
+}
+
+TEST(Solvers, TwoClosedClassesAreRefused) {
+  // 0 -> {1, 2}, 1 and 2 absorbing: two closed classes, no unique stationary vector.
+  Chain c;
+  c.n = 3;
+  c.rowptr = {0, 2, 3, 4};
+  c.col = {1, 2, 1, 2};
+  c.val = {0.5, 0.5, 1.0, 1.0};
+  classify(c);
+  EXPECT_EQ(c.report.closed_classes, 2);
+  EXPECT_EQ(c.recurrent_state, -1);
+  EXPECT_THROW(solve_stationary(c), ReducibleChain);
+  c.val = {0.5, 0.5, 1.0, 1.0};
+  c.col = {1, 2, 2, 2};  // 1 -> 2: now one closed class {2}
+  classify(c);
+  EXPECT_EQ(c.report.closed_classes, 1);
+  EXPECT_EQ(c.report.transient_states, 2);
+  StationaryOptions o;
+  o.method = Method::Direct;
+  const auto r = solve_stationary(c, o);
+  ASSERT_TRUE(r.converged());
+  EXPECT_NEAR(r.pi[2], 1.0, 1e-15);
 }
 
 TEST(Solvers, BadOptions) {

@@ -80,6 +80,11 @@ class Chain {
 /// Explore, assemble and classify the chain of `model` (validated first).
 Chain build_chain(const Model& model, const BuildOptions& options = {});
 
+/// Communicating-class analysis of the CSR graph (Tarjan, O(nnz)): fills
+/// report.closed_classes, report.transient_states and recurrent_state.
+/// build_chain calls it; call it again after editing the matrix by hand.
+void classify(Chain& chain);
+
 /// y = x P (row vector times P), i.e. y = P^T x.
 void left_multiply(const Chain& c, const double* x, double* y);
 

@@ -1,0 +1,59 @@
+# aqmchain: `make demo` and `make test` on a fresh Debian 12 machine (as root, or with sudo).
+# System libraries come from Debian packages (installed only when missing), Python
+# packages from PyPI into .venv (installed only when missing).
+
+PYTHON   ?= python3
+VENV     := .venv
+VPY      := $(VENV)/bin/python
+JOBS     ?= 2
+APT_PKGS := g++ make cmake ninja-build pkg-config libsuitesparse-dev libarpack2-dev libeigen3-dev libgtest-dev
+PY_MODS  := numpy scipy pybind11 scikit_build_core pytest matplotlib
+PIP_PKGS := numpy scipy pybind11 scikit-build-core pytest matplotlib
+
+.PHONY: all deps sysdeps pydeps build build-py build-cpp test test-cpp test-py demo bench clean
+
+all: build
+
+sysdeps:
+	@missing=""; \
+	for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	$(PYTHON) -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null || missing="$$missing python3-dev"; \
+	$(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+	  echo "apt-get install:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+pydeps: sysdeps
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	@$(VPY) -c 'import $(shell echo $(PY_MODS) | tr " " ",")' >/dev/null 2>&1 || \
+	  { echo "pip install: $(PIP_PKGS)"; $(VPY) -m pip install -q --upgrade pip && $(VPY) -m pip install -q $(PIP_PKGS); }
+
+deps: sysdeps pydeps
+
+build-py: deps
+	$(VPY) -m pip install -q --no-build-isolation --no-deps .
+
+build-cpp: sysdeps
+	cmake -S . -B build/cpp -G Ninja -DCMAKE_BUILD_TYPE=Release -DAQM_BUILD_TESTS=ON >/dev/null
+	cmake --build build/cpp -j $(JOBS)
+
+build: build-py build-cpp
+
+test-cpp: build-cpp
+	ctest --test-dir build/cpp --output-on-failure --no-tests=error -j $(JOBS)
+
+test-py: build-py
+	$(VPY) -m pytest tests/python
+
+test: test-cpp test-py
+
+demo: build-py
+	MPLBACKEND=Agg $(VPY) examples/demo.py
+
+bench: build-py
+	$(VPY) benchmarks/bench_stationary.py
+
+clean:
+	rm -rf build out

@@ -1,0 +1,29 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import aqmchain  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def spec_to_doc(spec: dict) -> dict:
+    """The oracle's flat spec as a SPEC 8 document (goes through the TOML loader)."""
+    aqm = {k: v for k, v in spec.items() if k in ("drop", "min_th", "max_th", "p_max", "k_l", "k_h", "gamma",
+                                                   "q_max", "seg", "coeffs", "points", "w", "update", "ecn",
+                                                   "policy")}
+    return {"model": {"buffer": spec["buffer"]}, "source": dict(spec["source"]),
+            "service": {"mu": spec["mu"]}, "aqm": aqm,
+            "grid": {"k": spec.get("k", 4), "mapping": spec["mapping"]}}
+
+
+def model_of(spec: dict) -> "aqmchain.Model":
+    return aqmchain.model_from_dict(spec_to_doc(spec))[0]
+
+
+@pytest.fixture
+def root() -> Path:
+    return ROOT

@@ -1,0 +1,188 @@
+"""Independent reference implementation of SPEC sections 2-4 for small models.
+
+Written from the SPEC text alone, in plain Python, without calling the
+aqmchain builder: drop functions, grid mappings and the slot of SPEC 3 are
+re-implemented here.  Used as the oracle for the built transition matrix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+
+SNAP = 1e-12  # SPEC-level convention shared with the builder: a value within 1e-12 of a cell from a point is on it
+
+
+# ------------------------------------------------------------------ drop functions (SPEC 2.4)
+def drop_prob(spec: dict, avg: float, buffer: int) -> float:
+    kind = spec["drop"]
+    if kind == "none":
+        return 0.0
+    if kind == "table":
+        pts = spec["points"]
+        if avg <= pts[0][0]:
+            return pts[0][1]
+        if avg >= pts[-1][0]:
+            return pts[-1][1]
+        for (a0, p0), (a1, p1) in zip(pts, pts[1:]):
+            if a0 <= avg < a1:
+                return p0 + (p1 - p0) * (avg - a0) / (a1 - a0)
+    if kind == "dsred":
+        kl, kh, g = spec["k_l"], spec["k_h"], spec["gamma"]
+        km = (kl + kh) / 2
+        if avg < kl:
+            return 0.0
+        if avg < km:
+            return 2 * (1 - g) / (kh - kl) * (avg - kl)
+        if avg < kh:
+            return 1 - g + 2 * g / (kh - kl) * (avg - km)
+        return 1.0
+    if kind == "sred":
+        lo = spec["min_th"]
+        qmax = spec.get("q_max") or buffer
+        seg = spec.get("seg") or 0.6 * qmax
+        if avg < lo:
+            return 0.0
+        if avg < seg:
+            return ((avg - lo) / (qmax - lo)) ** 2
+        if avg < qmax:
+            pseg = ((seg - lo) / (qmax - lo)) ** 2
+            return pseg + (1 - pseg) * ((avg - seg) / (qmax - seg)) ** 2
+        return 1.0
+    lo, hi = spec["min_th"], spec["max_th"]
+    x = (avg - lo) / (hi - lo)
+    if kind == "gentle_red":
+        if avg < lo:
+            return 0.0
+        if avg < hi:
+            return spec["p_max"] * x
+        if avg < 2 * hi:
+            return spec["p_max"] + (1 - spec["p_max"]) * (avg - hi) / hi
+        return 1.0
+    if avg < lo:
+        return 0.0
+    if avg >= hi:
+        return 1.0
+    if kind == "red":
+        return spec["p_max"] * x
+    if kind == "nlred":
+        return 1.5 * spec["p_max"] * x * x
+    if kind == "polynomial":
+        return min(1.0, max(0.0, sum(c * x**k for k, c in enumerate(spec["coeffs"]))))
+    raise ValueError(kind)
+
+
+# ------------------------------------------------------------------ grid (SPEC 4)
+def grid_points(buffer: int, k: int, mapping: str) -> list[float]:
+    if mapping == "flags":
+        pts = [i + f for i in range(buffer) for f in (0, 1 / 8, 3 / 8, 5 / 8, 7 / 8)]
+        return pts + [float(buffer)]
+    return [i / k for i in range(k * buffer + 1)]
+
+
+def grid_map(points: list[float], mapping: str, y: float) -> list[tuple[int, float]]:
+    """[(grid index, probability)] for the continuous update value y."""
+    if y <= points[0]:
+        return [(0, 1.0)]
+    if y >= points[-1]:
+        return [(len(points) - 1, 1.0)]
+    if mapping == "flags":
+        i = math.floor(y)
+        f = y - i
+        if f <= SNAP * max(1.0, y):
+            return [(5 * i, 1.0)]
+        return [(5 * i + 1 + min(3, int(f * 4)), 1.0)]
+    i = max(j for j in range(len(points) - 1) if points[j] <= y)
+    a, b = points[i], points[i + 1]
+    p_lo = (b - y) / (b - a)
+    if p_lo >= 1 - SNAP:
+        return [(i, 1.0)]
+    if p_lo <= SNAP:
+        return [(i + 1, 1.0)]
+    if mapping == "nearest":
+        return [(i if p_lo >= 0.5 else i + 1, 1.0)]
+    return [(i, p_lo), (i + 1, 1 - p_lo)]
+
+
+# ------------------------------------------------------------------ sources (SPEC 2.1)
+def source_matrices(src: dict) -> tuple[np.ndarray, np.ndarray]:
+    if src["kind"] == "bernoulli":
+        return np.array([[1.0]]), np.array([src["alpha"]])
+    if src["kind"] == "mmbp":
+        return np.array(src["matrix"], float), np.array(src["arrival"], float)
+    n, q, a = src["n"], src["q"], src["a"]
+    M = np.zeros((n, n))
+    for j in range(1, n):
+        M[0, j] = a**-j
+        M[j, 0] = (q / a) ** j
+        M[j, j] = 1 - (q / a) ** j
+    M[0, 0] = 1 - sum(a**-j for j in range(1, n))
+    lam = np.zeros(n)
+    lam[0] = 1.0
+    return M, lam
+
+
+# ------------------------------------------------------------------ the slot (SPEC 3)
+def slot(spec: dict, state: tuple[int, int, int], pts, M, lam) -> dict[tuple[int, int, int], float]:
+    """Distribution of the next state from (n, avg index, modulator)."""
+    N, mu, w, ecn = spec["buffer"], spec["mu"], spec["w"], spec.get("ecn", 0.0)
+    per_arrival = spec.get("update", "per_slot") == "per_arrival"
+    n, g, m = state
+    q = max(n - 1, 0)
+    y = (1 - w) * pts[g] + w * q  # step 1
+    out: dict[tuple[int, int, int], float] = {}
+
+    def add(key, p):
+        if p > 0:
+            out[key] = out.get(key, 0.0) + p
+
+    for m2 in range(len(lam)):  # step 2: modulator
+        pm = M[m, m2]
+        if pm == 0:
+            continue
+        for arrival, pa in ((1, lam[m2]), (0, 1 - lam[m2])):  # step 3
+            if pa == 0:
+                continue
+            if per_arrival and not arrival:
+                targets = [(g, 1.0)]  # the filter advances only in slots with an arrival
+            else:
+                targets = grid_map(pts, spec["mapping"], y)
+            for g2, pg in targets:
+                # step 4: overflow, AQM drop (or ECN mark: admitted), admission
+                if not arrival:
+                    admit = 0.0
+                elif n == N:
+                    admit = 0.0
+                else:
+                    pd = drop_prob(spec, pts[g2], N)
+                    admit = 1 - pd * (1 - ecn)
+                dep = mu if n >= 1 else 0.0  # step 5
+                base = pm * pa * pg
+                add((n + 1, g2, m2), base * admit * (1 - dep))
+                add((n - 1, g2, m2), base * (1 - admit) * dep)
+                add((n, g2, m2), base * (admit * dep + (1 - admit) * (1 - dep)))
+    return out
+
+
+def reference_chain(spec: dict):
+    """(states sorted by (n, g, m), dense P) over the states reachable from the empty system."""
+    pts = grid_points(spec["buffer"], spec.get("k", 4), spec["mapping"])
+    M, lam = source_matrices(spec["source"])
+    start = [(0, 0, m) for m in range(len(lam))]
+    seen, queue, rows = set(start), deque(start), {}
+    while queue:
+        s = queue.popleft()
+        rows[s] = slot(spec, s, pts, M, lam)
+        for t in rows[s]:
+            if t not in seen:
+                seen.add(t)
+                queue.append(t)
+    states = sorted(seen)
+    index = {s: i for i, s in enumerate(states)}
+    P = np.zeros((len(states), len(states)))
+    for s, row in rows.items():
+        for t, p in row.items():
+            P[index[s], index[t]] += p
+    return states, P

@@ -1,0 +1,95 @@
+"""Python API: objects, chain export, derived metrics, SSMP and Hurst helpers."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import aqmchain
+
+
+@pytest.fixture(scope="module")
+def result(request):
+    root = request.config.rootpath
+    return aqmchain.solve_stationary(aqmchain.load_model(root / "examples" / "small_ecn.toml"))
+
+
+def test_transition_matrix_and_labels(result):
+    P = result.transition_matrix()
+    assert isinstance(P, sp.csr_matrix) and P.shape == (result.states, result.states)
+    assert P.indices.dtype == np.int32 and P.nnz == result.nnz
+    np.testing.assert_allclose(np.asarray(P.sum(axis=1)).ravel(), 1.0, atol=1e-14)
+    lab = result.state_labels()
+    assert set(lab) >= {"level", "queue", "avg", "modulator"}
+    assert np.all(np.diff(lab["level"]) >= 0)  # ordered by n
+    # marginals from the labels agree with the metrics
+    np.testing.assert_allclose(np.bincount(lab["level"], weights=result.pi, minlength=31), result.system_pmf,
+                               atol=1e-15)
+    assert np.dot(lab["avg"], result.pi) == pytest.approx(result.mean_avg, rel=1e-12)
+
+
+def test_derived_metrics(result):
+    assert result.arrival_rate == pytest.approx(2 / 3 * 0.3 + 1 / 3 * 0.8, rel=1e-12)
+    assert result.loss == pytest.approx(result.loss_aqm + result.loss_overflow, rel=1e-12)
+    # flow balance: admitted = served
+    admitted = result.arrival_rate * (1 - result.loss)
+    assert result.throughput == pytest.approx(admitted, rel=1e-10)
+    assert result.mean_system == pytest.approx(result.throughput * result.mean_response, rel=1e-9)
+    tail = result.queue_tail()
+    assert tail[0] == pytest.approx(1.0, abs=1e-14)
+    k = result.queue_quantile(0.9)
+    assert tail[k] > 0.1 - 1e-12 or k == 0
+    assert result.queue_pmf[:k].sum() < 0.9 <= result.queue_pmf[: k + 1].sum() + 1e-12
+    assert result.response_quantile(0.5) >= 1
+    assert np.all(tail[:-1] >= tail[1:])
+
+
+def test_front_policy_has_same_queue_but_no_response_yet(request):
+    root = request.config.rootpath
+    model, _ = aqmchain.load_config(root / "examples" / "small_ecn.toml")
+    d = aqmchain.model_to_dict(model)
+    d["aqm"]["policy"] = "front"
+    tail = aqmchain.solve_stationary(model)
+    front = aqmchain.solve_stationary(aqmchain.model_from_dict(d)[0])
+    np.testing.assert_allclose(front.queue_pmf, tail.queue_pmf, atol=1e-15)
+    assert front.loss == pytest.approx(tail.loss, rel=1e-13)
+    assert front.mean_response is None and "tagged-packet" in front.response_note
+    with pytest.raises(NotImplementedError):
+        front.response_quantile(0.5)
+    assert front.to_dict()["mean_response"] is None
+
+
+def test_model_round_trip(request):
+    root = request.config.rootpath
+    for name in ("red_geo.toml", "small_ecn.toml", "dsred_ssmp.toml"):
+        model, _ = aqmchain.load_config(root / "examples" / name)
+        again, _ = aqmchain.model_from_dict(aqmchain.model_to_dict(model))
+        assert aqmchain.model_to_dict(again) == aqmchain.model_to_dict(model)
+
+
+def test_ssmp_constructors_and_hurst():
+    s = aqmchain.Source.ssmp_from_mean(0.5, 31.6, 5)
+    assert s.q == pytest.approx(1.927562, abs=2e-6)
+    assert s.mean_rate() == pytest.approx(0.5, rel=1e-13)
+    pi = np.array(s.modulator_stationary())
+    np.testing.assert_allclose(pi[1:], pi[0] * s.q ** -np.arange(1, 5), rtol=1e-13)
+    h = aqmchain.hurst(s)
+    assert h.asymptotic_valid
+    assert h.asymptotic == pytest.approx(1 - np.log(s.q) / (2 * np.log(31.6 / s.q)), rel=1e-14)
+    assert 0.72 < h.variance_time < 0.84  # SPEC 2.1: H ~ 0.78 over levels 2^0..2^20
+    assert len(h.levels) == 21 and h.levels[-1] == 2**20
+    # exact variance of the aggregated process at m = 1 is Var X = mean (1 - mean)
+    assert h.variances[0] == pytest.approx(0.25, rel=1e-14)
+
+
+def test_drop_function_is_callable_on_arrays():
+    f = aqmchain.DropFunction.red(100, 200, 0.1)
+    np.testing.assert_allclose(f(np.array([50.0, 150.0, 250.0])), [0.0, 0.05, 1.0])
+    assert f(150) == pytest.approx(0.05)
+
+
+def test_estimate_bounds_the_built_chain():
+    m = aqmchain.Model(buffer=40, source=aqmchain.Source.ssmp(3, 1.5, 4.0), service=aqmchain.Service(0.5),
+                       aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.red(10, 30, 0.1), w=0.05))
+    est = aqmchain.estimate_chain(m)
+    chain = aqmchain.build_chain(m)
+    assert chain.n <= est["product_states"] and chain.nnz <= est["max_nnz"]

@@ -1,0 +1,129 @@
+"""SPEC 8(e): every class of bad input raises a named error naming parameter, bound and value."""
+
+import copy
+
+import pytest
+
+import aqmchain
+
+BASE = {
+    "model": {"buffer": 20},
+    "source": {"kind": "bernoulli", "alpha": 0.5},
+    "service": {"mu": 0.5},
+    "aqm": {"drop": "red", "min_th": 5, "max_th": 15, "p_max": 0.1, "w": 0.1},
+    "grid": {"k": 2},
+}
+
+
+def with_(path, value):
+    doc = copy.deepcopy(BASE)
+    sec, key = path.split(".")
+    if value is None:
+        del doc[sec][key]
+    else:
+        doc[sec][key] = value
+    return doc
+
+
+CASES = [
+    # (section.key, bad value, parameter named, text that must appear)
+    ("source.alpha", 1.5, "source.alpha", ["[0, 1]", "1.5"]),
+    ("source.alpha", -0.1, "source.alpha", ["[0, 1]", "-0.1"]),
+    ("aqm.p_max", 1.2, "aqm.p_max", ["[0, 1]", "1.2"]),
+    ("aqm.ecn", 2.0, "aqm.ecn", ["[0, 1]", "2"]),
+    ("aqm.max_th", 3, "aqm.max_th", ["> aqm.min_th", "3"]),
+    ("aqm.min_th", -1, "aqm.min_th", [">= 0", "-1"]),
+    ("model.buffer", 0, "model.buffer", [">= 1", "0"]),
+    ("aqm.w", 0.0, "aqm.w", ["(0, 1]", "0"]),
+    ("aqm.w", 1.5, "aqm.w", ["(0, 1]", "1.5"]),
+    ("service.mu", 0.0, "service.mu", ["(0, 1]", "0"]),
+    ("grid.k", 0, "grid.k", [">= 1", "0"]),
+    ("grid.mapping", "linear", "grid.mapping", ["split", "linear"]),
+    ("aqm.update", "sometimes", "aqm.update", ["per_slot", "sometimes"]),
+    ("aqm.policy", "middle", "aqm.policy", ["front", "middle"]),
+    ("aqm.drop", "blue", "aqm.drop", ["red", "blue"]),
+    ("aqm.gamma", 0.5, "aqm.gamma", ["unknown key", "red"]),
+    ("model.buffer", "250", "model.buffer", ["integer", "250"]),
+    ("aqm.p_max", None, "aqm.p_max", ["missing"]),
+    ("model.colour", "blue", "model.colour", ["unknown key"]),
+]
+
+
+@pytest.mark.parametrize("path,value,param,texts", CASES)
+def test_bad_parameter(path, value, param, texts):
+    with pytest.raises(aqmchain.ModelError) as exc:
+        aqmchain.model_from_dict(with_(path, value))
+    assert getattr(exc.value, "param", None) == param
+    for t in texts:
+        assert t in str(exc.value), str(exc.value)
+
+
+def test_non_stochastic_modulator():
+    doc = copy.deepcopy(BASE)
+    doc["source"] = {"kind": "mmbp", "matrix": [[0.5, 0.4], [0.5, 0.5]], "arrival": [0.1, 0.2]}
+    with pytest.raises(aqmchain.ModelError, match=r"source\.matrix\[0\].*stochastic.*0\.9") as exc:
+        aqmchain.model_from_dict(doc)
+    assert exc.value.param == "source.matrix[0]"
+
+
+def test_reducible_modulator():
+    with pytest.raises(aqmchain.ModelError, match="irreducible"):
+        aqmchain.Source.mmbp([[1.0, 0.0], [0.0, 1.0]], [0.2, 0.3])
+
+
+def test_ssmp_bounds():
+    with pytest.raises(aqmchain.ModelError, match="source.q"):
+        aqmchain.Source.ssmp(5, 40.0, 31.6)
+    with pytest.raises(aqmchain.ModelError, match="source.a"):
+        aqmchain.Source.ssmp(5, 1.0, 1.5)
+    with pytest.raises(aqmchain.ModelError, match="source.mean"):
+        aqmchain.Source.ssmp_from_mean(0.99, 31.6, 5)
+    doc = copy.deepcopy(BASE)
+    doc["source"] = {"kind": "ssmp", "n": 5, "a": 31.6}
+    with pytest.raises(aqmchain.ModelError, match="exactly one of"):
+        aqmchain.model_from_dict(doc)
+
+
+def test_unknown_section_and_missing_section():
+    doc = copy.deepcopy(BASE)
+    doc["queue"] = {}
+    with pytest.raises(aqmchain.ModelError, match=r"unknown section '\[queue\]'"):
+        aqmchain.model_from_dict(doc)
+    doc = copy.deepcopy(BASE)
+    del doc["service"]
+    with pytest.raises(aqmchain.ModelError, match=r"missing required section '\[service\]'"):
+        aqmchain.model_from_dict(doc)
+
+
+def test_malformed_and_missing_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[model\nbuffer = 3\n")
+    with pytest.raises(aqmchain.ModelError, match="malformed model file"):
+        aqmchain.load_model(bad)
+    with pytest.raises(aqmchain.ModelError, match="cannot read model file"):
+        aqmchain.load_model(tmp_path / "nope.toml")
+
+
+def test_continuous_time_is_refused_clearly():
+    with pytest.raises(aqmchain.ModelError, match="continuous"):
+        aqmchain.model_from_dict(with_("model.time", "continuous"))
+
+
+def test_state_space_over_memory_limit():
+    model = aqmchain.model_from_dict(with_("grid.k", 1000))[0]
+    with pytest.raises(aqmchain.StateSpaceTooLarge, match="memory limit") as exc:
+        aqmchain.solve_stationary(model, memory_limit_gb=0.01)
+    assert exc.value.param == "memory_limit"
+    assert isinstance(exc.value, aqmchain.ModelError)
+
+
+def test_drop_function_constructors():
+    with pytest.raises(aqmchain.ModelError, match="gamma"):
+        aqmchain.DropFunction.dsred(100, 200, 1.5)
+    with pytest.raises(aqmchain.ModelError, match=r"2/3"):
+        aqmchain.DropFunction.nlred(100, 200, 0.8)
+    with pytest.raises(aqmchain.ModelError, match="increasing"):
+        aqmchain.DropFunction.table([(5.0, 0.1), (2.0, 0.3)])
+    with pytest.raises(aqmchain.ModelError, match="seg"):
+        aqmchain.Model(buffer=100, source=aqmchain.Source.bernoulli(0.5), service=aqmchain.Service(0.5),
+                       aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.sred(80.0)))

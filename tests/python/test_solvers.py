@@ -1,0 +1,85 @@
+"""SPEC 8(c): every stationary method agrees; failures are reported, not hidden."""
+
+import numpy as np
+import pytest
+
+import aqmchain
+from conftest import model_of
+
+METHODS = ["direct", "arnoldi", "gauss_seidel", "power"]
+
+MODELS = {
+    "geo_red": {"buffer": 40, "mu": 0.5, "w": 0.1, "k": 2, "mapping": "split",
+                "source": {"kind": "bernoulli", "alpha": 0.55}, "drop": "red", "min_th": 10, "max_th": 30,
+                "p_max": 0.2},
+    "ssmp_dsred_arrival": {"buffer": 30, "mu": 0.6, "w": 0.2, "k": 2, "mapping": "split",
+                           "update": "per_arrival", "source": {"kind": "ssmp", "n": 4, "q": 1.6, "a": 6.0},
+                           "drop": "dsred", "k_l": 8, "k_h": 20, "gamma": 0.3},
+    "mmbp_sred_ecn": {"buffer": 25, "mu": 0.45, "w": 0.25, "k": 3, "mapping": "split", "ecn": 0.4,
+                      "source": {"kind": "mmbp", "matrix": [[0.8, 0.2], [0.3, 0.7]], "arrival": [0.1, 0.8]},
+                      "drop": "sred", "min_th": 5},
+}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_methods_agree(name):
+    model = model_of(MODELS[name])
+    chain = aqmchain.build_chain(model)
+    results = {m: aqmchain.solve_stationary(chain, method=m, tol=1e-13) for m in METHODS}
+    ref = results["direct"].pi
+    for m, r in results.items():
+        assert r.info.method == m and r.info.status == "converged" and not r.info.fallback
+        assert r.info.residual <= 1e-13
+        assert r.info.mass_error < 1e-13
+        assert np.abs(r.pi - ref).sum() < 1e-10, m
+        assert r.info.matvecs >= 1 and "solve" in r.info.seconds
+        assert r.mean_queue == pytest.approx(results["direct"].mean_queue, rel=1e-9)
+    # the residual reported is the residual of pi: recompute it with scipy
+    P = aqmchain.transition_matrix(chain)
+    for r in results.values():
+        assert np.abs(r.pi @ P - r.pi).sum() == pytest.approx(r.info.residual, abs=1e-15)
+
+
+def test_matches_numpy_dense_solve():
+    spec = dict(MODELS["ssmp_dsred_arrival"], buffer=14, k_l=4, k_h=10)
+    r = aqmchain.solve_stationary(model_of(spec))
+    P = r.transition_matrix().toarray()
+    n = P.shape[0]
+    A = P.T - np.eye(n)
+    A[-1, :] = 1.0  # replace one balance equation by the normalisation
+    b = np.zeros(n)
+    b[-1] = 1.0
+    x = np.linalg.solve(A, b)
+    assert np.abs(x - r.pi).sum() < 1e-11
+
+
+@pytest.mark.parametrize("method", ["gauss_seidel", "power", "arnoldi"])
+def test_max_iter_one_raises_with_partial_result(method):
+    model = model_of(MODELS["geo_red"])
+    with pytest.raises(aqmchain.NonConvergenceError) as exc:
+        aqmchain.solve_stationary(model, method=method, max_iter=1)
+    res = exc.value.result
+    assert res.info.status == "not_converged"
+    assert res.info.residual > 1e-12
+    assert res.pi.shape == (res.states,)
+    assert abs(res.pi.sum() - 1) < 1e-12
+    assert "residual" in str(exc.value)
+
+
+def test_unknown_option_and_bad_values():
+    model = model_of(MODELS["geo_red"])
+    with pytest.raises(aqmchain.OptionError, match="unknown solver option 'tolerance'"):
+        aqmchain.solve_stationary(model, tolerance=1e-9)
+    with pytest.raises(aqmchain.OptionError, match="method"):
+        aqmchain.solve_stationary(model, method="lu")
+    with pytest.raises(aqmchain.OptionError, match="tol"):
+        aqmchain.solve_stationary(model, tol=0.0)
+
+
+def test_transient_states_are_fine_and_reported():
+    # alpha = mu = 1: the empty state is left forever after the first slot.
+    m = aqmchain.Model(buffer=3, source=aqmchain.Source.bernoulli(1.0), service=aqmchain.Service(1.0),
+                       aqm=aqmchain.Aqm(w=1.0), grid=aqmchain.GridSpec(k=1))
+    r = aqmchain.solve_stationary(m)
+    assert r.build["transient_states"] >= 1
+    assert r.system_pmf[1] == pytest.approx(1.0, abs=1e-14)
