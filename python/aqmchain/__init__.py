@@ -18,6 +18,7 @@ from ._core import (
     ReducibleChainError,
     Service,
     Source,
+    SimOptions,
     SolverError,
     StateSpaceTooLarge,
     estimate_chain,
@@ -25,6 +26,7 @@ from ._core import (
     ssmp_q_for_mean,
 )
 from .modelfile import load_config, load_model, model_from_dict, model_to_dict
+from .simulation import Comparison, SimulationResult, compare, simulate
 from .stationary import (
     NonConvergenceError,
     SolverInfo,
@@ -44,4 +46,5 @@ __all__ = [
     "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean",
     "load_config", "load_model", "model_from_dict", "model_to_dict",
     "solve_stationary", "state_labels", "transition_matrix",
+    "simulate", "SimulationResult", "compare", "Comparison",
 ]

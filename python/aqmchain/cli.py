@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import _core
 from .modelfile import load_config
+from .simulation import Comparison, simulate
 from .stationary import NonConvergenceError, solve_stationary
 
 EXIT_OK, EXIT_INPUT, EXIT_SOLVE = 0, 2, 3
@@ -56,6 +57,41 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _sim_kwargs(args: argparse.Namespace) -> dict:
+    return {"slots": args.slots, "replications": args.replications, "seed": args.seed, "warmup": args.warmup,
+            "batches": args.batches, "discretised": args.discretised}
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    model, _ = load_config(args.model)
+    result = simulate(model, **_sim_kwargs(args))
+    if not args.quiet:
+        print(result.summary())
+    if args.json:
+        _write_json(args.json, result.to_dict())
+    return EXIT_OK
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    model, solver = load_config(args.model)
+    try:
+        analytic = solve_stationary(model, **solver)
+    except NonConvergenceError as exc:
+        print(f"aqmchain: {exc}", file=sys.stderr)
+        return EXIT_SOLVE
+    sim = simulate(model, **_sim_kwargs(args))
+    cmp = Comparison(analytic, sim)
+    mode = "discretised avg (the chain is its exact law)" if args.discretised else "continuous avg"
+    print(f"chain: {analytic.states} states, residual {analytic.info.residual:.1e}; simulation: "
+          f"{args.replications} x {args.slots} slots, {mode}, seed {args.seed}")
+    print(cmp.table())
+    print(f"max |z| = {cmp.max_abs_z():.2f}")
+    if args.plot:
+        cmp.plot(args.plot)
+        print(f"queue pmf overlay written to {args.plot}")
+    return EXIT_OK
+
+
 def _cmd_estimate(args: argparse.Namespace) -> int:
     model, _ = load_config(args.model)
     est = _core.estimate_chain(model)
@@ -75,6 +111,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--memory-limit-gb", type=float, help="refuse state spaces above this (default 8)")
     s.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     s.set_defaults(func=_cmd_solve)
+    def sim_args(sp: argparse.ArgumentParser, slots: int) -> None:
+        sp.add_argument("model", help="TOML model file (SPEC section 8)")
+        sp.add_argument("--slots", type=int, default=slots, help=f"slots per replication incl. warm-up ({slots})")
+        sp.add_argument("--replications", type=int, default=4)
+        sp.add_argument("--seed", type=int, default=1)
+        sp.add_argument("--warmup", type=int, help="slots discarded per replication (default slots/10)")
+        sp.add_argument("--batches", type=int, default=20, help="batch means per replication")
+        sp.add_argument("--discretised", action="store_true", help="avg on the chain's grid (exact law of the chain)")
+
+    si = sub.add_parser("simulate", help="slotted Monte Carlo simulation with 95%% confidence intervals")
+    sim_args(si, 10_000_000)
+    si.add_argument("--json", metavar="OUT", help="write estimates and a 'ci' object of half-widths")
+    si.add_argument("-q", "--quiet", action="store_true")
+    si.set_defaults(func=_cmd_simulate)
+    co = sub.add_parser("compare", help="chain vs simulation: metric / analytic / simulated +- 95%% / z")
+    sim_args(co, 20_000_000)
+    co.add_argument("--plot", metavar="PNG", default="compare_queue_pmf.png",
+                    help="queue pmf overlay on a log scale (default compare_queue_pmf.png; '' for none)")
+    co.set_defaults(func=_cmd_compare)
     e = sub.add_parser("estimate", help="upper bounds on states, transitions and memory, without building")
     e.add_argument("model")
     e.set_defaults(func=_cmd_estimate)

@@ -332,4 +332,75 @@ PYBIND11_MODULE(_core, m) {
       "compute_metrics",
       [](const Chain& c, const std::vector<double>& pi) { return compute_metrics(c, pi); }, py::arg("chain"),
       py::arg("pi"));
+
+  // ------------------------------------------------------------ simulator
+  py::class_<SimOptions>(m, "SimOptions")
+      .def(py::init([](int64_t slots, int64_t warmup, int replications, uint64_t seed, int batches, bool discretised,
+                       int64_t sample_every, int threads) {
+             SimOptions o;
+             o.slots = slots;
+             o.warmup = warmup;
+             o.replications = replications;
+             o.seed = seed;
+             o.batches = batches;
+             o.discretised = discretised;
+             o.sample_every = sample_every;
+             o.threads = threads;
+             o.validate();
+             return o;
+           }),
+           py::kw_only(), py::arg("slots"), py::arg("warmup") = -1, py::arg("replications") = 4,
+           py::arg("seed") = 1, py::arg("batches") = 20, py::arg("discretised") = false,
+           py::arg("sample_every") = 0, py::arg("threads") = 0)
+      .def_readonly("slots", &SimOptions::slots)
+      .def_readonly("warmup", &SimOptions::warmup)
+      .def_readonly("replications", &SimOptions::replications)
+      .def_readonly("seed", &SimOptions::seed)
+      .def_readonly("batches", &SimOptions::batches)
+      .def_readonly("discretised", &SimOptions::discretised);
+
+  py::class_<Estimate>(m, "Estimate")
+      .def_readonly("value", &Estimate::value)
+      .def_readonly("half_width", &Estimate::half_width);
+  py::class_<SimResult>(m, "SimResult")
+      .def_property_readonly("estimates",
+                             [](const SimResult& r) {
+                               py::dict d;
+                               const std::pair<const char*, const Estimate*> items[] = {
+                                   {"arrival_rate", &r.arrival_rate}, {"throughput", &r.throughput},
+                                   {"loss", &r.loss}, {"loss_aqm", &r.loss_aqm},
+                                   {"loss_overflow", &r.loss_overflow}, {"mark_prob", &r.mark_prob},
+                                   {"pushed_out_prob", &r.pushed_out_prob}, {"mean_system", &r.mean_system},
+                                   {"var_system", &r.var_system}, {"mean_queue", &r.mean_queue},
+                                   {"var_queue", &r.var_queue}, {"mean_avg", &r.mean_avg},
+                                   {"mean_response", &r.mean_response}, {"var_response", &r.var_response}};
+                               for (const auto& [k, e] : items) d[k] = py::make_tuple(e->value, e->half_width);
+                               return d;
+                             })
+      .def_property_readonly("pmfs",
+                             [](const SimResult& r) {
+                               py::dict d;
+                               d["system_pmf"] = py::make_tuple(copy(r.system_pmf.value), copy(r.system_pmf.half_width));
+                               d["queue_pmf"] = py::make_tuple(copy(r.queue_pmf.value), copy(r.queue_pmf.half_width));
+                               d["response_pmf"] =
+                                   py::make_tuple(copy(r.response_pmf.value), copy(r.response_pmf.half_width));
+                               return d;
+                             })
+      .def_property_readonly("series",
+                             [](const SimResult& r) {
+                               py::dict d;
+                               d["slot"] = copy(r.series.slot);
+                               d["level"] = copy(r.series.level);
+                               d["avg"] = copy(r.series.avg);
+                               d["drops"] = copy(r.series.drops);
+                               return d;
+                             })
+      .def_readonly("measured_slots", &SimResult::measured_slots)
+      .def_readonly("served_packets", &SimResult::served_packets)
+      .def_readonly("observations", &SimResult::observations)
+      .def_readonly("seconds", &SimResult::seconds)
+      .def_readonly("slots_per_second", &SimResult::slots_per_second)
+      .def_readonly("threads", &SimResult::threads);
+
+  m.def("simulate", &simulate, py::arg("model"), py::arg("options"), py::call_guard<py::gil_scoped_release>());
 }

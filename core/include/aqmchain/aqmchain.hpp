@@ -4,4 +4,5 @@
 #include "aqmchain/errors.hpp"
 #include "aqmchain/metrics.hpp"
 #include "aqmchain/model.hpp"
+#include "aqmchain/simulator.hpp"
 #include "aqmchain/solvers.hpp"

@@ -1,0 +1,80 @@
+// Slotted Monte Carlo simulator of the same model (SPEC section 7).
+//
+// Real packets in a FIFO (so front/random discard the right packet and every
+// served packet's response time R = D - A is measured), continuous avg by
+// default; `discretised` uses the chain's grid and mapping so that the chain is
+// the simulator's exact law.  Replications are independent streams of
+// xoshiro256** (replication r starts r jumps of 2^128 after the seed's state),
+// so the answer depends on the seed only, not on the number of threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "aqmchain/model.hpp"
+
+namespace aqm {
+
+/// xoshiro256** 1.0 (Blackman & Vigna), seeded through splitmix64.
+class Xoshiro256 {
+ public:
+  explicit Xoshiro256(uint64_t seed);
+  uint64_t next();
+  /// Uniform in [0, 1) with 53 random bits.
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+  /// Advance by 2^128 steps (independent sub-stream).
+  void jump();
+
+ private:
+  uint64_t s_[4];
+};
+
+struct SimOptions {
+  int64_t slots = 10000000;  ///< slots per replication, warm-up included
+  int64_t warmup = -1;       ///< slots discarded at the start (-1: slots / 10)
+  int replications = 4;
+  uint64_t seed = 1;
+  int batches = 20;          ///< batch means per replication
+  bool discretised = false;  ///< avg on the chain's grid with its mapping
+  int64_t sample_every = 0;  ///< time series period in slots (0: none), replication 0 only
+  int threads = 0;           ///< 0: all cores
+  int64_t max_response = 1 << 22;  ///< response-time histogram length (longer R counted in the last bin)
+  void validate() const;
+};
+
+/// Point estimate and 95 % half-width (Student t over all batches of all replications).
+struct Estimate {
+  double value = 0.0;
+  double half_width = 0.0;
+};
+
+struct PmfEstimate {
+  std::vector<double> value;
+  std::vector<double> half_width;
+};
+
+struct TimeSeries {
+  std::vector<int64_t> slot;
+  std::vector<int32_t> level;    ///< n at the end of the slot
+  std::vector<double> avg;       ///< avg after the slot's update
+  std::vector<int64_t> drops;    ///< AQM + overflow drops in the slots since the previous sample
+};
+
+struct SimResult {
+  Estimate arrival_rate, throughput, loss, loss_aqm, loss_overflow, mark_prob, pushed_out_prob;
+  Estimate mean_system, var_system, mean_queue, var_queue, mean_avg;
+  Estimate mean_response, var_response;
+  PmfEstimate system_pmf, queue_pmf, response_pmf;
+  int64_t measured_slots = 0;   ///< post-warm-up slots over all replications
+  int64_t served_packets = 0;
+  int observations = 0;         ///< batches used for the intervals
+  double seconds = 0.0;
+  double slots_per_second = 0.0;  ///< all slots (warm-up included) / wall time
+  int threads = 0;
+  TimeSeries series;
+};
+
+SimResult simulate(const Model& model, const SimOptions& options = {});
+
+}  // namespace aqm

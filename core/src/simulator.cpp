@@ -1,0 +1,442 @@
+// Slotted simulator (SPEC 7): the order of events of SPEC 3 with real packets.
+#include "aqmchain/simulator.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+namespace aqm {
+
+// ------------------------------------------------------------------ RNG
+
+namespace {
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+}  // namespace
+
+Xoshiro256::Xoshiro256(uint64_t seed) {
+  for (auto& s : s_) s = splitmix64(seed);
+}
+
+uint64_t Xoshiro256::next() {
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+void Xoshiro256::jump() {
+  static const uint64_t J[] = {0x180ec6d33cfd0abaULL, 0xd5a61266f0c9392cULL, 0xa9582618e03fc9aaULL,
+                               0x39abdc4529b1661cULL};
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (uint64_t j : J)
+    for (int b = 0; b < 64; ++b) {
+      if (j & (1ULL << b)) {
+        s0 ^= s_[0];
+        s1 ^= s_[1];
+        s2 ^= s_[2];
+        s3 ^= s_[3];
+      }
+      next();
+    }
+  s_[0] = s0;
+  s_[1] = s1;
+  s_[2] = s2;
+  s_[3] = s3;
+}
+
+// ------------------------------------------------------------------ options
+
+void SimOptions::validate() const {
+  if (slots < 1) fail_param("slots", ">= 1", slots);
+  if (replications < 1) fail_param("replications", ">= 1", replications);
+  if (batches < 1) fail_param("batches", ">= 1", batches);
+  if (replications * static_cast<int64_t>(batches) < 2)
+    fail_param("batches", "such that replications x batches >= 2 (needed for a confidence interval)", batches);
+  const int64_t w = warmup < 0 ? slots / 10 : warmup;
+  if (slots - w < 100 * static_cast<int64_t>(batches))
+    fail_param("slots", detail::cat("> warmup + 100 x batches = ", w + 100 * static_cast<int64_t>(batches),
+                                    " (warmup ", w, ", batches ", batches, ")"),
+               slots);
+  if (sample_every < 0) fail_param("sample_every", ">= 0", sample_every);
+  if (threads < 0) fail_param("threads", ">= 0", threads);
+  if (max_response < 2) fail_param("max_response", ">= 2", max_response);
+}
+
+// ------------------------------------------------------------------ one replication
+
+namespace {
+
+struct Batch {
+  int64_t slots = 0, arrivals = 0, aqm = 0, marks = 0, overflow = 0, departures = 0, admitted = 0, pushed = 0;
+  long double sum_r = 0, sum_r2 = 0, sum_avg = 0;
+  std::vector<int64_t> hist_n, hist_r;
+};
+
+struct Setup {
+  const Model& model;
+  const SimOptions& o;
+  int N, M;
+  double w, mu, ecn;
+  bool per_slot, discretised;
+  DropPolicy policy;
+  DropFunction drop;
+  Grid grid;
+  std::vector<double> pdrop;                 // discretised: p at the grid points
+  std::vector<std::vector<double>> mcdf;     // cumulative modulator rows
+  std::vector<double> lam;
+  int64_t warmup;
+
+  Setup(const Model& m, const SimOptions& opt)
+      : model(m),
+        o(opt),
+        N(m.buffer),
+        M(m.source.states()),
+        w(m.aqm.w),
+        mu(m.service.mu),
+        ecn(m.aqm.ecn),
+        per_slot(m.aqm.update == UpdateRule::PerSlot),
+        discretised(opt.discretised),
+        policy(m.aqm.policy),
+        drop(m.resolved_drop()),
+        grid(m.grid.resolve(m.buffer), m.grid.mapping),
+        lam(m.source.arrival),
+        warmup(opt.warmup < 0 ? opt.slots / 10 : opt.warmup) {
+    pdrop.resize(grid.size());
+    for (int i = 0; i < grid.size(); ++i) pdrop[i] = drop(grid.points()[i]);
+    mcdf.resize(M);
+    for (int i = 0; i < M; ++i) {
+      double c = 0;
+      for (int j = 0; j < M; ++j) mcdf[i].push_back(c += m.source.matrix[i][j]);
+      mcdf[i].back() = 1.0;
+    }
+  }
+};
+
+/// FIFO of arrival slots with O(1) push/pop and removal of a waiting packet
+/// by shifting the shorter side.
+class Fifo {
+ public:
+  explicit Fifo(int cap) {
+    size_t c = 1;
+    while (c < static_cast<size_t>(cap) + 1) c <<= 1;
+    buf_.assign(c, 0);
+    mask_ = c - 1;
+  }
+  int size() const { return n_; }
+  void push(int64_t a) { buf_[(head_ + n_++) & mask_] = a; }
+  int64_t pop() {
+    const int64_t a = buf_[head_];
+    head_ = (head_ + 1) & mask_;
+    --n_;
+    return a;
+  }
+  /// Remove position j (0 = head).
+  void erase(int j) {
+    if (j < n_ - 1 - j) {
+      for (int i = j; i > 0; --i) buf_[(head_ + i) & mask_] = buf_[(head_ + i - 1) & mask_];
+      head_ = (head_ + 1) & mask_;
+    } else {
+      for (int i = j; i < n_ - 1; ++i) buf_[(head_ + i) & mask_] = buf_[(head_ + i + 1) & mask_];
+    }
+    --n_;
+  }
+
+ private:
+  std::vector<int64_t> buf_;
+  size_t mask_ = 0, head_ = 0;
+  int n_ = 0;
+};
+
+void run(const Setup& S, Xoshiro256 rng, std::vector<Batch>& batches, TimeSeries* ts) {
+  const SimOptions& o = S.o;
+  const int64_t measured = o.slots - S.warmup;
+  const int64_t per_batch = measured / o.batches;
+  batches.assign(o.batches, Batch{});
+  for (auto& b : batches) b.hist_n.assign(S.N + 1, 0);
+  Fifo fifo(S.N);
+  int n = 0, m = 0;
+  // Start: empty system, avg 0, modulator drawn from its stationary law.
+  if (S.M > 1) {
+    const auto pi = S.model.source.modulator_stationary();
+    double u = rng.uniform(), c = 0;
+    m = S.M - 1;
+    for (int i = 0; i < S.M; ++i)
+      if (u < (c += pi[i])) {
+        m = i;
+        break;
+      }
+  }
+  double avg = 0.0;
+  int g = 0;
+  int64_t ts_drops = 0;
+  Batch* cur = nullptr;
+  int bi = -1;
+  int64_t next_batch = S.warmup;
+  const int64_t max_r = o.max_response;
+  for (int64_t t = 1; t <= o.slots; ++t) {
+    if (t > next_batch && bi + 1 < o.batches) {  // slot t belongs to a new batch
+      cur = &batches[++bi];
+      next_batch = bi + 1 < o.batches ? S.warmup + (bi + 1) * per_batch : o.slots;
+    }
+    const int n_prev = n;
+    const int q_prev = n_prev > 0 ? n_prev - 1 : 0;
+    // 2. modulator, 3. arrival (drawn before the filter: it is independent of it)
+    if (S.M > 1) {
+      const double u = rng.uniform();
+      const auto& c = S.mcdf[m];
+      int j = 0;
+      while (j < S.M - 1 && u >= c[j]) ++j;
+      m = j;
+    }
+    const double lam = S.lam[m];
+    const bool arrival = lam >= 1.0 || (lam > 0.0 && rng.uniform() < lam);
+    // 1. filter update (every slot, or only in slots with an arrival)
+    if (S.per_slot || arrival) {
+      if (S.discretised) {
+        const GridTarget gt = S.grid.map((1.0 - S.w) * S.grid.points()[g] + S.w * q_prev);
+        g = (gt.p_lo >= 1.0 || rng.uniform() < gt.p_lo) ? gt.lo : gt.lo + 1;
+        avg = S.grid.points()[g];
+      } else {
+        avg = (1.0 - S.w) * avg + S.w * q_prev;
+      }
+    }
+    // 4. rejection test
+    if (arrival) {
+      bool reject = false;
+      if (n_prev == S.N) {
+        reject = true;
+        if (cur) ++cur->overflow;
+      } else {
+        const double p = S.discretised ? S.pdrop[g] : S.drop(avg);
+        if (p > 0.0 && (p >= 1.0 || rng.uniform() < p)) {
+          if (S.ecn > 0.0 && (S.ecn >= 1.0 || rng.uniform() < S.ecn)) {
+            if (cur) ++cur->marks;
+          } else {
+            reject = true;
+            if (cur) ++cur->aqm;
+          }
+        }
+      }
+      if (cur) ++cur->arrivals;
+      if (reject) ++ts_drops;
+      const int waiting = n - 1;
+      if (!reject) {
+        fifo.push(t);
+        ++n;
+        if (cur) ++cur->admitted;
+      } else if (S.policy != DropPolicy::Tail && waiting > 0) {
+        // admit the arrival, discard a waiting packet (never the one in service)
+        const int j = S.policy == DropPolicy::Front
+                          ? 1
+                          : 1 + static_cast<int>(rng.uniform() * waiting);
+        fifo.erase(std::min(j, waiting));
+        fifo.push(t);
+        if (cur) {
+          ++cur->admitted;
+          ++cur->pushed;
+        }
+      }
+    }
+    // 5. departure of the packet in service at the start of the slot
+    if (n_prev >= 1 && (S.mu >= 1.0 || rng.uniform() < S.mu)) {
+      const int64_t r = t - fifo.pop();
+      --n;
+      if (cur) {
+        ++cur->departures;
+        cur->sum_r += r;
+        cur->sum_r2 += static_cast<long double>(r) * r;
+        const int64_t bin = std::min(r, max_r - 1);
+        if (static_cast<int64_t>(cur->hist_r.size()) <= bin)
+          cur->hist_r.resize(std::min<int64_t>(max_r, std::max<int64_t>(bin + 1, 2 * cur->hist_r.size())), 0);
+        ++cur->hist_r[bin];
+      }
+    }
+    // 6. observation
+    if (cur) {
+      ++cur->slots;
+      ++cur->hist_n[n];
+      cur->sum_avg += avg;
+    }
+    if (ts && o.sample_every > 0 && t % o.sample_every == 0) {
+      ts->slot.push_back(t);
+      ts->level.push_back(n);
+      ts->avg.push_back(avg);
+      ts->drops.push_back(ts_drops);
+      ts_drops = 0;
+    }
+  }
+}
+
+// ------------------------------------------------------------------ statistics
+
+double t975(int dof) {
+  // Student t quantile 0.975: exact table for small dof, Cornish-Fisher expansion beyond.
+  static const double table[] = {0, 12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281};
+  if (dof <= 10) return table[std::max(dof, 1)];
+  const double z = 1.959963984540054, v = dof;
+  return z + (z * z * z + z) / (4 * v) + (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * v * v) +
+         (3 * std::pow(z, 7) + 19 * std::pow(z, 5) + 17 * z * z * z - 15 * z) / (384 * v * v * v);
+}
+
+/// Half-width from batch values (NaN-free: batches without data are skipped).
+double half_width(const std::vector<double>& x) {
+  std::vector<double> v;
+  for (double a : x)
+    if (std::isfinite(a)) v.push_back(a);
+  if (v.size() < 2) return 0.0;
+  long double m = 0, s2 = 0;
+  for (double a : v) m += a;
+  m /= v.size();
+  for (double a : v) s2 += (a - m) * (a - m);
+  s2 /= (v.size() - 1);
+  return t975(static_cast<int>(v.size()) - 1) * std::sqrt(static_cast<double>(s2 / v.size()));
+}
+
+template <class F>
+Estimate ratio(const std::vector<Batch>& bs, F num_den) {
+  long double num = 0, den = 0;
+  std::vector<double> xs;
+  for (const auto& b : bs) {
+    const auto [a, d] = num_den(b);
+    num += a;
+    den += d;
+    xs.push_back(d > 0 ? static_cast<double>(a / d) : NAN);
+  }
+  return {den > 0 ? static_cast<double>(num / den) : 0.0, half_width(xs)};
+}
+
+struct Mom {
+  double mean, var;
+};
+Mom hist_moments(const std::vector<int64_t>& h, int shift) {
+  long double n = 0, s = 0, s2 = 0;
+  for (size_t k = 0; k < h.size(); ++k) {
+    const long double x = std::max<long double>(static_cast<long double>(k) - shift, 0);
+    n += h[k];
+    s += x * h[k];
+    s2 += x * x * h[k];
+  }
+  if (n == 0) return {NAN, NAN};
+  const long double mean = s / n;
+  return {static_cast<double>(mean), static_cast<double>(s2 / n - mean * mean)};
+}
+
+PmfEstimate pmf_estimate(const std::vector<Batch>& bs, const std::vector<int64_t> Batch::*h, size_t len,
+                         bool queue) {
+  PmfEstimate out;
+  const size_t L = queue ? len - 1 : len;
+  std::vector<long double> tot(L, 0);
+  std::vector<std::vector<double>> per(L);
+  long double all = 0;
+  for (const auto& b : bs) {
+    const auto& v = b.*h;
+    long double sum = 0;
+    for (auto c : v) sum += c;
+    all += sum;
+    std::vector<long double> f(L, 0);
+    for (size_t k = 0; k < v.size() && k < len; ++k) f[queue && k > 0 ? k - 1 : std::min(k, L - 1)] += v[k];
+    for (size_t k = 0; k < L; ++k) {
+      tot[k] += f[k];
+      per[k].push_back(sum > 0 ? static_cast<double>(f[k] / sum) : NAN);
+    }
+  }
+  out.value.resize(L);
+  out.half_width.resize(L);
+  for (size_t k = 0; k < L; ++k) {
+    out.value[k] = all > 0 ? static_cast<double>(tot[k] / all) : 0.0;
+    out.half_width[k] = half_width(per[k]);
+  }
+  return out;
+}
+
+}  // namespace
+
+SimResult simulate(const Model& model, const SimOptions& o) {
+  model.validate();
+  o.validate();
+  const Setup S(model, o);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::vector<Batch>> per_rep(o.replications);
+  SimResult res;
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = std::min(o.replications, o.threads > 0 ? o.threads : hw);
+  std::atomic<int> next{0};
+  auto worker = [&]() {
+    for (int r; (r = next++) < o.replications;) {
+      Xoshiro256 rng(o.seed);
+      for (int j = 0; j < r; ++j) rng.jump();
+      run(S, rng, per_rep[r], r == 0 ? &res.series : nullptr);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.threads = threads;
+  res.slots_per_second = static_cast<double>(o.slots) * o.replications / std::max(res.seconds, 1e-9);
+
+  std::vector<Batch> bs;
+  for (auto& v : per_rep)
+    for (auto& b : v) bs.push_back(std::move(b));
+  res.observations = static_cast<int>(bs.size());
+  for (const auto& b : bs) {
+    res.measured_slots += b.slots;
+    res.served_packets += b.departures;
+  }
+  using LD = long double;
+  res.arrival_rate = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.arrivals, b.slots); });
+  res.throughput = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.departures, b.slots); });
+  res.loss = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.aqm + b.overflow, b.arrivals); });
+  res.loss_aqm = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.aqm, b.arrivals); });
+  res.loss_overflow = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.overflow, b.arrivals); });
+  res.mark_prob = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.marks, b.arrivals); });
+  res.pushed_out_prob = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.pushed, b.admitted); });
+  res.mean_avg = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.sum_avg, b.slots); });
+  res.mean_response = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.sum_r, b.departures); });
+
+  std::vector<int64_t> hn(model.buffer + 1, 0);
+  LD sr = 0, sr2 = 0, nd = 0;
+  std::vector<double> bms, bvs, bmq, bvq, bvr;
+  for (const auto& b : bs) {
+    for (size_t k = 0; k < hn.size(); ++k) hn[k] += b.hist_n[k];
+    sr += b.sum_r;
+    sr2 += b.sum_r2;
+    nd += b.departures;
+    const Mom s = hist_moments(b.hist_n, 0), q = hist_moments(b.hist_n, 1);
+    bms.push_back(s.mean);
+    bvs.push_back(s.var);
+    bmq.push_back(q.mean);
+    bvq.push_back(q.var);
+    bvr.push_back(b.departures > 1 ? static_cast<double>(b.sum_r2 / b.departures -
+                                                         (b.sum_r / b.departures) * (b.sum_r / b.departures))
+                                   : NAN);
+  }
+  const Mom s = hist_moments(hn, 0), q = hist_moments(hn, 1);
+  res.mean_system = {s.mean, half_width(bms)};
+  res.var_system = {s.var, half_width(bvs)};
+  res.mean_queue = {q.mean, half_width(bmq)};
+  res.var_queue = {q.var, half_width(bvq)};
+  res.var_response = {nd > 0 ? static_cast<double>(sr2 / nd - (sr / nd) * (sr / nd)) : 0.0, half_width(bvr)};
+  res.system_pmf = pmf_estimate(bs, &Batch::hist_n, model.buffer + 1, false);
+  res.queue_pmf = pmf_estimate(bs, &Batch::hist_n, model.buffer + 1, true);
+  size_t rlen = 2;
+  for (const auto& b : bs) rlen = std::max(rlen, b.hist_r.size());
+  res.response_pmf = pmf_estimate(bs, &Batch::hist_r, rlen, false);
+  return res;
+}
+
+}  // namespace aqm
