@@ -6,7 +6,7 @@ PYTHON   ?= python3
 VENV     := .venv
 VPY      := $(VENV)/bin/python
 JOBS     ?= 2
-APT_PKGS := g++ make cmake ninja-build pkg-config libsuitesparse-dev libarpack2-dev libeigen3-dev libgtest-dev
+APT_PKGS := g++ make cmake ninja-build pkg-config libsuitesparse-dev libarpack2-dev libeigen3-dev libgtest-dev libopenblas0-pthread
 PY_MODS  := numpy scipy pybind11 scikit_build_core pytest matplotlib
 PIP_PKGS := numpy scipy pybind11 scikit-build-core pytest matplotlib
 

@@ -2,6 +2,8 @@
 // event probabilities and the communicating-class analysis (Tarjan).
 #include "aqmchain/chain.hpp"
 
+#include "slot_kernel.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,96 +16,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-/// Everything the one-slot transition of SPEC 3 needs, precomputed once.
-struct SlotKernel {
-  int N, G, M;  // buffer, grid points, modulator states
-  double w, mu, ecn;
-  bool per_arrival;
-  Grid grid;
-  std::vector<double> pdrop;  // p(g_i)
-  std::vector<std::vector<std::pair<int, double>>> mrows;
-  std::vector<double> lam;
-
-  explicit SlotKernel(const Model& m)
-      : N(m.buffer),
-        w(m.aqm.w),
-        mu(m.service.mu),
-        ecn(m.aqm.ecn),
-        per_arrival(m.aqm.update == UpdateRule::PerArrival),
-        grid(m.grid.resolve(m.buffer), m.grid.mapping),
-        lam(m.source.arrival) {
-    G = grid.size();
-    M = m.source.states();
-    const DropFunction drop = m.resolved_drop();
-    pdrop.resize(G);
-    for (int i = 0; i < G; ++i) pdrop[i] = drop(grid.points()[i]);
-    mrows.resize(M);
-    for (int i = 0; i < M; ++i)
-      for (int j = 0; j < M; ++j)
-        if (m.source.matrix[i][j] > 0.0) mrows[i].push_back({j, m.source.matrix[i][j]});
-  }
-
-  int64_t id(int n, int g, int m) const { return (static_cast<int64_t>(n) * G + g) * M + m; }
-
-  struct Events {
-    double arrival = 0, aqm = 0, mark = 0, overflow = 0, admit = 0, depart = 0;
-  };
-
-  /// Calls emit(n', g', m', p) for every transition out of (n, g, m) with p > 0
-  /// (a target may be emitted more than once; callers merge), and fills `ev`.
-  template <class Emit>
-  void successors(int n, int g, int m, Emit&& emit, Events* ev) const {
-    const int q = std::max(n - 1, 0);
-    const double dep = n >= 1 ? mu : 0.0;
-    const GridTarget t = grid.map((1.0 - w) * grid.points()[g] + w * q);
-    const int ng = t.p_lo < 1.0 ? 2 : 1;
-    const int gt[2] = {t.lo, t.lo + 1};
-    const double pg[2] = {t.p_lo, 1.0 - t.p_lo};
-    auto out = [&](int g2, int m2, double p, double adm) {
-      // adm: probability that an arrival happened and was admitted, given (g2, m2).
-      const double up = p * adm * (1.0 - dep), down = p * (1.0 - adm) * dep;
-      const double stay = p * (adm * dep + (1.0 - adm) * (1.0 - dep));
-      if (up > 0.0) emit(n + 1, g2, m2, up);
-      if (down > 0.0) emit(n - 1, g2, m2, down);
-      if (stay > 0.0) emit(n, g2, m2, stay);
-    };
-    Events e;
-    e.depart = dep;
-    for (const auto& [m2, pm] : mrows[m]) {
-      const double a = lam[m2];
-      e.arrival += pm * a;
-      if (n == N) e.overflow += pm * a;
-      if (per_arrival) {
-        // No arrival: the filter does not move (SPEC 2.3, per_arrival).
-        if (a < 1.0) out(g, m2, pm * (1.0 - a), 0.0);
-        if (a > 0.0)
-          for (int k = 0; k < ng; ++k) {
-            const double pd = pdrop[gt[k]];
-            const double admit_given_arrival = n < N ? 1.0 - (1.0 - ecn) * pd : 0.0;
-            out(gt[k], m2, pm * a * pg[k], admit_given_arrival);
-            if (n < N) {
-              e.aqm += pm * a * pg[k] * (1.0 - ecn) * pd;
-              e.mark += pm * a * pg[k] * ecn * pd;
-              e.admit += pm * a * pg[k] * admit_given_arrival;
-            }
-          }
-      } else {
-        for (int k = 0; k < ng; ++k) {
-          const double pd = pdrop[gt[k]];
-          const double adm = n < N ? a * (1.0 - (1.0 - ecn) * pd) : 0.0;
-          out(gt[k], m2, pm * pg[k], adm);
-          if (n < N) {
-            e.aqm += pm * pg[k] * a * (1.0 - ecn) * pd;
-            e.mark += pm * pg[k] * a * ecn * pd;
-            e.admit += pm * pg[k] * adm;
-          }
-        }
-      }
-    }
-    if (ev) *ev = e;
-  }
-};
 
 /// Number of bottom (closed) strongly connected components and one state in the
 /// first found; iterative Tarjan, O(nnz).
@@ -217,7 +129,7 @@ Chain build_chain(const Model& model, const BuildOptions& options) {
     throw StateSpaceTooLarge("grid.k", detail::cat("state space too large for 32-bit indices: ", est.product_states,
                                                    " product states"));
 
-  const SlotKernel K(model);
+  const detail::SlotKernel K(model);
   Chain c;
   c.model = model;
   c.grid = K.grid.points();
@@ -274,7 +186,7 @@ Chain build_chain(const Model& model, const BuildOptions& options) {
     const int m = static_cast<int>(id % K.M), g = static_cast<int>((id / K.M) % K.G),
               l = static_cast<int>(id / (static_cast<int64_t>(K.M) * K.G));
     row.clear();
-    SlotKernel::Events ev;
+    detail::SlotKernel::Events ev;
     K.successors(l, g, m, [&](int l2, int g2, int m2, double p) { row.push_back({c.rank_[K.id(l2, g2, m2)], p}); },
                  &ev);
     std::sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.first < b.first; });

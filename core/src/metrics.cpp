@@ -105,18 +105,40 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
   for (size_t i = 0; i < avg.size(); ++i) ma += avg[i] * c.grid[i];
   m.mean_avg = static_cast<double>(ma);
 
-  if (c.model.aqm.policy != DropPolicy::Tail) {
-    m.response_note = "response time under policy '" + to_string(c.model.aqm.policy) +
-                      "' needs the tagged-packet chain, which is not implemented yet";
+  m.admitted_rate = static_cast<double>(adm);
+  const bool tail = c.model.aqm.policy == DropPolicy::Tail;
+  if (o.response == "none") {
+    m.response_note = "response times not requested";
   } else if (!(adm > 0)) {
     m.response_note = "no packet is ever admitted";
-  } else {
+  } else if (tail && o.response != "tagged") {
     for (auto& x : admit_at) x /= adm;
     tail_response(admit_at, c.model.service.mu, o, m);
     m.response_available = true;
-    if (m.mean_system > 0)
-      m.littles_law_error = std::abs(m.mean_system - m.throughput * m.mean_response) / m.mean_system;
+    m.response_method = "closed_form";
+    m.mean_sojourn = m.mean_response;
+  } else {
+    const ResponseResult r = tagged_response(c, pi, o.tagged);
+    m.response_method = "tagged_chain";
+    m.response_steps = r.steps;
+    m.response_states = r.states;
+    m.admitted_rate = r.admitted_rate;
+    m.pushed_out_prob = r.pushed_out_prob;
+    m.mean_sojourn = r.mean_sojourn;
+    m.response_truncated = r.remaining_mass;
+    if (r.served_prob > 0) {
+      m.response_pmf = r.served_pmf;
+      for (double& x : m.response_pmf) x /= r.served_prob;
+      m.mean_response = r.mean_response;
+      m.var_response = r.var_response;
+      m.response_available = r.converged;
+    }
+    if (!r.converged)
+      m.response_note = detail::cat("tagged-packet chain stopped after ", r.steps, " steps with mass ",
+                                    r.remaining_mass, " still in the system (tail_mass ", o.tagged.tail_mass, ")");
   }
+  if (m.response_available && m.mean_system > 0)
+    m.littles_law_error = std::abs(m.mean_system - m.admitted_rate * m.mean_sojourn) / m.mean_system;
   return m;
 }
 

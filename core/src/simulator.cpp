@@ -81,7 +81,9 @@ namespace {
 
 struct Batch {
   int64_t slots = 0, arrivals = 0, aqm = 0, marks = 0, overflow = 0, departures = 0, admitted = 0, pushed = 0;
-  long double sum_r = 0, sum_r2 = 0, sum_avg = 0;
+  long double sum_avg = 0;
+  int64_t sum_r = 0;
+  __int128 sum_r2 = 0;
   std::vector<int64_t> hist_n, hist_r;
 };
 
@@ -182,6 +184,7 @@ void run(const Setup& S, Xoshiro256 rng, std::vector<Batch>& batches, TimeSeries
   double avg = 0.0;
   int g = 0;
   int64_t ts_drops = 0;
+  double chunk_avg = 0.0;
   Batch* cur = nullptr;
   int bi = -1;
   int64_t next_batch = S.warmup;
@@ -257,7 +260,7 @@ void run(const Setup& S, Xoshiro256 rng, std::vector<Batch>& batches, TimeSeries
       if (cur) {
         ++cur->departures;
         cur->sum_r += r;
-        cur->sum_r2 += static_cast<long double>(r) * r;
+        cur->sum_r2 += static_cast<__int128>(r) * r;
         const int64_t bin = std::min(r, max_r - 1);
         if (static_cast<int64_t>(cur->hist_r.size()) <= bin)
           cur->hist_r.resize(std::min<int64_t>(max_r, std::max<int64_t>(bin + 1, 2 * cur->hist_r.size())), 0);
@@ -268,7 +271,11 @@ void run(const Setup& S, Xoshiro256 rng, std::vector<Batch>& batches, TimeSeries
     if (cur) {
       ++cur->slots;
       ++cur->hist_n[n];
-      cur->sum_avg += avg;
+      chunk_avg += avg;  // flushed to the long double batch sum every 4096 slots
+      if ((cur->slots & 4095) == 0 || t == next_batch) {
+        cur->sum_avg += chunk_avg;
+        chunk_avg = 0.0;
+      }
     }
     if (ts && o.sample_every > 0 && t % o.sample_every == 0) {
       ts->slot.push_back(t);
@@ -406,23 +413,24 @@ SimResult simulate(const Model& model, const SimOptions& o) {
   res.mark_prob = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.marks, b.arrivals); });
   res.pushed_out_prob = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.pushed, b.admitted); });
   res.mean_avg = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.sum_avg, b.slots); });
-  res.mean_response = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.sum_r, b.departures); });
+  res.mean_response =
+      ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(static_cast<LD>(b.sum_r), b.departures); });
 
   std::vector<int64_t> hn(model.buffer + 1, 0);
   LD sr = 0, sr2 = 0, nd = 0;
   std::vector<double> bms, bvs, bmq, bvq, bvr;
   for (const auto& b : bs) {
     for (size_t k = 0; k < hn.size(); ++k) hn[k] += b.hist_n[k];
-    sr += b.sum_r;
-    sr2 += b.sum_r2;
+    const LD br = static_cast<LD>(b.sum_r), br2 = static_cast<LD>(b.sum_r2);
+    sr += br;
+    sr2 += br2;
     nd += b.departures;
     const Mom s = hist_moments(b.hist_n, 0), q = hist_moments(b.hist_n, 1);
     bms.push_back(s.mean);
     bvs.push_back(s.var);
     bmq.push_back(q.mean);
     bvq.push_back(q.var);
-    bvr.push_back(b.departures > 1 ? static_cast<double>(b.sum_r2 / b.departures -
-                                                         (b.sum_r / b.departures) * (b.sum_r / b.departures))
+    bvr.push_back(b.departures > 1 ? static_cast<double>(br2 / b.departures - (br / b.departures) * (br / b.departures))
                                    : NAN);
   }
   const Mom s = hist_moments(hn, 0), q = hist_moments(hn, 1);

@@ -48,8 +48,8 @@ struct UmfNumeric {
   void* symbolic = nullptr;
   void* numeric = nullptr;
   ~UmfNumeric() {
-    if (numeric) umfpack_di_free_numeric(&numeric);
-    if (symbolic) umfpack_di_free_symbolic(&symbolic);
+    if (numeric) umfpack_dl_free_numeric(&numeric);
+    if (symbolic) umfpack_dl_free_symbolic(&symbolic);
   }
 };
 
@@ -76,7 +76,10 @@ void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& 
   auto t0 = Clock::now();
   const int32_t m = n - 1;
   auto red = [k](int32_t i) { return i - (i > k); };
-  std::vector<int32_t> Ap(m + 1, 0), Ai;
+  // 64-bit UMFPACK (umfpack_dl_*): the 32-bit interface cannot address the LU
+  // factors of chains with a million states.
+  using Idx = SuiteSparse_long;
+  std::vector<Idx> Ap(m + 1, 0), Ai;
   std::vector<double> Ax, b(m, 0.0);
   Ai.reserve(static_cast<size_t>(c.nnz()) + n);
   Ax.reserve(static_cast<size_t>(c.nnz()) + n);
@@ -103,29 +106,39 @@ void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& 
       Ai.push_back(red(i));
       Ax.push_back(1.0);
     }
-    Ap[++ri] = static_cast<int32_t>(Ai.size());
+    Ap[++ri] = static_cast<Idx>(Ai.size());
   }
   r.seconds.push_back({"assemble", since(t0)});
 
   double control[UMFPACK_CONTROL], info[UMFPACK_INFO];
-  umfpack_di_defaults(control);
+  umfpack_dl_defaults(control);
+  control[UMFPACK_ORDERING] = o.ordering == "amd"       ? UMFPACK_ORDERING_AMD
+                              : o.ordering == "metis"   ? UMFPACK_ORDERING_METIS
+                              : o.ordering == "cholmod" ? UMFPACK_ORDERING_CHOLMOD
+                              : o.ordering == "best"    ? UMFPACK_ORDERING_BEST
+                                                        : UMFPACK_ORDERING_NONE;
+  control[UMFPACK_STRATEGY] = o.strategy == "symmetric"     ? UMFPACK_STRATEGY_SYMMETRIC
+                              : o.strategy == "unsymmetric" ? UMFPACK_STRATEGY_UNSYMMETRIC
+                                                            : UMFPACK_STRATEGY_AUTO;
   UmfNumeric h;
   t0 = Clock::now();
-  int st = umfpack_di_symbolic(m, m, Ap.data(), Ai.data(), Ax.data(), &h.symbolic, control, info);
+  int st = umfpack_dl_symbolic(m, m, Ap.data(), Ai.data(), Ax.data(), &h.symbolic, control, info);
   r.seconds.push_back({"analyse", since(t0)});
   if (st != UMFPACK_OK) throw SolverError("UMFPACK symbolic analysis failed: " + umf_status(st));
   t0 = Clock::now();
-  st = umfpack_di_numeric(Ap.data(), Ai.data(), Ax.data(), h.symbolic, &h.numeric, control, info);
+  st = umfpack_dl_numeric(Ap.data(), Ai.data(), Ax.data(), h.symbolic, &h.numeric, control, info);
   r.seconds.push_back({"factorise", since(t0)});
   if (st != UMFPACK_OK)
     throw SolverError("UMFPACK factorisation failed: " + umf_status(st) +
                       (st == UMFPACK_WARNING_singular_matrix ? " (is the chain reducible?)" : ""));
   r.extra.push_back({"lu_nnz", info[UMFPACK_LNZ] + info[UMFPACK_UNZ]});
+  r.extra.push_back({"umfpack_ordering_used", info[UMFPACK_ORDERING_USED]});
+  r.extra.push_back({"umfpack_strategy_used", info[UMFPACK_STRATEGY_USED]});
   r.extra.push_back({"umfpack_peak_bytes", info[UMFPACK_PEAK_MEMORY] * info[UMFPACK_SIZE_OF_UNIT]});
 
   std::vector<double> x(m);
   t0 = Clock::now();
-  st = umfpack_di_solve(UMFPACK_A, Ap.data(), Ai.data(), Ax.data(), x.data(), b.data(), h.numeric, control, info);
+  st = umfpack_dl_solve(UMFPACK_A, Ap.data(), Ai.data(), Ax.data(), x.data(), b.data(), h.numeric, control, info);
   r.seconds.push_back({"solve", since(t0)});
   if (st != UMFPACK_OK) throw SolverError("UMFPACK solve failed: " + umf_status(st));
   auto expand = [&](const std::vector<double>& xr) {
@@ -143,8 +156,8 @@ void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& 
     // res = b - B x, with B x computed from the CSC arrays.
     std::copy(b.begin(), b.end(), res.begin());
     for (int32_t j = 0; j < m; ++j)
-      for (int32_t e = Ap[j]; e < Ap[j + 1]; ++e) res[j] -= Ax[e] * x[Ai[e]];
-    st = umfpack_di_solve(UMFPACK_A, Ap.data(), Ai.data(), Ax.data(), d.data(), res.data(), h.numeric, control, info);
+      for (Idx e = Ap[j]; e < Ap[j + 1]; ++e) res[j] -= Ax[e] * x[Ai[e]];
+    st = umfpack_dl_solve(UMFPACK_A, Ap.data(), Ai.data(), Ax.data(), d.data(), res.data(), h.numeric, control, info);
     if (st != UMFPACK_OK) break;
     for (int32_t j = 0; j < m; ++j) x[j] += d[j];
     StationaryResult trial = r;
@@ -341,6 +354,10 @@ void StationaryOptions::validate() const {
   if (ncv < 0) throw OptionError(detail::cat("solver option 'ncv' must be >= 0, got ", ncv));
   if (refine_steps < 0) throw OptionError(detail::cat("solver option 'refine_steps' must be >= 0, got ", refine_steps));
   if (check_every < 1) throw OptionError(detail::cat("solver option 'check_every' must be >= 1, got ", check_every));
+  if (ordering != "amd" && ordering != "metis" && ordering != "cholmod" && ordering != "best" && ordering != "none")
+    throw OptionError("solver option 'ordering' must be one of amd, metis, cholmod, best, none, got '" + ordering + "'");
+  if (strategy != "auto" && strategy != "symmetric" && strategy != "unsymmetric")
+    throw OptionError("solver option 'strategy' must be one of auto, symmetric, unsymmetric, got '" + strategy + "'");
   for (double v : x0)
     if (!std::isfinite(v) || v < 0.0)
       throw OptionError(detail::cat("solver option 'x0' must be finite and non-negative, got an entry ", v));

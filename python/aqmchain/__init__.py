@@ -26,6 +26,7 @@ from ._core import (
     ssmp_q_for_mean,
 )
 from .modelfile import load_config, load_model, model_from_dict, model_to_dict
+from .policies import PolicyComparison, compare_policies
 from .simulation import Comparison, SimulationResult, compare, simulate
 from .stationary import (
     NonConvergenceError,
@@ -46,5 +47,5 @@ __all__ = [
     "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean",
     "load_config", "load_model", "model_from_dict", "model_to_dict",
     "solve_stationary", "state_labels", "transition_matrix",
-    "simulate", "SimulationResult", "compare", "Comparison",
+    "simulate", "SimulationResult", "compare", "Comparison", "compare_policies", "PolicyComparison",
 ]

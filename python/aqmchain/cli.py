@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import _core
 from .modelfile import load_config
+from .policies import compare_policies
 from .simulation import Comparison, simulate
 from .stationary import NonConvergenceError, solve_stationary
 
@@ -92,6 +93,19 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_policies(args: argparse.Namespace) -> int:
+    model, solver = load_config(args.model)
+    try:
+        cmp = compare_policies(model, **solver)
+    except NonConvergenceError as exc:
+        print(f"aqmchain: {exc}", file=sys.stderr)
+        return EXIT_SOLVE
+    print(cmp.table())
+    if args.json:
+        _write_json(args.json, {"policies": cmp.rows()})
+    return EXIT_OK
+
+
 def _cmd_estimate(args: argparse.Namespace) -> int:
     model, _ = load_config(args.model)
     est = _core.estimate_chain(model)
@@ -130,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--plot", metavar="PNG", default="compare_queue_pmf.png",
                     help="queue pmf overlay on a log scale (default compare_queue_pmf.png; '' for none)")
     co.set_defaults(func=_cmd_compare)
+    po = sub.add_parser("policies", help="response times under tail, front and random drop, side by side")
+    po.add_argument("model")
+    po.add_argument("--json", metavar="OUT")
+    po.set_defaults(func=_cmd_policies)
     e = sub.add_parser("estimate", help="upper bounds on states, transitions and memory, without building")
     e.add_argument("model")
     e.set_defaults(func=_cmd_estimate)

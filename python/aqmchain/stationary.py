@@ -18,7 +18,7 @@ from ._core import OptionError
 __all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "build_chain"]
 
 GIB = 1024.0**3
-_OPTION_NAMES = ("method", "tol", "max_iter", "ncv", "refine_steps", "check_every", "x0")
+_OPTION_NAMES = ("method", "tol", "max_iter", "ncv", "refine_steps", "check_every", "x0", "ordering", "strategy")
 
 
 class NonConvergenceError(RuntimeError):
@@ -81,9 +81,11 @@ class StationaryResult:
     Attributes: ``states``, ``nnz``, ``arrival_rate``, ``mean_queue``, ``var_queue``,
     ``queue_pmf`` (waiting packets q), ``mean_system``, ``var_system``, ``system_pmf`` (n),
     ``loss``, ``loss_aqm``, ``loss_overflow``, ``mark_prob``, ``throughput``,
-    ``mean_response``, ``var_response``, ``response_pmf`` (R = D - A in slots; ``None``
-    under front/random until the tagged-packet analysis exists), ``avg_pmf`` on
-    ``avg_grid``, ``mean_avg``, ``pi`` and ``info`` (:class:`SolverInfo`).
+    ``mean_response``, ``var_response``, ``response_pmf`` (R = D - A in slots of packets
+    that are served: closed form under tail, tagged-packet chain under front/random),
+    ``pushed_out_prob`` (admitted packets later discarded), ``avg_pmf`` on ``avg_grid``,
+    ``mean_avg``, ``pi`` and ``info`` (:class:`SolverInfo`).  Response fields are ``None``
+    when ``response="none"`` was asked for.
     """
 
     def __init__(self, model: _core.Model, chain: _core.Chain, raw: _core.StationaryResult,
@@ -107,15 +109,21 @@ class StationaryResult:
         self.avg_grid = np.asarray(chain.grid)
         self.response_available = metrics.response_available
         self.response_note = metrics.response_note
+        self.response_method = metrics.response_method or None
+        self.admitted_rate = metrics.admitted_rate
         if metrics.response_available:
             self.response_pmf = metrics.response_pmf
             self.mean_response = metrics.mean_response
             self.var_response = metrics.var_response
             self.response_truncated = metrics.response_truncated
             self.littles_law_error = metrics.littles_law_error
+            self.pushed_out_prob = metrics.pushed_out_prob
+            self.mean_sojourn = metrics.mean_sojourn
+            self.response_steps, self.response_states = metrics.response_steps, metrics.response_states
         else:
             self.response_pmf = self.mean_response = self.var_response = None
-            self.response_truncated = self.littles_law_error = None
+            self.response_truncated = self.littles_law_error = self.pushed_out_prob = self.mean_sojourn = None
+            self.response_steps = self.response_states = None
 
     # -- distributions -------------------------------------------------------
     def queue_quantile(self, p: float) -> int:
@@ -126,8 +134,9 @@ class StationaryResult:
         return _quantile(self.system_pmf, p)
 
     def response_quantile(self, p: float) -> int:
+        """Smallest r with P(R <= r | served) >= p."""
         if self.response_pmf is None:
-            raise NotImplementedError(self.response_note)
+            raise ValueError(f"no response-time distribution: {self.response_note}")
         return _quantile(self.response_pmf, p)
 
     def queue_tail(self) -> np.ndarray:
@@ -159,6 +168,8 @@ class StationaryResult:
             "mark_prob": f(self.mark_prob), "throughput": f(self.throughput),
             "mean_response": f(self.mean_response), "var_response": f(self.var_response),
             "response_pmf": lst(self.response_pmf), "response_note": self.response_note or None,
+            "pushed_out_prob": f(self.pushed_out_prob), "response_method": self.response_method,
+            "response_truncated": f(self.response_truncated), "admitted_rate": f(self.admitted_rate),
             "mean_avg": f(self.mean_avg), "avg_grid": lst(self.avg_grid), "avg_pmf": lst(self.avg_pmf),
             "solver": {
                 "method": self.info.method, "requested": self.info.requested, "fallback": self.info.fallback,
@@ -180,7 +191,8 @@ class StationaryResult:
             ("loss (aqm + overflow)", f"{self.loss:.6g} ({self.loss_aqm:.6g} + {self.loss_overflow:.6g})"),
             ("ECN marks", f"{self.mark_prob:.6g}"),
             ("mean response R", "n/a: " + self.response_note if self.mean_response is None
-             else f"{self.mean_response:.6g} slots"),
+             else f"{self.mean_response:.6g} slots ({self.response_method})"),
+            ("pushed out", "n/a" if self.pushed_out_prob is None else f"{self.pushed_out_prob:.6g}"),
             ("var response R", "n/a" if self.var_response is None else f"{self.var_response:.6g}"),
             ("solver", f"{i.method}{' (fallback)' if i.fallback else ''}, {i.status}, residual {i.residual:.2e}, "
                        f"{i.iterations} iterations, {i.matvecs} matvecs"),
@@ -210,12 +222,17 @@ def state_labels(chain: _core.Chain) -> dict[str, np.ndarray]:
 
 
 def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float | None = None,
-                     **options: Any) -> StationaryResult:
+                     response: str = "auto", response_tail: float = 1e-12, **options: Any) -> StationaryResult:
     """Stationary distribution and metrics of ``model`` (or of an already built chain).
 
     Options (all keyword): ``method`` ("auto", "direct", "arnoldi", "gauss_seidel",
     "power"), ``tol`` (target for ||pi P - pi||_1, default 1e-12), ``max_iter``,
-    ``ncv``, ``refine_steps``, ``check_every``, ``x0``; ``memory_limit_gb`` for the builder.
+    ``ncv``, ``refine_steps``, ``check_every``, ``x0``, ``ordering``, ``strategy``;
+    ``memory_limit_gb`` for the builder (and the tagged-packet chain).
+
+    Response times: ``response="auto"`` (closed form under tail, tagged-packet chain
+    under front/random, stopped when the mass still in the system is below
+    ``response_tail``), ``"tagged"`` (tagged chain for every policy), ``"none"``.
 
     Raises :class:`NonConvergenceError` (with ``.result``) when the residual target
     is not met, :class:`ReducibleChainError` when there is no unique stationary
@@ -234,7 +251,9 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     build_seconds = {"build_explore": rep["seconds_explore"], "build_assemble": rep["seconds_assemble"],
                      "build_classes": rep["seconds_classes"]}
     raw = _core.solve_stationary(chain, opts)
-    metrics = _core.compute_metrics(chain, raw.pi)
+    limit = 8.0 * GIB if memory_limit_gb is None else float(memory_limit_gb) * GIB
+    metrics = _core.compute_metrics(chain, raw.pi, response=response, tail_mass=float(response_tail),
+                                    memory_limit=limit)
     result = StationaryResult(model, chain, raw, metrics, opts.tol, build_seconds)
     if not raw.converged:
         raise NonConvergenceError(

@@ -264,7 +264,7 @@ PYBIND11_MODULE(_core, m) {
   // ------------------------------------------------------------ solvers
   py::class_<StationaryOptions>(m, "StationaryOptions")
       .def(py::init([](const std::string& method, double tol, long max_iter, int ncv, int refine_steps,
-                       int check_every, std::vector<double> x0) {
+                       int check_every, std::vector<double> x0, std::string ordering, std::string strategy) {
              StationaryOptions o;
              o.method = method_from(method);
              o.tol = tol;
@@ -273,12 +273,14 @@ PYBIND11_MODULE(_core, m) {
              o.refine_steps = refine_steps;
              o.check_every = check_every;
              o.x0 = std::move(x0);
+             o.ordering = std::move(ordering);
+             o.strategy = std::move(strategy);
              o.validate();
              return o;
            }),
            py::kw_only(), py::arg("method") = "auto", py::arg("tol") = 1e-12, py::arg("max_iter") = 0,
            py::arg("ncv") = 0, py::arg("refine_steps") = 6, py::arg("check_every") = 10,
-           py::arg("x0") = std::vector<double>{})
+           py::arg("x0") = std::vector<double>{}, py::arg("ordering") = "amd", py::arg("strategy") = "auto")
       .def_property_readonly("method", [](const StationaryOptions& o) { return to_string(o.method); })
       .def_readonly("tol", &StationaryOptions::tol)
       .def_readonly("max_iter", &StationaryOptions::max_iter);
@@ -326,12 +328,30 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("mean_response", &Metrics::mean_response)
       .def_readonly("var_response", &Metrics::var_response)
       .def_readonly("response_truncated", &Metrics::response_truncated)
-      .def_readonly("littles_law_error", &Metrics::littles_law_error);
+      .def_readonly("littles_law_error", &Metrics::littles_law_error)
+      .def_readonly("response_method", &Metrics::response_method)
+      .def_readonly("pushed_out_prob", &Metrics::pushed_out_prob)
+      .def_readonly("admitted_rate", &Metrics::admitted_rate)
+      .def_readonly("mean_sojourn", &Metrics::mean_sojourn)
+      .def_readonly("response_steps", &Metrics::response_steps)
+      .def_readonly("response_states", &Metrics::response_states);
 
   m.def(
       "compute_metrics",
-      [](const Chain& c, const std::vector<double>& pi) { return compute_metrics(c, pi); }, py::arg("chain"),
-      py::arg("pi"));
+      [](const Chain& c, const std::vector<double>& pi, const std::string& response, double tail_mass,
+         long max_steps, double memory_limit) {
+        if (response != "auto" && response != "tagged" && response != "none")
+          throw OptionError("option 'response' must be one of auto, tagged, none, got '" + response + "'");
+        MetricsOptions o;
+        o.response = response;
+        o.tagged.tail_mass = tail_mass;
+        o.tagged.max_steps = max_steps;
+        o.tagged.memory_limit_bytes = memory_limit;
+        py::gil_scoped_release release;
+        return compute_metrics(c, pi, o);
+      },
+      py::arg("chain"), py::arg("pi"), py::arg("response") = "auto", py::arg("tail_mass") = 1e-12,
+      py::arg("max_steps") = 10000000, py::arg("memory_limit") = 8.0 * 1024 * 1024 * 1024);
 
   // ------------------------------------------------------------ simulator
   py::class_<SimOptions>(m, "SimOptions")

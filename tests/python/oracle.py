@@ -186,3 +186,126 @@ def reference_chain(spec: dict):
         for t, p in row.items():
             P[index[s], index[t]] += p
     return states, P
+
+
+# ------------------------------------------------------------------ tagged packet (SPEC 5, 2.5)
+def tagged_response_oracle(spec: dict, pi: np.ndarray, states: list, max_r: int = 4000):
+    """Response-time law by a dense tagged-packet chain built from SPEC 2.5 and 3.
+
+    State (j, n, g, m): j packets ahead of the tagged one.  Returns (served pmf
+    indexed by R, pushed-out probability, admitted rate)."""
+    N, mu, w, ecn = spec["buffer"], spec["mu"], spec["w"], spec.get("ecn", 0.0)
+    policy = spec.get("policy", "tail")
+    per_arrival = spec.get("update", "per_slot") == "per_arrival"
+    pts = grid_points(N, spec.get("k", 4), spec["mapping"])
+    M, lam = source_matrices(spec["source"])
+
+    def branches(n, g, m):
+        """(g2, m2, probability, arrival?) for steps 1-3."""
+        y = (1 - w) * pts[g] + w * max(n - 1, 0)
+        for m2 in range(len(lam)):
+            if M[m, m2] == 0:
+                continue
+            for arr, pa in ((True, lam[m2]), (False, 1 - lam[m2])):
+                if pa == 0:
+                    continue
+                targets = [(g, 1.0)] if (per_arrival and not arr) else grid_map(pts, spec["mapping"], y)
+                for g2, pg in targets:
+                    yield g2, m2, M[m, m2] * pa * pg, arr
+
+    def reject_prob(n, g2):
+        return 1.0 if n == N else (1 - ecn) * drop_prob(spec, pts[g2], N)
+
+    tagged = {}
+    order = []
+
+    def idx(key):
+        if key not in tagged:
+            tagged[key] = len(order)
+            order.append(key)
+        return tagged[key]
+
+    # initial law at the end of the arrival slot
+    init = {}
+    admitted = 0.0
+    for p_s, (n, g, m) in zip(pi, states):
+        if p_s <= 0:
+            continue
+        for g2, m2, p, arr in branches(n, g, m):
+            if not arr:
+                continue
+            rj = reject_prob(n, g2)
+            outcomes = [(1 - rj, n + 1, n)] if n < N else []
+            if policy != "tail" and n - 1 >= 1:
+                outcomes.append((rj, n, n - 1))
+            for q, n4, j0 in outcomes:
+                if q <= 0:
+                    continue
+                admitted += p_s * p * q
+                deps = [(mu, n4 - 1, j0 - 1), (1 - mu, n4, j0)] if n >= 1 else [(1.0, n4, j0)]
+                for pd, n5, j5 in deps:
+                    if pd > 0:
+                        k = idx((j5, n5, g2, m2))
+                        init[k] = init.get(k, 0.0) + p_s * p * q * pd
+    rows, served, pushed = {}, {}, {}
+    head = 0
+    while head < len(order):
+        key = order[head]
+        i = head
+        head += 1
+        j, n, g, m = key
+        row, sv, pu = {}, 0.0, 0.0
+        for g2, m2, p, arr in branches(n, g, m):
+            outs = []
+            if not arr:
+                outs.append((p, n, j))
+            else:
+                rj = reject_prob(n, g2)
+                if n < N:
+                    outs.append((p * (1 - rj), n + 1, j))
+                if policy == "tail" or n - 1 == 0:
+                    outs.append((p * rj, n, j))
+                elif policy == "front":
+                    if j == 1:
+                        pu += p * rj
+                    else:
+                        outs.append((p * rj, n, j - 1 if j >= 2 else j))
+                else:
+                    for victim in range(1, n):  # uniformly among waiting positions 1..n-1
+                        q = p * rj / (n - 1)
+                        if victim == j:
+                            pu += q
+                        elif victim < j:
+                            outs.append((q, n, j - 1))
+                        else:
+                            outs.append((q, n, j))
+            for q, n4, j4 in outs:
+                if q <= 0:
+                    continue
+                if j4 == 0:
+                    sv += q * mu
+                else:
+                    k = idx((j4 - 1, n4 - 1, g2, m2))
+                    row[k] = row.get(k, 0.0) + q * mu
+                if mu < 1:
+                    k = idx((j4, n4, g2, m2))
+                    row[k] = row.get(k, 0.0) + q * (1 - mu)
+        rows[i], served[i], pushed[i] = row, sv, pu
+    T = len(order)
+    P = np.zeros((T, T))
+    for i, row in rows.items():
+        for k, q in row.items():
+            P[i, k] += q
+    s_vec = np.array([served[i] for i in range(T)])
+    p_vec = np.array([pushed[i] for i in range(T)])
+    v = np.zeros(T)
+    for k, q in init.items():
+        v[k] += q / admitted
+    pmf, pushed_total = [0.0], 0.0
+    for _ in range(max_r):
+        pmf.append(float(v @ s_vec))
+        pushed_total += float(v @ p_vec)
+        v = v @ P
+        if v.sum() < 1e-15:
+            break
+    return np.array(pmf), pushed_total, admitted

@@ -43,7 +43,7 @@ def test_derived_metrics(result):
     assert np.all(tail[:-1] >= tail[1:])
 
 
-def test_front_policy_has_same_queue_but_no_response_yet(request):
+def test_front_policy_has_same_queue_law(request):
     root = request.config.rootpath
     model, _ = aqmchain.load_config(root / "examples" / "small_ecn.toml")
     d = aqmchain.model_to_dict(model)
@@ -52,10 +52,12 @@ def test_front_policy_has_same_queue_but_no_response_yet(request):
     front = aqmchain.solve_stationary(aqmchain.model_from_dict(d)[0])
     np.testing.assert_allclose(front.queue_pmf, tail.queue_pmf, atol=1e-15)
     assert front.loss == pytest.approx(tail.loss, rel=1e-13)
-    assert front.mean_response is None and "tagged-packet" in front.response_note
-    with pytest.raises(NotImplementedError):
-        front.response_quantile(0.5)
-    assert front.to_dict()["mean_response"] is None
+    assert front.response_method == "tagged_chain" and front.mean_response < tail.mean_response
+    assert front.to_dict()["pushed_out_prob"] == pytest.approx(front.pushed_out_prob)
+    skipped = aqmchain.solve_stationary(model, response="none")
+    assert skipped.mean_response is None and skipped.to_dict()["mean_response"] is None
+    with pytest.raises(ValueError, match="no response-time distribution"):
+        skipped.response_quantile(0.5)
 
 
 def test_model_round_trip(request):

@@ -4,5 +4,6 @@
 #include "aqmchain/errors.hpp"
 #include "aqmchain/metrics.hpp"
 #include "aqmchain/model.hpp"
+#include "aqmchain/response.hpp"
 #include "aqmchain/simulator.hpp"
 #include "aqmchain/solvers.hpp"

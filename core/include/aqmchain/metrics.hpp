@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "aqmchain/chain.hpp"
+#include "aqmchain/response.hpp"
 
 namespace aqm {
 
@@ -13,6 +14,11 @@ struct MetricsOptions {
   double response_tail = 1e-16;
   /// ... or until this many slots (the rest is reported as `response_truncated`).
   long response_max_len = 20000000;
+  /// "auto": closed form under tail, tagged-packet chain under front/random;
+  /// "tagged": the tagged chain for every policy (a cross-check under tail);
+  /// "none": skip response times.
+  std::string response = "auto";
+  ResponseOptions tagged;  ///< options of the tagged-packet chain
 };
 
 struct Metrics {
@@ -29,14 +35,20 @@ struct Metrics {
   std::vector<double> avg_pmf;     ///< on the grid points
   double mean_system = 0, var_system = 0, mean_queue = 0, var_queue = 0, mean_avg = 0;
 
-  /// Response time R = D - A (SPEC 5).  Available for policy = tail; front and
-  /// random need the tagged-packet chain (not built yet: see response_note).
+  /// Response time R = D - A (SPEC 5) of packets that are served.
   bool response_available = false;
   std::string response_note;
+  std::string response_method;    ///< "closed_form" or "tagged_chain"
+  double pushed_out_prob = 0;     ///< P(an admitted packet is later discarded) (front/random)
+  double admitted_rate = 0;       ///< packets entering the buffer per slot
+  double mean_sojourn = 0;        ///< boundaries in the system per admitted packet (served or pushed out)
+  long response_steps = 0;        ///< tagged chain: transient steps
+  int64_t response_states = 0;    ///< tagged chain: states
   std::vector<double> response_pmf;  ///< index r = 0, 1, ... (pmf[0] = 0)
   double mean_response = 0, var_response = 0;
   double response_truncated = 0;  ///< mass beyond the end of response_pmf
-  /// |E[n] - throughput E[R]| / E[n] (Little's law, exact for the chain).
+  /// Little's law, exact for the chain: |E[n] - admitted_rate E[sojourn]| / E[n]
+  /// (under tail the sojourn is R and admitted_rate = throughput).
   double littles_law_error = 0;
 };
 

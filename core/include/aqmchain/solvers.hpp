@@ -32,6 +32,10 @@ struct StationaryOptions {
   int ncv = 0;               ///< Arnoldi basis size; 0: min(n, 30)
   int refine_steps = 6;      ///< Direct: extra iterative-refinement steps if the residual is above tol
   int check_every = 10;      ///< GS: residual check period in sweeps
+  /// Direct: UMFPACK fill-reducing ordering: "amd" (AMD/COLAMD), "metis", "cholmod", "best", "none".
+  std::string ordering = "amd";
+  /// Direct: UMFPACK strategy: "auto", "symmetric", "unsymmetric".
+  std::string strategy = "auto";
   std::vector<double> x0;    ///< optional starting vector (iterative methods)
   void validate() const;
 };

@@ -1,0 +1,180 @@
+"""Stationary-solver benchmark: aqmchain against SciPy on the same matrix, in the same run.
+
+Every (case, method) runs in a child process of its own (peak RSS is then that
+run's), under a wall-clock limit.  Recorded: build / analyse / factorise / solve
+seconds, iterations, matrix-vector products, residual ||pi P - pi||_1, peak memory.
+A run whose residual is above 1e-12 (or that hit its limit) is reported but not
+ranked.  Writes the table to docs/performance.md (between the BENCH markers).
+
+    .venv/bin/python benchmarks/bench_stationary.py                 # default cases
+    .venv/bin/python benchmarks/bench_stationary.py --cases geo_k4 --scipy-limit 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TOL = 1e-12
+
+
+def model_for(case: str):
+    import aqmchain
+
+    red = aqmchain.DropFunction.red(100, 200, 0.1)
+    if case == "geo_k4":
+        src, mu, k = aqmchain.Source.bernoulli(0.5), 0.5, 4
+    elif case == "ssmp_k4":
+        src, mu, k = aqmchain.Source.ssmp(5, 1.927562, 31.6), 0.5, 4
+    elif case == "ssmp_k16_mu025":
+        src, mu, k = aqmchain.Source.ssmp(5, 1.927562, 31.6), 0.25, 16
+    else:
+        raise SystemExit(f"unknown case {case}")
+    return aqmchain.Model(buffer=250, source=src, service=aqmchain.Service(mu), aqm=aqmchain.Aqm(drop=red, w=0.002),
+                          grid=aqmchain.GridSpec(k=k))
+
+
+def reduced_system(chain):
+    """The system our direct method solves: (I - P)^T without row/column k, rhs P[k, :]."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    import aqmchain
+
+    P = aqmchain.transition_matrix(chain)
+    k = chain.recurrent_state
+    keep = np.r_[0:k, k + 1:chain.n]
+    A = (sp.identity(chain.n, format="csr") - P).T.tocsr()[keep][:, keep].tocsc()
+    b = np.asarray(P[k].toarray()).ravel()[keep]
+    return P, A, b, keep, k
+
+
+def run_one(case: str, method: str, queue) -> None:
+    import numpy as np
+
+    import aqmchain
+
+    out = {"case": case, "method": method}
+    t = time.perf_counter()
+    chain = aqmchain.build_chain(model_for(case), memory_limit_gb=20)
+    out["build_s"] = time.perf_counter() - t
+    out["states"], out["nnz"] = chain.n, chain.nnz
+    if method.startswith("aqmchain"):
+        name = method.split(":")[1]
+        try:
+            r = aqmchain.solve_stationary(chain, method=name, tol=TOL)
+        except aqmchain.NonConvergenceError as exc:
+            r = exc.result
+        s = r.info.seconds
+        out.update(solve_s=s.get("solve"), analyse_s=s.get("solve_analyse"), factorise_s=s.get("solve_factorise"),
+                   iterations=r.info.iterations, matvecs=r.info.matvecs, residual=r.info.residual,
+                   ran=r.info.method)
+    else:
+        import scipy.sparse.linalg as sla
+
+        P, A, b, keep, k = reduced_system(chain)
+        t = time.perf_counter()
+        if method == "scipy:spsolve":
+            x = sla.spsolve(A, b)
+            pi = np.zeros(chain.n)
+            pi[keep], pi[k] = x, 1.0
+            out.update(iterations=0, matvecs=0)
+        else:  # scipy:eigs on P^T, eigenvalue of largest magnitude
+            vals, vecs = sla.eigs(P.T.tocsr(), k=1, which="LM", tol=1e-14)
+            pi = np.real(vecs[:, 0])
+            out.update(iterations=None, matvecs=None)
+        out["solve_s"] = time.perf_counter() - t
+        pi = np.abs(pi) / np.abs(pi).sum()
+        out["residual"] = float(np.abs(pi @ P - pi).sum())
+        out["ran"] = method
+    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    queue.put(out)
+
+
+def run_limited(case: str, method: str, limit: float) -> dict:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=run_one, args=(case, method, q))
+    t = time.perf_counter()
+    p.start()
+    p.join(limit)
+    if p.is_alive():
+        p.kill()
+        p.join()
+        return {"case": case, "method": method, "note": f"stopped after the {limit:.0f} s limit"}
+    if p.exitcode != 0:
+        return {"case": case, "method": method, "note": f"died with exit code {p.exitcode} (out of memory?)"}
+    res = q.get()
+    res["wall_s"] = time.perf_counter() - t
+    return res
+
+
+def fmt(x, spec):
+    return "—" if x is None else format(x, spec)
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| case | states | nnz | method | build s | analyse s | factorise s | solve s | iterations | matvecs | "
+             "residual | peak MB | vs SciPy best |", "|" + "---|" * 13]
+    by_case: dict[str, list[dict]] = {}
+    for r in rows:
+        by_case.setdefault(r["case"], []).append(r)
+    for case, rs in by_case.items():
+        ok = lambda r: r.get("residual") is not None and r["residual"] <= TOL  # noqa: E731
+        scipy = [r["solve_s"] for r in rs if r["method"].startswith("scipy") and ok(r)]
+        best = min(scipy) if scipy else None
+        for r in rs:
+            if "note" in r:
+                lines.append(f"| {case} | | | {r['method']} | | | | | | | {r['note']} | | not ranked |")
+                continue
+            speed = "not ranked (residual > 1e-12)" if not ok(r) else (
+                f"{best / r['solve_s']:.1f}x" if best and r["method"].startswith("aqmchain") else "")
+            lines.append(
+                f"| {case} | {r['states']} | {r['nnz']} | {r['method']} | {r['build_s']:.3f} | "
+                f"{fmt(r.get('analyse_s'), '.3f')} | {fmt(r.get('factorise_s'), '.3f')} | {r['solve_s']:.3f} | "
+                f"{fmt(r.get('iterations'), 'd')} | {fmt(r.get('matvecs'), 'd')} | {r['residual']:.1e} | "
+                f"{r['peak_mb']:.0f} | {speed} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", nargs="+", default=["geo_k4", "ssmp_k4"])
+    ap.add_argument("--methods", nargs="+",
+                    default=["aqmchain:direct", "aqmchain:gauss_seidel", "scipy:spsolve", "scipy:eigs"])
+    ap.add_argument("--limit", type=float, default=300, help="wall-clock limit per aqmchain run (s)")
+    ap.add_argument("--scipy-limit", type=float, default=600, help="wall-clock limit per SciPy run (s)")
+    ap.add_argument("--json", default=str(ROOT / "build" / "bench_stationary.json"))
+    ap.add_argument("--no-docs", action="store_true", help="do not rewrite docs/performance.md")
+    args = ap.parse_args()
+    rows = []
+    for case in args.cases:
+        for method in args.methods:
+            limit = args.scipy_limit if method.startswith("scipy") else args.limit
+            r = run_limited(case, method, limit)
+            print(json.dumps(r), flush=True)
+            rows.append(r)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(rows, indent=1))
+    md = table(rows)
+    print(md)
+    if not args.no_docs:
+        doc = ROOT / "docs" / "performance.md"
+        text = doc.read_text()
+        head, rest = text.split("<!-- BENCH:stationary -->", 1)
+        _, tail = rest.split("<!-- /BENCH:stationary -->", 1)
+        cmd = "python benchmarks/bench_stationary.py " + " ".join(sys.argv[1:])
+        block = (f"<!-- BENCH:stationary -->\nCommand: `{cmd.strip()}` on {platform.machine()}, "
+                 f"{mp.cpu_count()} cores, {time.strftime('%Y-%m-%d')}.\n\n{md}\n<!-- /BENCH:stationary -->")
+        doc.write_text(head + block + tail)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+// Response time of an admitted packet by the tagged-packet absorbing chain (SPEC 5).
+//
+// The tagged packet's state after a slot boundary is (j, s): j packets ahead of
+// it (j = 0: it is in service) and s = (n, avg, modulator), a state of the main
+// chain.  Each slot follows SPEC 3 with the drop policy of SPEC 2.5 acting on
+// real positions: under `front` the oldest waiting packet (position 1) is
+// discarded, under `random` a uniformly chosen waiting packet; the tagged
+// packet can be the victim (pushed out).  Absorption in "served" in slot A + r
+// gives R = r.  The distribution is obtained by transient steps
+// v_r = v_{r-1} T (sparse, row-vector convention) until the mass still in the
+// system is below `tail_mass`.  Under `tail` the same chain reproduces the
+// closed form of metrics.cpp, which the tests use as a cross-check.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "aqmchain/chain.hpp"
+
+namespace aqm {
+
+struct ResponseOptions {
+  double tail_mass = 1e-12;          ///< stop when the mass still in the system is below this
+  long max_steps = 10000000;         ///< ... or after this many slots (status not converged)
+  double memory_limit_bytes = 8.0 * 1024 * 1024 * 1024;
+  void validate() const;
+};
+
+struct ResponseResult {
+  bool converged = false;        ///< the remaining mass fell below tail_mass
+  std::vector<double> served_pmf;  ///< P(served with R = r), r = 0.. (index 0 is 0); sums to served_prob
+  double admitted_rate = 0;      ///< packets entering the buffer per slot
+  double served_prob = 0;        ///< P(an admitted packet is eventually served)
+  double pushed_out_prob = 0;    ///< P(an admitted packet is later discarded)
+  double mean_response = 0, var_response = 0;  ///< of R, given served
+  double mean_sojourn = 0;       ///< boundaries spent in the system, served or pushed out
+  double remaining_mass = 0;     ///< mass still in the system when stopped
+  long steps = 0;
+  int64_t states = 0, nnz = 0;
+  double seconds_build = 0, seconds_iterate = 0;
+};
+
+/// Tagged-packet analysis for the chain's policy (tail, front or random).
+ResponseResult tagged_response(const Chain& chain, const std::vector<double>& pi, const ResponseOptions& options = {});
+
+}  // namespace aqm

@@ -1,0 +1,101 @@
+// Internal: the one-slot transition of SPEC 3, shared by the chain builder and
+// the tagged-packet builder so that both use one definition of a slot.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "aqmchain/model.hpp"
+
+namespace aqm::detail {
+
+struct SlotKernel {
+  int N, G, M;  // buffer, grid points, modulator states
+  double w, mu, ecn;
+  bool per_arrival;
+  Grid grid;
+  std::vector<double> pdrop;  // p(g_i)
+  std::vector<std::vector<std::pair<int, double>>> mrows;
+  std::vector<double> lam;
+
+  explicit SlotKernel(const Model& m)
+      : N(m.buffer),
+        w(m.aqm.w),
+        mu(m.service.mu),
+        ecn(m.aqm.ecn),
+        per_arrival(m.aqm.update == UpdateRule::PerArrival),
+        grid(m.grid.resolve(m.buffer), m.grid.mapping),
+        lam(m.source.arrival) {
+    G = grid.size();
+    M = m.source.states();
+    const DropFunction drop = m.resolved_drop();
+    pdrop.resize(G);
+    for (int i = 0; i < G; ++i) pdrop[i] = drop(grid.points()[i]);
+    mrows.resize(M);
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < M; ++j)
+        if (m.source.matrix[i][j] > 0.0) mrows[i].push_back({j, m.source.matrix[i][j]});
+  }
+
+  int64_t id(int n, int g, int m) const { return (static_cast<int64_t>(n) * G + g) * M + m; }
+
+  /// Steps 1-4 of a slot from (n, g, m), as branches f(g2, m2, weight, a, rej, mark):
+  /// with probability `weight` the filter lands on g2 and the modulator on m2;
+  /// then an arrival happens with probability a, and is rejected (overflow or
+  /// AQM drop) with probability rej, ECN-marked with probability mark.
+  template <class F>
+  void branches(int n, int g, int m, F&& f) const {
+    const int q = std::max(n - 1, 0);
+    const GridTarget t = grid.map((1.0 - w) * grid.points()[g] + w * q);
+    const int ng = t.p_lo < 1.0 ? 2 : 1;
+    const int gt[2] = {t.lo, t.lo + 1};
+    const double pg[2] = {t.p_lo, 1.0 - t.p_lo};
+    for (const auto& [m2, pm] : mrows[m]) {
+      const double a = lam[m2];
+      if (per_arrival && a < 1.0) f(g, m2, pm * (1.0 - a), 0.0, 0.0, 0.0);  // no arrival: no update
+      if (per_arrival && a <= 0.0) continue;
+      for (int k = 0; k < ng; ++k) {
+        const double pd = pdrop[gt[k]];
+        const double rej = n == N ? 1.0 : (1.0 - ecn) * pd;
+        const double mark = n == N ? 0.0 : ecn * pd;
+        if (per_arrival)
+          f(gt[k], m2, pm * a * pg[k], 1.0, rej, mark);
+        else
+          f(gt[k], m2, pm * pg[k], a, rej, mark);
+      }
+    }
+  }
+
+  struct Events {
+    double arrival = 0, aqm = 0, mark = 0, overflow = 0, admit = 0, depart = 0;
+  };
+
+  /// Calls emit(n', g', m', p) for every transition out of (n, g, m) with p > 0
+  /// (a target may be emitted more than once; callers merge), and fills `ev`.
+  template <class Emit>
+  void successors(int n, int g, int m, Emit&& emit, Events* ev) const {
+    const double dep = n >= 1 ? mu : 0.0;
+    Events e;
+    e.depart = dep;
+    branches(n, g, m, [&](int g2, int m2, double wgt, double a, double rej, double mark) {
+      const double adm = a * (1.0 - rej);  // rej = 1 when n = N
+      const double up = wgt * adm * (1.0 - dep), down = wgt * (1.0 - adm) * dep;
+      const double stay = wgt * (adm * dep + (1.0 - adm) * (1.0 - dep));
+      if (up > 0.0) emit(n + 1, g2, m2, up);
+      if (down > 0.0) emit(n - 1, g2, m2, down);
+      if (stay > 0.0) emit(n, g2, m2, stay);
+      e.arrival += wgt * a;
+      if (n == N)
+        e.overflow += wgt * a;
+      else
+        e.aqm += wgt * a * rej;
+      e.mark += wgt * a * mark;
+      e.admit += wgt * adm;
+    });
+    if (ev) *ev = e;
+  }
+};
+
+}  // namespace aqm::detail
