@@ -62,10 +62,28 @@ std::string umf_status(int s) {
   }
 }
 
+}  // namespace
+
+/// Symbolic analysis kept between solves whose reduced matrix has the same pattern.
+struct DirectCache {
+  void* symbolic = nullptr;
+  int32_t k = -1;
+  std::vector<SuiteSparse_long> Ap, Ai;
+  long analyses = 0, solves = 0;
+  ~DirectCache() {
+    if (symbolic) umfpack_dl_free_symbolic(&symbolic);
+  }
+  bool matches(int32_t kk, const std::vector<SuiteSparse_long>& ap, const std::vector<SuiteSparse_long>& ai) const {
+    return symbolic && kk == k && ap == Ap && ai == Ai;
+  }
+};
+
+namespace {
+
 /// Fix pi_k = 1 for a recurrent state k and solve the remaining balance
 /// equations: B x = b with B = ((I - P) without row/column k)^T, b_j = P_kj.
 /// The CSR arrays of (I - P)_red are the CSC arrays of B, as UMFPACK wants.
-void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
+void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& r, DirectCache* cache = nullptr) {
   const int32_t n = c.n, k = c.recurrent_state;
   r.method = Method::Direct;
   if (n == 1) {
@@ -121,12 +139,28 @@ void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& 
                               : o.strategy == "unsymmetric" ? UMFPACK_STRATEGY_UNSYMMETRIC
                                                             : UMFPACK_STRATEGY_AUTO;
   UmfNumeric h;
+  int st = UMFPACK_OK;
+  const bool reuse = cache && cache->matches(k, Ap, Ai);
+  if (!reuse) {
+    t0 = Clock::now();
+    st = umfpack_dl_symbolic(m, m, Ap.data(), Ai.data(), Ax.data(), &h.symbolic, control, info);
+    r.seconds.push_back({"analyse", since(t0)});
+    if (st != UMFPACK_OK) throw SolverError("UMFPACK symbolic analysis failed: " + umf_status(st));
+    if (cache) {  // hand the analysis over to the cache
+      if (cache->symbolic) umfpack_dl_free_symbolic(&cache->symbolic);
+      cache->symbolic = h.symbolic;
+      h.symbolic = nullptr;
+      cache->k = k;
+      cache->Ap = Ap;
+      cache->Ai = Ai;
+      ++cache->analyses;
+    }
+  }
+  if (cache) ++cache->solves;
+  r.extra.push_back({"symbolic_reused", reuse ? 1.0 : 0.0});
+  void* symbolic = cache ? cache->symbolic : h.symbolic;
   t0 = Clock::now();
-  int st = umfpack_dl_symbolic(m, m, Ap.data(), Ai.data(), Ax.data(), &h.symbolic, control, info);
-  r.seconds.push_back({"analyse", since(t0)});
-  if (st != UMFPACK_OK) throw SolverError("UMFPACK symbolic analysis failed: " + umf_status(st));
-  t0 = Clock::now();
-  st = umfpack_dl_numeric(Ap.data(), Ai.data(), Ax.data(), h.symbolic, &h.numeric, control, info);
+  st = umfpack_dl_numeric(Ap.data(), Ai.data(), Ax.data(), symbolic, &h.numeric, control, info);
   r.seconds.push_back({"factorise", since(t0)});
   if (st != UMFPACK_OK)
     throw SolverError("UMFPACK factorisation failed: " + umf_status(st) +
@@ -363,13 +397,38 @@ void StationaryOptions::validate() const {
       throw OptionError(detail::cat("solver option 'x0' must be finite and non-negative, got an entry ", v));
 }
 
-StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o) {
+namespace {
+void check_solvable(const Chain& chain, const StationaryOptions& o) {
   o.validate();
   if (!o.x0.empty() && static_cast<int32_t>(o.x0.size()) != chain.n)
     throw OptionError(detail::cat("solver option 'x0' must have ", chain.n, " entries (one per state), got ", o.x0.size()));
   if (chain.report.closed_classes != 1)
     throw ReducibleChain(detail::cat("the chain has ", chain.report.closed_classes,
                                      " closed communicating classes: no unique stationary distribution"));
+}
+}  // namespace
+
+DirectSolver::DirectSolver(StationaryOptions options) : options_(std::move(options)), cache_(new DirectCache) {
+  options_.validate();
+}
+DirectSolver::~DirectSolver() = default;
+DirectSolver::DirectSolver(DirectSolver&&) noexcept = default;
+DirectSolver& DirectSolver::operator=(DirectSolver&&) noexcept = default;
+long DirectSolver::analyses() const { return cache_->analyses; }
+long DirectSolver::solves() const { return cache_->solves; }
+
+StationaryResult DirectSolver::solve(const Chain& chain) {
+  check_solvable(chain, options_);
+  StationaryResult r;
+  r.requested = Method::Direct;
+  const auto t0 = Clock::now();
+  solve_direct(chain, options_, r, cache_.get());
+  r.seconds.push_back({"total", since(t0)});
+  return r;
+}
+
+StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o) {
+  check_solvable(chain, o);
   StationaryResult r;
   r.requested = o.method;
   const auto t0 = Clock::now();

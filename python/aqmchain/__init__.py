@@ -29,6 +29,7 @@ from .modelfile import load_config, load_model, model_from_dict, model_to_dict
 from .policies import PolicyComparison, compare_policies
 from .simulation import Comparison, SimulationResult, compare, simulate
 from .stationary import (
+    DirectSolver,
     NonConvergenceError,
     SolverInfo,
     StationaryResult,
@@ -43,7 +44,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Aqm", "Chain", "DropFunction", "GridSpec", "HurstReport", "Model", "Service", "Source",
     "ModelError", "OptionError", "ReducibleChainError", "SolverError", "StateSpaceTooLarge",
-    "NonConvergenceError", "SolverInfo", "StationaryResult",
+    "NonConvergenceError", "SolverInfo", "StationaryResult", "DirectSolver",
     "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean",
     "load_config", "load_model", "model_from_dict", "model_to_dict",
     "solve_stationary", "state_labels", "transition_matrix",

@@ -15,7 +15,7 @@ import numpy as np
 from . import _core
 from ._core import OptionError
 
-__all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "build_chain"]
+__all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "build_chain", "DirectSolver"]
 
 GIB = 1024.0**3
 _OPTION_NAMES = ("method", "tol", "max_iter", "ncv", "refine_steps", "check_every", "x0", "ordering", "strategy")
@@ -238,25 +238,56 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     is not met, :class:`ReducibleChainError` when there is no unique stationary
     vector, :class:`ModelError` / :class:`OptionError` on bad input.
     """
+    opts = _options(options)
+    chain = model if isinstance(model, _core.Chain) else build_chain(model, memory_limit_gb)
+    return _finish(chain, _core.solve_stationary(chain, opts), opts, memory_limit_gb, response, response_tail)
+
+
+def _options(options: dict) -> _core.StationaryOptions:
     unknown = sorted(set(options) - set(_OPTION_NAMES))
     if unknown:
         raise OptionError(f"unknown solver option '{unknown[0]}' (known: {', '.join(_OPTION_NAMES)}, memory_limit_gb)")
-    opts = _core.StationaryOptions(**options)
-    if isinstance(model, _core.Chain):
-        chain = model
-        model = chain.model
-    else:
-        chain = build_chain(model, memory_limit_gb)
+    return _core.StationaryOptions(**options)
+
+
+def _finish(chain, raw, opts, memory_limit_gb, response, response_tail) -> StationaryResult:
     rep = chain.report
     build_seconds = {"build_explore": rep["seconds_explore"], "build_assemble": rep["seconds_assemble"],
                      "build_classes": rep["seconds_classes"]}
-    raw = _core.solve_stationary(chain, opts)
     limit = 8.0 * GIB if memory_limit_gb is None else float(memory_limit_gb) * GIB
     metrics = _core.compute_metrics(chain, raw.pi, response=response, tail_mass=float(response_tail),
                                     memory_limit=limit)
-    result = StationaryResult(model, chain, raw, metrics, opts.tol, build_seconds)
+    result = StationaryResult(chain.model, chain, raw, metrics, opts.tol, build_seconds)
     if not raw.converged:
         raise NonConvergenceError(
             f"stationary solve did not converge ({raw.method}): residual {raw.residual:.3e} > tol {opts.tol:.1e}; "
             f"{raw.note}", result)
     return result
+
+
+class DirectSolver:
+    """Direct solves that keep UMFPACK's symbolic analysis between calls.
+
+    A sweep over parameters that keep the sparsity pattern of P (mu, alpha, p_max,
+    ... but not w or the grid, which change the reachable states) analyses once and
+    only refactorises afterwards; ``result.info.extra["symbolic_reused"]`` and
+    :attr:`analyses` say what happened.  Keyword options as for :func:`solve_stationary`.
+    """
+
+    def __init__(self, *, memory_limit_gb: float | None = None, response: str = "auto",
+                 response_tail: float = 1e-12, **options: Any):
+        if options.get("method", "direct") != "direct":
+            raise OptionError(f"DirectSolver runs method 'direct', got method={options['method']!r}")
+        options["method"] = "direct"
+        self._opts = _options(options)
+        self._solver = _core.DirectSolver(self._opts)
+        self._memory_limit_gb, self._response, self._response_tail = memory_limit_gb, response, response_tail
+
+    @property
+    def analyses(self) -> int:
+        return self._solver.analyses
+
+    def solve(self, model: _core.Model | _core.Chain) -> StationaryResult:
+        chain = model if isinstance(model, _core.Chain) else build_chain(model, self._memory_limit_gb)
+        return _finish(chain, self._solver.solve(chain), self._opts, self._memory_limit_gb, self._response,
+                       self._response_tail)

@@ -302,6 +302,12 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("seconds", [](const StationaryResult& r) { return pairs(r.seconds); })
       .def_property_readonly("extra", [](const StationaryResult& r) { return pairs(r.extra); });
 
+  py::class_<DirectSolver>(m, "DirectSolver")
+      .def(py::init<StationaryOptions>(), py::arg("options") = StationaryOptions{})
+      .def("solve", &DirectSolver::solve, py::arg("chain"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("analyses", &DirectSolver::analyses)
+      .def_property_readonly("solves", &DirectSolver::solves);
+
   m.def("solve_stationary", &solve_stationary, py::arg("chain"), py::arg("options") = StationaryOptions{},
         py::call_guard<py::gil_scoped_release>());
 

@@ -105,3 +105,32 @@ TEST(Solvers, BadOptions) {
   o.x0 = {1.0, 2.0};
   EXPECT_THROW(solve_stationary(c, o), OptionError);
 }
+
+TEST(Solvers, DirectSolverReusesSymbolicAnalysisForTheSamePattern) {
+  Model m;
+  m.buffer = 20;
+  m.source = Source::bernoulli(0.5);
+  m.aqm.drop = DropFunction::red(4, 15, 0.2);
+  m.aqm.w = 0.2;
+  m.grid.k = 2;
+  DirectSolver ds;
+  std::vector<double> means;
+  for (double mu : {0.3, 0.5, 0.7}) {
+    m.service = Service::geometric(mu);
+    const Chain c = build_chain(m);
+    const auto r = ds.solve(c);
+    ASSERT_TRUE(r.converged());
+    // same answer as a fresh solve
+    StationaryOptions o;
+    o.method = Method::Direct;
+    const auto fresh = solve_stationary(c, o);
+    double d = 0;
+    for (int32_t i = 0; i < c.n; ++i) d += std::abs(r.pi[i] - fresh.pi[i]);
+    EXPECT_LT(d, 1e-13);
+  }
+  EXPECT_EQ(ds.solves(), 3);
+  EXPECT_EQ(ds.analyses(), 1);
+  m.aqm.w = 0.3;  // another reachable set: analysed again
+  EXPECT_TRUE(ds.solve(build_chain(m)).converged());
+  EXPECT_EQ(ds.analyses(), 2);
+}

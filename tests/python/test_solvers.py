@@ -83,3 +83,18 @@ def test_transient_states_are_fine_and_reported():
     r = aqmchain.solve_stationary(m)
     assert r.build["transient_states"] >= 1
     assert r.system_pmf[1] == pytest.approx(1.0, abs=1e-14)
+
+
+def test_direct_solver_reuses_the_symbolic_analysis_in_a_sweep():
+    spec = MODELS["geo_red"]
+    ds = aqmchain.DirectSolver()
+    for mu in (0.4, 0.5, 0.6):
+        r = ds.solve(model_of(dict(spec, mu=mu)))
+        fresh = aqmchain.solve_stationary(model_of(dict(spec, mu=mu)), method="direct")
+        assert np.abs(r.pi - fresh.pi).sum() < 1e-13
+        assert r.info.extra["symbolic_reused"] == (0.0 if mu == 0.4 else 1.0)
+    assert ds.analyses == 1
+    ds.solve(model_of(dict(spec, w=0.2)))
+    assert ds.analyses == 2
+    with pytest.raises(aqmchain.OptionError, match="direct"):
+        aqmchain.DirectSolver(method="power")

@@ -7,6 +7,7 @@
 // stationary vector (ReducibleChain) and back-end failures (SolverError).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,6 +58,27 @@ struct StationaryResult {
   std::vector<std::pair<std::string, double>> seconds;  ///< phase -> wall seconds
   std::vector<std::pair<std::string, double>> extra;    ///< back-end numbers (LU nnz, peak bytes, ...)
   bool converged() const { return status == Status::Converged; }
+};
+
+struct DirectCache;
+
+/// The direct method with its symbolic analysis kept: a later solve() whose
+/// reduced matrix has the same sparsity pattern (e.g. a sweep over mu, alpha or
+/// p_max, which keep the reachable set and the support of P) reuses it and only
+/// refactorises.  result.extra["symbolic_reused"] says which happened.
+class DirectSolver {
+ public:
+  explicit DirectSolver(StationaryOptions options = {});
+  ~DirectSolver();
+  DirectSolver(DirectSolver&&) noexcept;
+  DirectSolver& operator=(DirectSolver&&) noexcept;
+  StationaryResult solve(const Chain& chain);
+  long analyses() const;  ///< symbolic analyses performed so far
+  long solves() const;
+
+ private:
+  StationaryOptions options_;
+  std::unique_ptr<DirectCache> cache_;
 };
 
 /// Solve pi P = pi, sum pi = 1.  Throws ReducibleChain unless the chain has
