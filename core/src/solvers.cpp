@@ -4,6 +4,8 @@
 #include <arpack/arpack.h>
 #include <umfpack.h>
 
+#include "multilevel.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -405,14 +407,16 @@ std::string to_string(Method m) {
     case Method::Arnoldi: return "arnoldi";
     case Method::GaussSeidel: return "gauss_seidel";
     case Method::Power: return "power";
+    case Method::Multilevel: return "multilevel";
   }
   return "?";
 }
 
 Method method_from(const std::string& s) {
-  for (Method m : {Method::Auto, Method::Direct, Method::Arnoldi, Method::GaussSeidel, Method::Power})
+  for (Method m : {Method::Auto, Method::Direct, Method::Arnoldi, Method::GaussSeidel, Method::Power, Method::Multilevel})
     if (to_string(m) == s) return m;
-  throw OptionError("solver option 'method' must be one of auto, direct, arnoldi, gauss_seidel, power, got '" + s + "'");
+  throw OptionError(
+      "solver option 'method' must be one of auto, direct, arnoldi, gauss_seidel, power, multilevel, got '" + s + "'");
 }
 
 void StationaryOptions::validate() const {
@@ -422,6 +426,11 @@ void StationaryOptions::validate() const {
   if (ncv < 0) throw OptionError(detail::cat("solver option 'ncv' must be >= 0, got ", ncv));
   if (refine_steps < 0) throw OptionError(detail::cat("solver option 'refine_steps' must be >= 0, got ", refine_steps));
   if (check_every < 1) throw OptionError(detail::cat("solver option 'check_every' must be >= 1, got ", check_every));
+  if (coarse_size < 2 || coarse_size > 5000)
+    throw OptionError(detail::cat("solver option 'coarse_size' must be in [2, 5000], got ", coarse_size));
+  if (cycle_gamma < 1 || cycle_gamma > 2)
+    throw OptionError(detail::cat("solver option 'cycle_gamma' must be 1 (V-cycle) or 2 (W-cycle), got ", cycle_gamma));
+  if (smoothing_sweeps < 1) throw OptionError(detail::cat("solver option 'smoothing_sweeps' must be >= 1, got ", smoothing_sweeps));
   if (ordering != "amd" && ordering != "metis" && ordering != "cholmod" && ordering != "best" && ordering != "none")
     throw OptionError("solver option 'ordering' must be one of amd, metis, cholmod, best, none, got '" + ordering + "'");
   if (strategy != "auto" && strategy != "symmetric" && strategy != "unsymmetric")
@@ -482,6 +491,12 @@ StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o
     case Method::Arnoldi: solve_arnoldi(chain, o, r); break;
     case Method::GaussSeidel: solve_gauss_seidel(chain, o, r); break;
     case Method::Power: solve_power(chain, o, r); break;
+    case Method::Multilevel:
+      detail::solve_multilevel(chain, o, r);
+      finish(chain, r, o.tol);
+      if (!r.converged())
+        r.note = detail::cat("multilevel stopped after ", r.iterations, " cycles, residual ", r.residual);
+      break;
   }
   r.seconds.push_back({"total", since(t0)});
   return r;

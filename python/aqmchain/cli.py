@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("solve", help="stationary solution and metrics of a model file")
     s.add_argument("model", help="TOML model file (SPEC section 8)")
     s.add_argument("--json", metavar="OUT", help="write the SPEC 8 JSON object here ('-' for stdout)")
-    s.add_argument("--method", choices=["auto", "direct", "arnoldi", "gauss_seidel", "power"])
+    s.add_argument("--method", choices=["auto", "direct", "arnoldi", "gauss_seidel", "power", "multilevel"])
     s.add_argument("--tol", type=float, help="target for ||pi P - pi||_1 (default 1e-12)")
     s.add_argument("--max-iter", dest="max_iter", type=int)
     s.add_argument("--memory-limit-gb", type=float, help="refuse state spaces above this (default 8)")

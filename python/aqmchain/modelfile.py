@@ -29,7 +29,8 @@ _DROP_KEYS: dict[str, dict[str, bool]] = {  # key -> required
     "table": {"points": True},
 }
 _AQM_COMMON = {"drop", "w", "update", "policy", "ecn"}
-_SOLVER_KEYS = {"method", "tol", "max_iter", "ncv", "refine_steps", "check_every", "memory_limit_gb"}
+_SOLVER_KEYS = {"method", "tol", "max_iter", "ncv", "refine_steps", "check_every", "memory_limit_gb", "ordering",
+                "strategy", "coarse_size", "smoothing_sweeps", "cycle_gamma"}
 
 
 def _err(key: str, bound: str, value: Any) -> ModelError:
@@ -202,8 +203,12 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
     solver: dict[str, Any] = {}
     for key in sorted(_SOLVER_KEYS & set(sv.table)):
         if key == "method":
-            solver[key] = sv.string(key, ("auto", "direct", "arnoldi", "gauss_seidel", "power"))
-        elif key in ("max_iter", "ncv", "refine_steps", "check_every"):
+            solver[key] = sv.string(key, ("auto", "direct", "arnoldi", "gauss_seidel", "power", "multilevel"))
+        elif key == "ordering":
+            solver[key] = sv.string(key, ("amd", "metis", "cholmod", "best", "none"))
+        elif key == "strategy":
+            solver[key] = sv.string(key, ("auto", "symmetric", "unsymmetric"))
+        elif key in ("max_iter", "ncv", "refine_steps", "check_every", "coarse_size", "smoothing_sweeps", "cycle_gamma"):
             solver[key] = sv.integer(key)
         else:
             solver[key] = sv.number(key)

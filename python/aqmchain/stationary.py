@@ -18,7 +18,8 @@ from ._core import OptionError
 __all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "build_chain", "DirectSolver"]
 
 GIB = 1024.0**3
-_OPTION_NAMES = ("method", "tol", "max_iter", "ncv", "refine_steps", "check_every", "x0", "ordering", "strategy")
+_OPTION_NAMES = ("method", "tol", "max_iter", "ncv", "refine_steps", "check_every", "x0", "ordering", "strategy",
+                 "coarse_size", "smoothing_sweeps", "cycle_gamma")
 
 
 class NonConvergenceError(RuntimeError):

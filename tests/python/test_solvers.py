@@ -6,7 +6,7 @@ import pytest
 import aqmchain
 from conftest import model_of
 
-METHODS = ["direct", "arnoldi", "gauss_seidel", "power"]
+METHODS = ["direct", "arnoldi", "gauss_seidel", "power", "multilevel"]
 
 MODELS = {
     "geo_red": {"buffer": 40, "mu": 0.5, "w": 0.1, "k": 2, "mapping": "split",
@@ -53,7 +53,7 @@ def test_matches_numpy_dense_solve():
     assert np.abs(x - r.pi).sum() < 1e-11
 
 
-@pytest.mark.parametrize("method", ["gauss_seidel", "power", "arnoldi"])
+@pytest.mark.parametrize("method", ["gauss_seidel", "power", "arnoldi", "multilevel"])
 def test_max_iter_one_raises_with_partial_result(method):
     model = model_of(MODELS["geo_red"])
     with pytest.raises(aqmchain.NonConvergenceError) as exc:
@@ -102,3 +102,17 @@ def test_direct_solver_reuses_the_symbolic_analysis_in_a_sweep():
     assert ds.analyses > first
     with pytest.raises(aqmchain.OptionError, match="direct"):
         aqmchain.DirectSolver(method="power")
+
+
+@pytest.mark.parametrize("gamma", [1, 2])
+def test_multilevel_on_a_slowly_mixing_chain(gamma):
+    """w = 0.005 with a fine grid: thousands of Gauss-Seidel sweeps, tens of cycles."""
+    spec = {"buffer": 60, "mu": 0.5, "w": 0.005, "k": 4, "mapping": "split",
+            "source": {"kind": "ssmp", "n": 4, "q": 1.8, "a": 12.0}, "drop": "red", "min_th": 20, "max_th": 50,
+            "p_max": 0.1}
+    chain = aqmchain.build_chain(model_of(spec))
+    ref = aqmchain.solve_stationary(chain, method="direct", response="none")
+    r = aqmchain.solve_stationary(chain, method="multilevel", cycle_gamma=gamma, response="none")
+    assert r.info.residual <= 1e-12 and r.info.extra["levels"] >= 3
+    assert np.abs(r.pi - ref.pi).sum() < 1e-9
+    assert r.info.iterations < 200

@@ -22,6 +22,7 @@ enum class Method {
   Arnoldi,      ///< ARPACK-ng implicitly restarted Arnoldi, eigenvalue 1 of P^T
   GaussSeidel,  ///< forward Gauss-Seidel sweeps on pi (I - P) = 0
   Power,        ///< pi <- pi P
+  Multilevel,   ///< multilevel aggregation over the (n, avg) lattice with Gauss-Seidel smoothing
 };
 std::string to_string(Method);
 Method method_from(const std::string&);
@@ -29,10 +30,13 @@ Method method_from(const std::string&);
 struct StationaryOptions {
   Method method = Method::Auto;
   double tol = 1e-12;        ///< target for ||pi P - pi||_1
-  long max_iter = 0;         ///< 0: method default (GS/power 100000 sweeps, Arnoldi 3000 restarts)
+  long max_iter = 0;         ///< 0: method default (GS/power 100000 sweeps, Arnoldi 3000 restarts, multilevel 1000 cycles)
   int ncv = 0;               ///< Arnoldi basis size; 0: min(n, 30)
   int refine_steps = 6;      ///< Direct: extra iterative-refinement steps if the residual is above tol
   int check_every = 10;      ///< GS: residual check period in sweeps
+  int coarse_size = 500;     ///< multilevel: coarsest level solved exactly (GTH) at or below this size
+  int smoothing_sweeps = 3;  ///< multilevel: Gauss-Seidel sweeps before and after each coarse correction
+  int cycle_gamma = 1;       ///< multilevel: coarse corrections per level (1: V-cycle, 2: W-cycle)
   /// Direct: UMFPACK fill-reducing ordering: "amd" (AMD/COLAMD), "metis", "cholmod", "best", "none".
   std::string ordering = "amd";
   /// Direct: UMFPACK strategy: "auto", "symmetric", "unsymmetric".
