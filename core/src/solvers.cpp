@@ -476,17 +476,46 @@ StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o
   r.requested = o.method;
   const auto t0 = Clock::now();
   switch (o.method) {
-    case Method::Auto:
-      try {
-        solve_direct(chain, o, r);
-      } catch (const SolverError& e) {
-        r = StationaryResult{};
-        r.requested = Method::Auto;
-        solve_gauss_seidel(chain, o, r);
-        r.fallback = true;
-        r.note = std::string("direct solve failed (") + e.what() + "); fell back to Gauss-Seidel";
+    case Method::Auto: {
+      // Direct up to 400k states (fast and accurate there); above, the LU fill of
+      // these lattice chains grows past memory and time budgets, so multilevel
+      // aggregation first, falling back to the other method if it fails.
+      const bool large = chain.n > 400000;
+      auto run_multilevel = [&](StationaryResult& x) {
+        detail::solve_multilevel(chain, o, x);
+        finish(chain, x, o.tol);
+        if (!x.converged()) x.note = detail::cat("multilevel stopped after ", x.iterations, " cycles, residual ", x.residual);
+      };
+      if (large) {
+        run_multilevel(r);
+        if (!r.converged()) {
+          const std::string why = r.note;
+          StationaryResult d;
+          d.requested = Method::Auto;
+          try {
+            solve_direct(chain, o, d);
+            d.fallback = true;
+            d.note = "multilevel did not converge (" + why + "); fell back to the direct solve" +
+                     (d.note.empty() ? "" : "; " + d.note);
+            r = std::move(d);
+          } catch (const SolverError& e) {
+            r.note += std::string("; the direct fallback failed too: ") + e.what();
+          }
+        }
+      } else {
+        try {
+          solve_direct(chain, o, r);
+        } catch (const SolverError& e) {
+          r = StationaryResult{};
+          r.requested = Method::Auto;
+          run_multilevel(r);
+          r.fallback = true;
+          r.note = std::string("direct solve failed (") + e.what() + "); fell back to multilevel" +
+                   (r.note.empty() ? "" : "; " + r.note);
+        }
       }
       break;
+    }
     case Method::Direct: solve_direct(chain, o, r); break;
     case Method::Arnoldi: solve_arnoldi(chain, o, r); break;
     case Method::GaussSeidel: solve_gauss_seidel(chain, o, r); break;

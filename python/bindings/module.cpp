@@ -285,7 +285,7 @@ PYBIND11_MODULE(_core, m) {
            py::kw_only(), py::arg("method") = "auto", py::arg("tol") = 1e-12, py::arg("max_iter") = 0,
            py::arg("ncv") = 0, py::arg("refine_steps") = 6, py::arg("check_every") = 10,
            py::arg("x0") = std::vector<double>{}, py::arg("ordering") = "amd", py::arg("strategy") = "auto",
-           py::arg("coarse_size") = 500, py::arg("smoothing_sweeps") = 3, py::arg("cycle_gamma") = 1)
+           py::arg("coarse_size") = 500, py::arg("smoothing_sweeps") = 3, py::arg("cycle_gamma") = 2)
       .def_property_readonly("method", [](const StationaryOptions& o) { return to_string(o.method); })
       .def_readonly("tol", &StationaryOptions::tol)
       .def_readonly("max_iter", &StationaryOptions::max_iter);

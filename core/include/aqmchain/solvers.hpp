@@ -17,7 +17,7 @@
 namespace aqm {
 
 enum class Method {
-  Auto,         ///< Direct; falls back to GaussSeidel if the factorisation fails
+  Auto,         ///< Direct up to 400k states, Multilevel above; each falls back to the other
   Direct,       ///< UMFPACK LU of the balance equations with one unknown fixed
   Arnoldi,      ///< ARPACK-ng implicitly restarted Arnoldi, eigenvalue 1 of P^T
   GaussSeidel,  ///< forward Gauss-Seidel sweeps on pi (I - P) = 0
@@ -36,7 +36,7 @@ struct StationaryOptions {
   int check_every = 10;      ///< GS: residual check period in sweeps
   int coarse_size = 500;     ///< multilevel: coarsest level solved exactly (GTH) at or below this size
   int smoothing_sweeps = 3;  ///< multilevel: Gauss-Seidel sweeps before and after each coarse correction
-  int cycle_gamma = 1;       ///< multilevel: coarse corrections per level (1: V-cycle, 2: W-cycle)
+  int cycle_gamma = 2;       ///< multilevel: coarse corrections per level (1: V-cycle, 2: W-cycle)
   /// Direct: UMFPACK fill-reducing ordering: "amd" (AMD/COLAMD), "metis", "cholmod", "best", "none".
   std::string ordering = "amd";
   /// Direct: UMFPACK strategy: "auto", "symmetric", "unsymmetric".
