@@ -56,7 +56,9 @@ def reduced_system(chain):
     return P, A, b, keep, k
 
 
-def run_one(case: str, method: str, queue) -> None:
+def run_one(case: str, method: str, queue, mem_gb: float) -> None:
+    limit = int(mem_gb * 1024**3)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))  # fail cleanly instead of waking the OOM killer
     import numpy as np
 
     import aqmchain
@@ -108,10 +110,10 @@ def run_one(case: str, method: str, queue) -> None:
     queue.put(out)
 
 
-def run_limited(case: str, method: str, limit: float) -> dict:
+def run_limited(case: str, method: str, limit: float, mem_gb: float) -> dict:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    p = ctx.Process(target=run_one, args=(case, method, q))
+    p = ctx.Process(target=run_one, args=(case, method, q, mem_gb))
     t = time.perf_counter()
     p.start()
     p.join(limit)
@@ -120,7 +122,8 @@ def run_limited(case: str, method: str, limit: float) -> dict:
         p.join()
         return {"case": case, "method": method, "note": f"stopped after the {limit:.0f} s limit"}
     if p.exitcode != 0:
-        return {"case": case, "method": method, "note": f"died with exit code {p.exitcode} (out of memory?)"}
+        return {"case": case, "method": method,
+                "note": f"failed (exit code {p.exitcode}; out of memory under the {mem_gb:.0f} GB limit?)"}
     res = q.get()
     res["wall_s"] = time.perf_counter() - t
     return res
@@ -158,19 +161,23 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", nargs="+", default=["geo_k4", "ssmp_k4"])
     ap.add_argument("--methods", nargs="+",
-                    default=["aqmchain:direct", "scipy:spsolve", "scipy:spsolve_textbook", "scipy:eigs"])
+                    default=["aqmchain:direct", "aqmchain:multilevel", "scipy:spsolve", "scipy:spsolve_textbook",
+                             "scipy:eigs"])
+    ap.add_argument("--mem-gb", type=float, default=16, help="address-space limit per run (GB)")
+    ap.add_argument("--append", action="store_true",
+                    help="add to the rows of the previous --json file (a re-run case/method replaces its row)")
     ap.add_argument("--limit", type=float, default=300, help="wall-clock limit per aqmchain run (s)")
     ap.add_argument("--scipy-limit", type=float, default=600, help="wall-clock limit per SciPy run (s)")
     ap.add_argument("--json", default=str(ROOT / "build" / "bench_stationary.json"))
     ap.add_argument("--no-docs", action="store_true", help="do not rewrite docs/performance.md")
     args = ap.parse_args()
-    rows = []
+    rows = json.loads(Path(args.json).read_text()) if args.append and Path(args.json).exists() else []
     for case in args.cases:
         for method in args.methods:
             limit = args.scipy_limit if method.startswith("scipy") else args.limit
-            r = run_limited(case, method, limit)
+            r = run_limited(case, method, limit, args.mem_gb)
             print(json.dumps(r), flush=True)
-            rows.append(r)
+            rows = [x for x in rows if (x["case"], x["method"]) != (case, method)] + [r]  # a re-run replaces
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(rows, indent=1))
     md = table(rows)
@@ -181,8 +188,11 @@ def main() -> None:
         head, rest = text.split("<!-- BENCH:stationary -->", 1)
         _, tail = rest.split("<!-- /BENCH:stationary -->", 1)
         cmd = "python benchmarks/bench_stationary.py " + " ".join(sys.argv[1:])
-        block = (f"<!-- BENCH:stationary -->\nCommand: `{cmd.strip()}` on {platform.machine()}, "
-                 f"{mp.cpu_count()} cores, {time.strftime('%Y-%m-%d')}.\n\n{md}\n<!-- /BENCH:stationary -->")
+        prev = rest.split("<!-- /BENCH:stationary -->", 1)[0]
+        cmds = [ln for ln in prev.splitlines() if ln.startswith("Command")] if args.append else []
+        cmds.append(f"Command: `{cmd.strip()}` on {platform.machine()}, {mp.cpu_count()} cores, "
+                    f"{time.strftime('%Y-%m-%d')}.")
+        block = "<!-- BENCH:stationary -->\n" + "\n".join(cmds) + f"\n\n{md}\n<!-- /BENCH:stationary -->"
         doc.write_text(head + block + tail)
 
 

@@ -52,11 +52,11 @@ void tail_response(const std::vector<long double>& c, double mu, const MetricsOp
   out.response_pmf.assign(1, 0.0);
   for (long r = 1; r <= o.response_max_len && remaining > o.response_tail; ++r) {
     const long double absorbed = mu * v[1];
-    for (int j = 1; j < top; ++j) v[j] = (1.0L - mu) * v[j] + mu * v[j + 1];
-    v[top] *= (1.0L - mu);
+    remaining = 0.0L;  // summed from v, not as 1 - sum(absorbed): no cancellation
+    for (int j = 1; j < top; ++j) remaining += (v[j] = (1.0L - mu) * v[j] + mu * v[j + 1]);
+    remaining += (v[top] *= (1.0L - mu));
     while (top > 1 && v[top] < 1e-300L) --top;
     out.response_pmf.push_back(static_cast<double>(absorbed));
-    remaining -= absorbed;
   }
   out.response_truncated = static_cast<double>(std::max(0.0L, remaining));
 }

@@ -152,7 +152,9 @@ void solve_dense(const Level& L, std::vector<double>& x) {
     double t = 0.0;
     for (int32_t j = 0; j < k; ++j) t += A[static_cast<size_t>(k) * n + j];
     s[k] = t;
-    if (!(t > 0.0)) continue;  // cannot happen for an irreducible aggregated chain
+    if (!(t > 0.0))
+      throw SolverError(detail::cat("multilevel: the coarsest aggregated chain is reducible (state ", k,
+                                    " reaches no lower state)"));
     for (int32_t i = 0; i < k; ++i) {
       const double f = A[static_cast<size_t>(i) * n + k] / t;
       if (f == 0.0) continue;
@@ -214,9 +216,9 @@ void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResu
     }
     lv.push_back(std::move(next));
   }
-  if (lv.back().n > 4 * coarse_size)
-    throw SolverError(detail::cat("multilevel: coarsening stalled at ", lv.back().n, " states (> 4 x coarse_size ",
-                                  coarse_size, ")"));
+  if (lv.back().n > std::max(2 * coarse_size, 1000))
+    throw SolverError(detail::cat("multilevel: coarsening stalled at ", lv.back().n, " states (> max(2 x coarse_size, ",
+                                  "1000) with coarse_size = ", coarse_size, "): too large for the dense coarsest solve"));
   r.seconds.push_back({"setup", since(t0)});
   r.extra.push_back({"levels", static_cast<double>(lv.size())});
   r.extra.push_back({"coarsest_states", static_cast<double>(lv.back().n)});
@@ -231,7 +233,8 @@ void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResu
     cycle(lv, 0, x, o.smoothing_sweeps, o.smoothing_sweeps, o.cycle_gamma);
     ++it;
     res = stationary_residual(c, x);
-    if (!(res > 0.5 * o.tol)) break;
+    if (!std::isfinite(res)) throw SolverError(detail::cat("multilevel: non-finite residual after cycle ", it));
+    if (res <= 0.5 * o.tol) break;
   }
   r.iterations = it;
   r.matvecs = it * (2 * o.smoothing_sweeps + 2);  // fine-level passes over the nonzeros per cycle

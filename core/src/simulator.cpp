@@ -303,7 +303,7 @@ double half_width(const std::vector<double>& x) {
   std::vector<double> v;
   for (double a : x)
     if (std::isfinite(a)) v.push_back(a);
-  if (v.size() < 2) return 0.0;
+  if (v.size() < 2) return INFINITY;  // no interval from fewer than two batches with data
   long double m = 0, s2 = 0;
   for (double a : v) m += a;
   m /= v.size();

@@ -34,9 +34,14 @@ struct SlotKernel {
     pdrop.resize(G);
     for (int i = 0; i < G; ++i) pdrop[i] = drop(grid.points()[i]);
     mrows.resize(M);
-    for (int i = 0; i < M; ++i)
+    for (int i = 0; i < M; ++i) {
+      // validation accepts rows within 1e-12 of stochastic; normalise so that P's
+      // rows sum to 1 within round-off (checked at 1e-14 by the builder)
+      double sum = 0.0;
+      for (int j = 0; j < M; ++j) sum += m.source.matrix[i][j];
       for (int j = 0; j < M; ++j)
-        if (m.source.matrix[i][j] > 0.0) mrows[i].push_back({j, m.source.matrix[i][j]});
+        if (m.source.matrix[i][j] > 0.0) mrows[i].push_back({j, m.source.matrix[i][j] / sum});
+    }
   }
 
   int64_t id(int n, int g, int m) const { return (static_cast<int64_t>(n) * G + g) * M + m; }

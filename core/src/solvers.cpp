@@ -198,8 +198,8 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
   for (int step = 0; step < o.refine_steps && !r.converged(); ++step) {
     // res = b - B x, with B x computed from the CSC arrays.
     std::copy(b.begin(), b.end(), res.begin());
-    for (int32_t j = 0; j < m; ++j)
-      for (Idx e = Ap[j]; e < Ap[j + 1]; ++e) res[j] -= Ax[e] * x[Ai[e]];
+    for (int32_t j = 0; j < m; ++j)  // column j of B (CSC): res -= B(:, j) x_j
+      for (Idx e = Ap[j]; e < Ap[j + 1]; ++e) res[Ai[e]] -= Ax[e] * x[j];
     st = umfpack_dl_solve(UMFPACK_A, Ap.data(), Ai.data(), Ax.data(), d.data(), res.data(), h.numeric, control, info);
     if (st != UMFPACK_OK) break;
     for (int32_t j = 0; j < m; ++j) x[j] += d[j];
@@ -227,8 +227,8 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
 
 /// The reduced system's condition number grows like the mean return time to the
 /// fixed state k, i.e. like 1 / pi_k (Stewart 1994, sec. 2.3).  Start from the
-/// builder's recurrent state; if it turns out to carry little probability (or
-/// the residual misses tol), solve again with k = argmax pi.
+/// builder's recurrent state; if the residual misses tol, solve again with
+/// k = argmax pi.
 void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& r, DirectCache* cache = nullptr) {
   int32_t k = c.recurrent_state;
   if (cache && cache->same_chain(c)) k = cache->k;  // same states and pattern: keep the k of the sweep
@@ -237,9 +237,9 @@ void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& 
   const auto it = std::max_element(r.pi.begin(), r.pi.end());
   const int32_t best = static_cast<int32_t>(it - r.pi.begin());
   r.extra.push_back({"fixed_state_probability", r.pi[k] / *it});
-  // 1 / pi_k costs log10 digits: re-solve when six or more are at stake, or when
-  // the residual misses tol and a better k exists.
-  if (r.pi[k] >= 1e-6 * *it && (r.converged() || k == best)) return;
+  // Re-solve only when the residual misses tol and a more probable k exists: the
+  // residual is the promise, and a second factorisation doubles the cost.
+  if (r.converged() || k == best) return;
   StationaryResult again;
   again.requested = r.requested;
   solve_direct_at(c, o, again, cache, best);
@@ -426,8 +426,8 @@ void StationaryOptions::validate() const {
   if (ncv < 0) throw OptionError(detail::cat("solver option 'ncv' must be >= 0, got ", ncv));
   if (refine_steps < 0) throw OptionError(detail::cat("solver option 'refine_steps' must be >= 0, got ", refine_steps));
   if (check_every < 1) throw OptionError(detail::cat("solver option 'check_every' must be >= 1, got ", check_every));
-  if (coarse_size < 2 || coarse_size > 5000)
-    throw OptionError(detail::cat("solver option 'coarse_size' must be in [2, 5000], got ", coarse_size));
+  if (coarse_size < 2 || coarse_size > 2000)
+    throw OptionError(detail::cat("solver option 'coarse_size' must be in [2, 2000], got ", coarse_size));
   if (cycle_gamma < 1 || cycle_gamma > 2)
     throw OptionError(detail::cat("solver option 'cycle_gamma' must be 1 (V-cycle) or 2 (W-cycle), got ", cycle_gamma));
   if (smoothing_sweeps < 1) throw OptionError(detail::cat("solver option 'smoothing_sweeps' must be >= 1, got ", smoothing_sweeps));
@@ -435,9 +435,14 @@ void StationaryOptions::validate() const {
     throw OptionError("solver option 'ordering' must be one of amd, metis, cholmod, best, none, got '" + ordering + "'");
   if (strategy != "auto" && strategy != "symmetric" && strategy != "unsymmetric")
     throw OptionError("solver option 'strategy' must be one of auto, symmetric, unsymmetric, got '" + strategy + "'");
-  for (double v : x0)
+  double x0_sum = 0.0;
+  for (double v : x0) {
     if (!std::isfinite(v) || v < 0.0)
       throw OptionError(detail::cat("solver option 'x0' must be finite and non-negative, got an entry ", v));
+    x0_sum += v;
+  }
+  if (!x0.empty() && !(x0_sum > 0.0))
+    throw OptionError(detail::cat("solver option 'x0' must have a positive sum, got ", x0_sum));
 }
 
 namespace {
@@ -479,39 +484,42 @@ StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o
     case Method::Auto: {
       // Direct up to 400k states (fast and accurate there); above, the LU fill of
       // these lattice chains grows past memory and time budgets, so multilevel
-      // aggregation first, falling back to the other method if it fails.
-      const bool large = chain.n > 400000;
-      auto run_multilevel = [&](StationaryResult& x) {
-        detail::solve_multilevel(chain, o, x);
-        finish(chain, x, o.tol);
-        if (!x.converged()) x.note = detail::cat("multilevel stopped after ", x.iterations, " cycles, residual ", x.residual);
-      };
-      if (large) {
-        run_multilevel(r);
-        if (!r.converged()) {
-          const std::string why = r.note;
-          StationaryResult d;
-          d.requested = Method::Auto;
-          try {
-            solve_direct(chain, o, d);
-            d.fallback = true;
-            d.note = "multilevel did not converge (" + why + "); fell back to the direct solve" +
-                     (d.note.empty() ? "" : "; " + d.note);
-            r = std::move(d);
-          } catch (const SolverError& e) {
-            r.note += std::string("; the direct fallback failed too: ") + e.what();
-          }
-        }
-      } else {
+      // aggregation first.  If the first choice throws or misses tol, the other
+      // runs and the result with the smaller residual is kept.
+      auto attempt = [&](Method m, StationaryResult& x) -> std::string {
         try {
-          solve_direct(chain, o, r);
+          if (m == Method::Direct) {
+            solve_direct(chain, o, x);
+          } else {
+            detail::solve_multilevel(chain, o, x);
+            finish(chain, x, o.tol);
+            if (!x.converged())
+              x.note = detail::cat("multilevel stopped after ", x.iterations, " cycles, residual ", x.residual);
+          }
+          return x.converged() ? "" : x.note;
         } catch (const SolverError& e) {
-          r = StationaryResult{};
-          r.requested = Method::Auto;
-          run_multilevel(r);
-          r.fallback = true;
-          r.note = std::string("direct solve failed (") + e.what() + "); fell back to multilevel" +
-                   (r.note.empty() ? "" : "; " + r.note);
+          x.pi.clear();
+          return e.what();
+        }
+      };
+      const Method first = chain.n > 400000 ? Method::Multilevel : Method::Direct;
+      const Method second = first == Method::Direct ? Method::Multilevel : Method::Direct;
+      const std::string why = attempt(first, r);
+      if (!why.empty()) {
+        StationaryResult s2;
+        s2.requested = Method::Auto;
+        const std::string why2 = attempt(second, s2);
+        const bool better = !s2.pi.empty() && (r.pi.empty() || s2.residual < r.residual);
+        if (better) {
+          s2.fallback = true;
+          s2.note = to_string(first) + " failed (" + why + "); fell back to " + to_string(second) +
+                    (why2.empty() ? "" : "; " + why2);
+          r = std::move(s2);
+        } else if (r.pi.empty()) {
+          throw SolverError("auto: " + to_string(first) + " failed (" + why + ") and " + to_string(second) +
+                            " failed (" + why2 + ")");
+        } else {
+          r.note += "; " + to_string(second) + " was tried too and did no better (" + why2 + ")";
         }
       }
       break;

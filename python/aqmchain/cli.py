@@ -75,11 +75,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     model, solver = load_config(args.model)
-    try:
-        analytic = solve_stationary(model, **solver)
-    except NonConvergenceError as exc:
-        print(f"aqmchain: {exc}", file=sys.stderr)
-        return EXIT_SOLVE
+    analytic = solve_stationary(model, **solver)
     sim = simulate(model, **_sim_kwargs(args))
     cmp = Comparison(analytic, sim)
     mode = "discretised avg (the chain is its exact law)" if args.discretised else "continuous avg"
@@ -95,11 +91,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_policies(args: argparse.Namespace) -> int:
     model, solver = load_config(args.model)
-    try:
-        cmp = compare_policies(model, **solver)
-    except NonConvergenceError as exc:
-        print(f"aqmchain: {exc}", file=sys.stderr)
-        return EXIT_SOLVE
+    cmp = compare_policies(model, **solver)
     print(cmp.table())
     if args.json:
         _write_json(args.json, {"policies": cmp.rows()})
@@ -164,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     except (_core.ModelError, _core.OptionError) as exc:
         print(f"aqmchain: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    except NonConvergenceError as exc:
+        print(f"aqmchain: {exc}", file=sys.stderr)
+        return EXIT_SOLVE
     except (_core.ReducibleChainError, _core.SolverError) as exc:
         print(f"aqmchain: error: {exc}", file=sys.stderr)
         return EXIT_SOLVE

@@ -41,7 +41,8 @@ class SimulationResult:
         d: dict[str, Any] = {name: float(getattr(self, name)) for name in SCALARS}
         for name in ("queue_pmf", "system_pmf", "response_pmf"):
             d[name] = [float(v) for v in getattr(self, name)]
-        d["ci"] = {k: v if isinstance(v, list) else float(v) for k, v in self.ci.items()}
+        fin = lambda v: float(v) if np.isfinite(v) else None  # noqa: E731  (JSON has no infinity)
+        d["ci"] = {k: [fin(x) for x in v] if isinstance(v, list) else fin(v) for k, v in self.ci.items()}
         d["simulation"] = {"slots": int(self.options.slots), "warmup": int(self.options.warmup),
                            "replications": int(self.options.replications), "seed": int(self.options.seed),
                            "batches": int(self.options.batches), "discretised": bool(self.options.discretised),

@@ -4,20 +4,12 @@
 #include <cmath>
 
 #include "aqmchain/aqmchain.hpp"
+#include "fixtures.hpp"
 
 using namespace aqm;
 
 namespace {
-Model geo(int N, double alpha, double mu) {
-  Model m;
-  m.buffer = N;
-  m.source = Source::bernoulli(alpha);
-  m.service = Service::geometric(mu);
-  m.aqm.drop = DropFunction::none();
-  m.aqm.w = 0.5;
-  m.grid.k = 1;
-  return m;
-}
+const auto geo = test::geo_model;
 }  // namespace
 
 TEST(Chain, RowsAreStochasticAndStructured) {

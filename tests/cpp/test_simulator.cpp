@@ -4,19 +4,12 @@
 #include <cmath>
 
 #include "aqmchain/aqmchain.hpp"
+#include "fixtures.hpp"
 
 using namespace aqm;
 
 namespace {
-Model geo(int N, double a, double mu) {
-  Model m;
-  m.buffer = N;
-  m.source = Source::bernoulli(a);
-  m.service = Service::geometric(mu);
-  m.aqm.w = 0.5;
-  m.grid.k = 1;
-  return m;
-}
+const auto geo = test::geo_model;
 }  // namespace
 
 TEST(Xoshiro, JumpGivesDistinctStreamsAndUniformIsInUnitInterval) {

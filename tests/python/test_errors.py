@@ -127,3 +127,20 @@ def test_drop_function_constructors():
     with pytest.raises(aqmchain.ModelError, match="seg"):
         aqmchain.Model(buffer=100, source=aqmchain.Source.bernoulli(0.5), service=aqmchain.Service(0.5),
                        aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.sred(80.0)))
+
+
+def test_nearly_stochastic_modulator_builds():
+    # rows within the 1e-12 validation tolerance are normalised by the builder
+    m = aqmchain.Model(buffer=10, source=aqmchain.Source.mmbp([[0.7, 0.3 + 5e-13], [0.5, 0.5]], [0.2, 0.6]),
+                       service=aqmchain.Service(0.5), aqm=aqmchain.Aqm(w=0.5), grid=aqmchain.GridSpec(k=1))
+    r = aqmchain.solve_stationary(m)
+    assert r.build["max_row_error"] <= 1e-14 and r.info.residual <= 1e-12
+
+
+def test_x0_must_have_mass():
+    m = aqmchain.model_from_dict(BASE)[0]
+    n = aqmchain.build_chain(m).n
+    with pytest.raises(aqmchain.OptionError, match="positive sum"):
+        aqmchain.solve_stationary(m, method="power", x0=[0.0] * n)
+    with pytest.raises(aqmchain.OptionError, match="x0"):
+        aqmchain.solve_stationary(m, method="power", x0=[1.0, 2.0])

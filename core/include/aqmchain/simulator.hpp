@@ -43,7 +43,8 @@ struct SimOptions {
   void validate() const;
 };
 
-/// Point estimate and 95 % half-width (Student t over all batches of all replications).
+/// Point estimate and 95 % half-width (Student t over all batches of all replications);
+/// the half-width is +infinity when fewer than two batches carry data for the metric.
 struct Estimate {
   double value = 0.0;
   double half_width = 0.0;
