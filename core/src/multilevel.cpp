@@ -35,7 +35,7 @@ struct Level {
   std::vector<int32_t> agg;     // fine state -> coarse state
   std::vector<int32_t> size;    // members per coarse state
   std::vector<int32_t> pos;     // fine nonzero -> coarse nonzero
-  std::vector<double> x, xs, wgt;  // work vectors
+  std::vector<double> xs, wgt;  // aggregate sums and disaggregation weights
 };
 
 void find_diag(Level& L) {
@@ -127,18 +127,8 @@ void normalise(std::vector<double>& x) {
   for (double& v : x) v = static_cast<double>(v / s);
 }
 
-/// Forward Gauss-Seidel sweeps on x_j = sum_{i != j} P_ij x_i / (1 - P_jj).
 void smooth(const Level& L, std::vector<double>& x, int sweeps) {
-  for (int s = 0; s < sweeps; ++s) {
-    for (int32_t j = 0; j < L.n; ++j) {
-      if (L.diag[j] >= 1.0) continue;
-      double acc = 0.0;
-      for (int32_t e = L.rp[j]; e < L.rp[j + 1]; ++e)
-        if (L.ci[e] != j) acc += L.v[e] * x[L.ci[e]];
-      x[j] = acc / (1.0 - L.diag[j]);
-    }
-    normalise(x);
-  }
+  for (int s = 0; s < sweeps; ++s) gauss_seidel_sweep(L.n, L.rp.data(), L.ci.data(), L.v.data(), L.diag.data(), x);
 }
 
 /// Exact stationary vector of a small level by GTH (subtraction-free).
@@ -190,6 +180,18 @@ void cycle(std::vector<Level>& lv, size_t l, std::vector<double>& x, int pre, in
 }
 
 }  // namespace
+
+void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const double* v, const double* diag,
+                        std::vector<double>& x) {
+  for (int32_t j = 0; j < n; ++j) {
+    if (diag[j] >= 1.0) continue;  // absorbing state: keep its value
+    double acc = 0.0;
+    for (int32_t e = rp[j]; e < rp[j + 1]; ++e)
+      if (ci[e] != j) acc += v[e] * x[ci[e]];
+    x[j] = acc / (1.0 - diag[j]);
+  }
+  normalise(x);
+}
 
 void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
   r.method = Method::Multilevel;

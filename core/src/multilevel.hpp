@@ -1,9 +1,18 @@
 // Internal: multilevel aggregation solver (see multilevel.cpp).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "aqmchain/solvers.hpp"
 
 namespace aqm::detail {
+/// One forward Gauss-Seidel sweep on x_j = sum_{i != j} P_ij x_i / (1 - P_jj) with P^T in
+/// CSR (rp, ci, v) and diag = P_jj, followed by normalisation to sum 1.  Shared by the
+/// Gauss-Seidel method and the multilevel smoother.
+void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const double* v, const double* diag,
+                        std::vector<double>& x);
+
 /// Fills r.pi (not normalised residual accounting: the caller finishes), r.iterations,
 /// r.matvecs, r.seconds and r.extra.
 void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResult& r);

@@ -252,6 +252,13 @@ void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& 
   r = std::move(again);
 }
 
+/// Multilevel aggregation with the accounts every method reports.
+void solve_multilevel_finished(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
+  detail::solve_multilevel(c, o, r);
+  finish(c, r, o.tol);
+  if (!r.converged()) r.note = detail::cat("multilevel stopped after ", r.iterations, " cycles, residual ", r.residual);
+}
+
 // ------------------------------------------------------------------ iterative
 
 void solve_power(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
@@ -289,29 +296,17 @@ void solve_gauss_seidel(const Chain& c, const StationaryOptions& o, StationaryRe
   // Column access: transpose of P (rows of PT = columns of P).
   const SpMat PT = SpMat(c.matrix().transpose());
   std::vector<double> diag(c.n, 0.0);
-  for (int32_t i = 0; i < c.n; ++i)
-    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e)
-      if (c.col[e] == i) diag[i] = c.val[e];
+  for (int32_t j = 0; j < c.n; ++j)
+    for (int32_t e = PT.outerIndexPtr()[j]; e < PT.outerIndexPtr()[j + 1]; ++e)
+      if (PT.innerIndexPtr()[e] == j) diag[j] = PT.valuePtr()[e];
   r.seconds.push_back({"setup", since(t0)});
   std::vector<double> x = o.x0.empty() ? std::vector<double>(c.n, 1.0 / c.n) : o.x0;
   t0 = Clock::now();
   long it = 0;
   double res = INFINITY;
-  const int32_t* outer = PT.outerIndexPtr();
-  const int32_t* inner = PT.innerIndexPtr();
-  const double* v = PT.valuePtr();
   while (it < maxit) {
-    for (int32_t j = 0; j < c.n; ++j) {
-      if (diag[j] >= 1.0) continue;  // absorbing state: keep its value
-      double acc = 0.0;
-      for (int32_t e = outer[j]; e < outer[j + 1]; ++e)
-        if (inner[e] != j) acc += x[inner[e]] * v[e];
-      x[j] = acc / (1.0 - diag[j]);
-    }
+    detail::gauss_seidel_sweep(c.n, PT.outerIndexPtr(), PT.innerIndexPtr(), PT.valuePtr(), diag.data(), x);
     ++it;
-    long double s = 0.0L;
-    for (double xi : x) s += xi;
-    for (double& xi : x) xi = static_cast<double>(xi / s);
     if (it % o.check_every == 0 || it == maxit) {
       res = stationary_residual(c, x);
       ++r.matvecs;
@@ -488,14 +483,10 @@ StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o
       // runs and the result with the smaller residual is kept.
       auto attempt = [&](Method m, StationaryResult& x) -> std::string {
         try {
-          if (m == Method::Direct) {
+          if (m == Method::Direct)
             solve_direct(chain, o, x);
-          } else {
-            detail::solve_multilevel(chain, o, x);
-            finish(chain, x, o.tol);
-            if (!x.converged())
-              x.note = detail::cat("multilevel stopped after ", x.iterations, " cycles, residual ", x.residual);
-          }
+          else
+            solve_multilevel_finished(chain, o, x);
           return x.converged() ? "" : x.note;
         } catch (const SolverError& e) {
           x.pi.clear();
@@ -528,12 +519,7 @@ StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o
     case Method::Arnoldi: solve_arnoldi(chain, o, r); break;
     case Method::GaussSeidel: solve_gauss_seidel(chain, o, r); break;
     case Method::Power: solve_power(chain, o, r); break;
-    case Method::Multilevel:
-      detail::solve_multilevel(chain, o, r);
-      finish(chain, r, o.tol);
-      if (!r.converged())
-        r.note = detail::cat("multilevel stopped after ", r.iterations, " cycles, residual ", r.residual);
-      break;
+    case Method::Multilevel: solve_multilevel_finished(chain, o, r); break;
   }
   r.seconds.push_back({"total", since(t0)});
   return r;

@@ -128,7 +128,7 @@ def _source(sec: _Section) -> _core.Source:
     return src
 
 
-def _aqm(sec: _Section, buffer: int) -> _core.Aqm:
+def _aqm(sec: _Section) -> _core.Aqm:
     drop = sec.string("drop", tuple(_DROP_KEYS), default="none")
     allowed = _DROP_KEYS[drop]
     for key in sec.table:
@@ -193,7 +193,7 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
     s.string("kind", ("geometric",), "geometric")
     service = _core.Service(s.number("mu", required=True))
     s.finish()
-    aqm = _aqm(_Section("aqm", doc.get("aqm", {})), buffer)
+    aqm = _aqm(_Section("aqm", doc.get("aqm", {})))
     g = _Section("grid", doc.get("grid", {}))
     pts = g.numbers("points")
     grid = _core.GridSpec(k=g.integer("k", 4), points=pts or [],

@@ -55,10 +55,13 @@ class SolverInfo:
         return dataclasses.asdict(self)
 
 
+def _limit_bytes(memory_limit_gb: float | None) -> float:
+    return 8.0 * GIB if memory_limit_gb is None else float(memory_limit_gb) * GIB
+
+
 def build_chain(model: _core.Model, memory_limit_gb: float | None = None) -> _core.Chain:
     """Build the DTMC of ``model`` (reachable states from the empty system)."""
-    limit = 8.0 * GIB if memory_limit_gb is None else float(memory_limit_gb) * GIB
-    chain = _core.build_chain(model, limit)
+    chain = _core.build_chain(model, _limit_bytes(memory_limit_gb))
     for msg in chain.report["warnings"]:
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
     return chain
@@ -255,9 +258,8 @@ def _finish(chain, raw, opts, memory_limit_gb, response, response_tail) -> Stati
     rep = chain.report
     build_seconds = {"build_explore": rep["seconds_explore"], "build_assemble": rep["seconds_assemble"],
                      "build_classes": rep["seconds_classes"]}
-    limit = 8.0 * GIB if memory_limit_gb is None else float(memory_limit_gb) * GIB
     metrics = _core.compute_metrics(chain, raw.pi, response=response, tail_mass=float(response_tail),
-                                    memory_limit=limit)
+                                    memory_limit=_limit_bytes(memory_limit_gb))
     result = StationaryResult(chain.model, chain, raw, metrics, opts.tol, build_seconds)
     if not raw.converged:
         raise NonConvergenceError(

@@ -8,6 +8,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import aqmchain  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+# shared/ stands beside the repository (CI clones it that way)
+REFERENCE_TABLES = ROOT.parent / "shared" / "reference" / "seed001_tables.json"
 
 
 def spec_to_doc(spec: dict) -> dict:

@@ -6,15 +6,13 @@ Tolerance 1.5 % (the grid K = 4 is an approximation of continuous avg, SPEC 4).
 """
 
 import json
-from pathlib import Path
 
 import pytest
 
 import aqmchain
+from conftest import REFERENCE_TABLES
 
-TABLES = Path(__file__).resolve().parents[3] / "shared" / "reference" / "seed001_tables.json"
-if not TABLES.exists():  # CI clones the repository with shared/ beside it
-    TABLES = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "seed001_tables.json"
+TABLES = REFERENCE_TABLES
 
 # shared/reference/README.md: the DSRED gamma = 0.5, mu = 0.5, w = 0.07 mean queue is
 # misprinted (54.87); a 1e10-slot simulation gives 54.04 and the row's own loss and

@@ -7,13 +7,12 @@ CI is reproducible, and no value is pinned to a seed.
 """
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import aqmchain
-from conftest import model_of
+from conftest import REFERENCE_TABLES, model_of
 
 SMALL = {
     "geo_red": {"buffer": 30, "mu": 0.5, "w": 0.1, "k": 2, "mapping": "split",
@@ -50,7 +49,7 @@ def test_discretised_simulation_matches_chain(name):
     assert np.max(np.abs(zq)) < 5
 
 
-TABLES = Path(__file__).resolve().parents[3] / "shared" / "reference" / "seed001_tables.json"
+TABLES = REFERENCE_TABLES
 
 
 def test_continuous_mode_reproduces_seed001_heavy_load():
