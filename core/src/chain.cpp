@@ -59,25 +59,25 @@ ClassInfo closed_classes(const Chain& c) {
       call_e.pop_back();
       if (!call_v.empty()) low[call_v.back()] = std::min(low[call_v.back()], low[v]);
       if (low[v] != index[v]) continue;
-      // v roots a component: pop it, then check whether any edge leaves it.
-      std::vector<int32_t> members;
-      int32_t x;
-      do {
-        x = stack.back();
-        stack.pop_back();
-        on_stack[x] = 0;
-        comp[x] = ncomp;
-        members.push_back(x);
-      } while (x != v);
-      bool closed = true;
-      for (int32_t s : members) {
-        for (int32_t k = c.rowptr[s]; k < c.rowptr[s + 1] && closed; ++k) closed = comp[c.col[k]] == ncomp;
-        if (!closed) break;
+      // v roots a component: the stack from v up.  Label it, check whether any edge
+      // leaves it, then pop it (no per-component allocation).
+      size_t base = stack.size();
+      do --base; while (stack[base] != v);
+      for (size_t q = base; q < stack.size(); ++q) {
+        comp[stack[q]] = ncomp;
+        on_stack[stack[q]] = 0;
       }
+      bool closed = true;
+      for (size_t q = base; q < stack.size() && closed; ++q) {
+        const int32_t s = stack[q];
+        for (int32_t k = c.rowptr[s]; k < c.rowptr[s + 1] && closed; ++k) closed = comp[c.col[k]] == ncomp;
+      }
+      const int64_t size = static_cast<int64_t>(stack.size() - base);
+      stack.resize(base);
       if (closed) {
         if (info.closed == 0) {
           info.closed_state = v;
-          info.closed_size = static_cast<int64_t>(members.size());
+          info.closed_size = size;
         }
         ++info.closed;
       }
@@ -145,6 +145,7 @@ Chain build_chain(const Model& model, const BuildOptions& options) {
   const int64_t P = est.product_states;
   c.rank_.assign(static_cast<size_t>(P), -1);  // -2 = seen (before ranking)
   std::vector<int64_t> queue;
+  int64_t emitted = 0;  // transitions emitted, duplicates included: an upper bound on nnz
   for (int m = 0; m < K.M; ++m) {
     queue.push_back(K.id(0, 0, m));
     c.rank_[queue.back()] = -2;
@@ -155,6 +156,7 @@ Chain build_chain(const Model& model, const BuildOptions& options) {
               l = static_cast<int>(id / (static_cast<int64_t>(K.M) * K.G));
     K.successors(l, g, m,
                  [&](int l2, int g2, int m2, double) {
+                   ++emitted;
                    const int64_t id2 = K.id(l2, g2, m2);
                    if (c.rank_[id2] == -1) {
                      c.rank_[id2] = -2;
@@ -174,8 +176,8 @@ Chain build_chain(const Model& model, const BuildOptions& options) {
   // --- 2. CSR assembly in (n, avg, modulator) order.
   t0 = Clock::now();
   c.rowptr.assign(static_cast<size_t>(states) + 1, 0);
-  c.col.reserve(static_cast<size_t>(states) * 8);
-  c.val.reserve(static_cast<size_t>(states) * 8);
+  c.col.reserve(static_cast<size_t>(emitted));  // no regrowth while assembling
+  c.val.reserve(static_cast<size_t>(emitted));
   for (auto* v : {&c.level, &c.avg_index, &c.modulator}) v->resize(states);
   for (auto* v : {&c.p_arrival, &c.p_aqm_drop, &c.p_mark, &c.p_overflow, &c.p_admit, &c.p_depart}) v->resize(states);
   std::vector<std::pair<int32_t, double>> row;
@@ -215,8 +217,10 @@ Chain build_chain(const Model& model, const BuildOptions& options) {
     c.p_depart[s] = ev.depart;
     ++s;
   }
-  c.col.shrink_to_fit();
-  c.val.shrink_to_fit();
+  if (c.col.capacity() > c.col.size() + c.col.size() / 8) {  // merged duplicates left much unused: copy
+    c.col.shrink_to_fit();
+    c.val.shrink_to_fit();
+  }
   c.report.max_row_error = max_err;
   if (max_err > 1e-14)
     throw std::logic_error(detail::cat("internal error: a row of P sums to 1 +- ", max_err, " (> 1e-14)"));
