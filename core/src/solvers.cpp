@@ -73,6 +73,7 @@ struct DirectCache {
   std::vector<SuiteSparse_long> Ap, Ai;
   std::vector<int32_t> chain_rowptr, chain_col;  // pattern of P the analysis was made for
   long analyses = 0, solves = 0;
+  double est_bytes = 0.0, est_flops = 0.0;  // UMFPACK's estimates from the analysis
   bool same_chain(const Chain& c) const {
     return symbolic && c.rowptr == chain_rowptr && c.col == chain_col;
   }
@@ -90,7 +91,7 @@ namespace {
 /// equations: B x = b with B = ((I - P) without row/column k)^T, b_j = P_kj.
 /// The CSR arrays of (I - P)_red are the CSC arrays of B, as UMFPACK wants.
 void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResult& r, DirectCache* cache,
-                     const int32_t k) {
+                     const int32_t k, double max_flops) {
   const int32_t n = c.n;
   r.method = Method::Direct;
   if (n == 1) {
@@ -145,15 +146,22 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
   control[UMFPACK_STRATEGY] = o.strategy == "symmetric"     ? UMFPACK_STRATEGY_SYMMETRIC
                               : o.strategy == "unsymmetric" ? UMFPACK_STRATEGY_UNSYMMETRIC
                                                             : UMFPACK_STRATEGY_AUTO;
+  // No UMFPACK-internal refinement: ours below runs only when the residual misses tol.
+  control[UMFPACK_IRSTEP] = 0;
   UmfNumeric h;
   int st = UMFPACK_OK;
   const bool reuse = cache && cache->matches(k, Ap, Ai);
+  double est_bytes = reuse ? cache->est_bytes : 0.0, est_flops = reuse ? cache->est_flops : 0.0;
   if (!reuse) {
     t0 = Clock::now();
     st = umfpack_dl_symbolic(m, m, Ap.data(), Ai.data(), Ax.data(), &h.symbolic, control, info);
     r.seconds.push_back({"analyse", since(t0)});
     if (st != UMFPACK_OK) throw SolverError("UMFPACK symbolic analysis failed: " + umf_status(st));
+    est_bytes = info[UMFPACK_PEAK_MEMORY_ESTIMATE] * info[UMFPACK_SIZE_OF_UNIT];
+    est_flops = info[UMFPACK_FLOPS_ESTIMATE];
     if (cache) {  // hand the analysis over to the cache
+      cache->est_bytes = est_bytes;
+      cache->est_flops = est_flops;
       if (cache->symbolic) umfpack_dl_free_symbolic(&cache->symbolic);
       cache->symbolic = h.symbolic;
       h.symbolic = nullptr;
@@ -165,8 +173,18 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
       ++cache->analyses;
     }
   }
-  if (cache) ++cache->solves;
   r.extra.push_back({"symbolic_reused", reuse ? 1.0 : 0.0});
+  r.extra.push_back({"lu_bytes_estimate", est_bytes});
+  r.extra.push_back({"lu_flops_estimate", est_flops});
+  // UMFPACK's estimates are upper bounds (the real fill is usually below them).
+  if (est_bytes > o.direct_max_gb * 1e9)
+    throw SolverError(detail::cat("direct: UMFPACK estimates ", est_bytes / 1e9, " GB for the LU factorisation of ",
+                                  m, " unknowns, above direct_max_gb = ", o.direct_max_gb,
+                                  " (raise direct_max_gb, or use method = \"multilevel\")"));
+  if (est_flops > max_flops)
+    throw SolverError(detail::cat("direct: UMFPACK estimates ", est_flops, " flops for the factorisation, above ",
+                                  "auto_direct_max_flops = ", max_flops));
+  if (cache) ++cache->solves;
   void* symbolic = cache ? cache->symbolic : h.symbolic;
   t0 = Clock::now();
   st = umfpack_dl_numeric(Ap.data(), Ai.data(), Ax.data(), symbolic, &h.numeric, control, info);
@@ -175,6 +193,7 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
     throw SolverError("UMFPACK factorisation failed: " + umf_status(st) +
                       (st == UMFPACK_WARNING_singular_matrix ? " (is the chain reducible?)" : ""));
   r.extra.push_back({"lu_nnz", info[UMFPACK_LNZ] + info[UMFPACK_UNZ]});
+  r.extra.push_back({"lu_flops", info[UMFPACK_FLOPS]});
   r.extra.push_back({"umfpack_ordering_used", info[UMFPACK_ORDERING_USED]});
   r.extra.push_back({"umfpack_strategy_used", info[UMFPACK_STRATEGY_USED]});
   r.extra.push_back({"umfpack_peak_bytes", info[UMFPACK_PEAK_MEMORY] * info[UMFPACK_SIZE_OF_UNIT]});
@@ -229,10 +248,11 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
 /// fixed state k, i.e. like 1 / pi_k (Stewart 1994, sec. 2.3).  Start from the
 /// builder's recurrent state; if the residual misses tol, solve again with
 /// k = argmax pi.
-void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& r, DirectCache* cache = nullptr) {
+void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& r, DirectCache* cache = nullptr,
+                  double max_flops = INFINITY) {
   int32_t k = c.recurrent_state;
   if (cache && cache->same_chain(c)) k = cache->k;  // same states and pattern: keep the k of the sweep
-  solve_direct_at(c, o, r, cache, k);
+  solve_direct_at(c, o, r, cache, k, max_flops);
   if (c.n < 2) return;
   const auto it = std::max_element(r.pi.begin(), r.pi.end());
   const int32_t best = static_cast<int32_t>(it - r.pi.begin());
@@ -242,7 +262,7 @@ void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& 
   if (r.converged() || k == best) return;
   StationaryResult again;
   again.requested = r.requested;
-  solve_direct_at(c, o, again, cache, best);
+  solve_direct_at(c, o, again, cache, best, INFINITY);
   for (const auto& [phase, sec] : r.seconds) again.seconds.insert(again.seconds.begin(), {"first_" + phase, sec});
   again.matvecs += r.matvecs;
   again.extra.push_back({"fixed_state_probability", 1.0});
@@ -428,6 +448,10 @@ void StationaryOptions::validate() const {
   if (smoothing_sweeps < 1) throw OptionError(detail::cat("solver option 'smoothing_sweeps' must be >= 1, got ", smoothing_sweeps));
   if (ordering != "amd" && ordering != "metis" && ordering != "cholmod" && ordering != "best" && ordering != "none")
     throw OptionError("solver option 'ordering' must be one of amd, metis, cholmod, best, none, got '" + ordering + "'");
+  if (!(direct_max_gb > 0.0))
+    throw OptionError(detail::cat("solver option 'direct_max_gb' must be > 0, got ", direct_max_gb));
+  if (!(auto_direct_max_flops > 0.0))
+    throw OptionError(detail::cat("solver option 'auto_direct_max_flops' must be > 0, got ", auto_direct_max_flops));
   if (strategy != "auto" && strategy != "symmetric" && strategy != "unsymmetric")
     throw OptionError("solver option 'strategy' must be one of auto, symmetric, unsymmetric, got '" + strategy + "'");
   double x0_sum = 0.0;
@@ -477,14 +501,15 @@ StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o
   const auto t0 = Clock::now();
   switch (o.method) {
     case Method::Auto: {
-      // Direct up to 400k states (fast and accurate there); above, the LU fill of
-      // these lattice chains grows past memory and time budgets, so multilevel
-      // aggregation first.  If the first choice throws or misses tol, the other
-      // runs and the result with the smaller residual is kept.
+      // Direct first: after UMFPACK's symbolic analysis (a few percent of the
+      // factorisation), its estimates decide.  Within direct_max_gb and
+      // auto_direct_max_flops it factorises (exact, fast up to ~10^6 states);
+      // otherwise multilevel aggregation runs.  If the first choice throws or misses
+      // tol, the other runs and the result with the smaller residual is kept.
       auto attempt = [&](Method m, StationaryResult& x) -> std::string {
         try {
           if (m == Method::Direct)
-            solve_direct(chain, o, x);
+            solve_direct(chain, o, x, nullptr, o.auto_direct_max_flops);
           else
             solve_multilevel_finished(chain, o, x);
           return x.converged() ? "" : x.note;
@@ -493,7 +518,7 @@ StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o
           return e.what();
         }
       };
-      const Method first = chain.n > 400000 ? Method::Multilevel : Method::Direct;
+      const Method first = Method::Direct;
       const Method second = first == Method::Direct ? Method::Multilevel : Method::Direct;
       const std::string why = attempt(first, r);
       if (!why.empty()) {

@@ -30,7 +30,7 @@ _DROP_KEYS: dict[str, dict[str, bool]] = {  # key -> required
 }
 _AQM_COMMON = {"drop", "w", "update", "policy", "ecn"}
 _SOLVER_KEYS = {"method", "tol", "max_iter", "ncv", "refine_steps", "check_every", "memory_limit_gb", "ordering",
-                "strategy", "coarse_size", "smoothing_sweeps", "cycle_gamma"}
+                "strategy", "coarse_size", "smoothing_sweeps", "cycle_gamma", "direct_max_gb", "auto_direct_max_flops"}
 
 
 def _err(key: str, bound: str, value: Any) -> ModelError:

@@ -19,7 +19,7 @@ __all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergence
 
 GIB = 1024.0**3
 _OPTION_NAMES = ("method", "tol", "max_iter", "ncv", "refine_steps", "check_every", "x0", "ordering", "strategy",
-                 "coarse_size", "smoothing_sweeps", "cycle_gamma")
+                 "coarse_size", "smoothing_sweeps", "cycle_gamma", "direct_max_gb", "auto_direct_max_flops")
 
 
 class NonConvergenceError(RuntimeError):
@@ -230,8 +230,11 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     """Stationary distribution and metrics of ``model`` (or of an already built chain).
 
     Options (all keyword): ``method`` ("auto", "direct", "arnoldi", "gauss_seidel",
-    "power"), ``tol`` (target for ||pi P - pi||_1, default 1e-12), ``max_iter``,
-    ``ncv``, ``refine_steps``, ``check_every``, ``x0``, ``ordering``, ``strategy``;
+    "power", "multilevel"), ``tol`` (target for ||pi P - pi||_1, default 1e-12),
+    ``max_iter``, ``ncv``, ``refine_steps``, ``check_every``, ``x0``, ``ordering``,
+    ``strategy``, ``coarse_size``, ``smoothing_sweeps``, ``cycle_gamma``,
+    ``direct_max_gb`` (LU memory budget, default 8), ``auto_direct_max_flops``
+    (auto factorises only below this UMFPACK work estimate, default 4e11);
     ``memory_limit_gb`` for the builder (and the tagged-packet chain).
 
     Response times: ``response="auto"`` (closed form under tail, tagged-packet chain

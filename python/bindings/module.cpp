@@ -265,7 +265,8 @@ PYBIND11_MODULE(_core, m) {
   py::class_<StationaryOptions>(m, "StationaryOptions")
       .def(py::init([](const std::string& method, double tol, long max_iter, int ncv, int refine_steps,
                        int check_every, std::vector<double> x0, std::string ordering, std::string strategy,
-                       int coarse_size, int smoothing_sweeps, int cycle_gamma) {
+                       int coarse_size, int smoothing_sweeps, int cycle_gamma, double direct_max_gb,
+                       double auto_direct_max_flops) {
              StationaryOptions o;
              o.method = method_from(method);
              o.tol = tol;
@@ -279,13 +280,17 @@ PYBIND11_MODULE(_core, m) {
              o.coarse_size = coarse_size;
              o.smoothing_sweeps = smoothing_sweeps;
              o.cycle_gamma = cycle_gamma;
+             o.direct_max_gb = direct_max_gb;
+             o.auto_direct_max_flops = auto_direct_max_flops;
              o.validate();
              return o;
            }),
            py::kw_only(), py::arg("method") = "auto", py::arg("tol") = 1e-12, py::arg("max_iter") = 0,
            py::arg("ncv") = 0, py::arg("refine_steps") = 6, py::arg("check_every") = 10,
            py::arg("x0") = std::vector<double>{}, py::arg("ordering") = "amd", py::arg("strategy") = "auto",
-           py::arg("coarse_size") = 500, py::arg("smoothing_sweeps") = 3, py::arg("cycle_gamma") = 2)
+           py::arg("coarse_size") = 500, py::arg("smoothing_sweeps") = 3, py::arg("cycle_gamma") = 2,
+           py::arg("direct_max_gb") = StationaryOptions{}.direct_max_gb,
+           py::arg("auto_direct_max_flops") = StationaryOptions{}.auto_direct_max_flops)
       .def_property_readonly("method", [](const StationaryOptions& o) { return to_string(o.method); })
       .def_readonly("tol", &StationaryOptions::tol)
       .def_readonly("max_iter", &StationaryOptions::max_iter);

@@ -116,3 +116,29 @@ def test_multilevel_on_a_slowly_mixing_chain(gamma):
     assert r.info.residual <= 1e-12 and r.info.extra["levels"] >= 3
     assert np.abs(r.pi - ref.pi).sum() < 1e-9
     assert r.info.iterations < 200
+
+
+def test_direct_refuses_an_lu_over_its_memory_budget():
+    model = model_of(MODELS["geo_red"])
+    with pytest.raises(aqmchain.SolverError, match=r"GB for the LU factorisation .* above direct_max_gb"):
+        aqmchain.solve_stationary(model, method="direct", direct_max_gb=1e-6)
+    with pytest.raises(aqmchain.OptionError, match="direct_max_gb"):
+        aqmchain.solve_stationary(model, direct_max_gb=0.0)
+    with pytest.raises(aqmchain.OptionError, match="auto_direct_max_flops"):
+        aqmchain.solve_stationary(model, auto_direct_max_flops=-1.0)
+
+
+def test_auto_factorises_within_its_budgets_and_says_so_otherwise():
+    chain = aqmchain.build_chain(model_of(MODELS["ssmp_dsred_arrival"]))
+    ref = aqmchain.solve_stationary(chain, method="direct", response="none")
+    r = aqmchain.solve_stationary(chain, response="none")
+    assert r.info.method == "direct" and not r.info.fallback
+    assert 0 < r.info.extra["lu_flops"] <= r.info.extra["lu_flops_estimate"]
+    # a work budget below UMFPACK's estimate: auto must run multilevel and say why
+    r = aqmchain.solve_stationary(chain, response="none", auto_direct_max_flops=1.0)
+    assert r.info.method == "multilevel" and r.info.fallback
+    assert "auto_direct_max_flops" in r.info.note
+    assert np.abs(r.pi - ref.pi).sum() < 1e-10
+    # the same for the memory budget
+    r = aqmchain.solve_stationary(chain, response="none", direct_max_gb=1e-9)
+    assert r.info.method == "multilevel" and "direct_max_gb" in r.info.note

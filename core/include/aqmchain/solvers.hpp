@@ -17,7 +17,7 @@
 namespace aqm {
 
 enum class Method {
-  Auto,         ///< Direct up to 400k states, Multilevel above; each falls back to the other
+  Auto,         ///< Direct when UMFPACK's estimates fit the budgets, else Multilevel; each falls back to the other
   Direct,       ///< UMFPACK LU of the balance equations with one unknown fixed
   Arnoldi,      ///< ARPACK-ng implicitly restarted Arnoldi, eigenvalue 1 of P^T
   GaussSeidel,  ///< forward Gauss-Seidel sweeps on pi (I - P) = 0
@@ -41,6 +41,11 @@ struct StationaryOptions {
   std::string ordering = "amd";
   /// Direct: UMFPACK strategy: "auto", "symmetric", "unsymmetric".
   std::string strategy = "auto";
+  /// Direct: refuse (SolverError, before factorising) when UMFPACK's estimate of its
+  /// peak memory exceeds this many GB.  Auto also skips direct when the estimated
+  /// factorisation work is above `auto_direct_max_flops`.
+  double direct_max_gb = 8.0;
+  double auto_direct_max_flops = 4e11;
   std::vector<double> x0;    ///< optional starting vector (iterative methods)
   void validate() const;
 };
