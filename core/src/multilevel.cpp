@@ -157,6 +157,10 @@ void solve_dense(const Level& L, std::vector<double>& x) {
     double acc = 0.0;
     for (int32_t i = 0; i < k; ++i) acc += x[i] * A[static_cast<size_t>(i) * n + k];
     x[k] = s[k] > 0.0 ? acc / s[k] : 0.0;
+    // ratios between aggregates can exceed the double range: rescale the
+    // partial vector (what underflows is negligible after normalisation)
+    if (x[k] > 1e100)
+      for (int32_t i = 0; i <= k; ++i) x[i] *= 1e-100;
   }
   normalise(x);
 }

@@ -234,7 +234,7 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     ``max_iter``, ``ncv``, ``refine_steps``, ``check_every``, ``x0``, ``ordering``,
     ``strategy``, ``coarse_size``, ``smoothing_sweeps``, ``cycle_gamma``,
     ``direct_max_gb`` (LU memory budget, default 8), ``auto_direct_max_flops``
-    (auto factorises only below this UMFPACK work estimate, default 4e11);
+    (auto factorises only below this UMFPACK work estimate, default 2e12);
     ``memory_limit_gb`` for the builder (and the tagged-packet chain).
 
     Response times: ``response="auto"`` (closed form under tail, tagged-packet chain

@@ -45,7 +45,7 @@ struct StationaryOptions {
   /// peak memory exceeds this many GB.  Auto also skips direct when the estimated
   /// factorisation work is above `auto_direct_max_flops`.
   double direct_max_gb = 8.0;
-  double auto_direct_max_flops = 4e11;
+  double auto_direct_max_flops = 2e12;
   std::vector<double> x0;    ///< optional starting vector (iterative methods)
   void validate() const;
 };
