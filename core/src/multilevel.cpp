@@ -233,14 +233,22 @@ void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResu
   std::vector<double> x = o.x0.empty() ? std::vector<double>(c.n, 1.0 / c.n) : o.x0;
   normalise(x);
   const long maxit = o.max_iter > 0 ? o.max_iter : 1000;
-  long it = 0;
-  double res = INFINITY;
+  long it = 0, last_halving = 0;
+  double res = INFINITY, best = INFINITY;
+  const long stall = 100;  // give up when the best residual has not halved for this many cycles
   while (it < maxit) {
     cycle(lv, 0, x, o.smoothing_sweeps, o.smoothing_sweeps, o.cycle_gamma);
     ++it;
     res = stationary_residual(c, x);
     if (!std::isfinite(res)) throw SolverError(detail::cat("multilevel: non-finite residual after cycle ", it));
     if (res <= 0.5 * o.tol) break;
+    if (res <= 0.5 * best) {
+      best = res;
+      last_halving = it;
+    } else if (it - last_halving >= stall) {
+      r.note = detail::cat("multilevel stalled: the residual has not halved in ", stall, " cycles");
+      break;
+    }
   }
   r.iterations = it;
   r.matvecs = it * (2 * o.smoothing_sweeps + 2);  // fine-level passes over the nonzeros per cycle

@@ -276,7 +276,9 @@ void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& 
 void solve_multilevel_finished(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
   detail::solve_multilevel(c, o, r);
   finish(c, r, o.tol);
-  if (!r.converged()) r.note = detail::cat("multilevel stopped after ", r.iterations, " cycles, residual ", r.residual);
+  if (!r.converged())
+    r.note = detail::cat("multilevel stopped after ", r.iterations, " cycles, residual ", r.residual) +
+             (r.note.empty() ? "" : " (" + r.note + ")");
 }
 
 // ------------------------------------------------------------------ iterative
