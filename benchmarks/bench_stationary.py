@@ -149,8 +149,10 @@ def table(rows: list[dict]) -> str:
                 continue
             speed = "not ranked (residual > 1e-12)" if not ok(r) else (
                 f"{best / r['solve_s']:.1f}x" if best and r["method"].startswith("aqmchain") else "")
+            ran = r.get("ran", "")
+            name = r["method"] + (f" (ran {ran})" if r["method"].endswith(":auto") and ran else "")
             lines.append(
-                f"| {case} | {r['states']} | {r['nnz']} | {r['method']} | {r['build_s']:.3f} | "
+                f"| {case} | {r['states']} | {r['nnz']} | {name} | {r['build_s']:.3f} | "
                 f"{fmt(r.get('analyse_s'), '.3f')} | {fmt(r.get('factorise_s'), '.3f')} | {r['solve_s']:.3f} | "
                 f"{fmt(r.get('iterations'), 'd')} | {fmt(r.get('matvecs'), 'd')} | {r['residual']:.1e} | "
                 f"{r['peak_mb']:.0f} | {speed} |")
