@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import platform
 import resource
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_stationary import ROOT, model_for  # noqa: E402
+from bench_stationary import model_for, write_block  # noqa: E402
 
 TARGET = 20e6  # nonzeros per second (issue: stationary solves at the seeds' scale)
 
@@ -65,16 +64,8 @@ def main() -> None:
         print(lines[-1], flush=True)
     md = "\n".join(lines)
     if not args.no_docs:
-        doc = ROOT / "docs" / "performance.md"
-        text = doc.read_text()
-        head, rest = text.split("<!-- BENCH:builder -->", 1)
-        _, tail = rest.split("<!-- /BENCH:builder -->", 1)
-        cmd = "python benchmarks/bench_builder.py " + " ".join(sys.argv[1:])
-        block = (f"<!-- BENCH:builder -->\nCommand: `{cmd.strip()}` on {platform.machine()}, {mp.cpu_count()} cores, "
-                 f"{time.strftime('%Y-%m-%d')} (best of {args.repeat} builds; total = explore + assemble + classes "
-                 f"+ overhead).\n\n{md}\n<!-- /BENCH:builder -->")
-        doc.write_text(head + block + tail)
-
+        write_block("builder", md, note=f" (best of {args.repeat} builds; total = explore + assemble + classes "
+                                        "+ overhead)")
 
 if __name__ == "__main__":
     main()

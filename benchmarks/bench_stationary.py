@@ -185,18 +185,25 @@ def main() -> None:
     md = table(rows)
     print(md)
     if not args.no_docs:
-        doc = ROOT / "docs" / "performance.md"
-        text = doc.read_text()
-        head, rest = text.split("<!-- BENCH:stationary -->", 1)
-        _, tail = rest.split("<!-- /BENCH:stationary -->", 1)
-        cmd = "python benchmarks/bench_stationary.py " + " ".join(sys.argv[1:])
-        prev = rest.split("<!-- /BENCH:stationary -->", 1)[0]
-        cmds = [ln for ln in prev.splitlines() if ln.startswith("Command")] if args.append else []
-        cmds.append(f"Command: `{cmd.strip()}` on {platform.machine()}, {mp.cpu_count()} cores, "
-                    f"{time.strftime('%Y-%m-%d')}.")
-        block = "<!-- BENCH:stationary -->\n" + "\n".join(cmds) + f"\n\n{md}\n<!-- /BENCH:stationary -->"
-        doc.write_text(head + block + tail)
+        write_block("stationary", md, keep_commands=args.append)
 
+
+def command_line(note: str = "") -> str:
+    """The `Command:` line of a benchmark block: this invocation, machine and date."""
+    cmd = f"python benchmarks/{Path(sys.argv[0]).name} " + " ".join(sys.argv[1:])
+    return (f"Command: `{cmd.strip()}` on {platform.machine()}, {mp.cpu_count()} cores, "
+            f"{time.strftime('%Y-%m-%d')}{note}.")
+
+
+def write_block(marker: str, md: str, keep_commands: bool = False, note: str = "") -> None:
+    """Replace the text between <!-- BENCH:marker --> and <!-- /BENCH:marker --> in
+    docs/performance.md by the command line(s) and the table ``md``."""
+    doc = ROOT / "docs" / "performance.md"
+    head, rest = doc.read_text().split(f"<!-- BENCH:{marker} -->", 1)
+    prev, tail = rest.split(f"<!-- /BENCH:{marker} -->", 1)
+    cmds = [ln for ln in prev.splitlines() if ln.startswith("Command")] if keep_commands else []
+    cmds.append(command_line(note))
+    doc.write_text(head + f"<!-- BENCH:{marker} -->\n" + "\n".join(cmds) + f"\n\n{md}\n<!-- /BENCH:{marker} -->" + tail)
 
 if __name__ == "__main__":
     main()
