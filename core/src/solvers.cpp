@@ -520,8 +520,7 @@ StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o
           return e.what();
         }
       };
-      const Method first = Method::Direct;
-      const Method second = first == Method::Direct ? Method::Multilevel : Method::Direct;
+      constexpr Method first = Method::Direct, second = Method::Multilevel;
       const std::string why = attempt(first, r);
       if (!why.empty()) {
         StationaryResult s2;
