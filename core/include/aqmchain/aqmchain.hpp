@@ -1,9 +1,9 @@
 // Umbrella header: model -> chain builder -> solvers -> metrics.
 #pragma once
-#include "aqmchain/chain.hpp"
+#include "aqmchain/state/chain.hpp"
 #include "aqmchain/errors.hpp"
-#include "aqmchain/metrics.hpp"
-#include "aqmchain/model.hpp"
-#include "aqmchain/response.hpp"
-#include "aqmchain/simulator.hpp"
-#include "aqmchain/solvers.hpp"
+#include "aqmchain/analysis/metrics.hpp"
+#include "aqmchain/model/model.hpp"
+#include "aqmchain/analysis/response.hpp"
+#include "aqmchain/simulation/simulator.hpp"
+#include "aqmchain/solvers/stationary.hpp"

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "aqmchain/model.hpp"
+#include "aqmchain/model/model.hpp"
 
 namespace aqm::detail {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "aqmchain/chain.hpp"
+#include "aqmchain/state/chain.hpp"
 
 namespace aqm {
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "aqmchain/chain.hpp"
-#include "aqmchain/response.hpp"
+#include "aqmchain/state/chain.hpp"
+#include "aqmchain/analysis/response.hpp"
 
 namespace aqm {
 

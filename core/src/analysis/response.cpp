@@ -1,12 +1,12 @@
 // Tagged-packet absorbing chain for response times (SPEC 5, drop policies of 2.5).
-#include "aqmchain/response.hpp"
+#include "aqmchain/analysis/response.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 
-#include "slot_kernel.hpp"
+#include "model/slot_kernel.hpp"
 
 namespace aqm {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "aqmchain/model.hpp"
+#include "aqmchain/model/model.hpp"
 
 namespace aqm {
 

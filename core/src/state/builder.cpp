@@ -1,8 +1,8 @@
 // Builder: reachable states from the empty system, CSR assembly of P, per-state
 // event probabilities and the communicating-class analysis (Tarjan).
-#include "aqmchain/chain.hpp"
+#include "aqmchain/state/chain.hpp"
 
-#include "slot_kernel.hpp"
+#include "model/slot_kernel.hpp"
 
 #include <algorithm>
 #include <chrono>

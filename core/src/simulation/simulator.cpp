@@ -1,5 +1,5 @@
 // Slotted simulator (SPEC 7): the order of events of SPEC 3 with real packets.
-#include "aqmchain/simulator.hpp"
+#include "aqmchain/simulation/simulator.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-#include "aqmchain/metrics.hpp"
+#include "aqmchain/analysis/metrics.hpp"
 
 #include <algorithm>
 #include <cmath>

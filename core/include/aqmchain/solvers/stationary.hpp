@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "aqmchain/chain.hpp"
+#include "aqmchain/state/chain.hpp"
 
 namespace aqm {
 

@@ -17,8 +17,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "aqmchain/solvers.hpp"
-#include "multilevel.hpp"
+#include "aqmchain/solvers/stationary.hpp"
+#include "solvers/multilevel.hpp"
 
 namespace aqm::detail {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "aqmchain/solvers.hpp"
+#include "aqmchain/solvers/stationary.hpp"
 
 namespace aqm::detail {
 /// One forward Gauss-Seidel sweep on x_j = sum_{i != j} P_ij x_i / (1 - P_jj) with P^T in

@@ -1,10 +1,10 @@
 // Stationary solvers.  Orientation: pi is a row vector, pi P = pi (SPEC 1).
-#include "aqmchain/solvers.hpp"
+#include "aqmchain/solvers/stationary.hpp"
 
 #include <arpack/arpack.h>
 #include <umfpack.h>
 
-#include "multilevel.hpp"
+#include "solvers/multilevel.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,0 +1,48 @@
+// The avg grid and its mappings (SPEC 4).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "aqmchain/errors.hpp"
+
+namespace aqm {
+
+// ---------------------------------------------------------------- grid (4)
+
+enum class Mapping { Split, Nearest, Flags };
+
+struct GridSpec {
+  int k = 4;                   ///< uniform step 1/k on [0, N] (ignored when `points` given or Flags)
+  std::vector<double> points;  ///< custom grid (0 = g_0 < ... < g_L = N); empty = uniform
+  Mapping mapping = Mapping::Split;
+  /// Grid points for buffer size N.
+  std::vector<double> resolve(int buffer) const;
+  void validate(int buffer, const std::string& prefix = "grid") const;
+};
+
+/// Where the continuous update value y lands: grid index `lo` with probability
+/// `p_lo`, else `lo + 1` (p_lo == 1 means a single target).
+struct GridTarget {
+  int32_t lo;
+  double p_lo;
+};
+
+/// A resolved grid with its mapping; `map` is SPEC 4 exactly.
+class Grid {
+ public:
+  Grid(std::vector<double> points, Mapping mapping);
+  GridTarget map(double y) const;
+  const std::vector<double>& points() const { return pts_; }
+  int size() const { return static_cast<int>(pts_.size()); }
+  Mapping mapping() const { return mapping_; }
+
+ private:
+  std::vector<double> pts_;
+  Mapping mapping_;
+  double uniform_step_ = 0.0;  ///< > 0 when the points are uniform (fast path)
+};
+
+}  // namespace aqm

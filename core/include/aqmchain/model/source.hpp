@@ -1,0 +1,59 @@
+// Arrival sources (SPEC 2.1): Bernoulli, MMBP, SSMP, and their Hurst report.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "aqmchain/errors.hpp"
+
+namespace aqm {
+
+// ---------------------------------------------------------------- sources (2.1)
+
+/// A slotted source with at most one arrival per slot.  Bernoulli is the
+/// one-state case of MMBP; SSMP is an MMBP built from (n, q, a).
+struct Source {
+  enum class Kind { Bernoulli, MMBP, SSMP };
+  Kind kind = Kind::Bernoulli;
+  /// Row-stochastic modulator matrix (row-major, n x n).  1 x 1 [[1]] for Bernoulli.
+  std::vector<std::vector<double>> matrix{{1.0}};
+  /// Arrival probability in each modulator state.
+  std::vector<double> arrival{0.5};
+  // SSMP parameters (kind == SSMP only).
+  int ssmp_n = 0;
+  double ssmp_q = 0.0, ssmp_a = 0.0;
+
+  static Source bernoulli(double alpha);
+  static Source mmbp(std::vector<std::vector<double>> matrix, std::vector<double> arrival);
+  /// SPEC 2.1: M[0][j] = a^-j, M[j][0] = (q/a)^j, M[j][j] = 1 - (q/a)^j.
+  static Source ssmp(int n, double q, double a);
+  /// SSMP with the given mean rate pi_0 = (1 - 1/q)/(1 - q^-n), solving for q.
+  static Source ssmp_from_mean(double mean, double a, int n);
+
+  int states() const { return static_cast<int>(arrival.size()); }
+  /// Stationary vector of the modulator (unique for an irreducible modulator).
+  std::vector<double> modulator_stationary() const;
+  /// Mean arrival rate sum_i pi_i lam_i.
+  double mean_rate() const;
+  /// Throws ModelError unless the matrix is square, stochastic and matches `arrival`.
+  void validate(const std::string& prefix = "source") const;
+  std::string describe() const;
+};
+
+/// Solve pi_0(q) = mean for the SSMP (SPEC 2.1); throws if no q in (0, a] fits.
+double ssmp_q_for_mean(double mean, double a, int n);
+
+/// Hurst-parameter report of an SSMP / MMBP arrival process (SPEC 2.1).
+struct HurstReport {
+  double asymptotic = 0.0;        ///< 1 - ln q / (2 ln(a/q)); NaN-free: valid only if `asymptotic_valid`
+  bool asymptotic_valid = false;  ///< q > 1 and a > q^2
+  double variance_time = 0.0;     ///< least-squares slope estimate over the levels below
+  std::vector<long long> levels;  ///< aggregation levels m used by the fit
+  std::vector<double> variances;  ///< exact Var(X^(m)) at those levels
+};
+/// Exact variance-time estimate over aggregation levels 2^lo .. 2^hi.
+HurstReport hurst(const Source& s, int log2_lo = 0, int log2_hi = 20);
+
+}  // namespace aqm

@@ -1,0 +1,223 @@
+// Sources (SPEC 2.1): construction, validation, modulator stationary vector, Hurst report.
+#include "aqmchain/model/source.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+#include "model/validate.hpp"
+
+namespace aqm {
+
+using namespace detail;
+
+// ---------------------------------------------------------------- sources
+
+Source Source::bernoulli(double alpha) {
+  require_prob("source.alpha", alpha);
+  Source s;
+  s.kind = Kind::Bernoulli;
+  s.matrix = {{1.0}};
+  s.arrival = {alpha};
+  return s;
+}
+
+Source Source::mmbp(std::vector<std::vector<double>> matrix, std::vector<double> arrival) {
+  Source s;
+  s.kind = Kind::MMBP;
+  s.matrix = std::move(matrix);
+  s.arrival = std::move(arrival);
+  s.validate();
+  return s;
+}
+
+Source Source::ssmp(int n, double q, double a) {
+  if (n < 2) fail_param("source.n", ">= 2", n);
+  require_finite("source.a", a);
+  if (!(a > 0.0)) fail_param("source.a", "> 0", a);
+  require_finite("source.q", q);
+  if (!(q > 0.0 && q <= a)) fail_param("source.q", detail::cat("in (0, a] = (0, ", a, "]"), q);
+  double out = 0.0;
+  for (int j = 1; j < n; ++j) out += std::pow(a, -j);
+  if (out > 1.0 + 1e-15)
+    throw ModelError("source.a", detail::cat("parameter 'source.a' must satisfy sum_{j=1..n-1} a^-j <= 1 ",
+                                             "(n = ", n, "), got a = ", a, " with sum ", out));
+  Source s;
+  s.kind = Kind::SSMP;
+  s.ssmp_n = n;
+  s.ssmp_q = q;
+  s.ssmp_a = a;
+  s.matrix.assign(n, std::vector<double>(n, 0.0));
+  s.arrival.assign(n, 0.0);
+  s.arrival[0] = 1.0;
+  s.matrix[0][0] = std::max(0.0, 1.0 - out);
+  for (int j = 1; j < n; ++j) {
+    s.matrix[0][j] = std::pow(a, -j);
+    const double back = std::pow(q / a, j);
+    s.matrix[j][0] = back;
+    s.matrix[j][j] = 1.0 - back;
+  }
+  return s;
+}
+
+double ssmp_q_for_mean(double mean, double a, int n) {
+  if (n < 2) fail_param("source.n", ">= 2", n);
+  require_finite("source.a", a);
+  if (!(a > 0.0)) fail_param("source.a", "> 0", a);
+  require_finite("source.mean", mean);
+  // pi_0(q) = q^(n-1) / (1 + q + ... + q^(n-1)), increasing in q, -> 0 as q -> 0.
+  auto pi0 = [n](double q) {
+    double s = 0.0, p = 1.0;
+    for (int j = 0; j < n; ++j) {
+      s += p;
+      if (j < n - 1) p *= q;
+    }
+    return p / s;
+  };
+  const double top = pi0(a);
+  if (!(mean > 0.0 && mean <= top))
+    fail_param("source.mean", detail::cat("in (0, pi_0(q = a)] = (0, ", top, "] for a = ", a, ", n = ", n), mean);
+  double lo = std::log(1e-300) / 4, hi = std::log(a);
+  for (int it = 0; it < 300 && hi - lo > 1e-16 * std::max(1.0, std::abs(hi)); ++it) {
+    const double mid = 0.5 * (lo + hi);
+    (pi0(std::exp(mid)) < mean ? lo : hi) = mid;
+  }
+  return std::exp(0.5 * (lo + hi));
+}
+
+Source Source::ssmp_from_mean(double mean, double a, int n) { return ssmp(n, ssmp_q_for_mean(mean, a, n), a); }
+
+void Source::validate(const std::string& prefix) const {
+  const size_t n = arrival.size();
+  if (n == 0) fail_param(prefix + ".arrival", "a non-empty list", "[]");
+  if (matrix.size() != n)
+    throw ModelError(prefix + ".matrix",
+                     detail::cat("parameter '", prefix, ".matrix' must have ", n, " rows (one per arrival entry), got ",
+                                 matrix.size()));
+  for (size_t i = 0; i < n; ++i) {
+    require_prob(detail::cat(prefix, ".arrival[", i, "]"), arrival[i]);
+    if (matrix[i].size() != n)
+      throw ModelError(prefix + ".matrix", detail::cat("parameter '", prefix, ".matrix' must be square ", n, " x ",
+                                                       n, ", row ", i, " has ", matrix[i].size(), " entries"));
+    double sum = 0.0;
+    for (size_t j = 0; j < n; ++j) {
+      require_prob(detail::cat(prefix, ".matrix[", i, "][", j, "]"), matrix[i][j]);
+      sum += matrix[i][j];
+    }
+    if (std::abs(sum - 1.0) > 1e-12)
+      fail_param(detail::cat(prefix, ".matrix[", i, "]"), "a stochastic row (sum 1 within 1e-12)",
+                 detail::cat("row sum ", sum));
+  }
+  (void)modulator_stationary();  // throws if not unique
+}
+
+std::vector<double> Source::modulator_stationary() const {
+  // Grassmann-Taksar-Heyman elimination: subtraction-free, accurate to round-off
+  // even for the SSMP's rates of a^-j (Stewart, Introduction to the Numerical
+  // Solution of Markov Chains, sec. 2.7).
+  const int n = states();
+  std::vector<std::vector<double>> A = matrix;
+  std::vector<double> out(n, 0.0);
+  for (int k = n - 1; k >= 1; --k) {
+    double s = 0.0;
+    for (int j = 0; j < k; ++j) s += A[k][j];
+    if (!(s > 0.0))
+      throw ModelError("source.matrix",
+                       detail::cat("parameter 'source.matrix' must be an irreducible modulator, got one whose state ", k,
+                                   " cannot reach states 0..", k - 1));
+    out[k] = s;
+    for (int i = 0; i < k; ++i) {
+      const double f = A[i][k] / s;
+      if (f != 0.0)
+        for (int j = 0; j < k; ++j) A[i][j] += f * A[k][j];
+    }
+  }
+  std::vector<double> pi(n, 0.0);
+  pi[0] = 1.0;
+  double total = 1.0;
+  for (int k = 1; k < n; ++k) {
+    double acc = 0.0;
+    for (int i = 0; i < k; ++i) acc += pi[i] * A[i][k];
+    pi[k] = acc / out[k];
+    total += pi[k];
+  }
+  for (auto& v : pi) v /= total;
+  for (int k = 0; k < n; ++k)
+    if (!(pi[k] > 0.0))
+      throw ModelError("source.matrix", detail::cat("parameter 'source.matrix' must be an irreducible modulator, got ",
+                                                    "stationary probability 0 for state ", k));
+  return pi;
+}
+
+double Source::mean_rate() const {
+  const auto pi = modulator_stationary();
+  double r = 0.0;
+  for (int i = 0; i < states(); ++i) r += pi[i] * arrival[i];
+  return r;
+}
+
+std::string Source::describe() const {
+  switch (kind) {
+    case Kind::Bernoulli: return detail::cat("Bernoulli(alpha=", arrival[0], ")");
+    case Kind::SSMP: return detail::cat("SSMP(n=", ssmp_n, ", q=", ssmp_q, ", a=", ssmp_a, ")");
+    default: return detail::cat("MMBP(", states(), " states)");
+  }
+}
+
+HurstReport hurst(const Source& s, int log2_lo, int log2_hi) {
+  if (log2_lo < 0) fail_param("log2_lo", ">= 0", log2_lo);
+  if (log2_hi <= log2_lo || log2_hi > 30) fail_param("log2_hi", detail::cat("in (log2_lo, 30] = (", log2_lo, ", 30]"), log2_hi);
+  HurstReport r;
+  if (s.kind == Source::Kind::SSMP && s.ssmp_q > 1.0 && s.ssmp_a > s.ssmp_q * s.ssmp_q) {
+    r.asymptotic_valid = true;
+    r.asymptotic = 1.0 - std::log(s.ssmp_q) / (2.0 * std::log(s.ssmp_a / s.ssmp_q));
+  }
+  const int n = s.states();
+  const auto pi = s.modulator_stationary();
+  const double mean = s.mean_rate();
+  // X_t = arrival indicator. c_0 = Var X = mean - mean^2; for k >= 1
+  // c_k = sum_i pi_i lam_i (M^k (lam - mean 1))_i  (centred: no cancellation).
+  std::vector<double> u(n), un(n), pl(n);
+  for (int i = 0; i < n; ++i) {
+    u[i] = s.arrival[i] - mean;
+    pl[i] = pi[i] * s.arrival[i];
+  }
+  const long long mmax = 1LL << log2_hi;
+  long double s1 = 0.0L, s2 = 0.0L;  // sum_{k<m} c_k, sum_{k<m} k c_k
+  const long double c0 = mean - mean * mean;
+  long long next_level = 1LL << log2_lo;
+  for (long long k = 1; k <= mmax; ++k) {
+    if (k == next_level) {  // level m = k uses lags 1..m-1
+      const long double m = static_cast<long double>(k);
+      const long double var = (m * c0 + 2.0L * (m * s1 - s2)) / (m * m);
+      r.levels.push_back(k);
+      r.variances.push_back(static_cast<double>(var));
+      next_level *= 2;
+    }
+    if (k == mmax) break;
+    for (int i = 0; i < n; ++i) {
+      double acc = 0.0;
+      for (int j = 0; j < n; ++j) acc += s.matrix[i][j] * u[j];
+      un[i] = acc;
+    }
+    u.swap(un);
+    long double ck = 0.0L;
+    for (int i = 0; i < n; ++i) ck += pl[i] * u[i];
+    s1 += ck;
+    s2 += static_cast<long double>(k) * ck;
+  }
+  // Least-squares slope of log Var against log m: slope = -beta, H = 1 - beta / 2.
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  const double cnt = static_cast<double>(r.levels.size());
+  for (size_t i = 0; i < r.levels.size(); ++i) {
+    if (!(r.variances[i] > 0.0)) throw ModelError("source", "variance-time estimate needs a non-degenerate source");
+    const double x = std::log(static_cast<double>(r.levels[i])), y = std::log(r.variances[i]);
+    sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  const double slope = (cnt * sxy - sx * sy) / (cnt * sxx - sx * sx);
+  r.variance_time = 1.0 + slope / 2.0;
+  return r;
+}
+
+}  // namespace aqm

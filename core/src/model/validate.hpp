@@ -1,0 +1,33 @@
+// Internal: validation helpers shared by the model translation units.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "aqmchain/errors.hpp"
+
+namespace aqm::detail {
+
+inline void require_finite(const std::string& param, double v) {
+  if (!std::isfinite(v)) fail_param(param, "a finite number", v);
+}
+
+inline void require_prob(const std::string& param, double v) {
+  require_finite(param, v);
+  if (v < 0.0 || v > 1.0) fail_param(param, "in [0, 1]", v);
+}
+
+inline void require_nonneg(const std::string& param, double v) {
+  require_finite(param, v);
+  if (v < 0.0) fail_param(param, ">= 0", v);
+}
+
+inline void require_ordered(const std::string& lo_name, double lo, const std::string& hi_name, double hi) {
+  require_nonneg(lo_name, lo);
+  require_finite(hi_name, hi);
+  if (!(lo < hi))
+    throw ModelError(hi_name, detail::cat("parameter '", hi_name, "' must be > ", lo_name, " = ", lo,
+                                          ", got ", hi));
+}
+
+}  // namespace aqm::detail
