@@ -29,8 +29,12 @@ _DROP_KEYS: dict[str, dict[str, bool]] = {  # key -> required
     "table": {"points": True},
 }
 _AQM_COMMON = {"drop", "w", "update", "policy", "ecn"}
-_SOLVER_KEYS = {"method", "tol", "max_iter", "ncv", "refine_steps", "check_every", "memory_limit_gb", "ordering",
-                "strategy", "coarse_size", "smoothing_sweeps", "cycle_gamma", "direct_max_gb", "auto_direct_max_flops"}
+# Solver keys: the options the core defines (names and defaults written once, in C++),
+# less the starting vector, plus the builder's memory budget.
+_SOLVER_DEFAULTS = {k: v for k, v in _core.StationaryOptions.defaults().items() if k != "x0"}
+_SOLVER_KEYS = set(_SOLVER_DEFAULTS) | {"memory_limit_gb"}
+_SOURCE_KINDS = {"discrete": ("bernoulli", "ssmp", "mmbp"), "continuous": ("poisson", "mmpp")}
+_SERVICE_KINDS = {"discrete": "geometric", "continuous": "exponential"}
 
 
 def _err(key: str, bound: str, value: Any) -> ModelError:
@@ -74,12 +78,13 @@ class _Section:
             raise _err(f"{self.name}.{key}", "an integer", v)
         return v
 
-    def string(self, key: str, choices: tuple[str, ...], default: Any = None, required: bool = False) -> str:
+    def string(self, key: str, choices: tuple[str, ...], default: Any = None, required: bool = False,
+               context: str = "") -> str:
         v = self._get(key, default, required)
         if v is default and key not in self.table:
             return v
         if v not in choices:
-            raise _err(f"{self.name}.{key}", "one of " + ", ".join(choices), v)
+            raise _err(f"{self.name}.{key}", "one of " + ", ".join(choices) + (f" when {context}" if context else ""), v)
         return v
 
     def numbers(self, key: str, required: bool = False, depth: int = 1) -> Any:
@@ -107,9 +112,13 @@ class _Section:
             raise e
 
 
-def _source(sec: _Section) -> _core.Source:
-    kind = sec.string("kind", ("bernoulli", "ssmp", "mmbp"), required=True)
-    if kind == "bernoulli":
+def _source(sec: _Section, time: str) -> _core.Source:
+    kind = sec.string("kind", _SOURCE_KINDS[time], required=True, context=f'model.time = "{time}"')
+    if kind == "poisson":
+        src = _core.Source.poisson(sec.number("rate", required=True))
+    elif kind == "mmpp":
+        src = _core.Source.mmpp(sec.numbers("generator", required=True, depth=2), sec.numbers("rates", required=True))
+    elif kind == "bernoulli":
         src = _core.Source.bernoulli(sec.number("alpha", required=True))
     elif kind == "ssmp":
         n = sec.integer("n", required=True)
@@ -182,16 +191,11 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
     if buffer < 1:
         raise _err("model.buffer", ">= 1", buffer)
     time = m.string("time", ("discrete", "continuous"), "discrete")
-    if time == "continuous":
-        e = ModelError("model.time = \"continuous\" is not supported yet (the continuous-time transient "
-                       "solver of SPEC 6 is a later issue); use \"discrete\"")
-        e.param = "model.time"
-        raise e
     m.finish()
-    source = _source(_Section("source", doc["source"]))
+    source = _source(_Section("source", doc["source"]), time)
     s = _Section("service", doc["service"])
-    s.string("kind", ("geometric",), "geometric")
-    service = _core.Service(s.number("mu", required=True))
+    kind = s.string("kind", (_SERVICE_KINDS[time],), _SERVICE_KINDS[time])
+    service = getattr(_core.Service, kind)(s.number("mu", required=True))
     s.finish()
     aqm = _aqm(_Section("aqm", doc.get("aqm", {})))
     g = _Section("grid", doc.get("grid", {}))
@@ -202,18 +206,19 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
     sv = _Section("solver", doc.get("solver", {}))
     solver: dict[str, Any] = {}
     for key in sorted(_SOLVER_KEYS & set(sv.table)):
+        default = _SOLVER_DEFAULTS.get(key, 0.0)
         if key == "method":
-            solver[key] = sv.string(key, ("auto", "direct", "arnoldi", "gauss_seidel", "power", "multilevel"))
+            solver[key] = sv.string(key, tuple(_core.stationary_methods()))
         elif key == "ordering":
             solver[key] = sv.string(key, ("amd", "metis", "cholmod", "best", "none"))
         elif key == "strategy":
             solver[key] = sv.string(key, ("auto", "symmetric", "unsymmetric"))
-        elif key in ("max_iter", "ncv", "refine_steps", "check_every", "coarse_size", "smoothing_sweeps", "cycle_gamma"):
+        elif isinstance(default, int):
             solver[key] = sv.integer(key)
         else:
             solver[key] = sv.number(key)
     sv.finish()
-    model = _core.Model(buffer=buffer, source=source, service=service, aqm=aqm, grid=grid)
+    model = _core.Model(buffer=buffer, source=source, service=service, aqm=aqm, grid=grid, time=time)
     return model, solver
 
 
@@ -247,6 +252,10 @@ def model_to_dict(model: _core.Model) -> dict:
         source = {"kind": "bernoulli", "alpha": src.arrival[0]}
     elif src.kind == "ssmp":
         source = {"kind": "ssmp", "n": src.n, "q": src.q, "a": src.a}
+    elif src.kind == "poisson":
+        source = {"kind": "poisson", "rate": src.arrival[0]}
+    elif src.kind == "mmpp":
+        source = {"kind": "mmpp", "generator": src.matrix, "rates": src.arrival}
     else:
         source = {"kind": "mmbp", "matrix": src.matrix, "arrival": src.arrival}
     d = model.aqm.drop
@@ -266,5 +275,5 @@ def model_to_dict(model: _core.Model) -> dict:
     grid: dict[str, Any] = {"k": model.grid.k, "mapping": model.grid.mapping}
     if model.grid.points:
         grid["points"] = list(model.grid.points)
-    return {"model": {"buffer": model.buffer, "time": "discrete"}, "source": source,
-            "service": {"kind": "geometric", "mu": model.service.mu}, "aqm": aqm, "grid": grid}
+    return {"model": {"buffer": model.buffer, "time": model.time}, "source": source,
+            "service": {"kind": model.service.kind, "mu": model.service.mu}, "aqm": aqm, "grid": grid}

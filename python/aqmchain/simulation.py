@@ -68,7 +68,7 @@ def simulate(model: _core.Model, *, slots: int = 10_000_000, replications: int =
     Replication r uses the xoshiro256** stream of ``seed`` jumped r times, so the result
     depends on the seed only.
     """
-    opts = _core.SimOptions(slots=int(slots), warmup=-1 if warmup is None else int(warmup),
+    opts = _core.sim_options(slots=int(slots), warmup=-1 if warmup is None else int(warmup),
                             replications=int(replications), seed=int(seed), batches=int(batches),
                             discretised=bool(discretised), sample_every=int(sample_every), threads=int(threads))
     return SimulationResult(model, opts, _core.simulate(model, opts))

@@ -18,8 +18,9 @@ from ._core import OptionError
 __all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "build_chain", "DirectSolver"]
 
 GIB = 1024.0**3
-_OPTION_NAMES = ("method", "tol", "max_iter", "ncv", "refine_steps", "check_every", "x0", "ordering", "strategy",
-                 "coarse_size", "smoothing_sweeps", "cycle_gamma", "direct_max_gb", "auto_direct_max_flops")
+#: Solver option names and defaults, defined once in the C++ core.
+OPTION_DEFAULTS: dict[str, Any] = _core.StationaryOptions.defaults()
+METHODS: tuple[str, ...] = tuple(_core.stationary_methods())
 
 
 class NonConvergenceError(RuntimeError):
@@ -115,8 +116,10 @@ class StationaryResult:
         self.response_note = metrics.response_note
         self.response_method = metrics.response_method or None
         self.admitted_rate = metrics.admitted_rate
+        self.time_unit = "slots" if chain.time == "discrete" else "time units"
         if metrics.response_available:
-            self.response_pmf = metrics.response_pmf
+            # continuous time: R has a density, not a pmf (mean and variance only)
+            self.response_pmf = metrics.response_pmf if chain.time == "discrete" else None
             self.mean_response = metrics.mean_response
             self.var_response = metrics.var_response
             self.response_truncated = metrics.response_truncated
@@ -195,7 +198,7 @@ class StationaryResult:
             ("loss (aqm + overflow)", f"{self.loss:.6g} ({self.loss_aqm:.6g} + {self.loss_overflow:.6g})"),
             ("ECN marks", f"{self.mark_prob:.6g}"),
             ("mean response R", "n/a: " + self.response_note if self.mean_response is None
-             else f"{self.mean_response:.6g} slots ({self.response_method})"),
+             else f"{self.mean_response:.6g} {self.time_unit} ({self.response_method})"),
             ("pushed out", "n/a" if self.pushed_out_prob is None else f"{self.pushed_out_prob:.6g}"),
             ("var response R", "n/a" if self.var_response is None else f"{self.var_response:.6g}"),
             ("solver", f"{i.method}{' (fallback)' if i.fallback else ''}, {i.status}, residual {i.residual:.2e}, "
@@ -219,10 +222,13 @@ def transition_matrix(chain: _core.Chain):
 
 
 def state_labels(chain: _core.Chain) -> dict[str, np.ndarray]:
-    """State labels as arrays: ``level`` (n), ``queue`` (q), ``avg`` (grid value), ``modulator``."""
-    level = np.asarray(chain.level)
-    return {"level": level, "queue": np.maximum(level - 1, 0), "avg": np.asarray(chain.grid)[chain.avg_index],
-            "avg_index": np.asarray(chain.avg_index), "modulator": np.asarray(chain.modulator)}
+    """State labels as arrays, one per state component (``level`` = n, ``avg_index``,
+    ``modulator``, and whatever components a model adds), plus the derived ``queue``
+    (q = max(n - 1, 0)) and ``avg`` (the grid value)."""
+    labels = {name: np.asarray(values) for name, values in chain.labels.items()}
+    labels["queue"] = np.maximum(labels["level"] - 1, 0)
+    labels["avg"] = np.asarray(chain.grid)[labels["avg_index"]]
+    return labels
 
 
 def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float | None = None,
@@ -251,10 +257,10 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
 
 
 def _options(options: dict) -> _core.StationaryOptions:
-    unknown = sorted(set(options) - set(_OPTION_NAMES))
+    unknown = sorted(set(options) - set(OPTION_DEFAULTS))
     if unknown:
-        raise OptionError(f"unknown solver option '{unknown[0]}' (known: {', '.join(_OPTION_NAMES)}, memory_limit_gb)")
-    return _core.StationaryOptions(**options)
+        raise OptionError(f"unknown solver option '{unknown[0]}' (known: {', '.join(OPTION_DEFAULTS)}, memory_limit_gb)")
+    return _core.stationary_options(**options)
 
 
 def _finish(chain, raw, opts, memory_limit_gb, response, response_tail) -> StationaryResult:

@@ -23,11 +23,11 @@ TEST(Chain, RowsAreStochasticAndStructured) {
   for (int32_t i = 0; i < c.n; ++i) {
     for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) {
       EXPECT_GT(c.val[e], 0.0);
-      EXPECT_LE(std::abs(c.level[c.col[e]] - c.level[i]), 1);  // block tridiagonal in n
+      EXPECT_LE(std::abs(c.component("level")[c.col[e]] - c.component("level")[i]), 1);  // block tridiagonal in n
       if (e > c.rowptr[i]) EXPECT_LT(c.col[e - 1], c.col[e]);
     }
   }
-  EXPECT_EQ(c.index_of(0, 0, 0), 0);
+  EXPECT_EQ(c.index_of({0, 0, 0}), 0);
 }
 
 TEST(Chain, GeoGeo1NClosedForm) {

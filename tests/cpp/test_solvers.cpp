@@ -69,7 +69,7 @@ TEST(Solvers, TransientStatesGetZeroMass) {
   EXPECT_GE(c.report.transient_states, 1);
   const auto r = solve_stationary(c);
   ASSERT_TRUE(r.converged());
-  EXPECT_NEAR(r.pi[c.index_of(1, 0, 0)], 1.0, 1e-14);
+  EXPECT_NEAR(r.pi[c.index_of({1, 0, 0})], 1.0, 1e-14);
 }
 
 TEST(Solvers, TwoClosedClassesAreRefused) {

@@ -104,16 +104,16 @@ def test_malformed_and_missing_file(tmp_path):
         aqmchain.load_model(tmp_path / "nope.toml")
 
 
-def test_continuous_time_is_refused_clearly():
+def test_continuous_time_needs_a_continuous_source():
     with pytest.raises(aqmchain.ModelError, match="continuous"):
         aqmchain.model_from_dict(with_("model.time", "continuous"))
 
 
 def test_state_space_over_memory_limit():
     model = aqmchain.model_from_dict(with_("grid.k", 1000))[0]
-    with pytest.raises(aqmchain.StateSpaceTooLarge, match="memory limit") as exc:
+    with pytest.raises(aqmchain.StateSpaceTooLarge, match="memory_limit_gb = 0.01") as exc:
         aqmchain.solve_stationary(model, memory_limit_gb=0.01)
-    assert exc.value.param == "memory_limit"
+    assert exc.value.param == "memory_limit_gb"
     assert isinstance(exc.value, aqmchain.ModelError)
 
 

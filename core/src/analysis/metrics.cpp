@@ -1,5 +1,7 @@
 #include "aqmchain/analysis/metrics.hpp"
 
+#include "aqmchain/model/queue_generator.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -61,6 +63,19 @@ void tail_response(const std::vector<long double>& c, double mu, const MetricsOp
   out.response_truncated = static_cast<double>(std::max(0.0L, remaining));
 }
 
+/// Continuous time, tail drop: R | n ~ Erlang(n + 1, mu); no pmf (R has a density).
+void exponential_response(const std::vector<long double>& c, double mu, Metrics& out) {
+  long double mean = 0.0L, second = 0.0L;
+  for (size_t n = 0; n < c.size(); ++n) {
+    const long double k = n + 1.0L;
+    mean += c[n] * k / mu;
+    second += c[n] * (k + k * k) / (static_cast<long double>(mu) * mu);
+  }
+  out.mean_response = static_cast<double>(mean);
+  out.var_response = static_cast<double>(second - mean * mean);
+  out.response_pmf.clear();
+}
+
 }  // namespace
 
 Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const MetricsOptions& o) {
@@ -68,19 +83,26 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
     throw std::invalid_argument(detail::cat("pi has ", pi.size(), " entries, the chain ", c.n, " states"));
   const int N = c.model.buffer;
   Metrics m;
+  // Components and events through the descriptor: any further components (filter
+  // variables, counters, class counts) are summed over.
+  const auto& level = c.component(component::level);
+  const auto& avg_index = c.component(component::avg);
+  const auto &p_arrival = c.event(event::arrival), &p_aqm = c.event(event::aqm_drop), &p_mark = c.event(event::mark),
+             &p_overflow = c.event(event::overflow), &p_depart = c.event(event::depart),
+             &p_admit = c.event(event::admit);
   long double arr = 0, aqm = 0, mark = 0, ovf = 0, dep = 0, adm = 0;
   std::vector<long double> sys(N + 1, 0.0L), avg(c.grid.size(), 0.0L), admit_at(N, 0.0L);
   for (int32_t s = 0; s < c.n; ++s) {
     const long double p = pi[s];
-    arr += p * c.p_arrival[s];
-    aqm += p * c.p_aqm_drop[s];
-    mark += p * c.p_mark[s];
-    ovf += p * c.p_overflow[s];
-    dep += p * c.p_depart[s];
-    adm += p * c.p_admit[s];
-    sys[c.level[s]] += p;
-    avg[c.avg_index[s]] += p;
-    if (c.level[s] < N) admit_at[c.level[s]] += p * c.p_admit[s];
+    arr += p * p_arrival[s];
+    aqm += p * p_aqm[s];
+    mark += p * p_mark[s];
+    ovf += p * p_overflow[s];
+    dep += p * p_depart[s];
+    adm += p * p_admit[s];
+    sys[level[s]] += p;
+    avg[avg_index[s]] += p;
+    if (level[s] < N) admit_at[level[s]] += p * p_admit[s];
   }
   m.arrival_rate = static_cast<double>(arr);
   m.throughput = static_cast<double>(dep);
@@ -111,6 +133,18 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
     m.response_note = "response times not requested";
   } else if (!(adm > 0)) {
     m.response_note = "no packet is ever admitted";
+  } else if (c.time == TimeKind::Continuous) {
+    // PASTA: an admitted arrival sees n with probability prop. to pi(n) x admission
+    // rate; R is the sum of n + 1 exponential(mu) times (memoryless service).
+    if (!tail || o.response == "tagged") {
+      m.response_note = "response times under front/random drop are not computed for continuous-time models";
+    } else {
+      for (auto& x : admit_at) x /= adm;
+      exponential_response(admit_at, c.model.service.mu, m);
+      m.response_available = true;
+      m.response_method = "closed_form";
+      m.mean_sojourn = m.mean_response;
+    }
   } else if (tail && o.response != "tagged") {
     for (auto& x : admit_at) x /= adm;
     tail_response(admit_at, c.model.service.mu, o, m);

@@ -54,7 +54,10 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
   o.validate();
   if (static_cast<int32_t>(pi.size()) != c.n)
     throw std::invalid_argument(detail::cat("pi has ", pi.size(), " entries, the chain ", c.n, " states"));
+  if (c.time != TimeKind::Discrete)
+    throw std::invalid_argument("the tagged-packet chain is defined for slotted (discrete-time) models only");
   const detail::SlotKernel K(c.model);
+  const auto& level = c.component(component::level);
   const DropPolicy pol = c.model.aqm.policy;
   const double mu = K.mu;
   ResponseResult res;
@@ -62,7 +65,7 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
 
   // Tagged states (j, s), j = 0..n(s)-1, numbered off[s] + j.
   std::vector<int64_t> off(static_cast<size_t>(c.n) + 1, 0);
-  for (int32_t s = 0; s < c.n; ++s) off[s + 1] = off[s] + c.level[s];
+  for (int32_t s = 0; s < c.n; ++s) off[s + 1] = off[s] + level[s];
   const int64_t T = off[c.n];
   const double bytes = static_cast<double>(T) * (4 + 3 * 8) + static_cast<double>(T) * 16 * 12;
   if (T >= std::numeric_limits<int32_t>::max() || bytes > o.memory_limit_bytes)
@@ -71,7 +74,7 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
                                          " GB, above the memory limit of ", o.memory_limit_bytes / 1e9, " GB"));
   res.states = T;
   auto target = [&](int n, int g, int m, int j) -> int32_t {
-    const int32_t s = c.index_of(n, g, m);
+    const int32_t s = c.index_of_key(K.id(n, g, m));
     if (s < 0 || j < 0 || j >= n) throw std::logic_error("internal error: tagged transition leaves the chain");
     return static_cast<int32_t>(off[s] + j);
   };
@@ -84,7 +87,8 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
   std::vector<std::pair<int32_t, double>> row;
   double worst = 0.0;
   for (int32_t s = 0; s < c.n; ++s) {
-    const int n = c.level[s], g = c.avg_index[s], m = c.modulator[s];
+    int n, g, m;
+    K.decode(c.key_of(s), n, g, m);
     for (int j = 0; j < n; ++j) {
       const int64_t i = off[s] + j;
       row.clear();
@@ -126,7 +130,8 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
   long double admitted = 0.0L;
   for (int32_t s = 0; s < c.n; ++s) {
     if (!(pi[s] > 0.0)) continue;
-    const int n = c.level[s], g = c.avg_index[s], m = c.modulator[s];
+    int n, g, m;
+    K.decode(c.key_of(s), n, g, m);
     K.branches(n, g, m, [&](int g2, int m2, double wgt, double a, double rej, double) {
       auto enter = [&](double p, int n4, int j0) {
         if (p <= 0.0) return;

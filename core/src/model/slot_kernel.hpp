@@ -7,29 +7,35 @@
 #include <utility>
 #include <vector>
 
+#include "aqmchain/model/filter.hpp"
 #include "aqmchain/model/model.hpp"
+#include "aqmchain/model/queue_generator.hpp"
 
 namespace aqm::detail {
 
 struct SlotKernel {
   int N, G, M;  // buffer, grid points, modulator states
-  double w, mu, ecn;
-  bool per_arrival;
+  double mu, ecn;
+  EwmaFilter filter;
   Grid grid;
+  StateSpace space;
+  int64_t sn, sg;  // key strides of n and avg (the modulator's is 1)
   std::vector<double> pdrop;  // p(g_i)
   std::vector<std::vector<std::pair<int, double>>> mrows;
   std::vector<double> lam;
 
   explicit SlotKernel(const Model& m)
       : N(m.buffer),
-        w(m.aqm.w),
         mu(m.service.mu),
         ecn(m.aqm.ecn),
-        per_arrival(m.aqm.update == UpdateRule::PerArrival),
+        filter(m.aqm),
         grid(m.grid.resolve(m.buffer), m.grid.mapping),
+        space(queue_state_space(m)),
         lam(m.source.arrival) {
     G = grid.size();
     M = m.source.states();
+    sn = space.stride(0);
+    sg = space.stride(1);
     const DropFunction drop = m.resolved_drop();
     pdrop.resize(G);
     for (int i = 0; i < G; ++i) pdrop[i] = drop(grid.points()[i]);
@@ -44,7 +50,12 @@ struct SlotKernel {
     }
   }
 
-  int64_t id(int n, int g, int m) const { return (static_cast<int64_t>(n) * G + g) * M + m; }
+  int64_t id(int n, int g, int m) const { return n * sn + g * sg + m; }
+  void decode(int64_t key, int& n, int& g, int& m) const {
+    n = static_cast<int>(key / sn);
+    g = static_cast<int>((key % sn) / sg);
+    m = static_cast<int>(key % sg);
+  }
 
   /// Steps 1-4 of a slot from (n, g, m), as branches f(g2, m2, weight, a, rej, mark):
   /// with probability `weight` the filter lands on g2 and the modulator on m2;
@@ -53,10 +64,11 @@ struct SlotKernel {
   template <class F>
   void branches(int n, int g, int m, F&& f) const {
     const int q = std::max(n - 1, 0);
-    const GridTarget t = grid.map((1.0 - w) * grid.points()[g] + w * q);
+    const GridTarget t = grid.map(filter.next(grid.points()[g], q));
     const int ng = t.p_lo < 1.0 ? 2 : 1;
     const int gt[2] = {t.lo, t.lo + 1};
     const double pg[2] = {t.p_lo, 1.0 - t.p_lo};
+    const bool per_arrival = !filter.per_slot();
     for (const auto& [m2, pm] : mrows[m]) {
       const double a = lam[m2];
       if (per_arrival && a < 1.0) f(g, m2, pm * (1.0 - a), 0.0, 0.0, 0.0);  // no arrival: no update
@@ -73,8 +85,12 @@ struct SlotKernel {
     }
   }
 
+  /// Event weights in the order of queue_event_names().
   struct Events {
     double arrival = 0, aqm = 0, mark = 0, overflow = 0, admit = 0, depart = 0;
+    void store(double* out) const {
+      out[0] = arrival, out[1] = aqm, out[2] = mark, out[3] = overflow, out[4] = admit, out[5] = depart;
+    }
   };
 
   /// Calls emit(n', g', m', p) for every transition out of (n, g, m) with p > 0

@@ -88,7 +88,80 @@ double ssmp_q_for_mean(double mean, double a, int n) {
 
 Source Source::ssmp_from_mean(double mean, double a, int n) { return ssmp(n, ssmp_q_for_mean(mean, a, n), a); }
 
+// ---------------------------------------------------------------- continuous-time sources (SPEC 6)
+
+namespace {
+
+/// Rows of a generator must sum to 0 with off-diagonals >= 0; rates >= 0.
+void validate_continuous(const Source& s, const std::string& prefix) {
+  const size_t n = s.arrival.size();
+  const std::string rates = prefix + (s.kind == Source::Kind::Poisson ? ".rate" : ".rates");
+  if (n == 0) fail_param(rates, "a non-empty list", "[]");
+  if (n > 1000) fail_param(rates, "at most 1000 modulator states", n);
+  if (s.matrix.size() != n)
+    throw ModelError(prefix + ".generator", detail::cat("parameter '", prefix, ".generator' must have ", n,
+                                                         " rows (one per rate), got ", s.matrix.size()));
+  for (size_t i = 0; i < n; ++i) {
+    const std::string ri = n == 1 && s.kind == Source::Kind::Poisson ? rates : detail::cat(rates, "[", i, "]");
+    require_finite(ri, s.arrival[i]);
+    if (s.arrival[i] < 0.0) fail_param(ri, ">= 0", s.arrival[i]);
+    if (s.arrival[i] > 1e12) fail_param(ri, "<= 1e12", s.arrival[i]);
+    if (s.matrix[i].size() != n)
+      throw ModelError(prefix + ".generator", detail::cat("parameter '", prefix, ".generator' must be square ", n,
+                                                           " x ", n, ", row ", i, " has ", s.matrix[i].size(),
+                                                           " entries"));
+    long double sum = 0.0L, scale = 0.0L;
+    for (size_t j = 0; j < n; ++j) {
+      const std::string gij = detail::cat(prefix, ".generator[", i, "][", j, "]");
+      require_finite(gij, s.matrix[i][j]);
+      if (j != i && s.matrix[i][j] < 0.0) fail_param(gij, ">= 0 (an off-diagonal rate)", s.matrix[i][j]);
+      if (std::abs(s.matrix[i][j]) > 1e12) fail_param(gij, "of magnitude <= 1e12", s.matrix[i][j]);
+      sum += s.matrix[i][j];
+      scale += std::abs(s.matrix[i][j]);
+    }
+    if (std::abs(static_cast<double>(sum)) > 1e-12 * std::max<double>(1.0, static_cast<double>(scale)))
+      fail_param(detail::cat(prefix, ".generator[", i, "]"), "a generator row (sum 0 within 1e-12)",
+                 detail::cat("row sum ", static_cast<double>(sum)));
+  }
+  (void)s.modulator_stationary();  // throws if not irreducible
+}
+
+/// The uniformised modulator P = I + Q / q (q = max |Q_ii|): same stationary vector.
+Source uniformised(const Source& s) {
+  Source u;
+  u.kind = Source::Kind::MMBP;
+  u.arrival.assign(s.arrival.size(), 0.0);
+  u.matrix = s.matrix;
+  double q = 0.0;
+  for (size_t i = 0; i < s.matrix.size(); ++i) q = std::max(q, -s.matrix[i][i]);
+  for (size_t i = 0; i < u.matrix.size(); ++i)
+    for (size_t j = 0; j < u.matrix.size(); ++j)
+      u.matrix[i][j] = (i == j ? 1.0 : 0.0) + (q > 0 ? s.matrix[i][j] / q : 0.0);
+  return u;
+}
+
+}  // namespace
+
+Source Source::poisson(double rate) {
+  Source s;
+  s.kind = Kind::Poisson;
+  s.matrix = {{0.0}};
+  s.arrival = {rate};
+  s.validate();
+  return s;
+}
+
+Source Source::mmpp(std::vector<std::vector<double>> generator, std::vector<double> rates) {
+  Source s;
+  s.kind = Kind::MMPP;
+  s.matrix = std::move(generator);
+  s.arrival = std::move(rates);
+  s.validate();
+  return s;
+}
+
 void Source::validate(const std::string& prefix) const {
+  if (continuous()) return validate_continuous(*this, prefix);
   const size_t n = arrival.size();
   if (n == 0) fail_param(prefix + ".arrival", "a non-empty list", "[]");
   if (matrix.size() != n)
@@ -113,6 +186,7 @@ void Source::validate(const std::string& prefix) const {
 }
 
 std::vector<double> Source::modulator_stationary() const {
+  if (continuous()) return uniformised(*this).modulator_stationary();
   // Grassmann-Taksar-Heyman elimination: subtraction-free, accurate to round-off
   // even for the SSMP's rates of a^-j (Stewart, Introduction to the Numerical
   // Solution of Markov Chains, sec. 2.7).
@@ -159,6 +233,8 @@ double Source::mean_rate() const {
 
 std::string Source::describe() const {
   switch (kind) {
+    case Kind::Poisson: return detail::cat("Poisson(rate=", arrival[0], ")");
+    case Kind::MMPP: return detail::cat("MMPP(", states(), " states)");
     case Kind::Bernoulli: return detail::cat("Bernoulli(alpha=", arrival[0], ")");
     case Kind::SSMP: return detail::cat("SSMP(n=", ssmp_n, ", q=", ssmp_q, ", a=", ssmp_a, ")");
     default: return detail::cat("MMBP(", states(), " states)");

@@ -1,6 +1,8 @@
 // Slotted simulator (SPEC 7): the order of events of SPEC 3 with real packets.
 #include "aqmchain/simulation/simulator.hpp"
 
+#include "aqmchain/model/filter.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -91,8 +93,9 @@ struct Setup {
   const Model& model;
   const SimOptions& o;
   int N, M;
-  double w, mu, ecn;
-  bool per_slot, discretised;
+  double mu, ecn;
+  EwmaFilter filter;
+  bool discretised;
   DropPolicy policy;
   DropFunction drop;
   Grid grid;
@@ -106,10 +109,9 @@ struct Setup {
         o(opt),
         N(m.buffer),
         M(m.source.states()),
-        w(m.aqm.w),
         mu(m.service.mu),
         ecn(m.aqm.ecn),
-        per_slot(m.aqm.update == UpdateRule::PerSlot),
+        filter(m.aqm),
         discretised(opt.discretised),
         policy(m.aqm.policy),
         drop(m.resolved_drop()),
@@ -207,13 +209,13 @@ void run(const Setup& S, Xoshiro256 rng, std::vector<Batch>& batches, TimeSeries
     const double lam = S.lam[m];
     const bool arrival = lam >= 1.0 || (lam > 0.0 && rng.uniform() < lam);
     // 1. filter update (every slot, or only in slots with an arrival)
-    if (S.per_slot || arrival) {
+    if (S.filter.advances(arrival)) {
       if (S.discretised) {
-        const GridTarget gt = S.grid.map((1.0 - S.w) * S.grid.points()[g] + S.w * q_prev);
+        const GridTarget gt = S.grid.map(S.filter.next(S.grid.points()[g], q_prev));
         g = (gt.p_lo >= 1.0 || rng.uniform() < gt.p_lo) ? gt.lo : gt.lo + 1;
         avg = S.grid.points()[g];
       } else {
-        avg = (1.0 - S.w) * avg + S.w * q_prev;
+        avg = S.filter.next(avg, q_prev);
       }
     }
     // 4. rejection test
@@ -373,6 +375,9 @@ PmfEstimate pmf_estimate(const std::vector<Batch>& bs, const std::vector<int64_t
 
 SimResult simulate(const Model& model, const SimOptions& o) {
   model.validate();
+  if (model.time != TimeKind::Discrete)
+    fail_param("model.time", "\"discrete\" for the simulator (it is slotted; continuous-time models are solved, "
+                             "not simulated)", "\"continuous\"");
   o.validate();
   const Setup S(model, o);
   const auto t0 = std::chrono::steady_clock::now();

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "aqmchain/model/queue_generator.hpp"
 #include "aqmchain/solvers/stationary.hpp"
 #include "solvers/multilevel.hpp"
 
@@ -208,9 +209,9 @@ void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResu
     L.rp.assign(PT.outerIndexPtr(), PT.outerIndexPtr() + c.n + 1);
     L.ci.assign(PT.innerIndexPtr(), PT.innerIndexPtr() + PT.nonZeros());
     L.v.assign(PT.valuePtr(), PT.valuePtr() + PT.nonZeros());
-    L.cn = c.level;
-    L.cg = c.avg_index;
-    L.cm = c.modulator;
+    L.cn = c.component(component::level);
+    L.cg = c.component(component::avg);
+    L.cm = c.component(component::modulator);
     find_diag(L);
   }
   const int32_t coarse_size = o.coarse_size;

@@ -4,6 +4,7 @@
 #include <arpack/arpack.h>
 #include <umfpack.h>
 
+#include "aqmchain/operators/operator.hpp"
 #include "solvers/multilevel.hpp"
 
 #include <algorithm>
@@ -430,11 +431,15 @@ std::string to_string(Method m) {
 }
 
 Method method_from(const std::string& s) {
-  for (Method m : {Method::Auto, Method::Direct, Method::Arnoldi, Method::GaussSeidel, Method::Power, Method::Multilevel})
+  std::string names;
+  for (Method m : kAllMethods) {
     if (to_string(m) == s) return m;
-  throw OptionError(
-      "solver option 'method' must be one of auto, direct, arnoldi, gauss_seidel, power, multilevel, got '" + s + "'");
+    names += (names.empty() ? "" : ", ") + to_string(m);
+  }
+  throw OptionError("solver option 'method' must be one of " + names + ", got '" + s + "'");
 }
+
+std::string to_string(Status s) { return s == Status::Converged ? "converged" : "not_converged"; }
 
 void StationaryOptions::validate() const {
   if (!(tol > 0.0 && tol < 1.0))
@@ -477,6 +482,20 @@ void check_solvable(const Chain& chain, const StationaryOptions& o) {
 }
 }  // namespace
 
+/// pi G = 0 is solved as pi P = pi for the uniformised P = I + G / Lambda (same
+/// stationary vector); the residual reported is ||pi P - pi||_1 = ||pi G||_1 / Lambda.
+template <class Solve>
+StationaryResult with_uniformised(const Chain& chain, Solve&& solve) {
+  double lambda = 1.0;
+  const auto t0 = Clock::now();
+  const Chain u = uniformised_chain(chain, &lambda);
+  const double setup = since(t0);
+  StationaryResult r = solve(u);
+  r.seconds.insert(r.seconds.begin(), {"uniformise", setup});
+  r.extra.push_back({"uniformization_rate", lambda});
+  return r;
+}
+
 DirectSolver::DirectSolver(StationaryOptions options) : options_(std::move(options)), cache_(new DirectCache) {
   options_.validate();
 }
@@ -487,6 +506,7 @@ long DirectSolver::analyses() const { return cache_->analyses; }
 long DirectSolver::solves() const { return cache_->solves; }
 
 StationaryResult DirectSolver::solve(const Chain& chain) {
+  if (chain.time == TimeKind::Continuous) return with_uniformised(chain, [&](const Chain& u) { return solve(u); });
   check_solvable(chain, options_);
   StationaryResult r;
   r.requested = Method::Direct;
@@ -497,6 +517,8 @@ StationaryResult DirectSolver::solve(const Chain& chain) {
 }
 
 StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o) {
+  if (chain.time == TimeKind::Continuous)
+    return with_uniformised(chain, [&](const Chain& u) { return solve_stationary(u, o); });
   check_solvable(chain, o);
   StationaryResult r;
   r.requested = o.method;

@@ -1,14 +1,16 @@
-// Builder: reachable states from the empty system, CSR assembly of P, per-state
-// event probabilities and the communicating-class analysis (Tarjan).
+// Builder: reachable states from the generator's initial states, CSR assembly
+// of P or G, per-state event weights and the communicating-class analysis.
+// Nothing here names a state component: the generator and the descriptor do.
 #include "aqmchain/state/chain.hpp"
-
-#include "model/slot_kernel.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <unordered_map>
+
+#include "aqmchain/model/queue_generator.hpp"
 
 namespace aqm {
 
@@ -87,114 +89,189 @@ ClassInfo closed_classes(const Chain& c) {
   return info;
 }
 
+/// Bytes of a dense key -> state index over the product space.
+double dense_index_bytes(int64_t product) { return static_cast<double>(product) * sizeof(int32_t); }
+
+/// A dense index is used while it costs at most this share of the budget.
+constexpr double kDenseShare = 0.25;
+
 }  // namespace
 
-ChainEstimate estimate_chain(const Model& model) {
-  model.validate();
+ChainEstimate estimate_chain(const TransitionGenerator& g) {
   ChainEstimate e;
-  const int64_t G = static_cast<int64_t>(model.grid.resolve(model.buffer).size());
-  const int64_t M = model.source.states();
-  int64_t mod_nnz = 0;
-  for (const auto& row : model.source.matrix)
-    for (double v : row) mod_nnz += v > 0.0;
-  e.product_states = (static_cast<int64_t>(model.buffer) + 1) * G * M;
-  // per row: <= 2 grid targets (+1 without update) x modulator row x 3 levels
-  const int64_t per_row = 3 * (model.aqm.update == UpdateRule::PerArrival ? 3 : 2) * ((mod_nnz + M - 1) / M + 1);
-  e.max_nnz = e.product_states * std::min<int64_t>(per_row, 3 * 3 * M);
-  // product maps (rank + visited), CSR, labels and 6 event vectors per state,
-  // BFS queue; plus the solver's copy of the matrix (another CSR) and vectors.
-  e.bytes = static_cast<double>(e.product_states) * (4 + 1 + 8 + 3 * 4 + 6 * 8 + 4 * 8) +
-            static_cast<double>(e.max_nnz) * 2 * (4 + 8);
+  e.product_states = g.space().product();
+  // All in double: the product space may be far beyond what fits (that is what
+  // the estimate is for), and int64 products of it would overflow.
+  const double P = static_cast<double>(e.product_states);
+  const double nnz = P * std::max(1, g.max_successors());
+  e.max_nnz = nnz >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(nnz);
+  const double events = static_cast<double>(g.event_names().size());
+  const double labels = static_cast<double>(g.space().count());
+  // index (dense over the product, or hashed over the reachable states), keys of
+  // the BFS, labels and event weights per state; CSR plus the solver's copy.
+  const double per_state = 8 + 4 * labels + 8 * events + 4 * 8;
+  const double index = std::min(dense_index_bytes(e.product_states), P * 40.0);
+  e.bytes = index + P * per_state + nnz * 2 * (4 + 8);
   return e;
 }
 
-int32_t Chain::index_of(int32_t l, int32_t g, int32_t m) const {
-  const int64_t G = static_cast<int64_t>(grid.size()), M = model.source.states();
-  if (l < 0 || l > model.buffer || g < 0 || g >= G || m < 0 || m >= M) return -1;
-  return rank_[(static_cast<int64_t>(l) * G + g) * M + m];
+ChainEstimate estimate_chain(const Model& model) {
+  model.validate();
+  return estimate_chain(*queue_generator(model));
+}
+
+const std::vector<int32_t>& Chain::component(const std::string& name) const {
+  return labels.at(static_cast<size_t>(space.at(name)));
+}
+
+const std::vector<double>& Chain::event(const std::string& name) const {
+  for (size_t e = 0; e < event_names.size(); ++e)
+    if (event_names[e] == name) return events[e];
+  throw std::out_of_range("the chain has no event '" + name + "'");
+}
+
+int64_t Chain::key_of(int32_t s) const {
+  int64_t k = 0;
+  for (int c = 0; c < space.count(); ++c) k += space.stride(c) * labels[c][s];
+  return k;
+}
+
+int32_t Chain::index_of_key(int64_t key) const {
+  if (key < 0 || key >= space.product()) return -1;
+  if (!rank_.empty()) return rank_[static_cast<size_t>(key)];
+  const auto it = std::lower_bound(keys_.begin(), keys_.end(), key);
+  return it != keys_.end() && *it == key ? static_cast<int32_t>(it - keys_.begin()) : -1;
+}
+
+int32_t Chain::index_of(const std::vector<int32_t>& values) const {
+  return index_of_key(space.encode_checked(values));
 }
 
 Chain build_chain(const Model& model, const BuildOptions& options) {
-  const ChainEstimate est = estimate_chain(model);  // validates
-  if (!(options.memory_limit_bytes > 0.0))
-    throw ModelError("memory_limit", detail::cat("parameter 'memory_limit' must be > 0 bytes, got ", options.memory_limit_bytes));
-  if (est.bytes > options.memory_limit_bytes)
-    throw StateSpaceTooLarge(
-        "memory_limit",
-        detail::cat("state space too large: up to ", est.product_states, " states and ", est.max_nnz,
-                    " transitions need up to ", est.bytes / 1e9, " GB, above the memory limit of ",
-                    options.memory_limit_bytes / 1e9, " GB (raise 'memory_limit' or coarsen the grid)"));
-  if (est.product_states >= std::numeric_limits<int32_t>::max() ||
-      est.max_nnz >= static_cast<int64_t>(std::numeric_limits<int32_t>::max()) * 4)
-    throw StateSpaceTooLarge("grid.k", detail::cat("state space too large for 32-bit indices: ", est.product_states,
-                                                   " product states"));
-
-  const detail::SlotKernel K(model);
-  Chain c;
-  c.model = model;
-  c.grid = K.grid.points();
-  c.report.product_states = est.product_states;
-  c.report.estimated_bytes = est.bytes;
+  model.validate();
+  const auto gen = queue_generator(model);
+  Chain c = build_chain(*gen, model, options);
   if (model.grid.mapping == Mapping::Nearest)
     c.report.warnings.push_back(detail::cat(
         "grid.mapping = \"nearest\" freezes avg whenever w |q - avg| < h/2 (here |q - avg| < ",
         0.5 * (c.grid[1] - c.grid[0]) / model.aqm.w, " packets on the first cell); prefer \"split\""));
+  return c;
+}
 
-  // --- 1. reachability from the empty system (BFS over product ids).
+Chain build_chain(const TransitionGenerator& gen, const Model& model, const BuildOptions& options) {
+  if (!(options.memory_limit_bytes > 0.0))
+    fail_param("memory_limit_gb", "> 0", options.memory_limit_bytes / (1024.0 * 1024 * 1024));
+  const ChainEstimate est = estimate_chain(gen);
+  const double limit = options.memory_limit_bytes;
+  // The dense product bound is loose for sparse reachable sets (e.g. several
+  // filter variables): refuse on it only when the space could not be hashed either.
+  const bool dense = dense_index_bytes(est.product_states) <= kDenseShare * limit &&
+                     est.product_states < std::numeric_limits<int32_t>::max();
+  if (dense && est.bytes > limit)
+    throw StateSpaceTooLarge(
+        "memory_limit_gb",
+        detail::cat("state space too large: up to ", est.product_states, " states and ", est.max_nnz,
+                    " transitions need up to ", est.bytes / 1e9, " GB, above memory_limit_gb = ",
+                    limit / (1024.0 * 1024 * 1024), " (raise memory_limit_gb or coarsen the grid)"));
+
+  const StateSpace& space = gen.space();
+  const size_t n_events = gen.event_names().size();
+  Chain c;
+  c.model = model;
+  c.time = gen.time();
+  c.space = space;
+  c.grid = model.grid.resolve(model.buffer);
+  c.event_names = gen.event_names();
+  c.report.product_states = est.product_states;
+  c.report.estimated_bytes = est.bytes;
+  c.report.hashed_index = !dense;
+
+  // --- 1. reachability (BFS over keys).
   auto t0 = Clock::now();
-  const int64_t P = est.product_states;
-  c.rank_.assign(static_cast<size_t>(P), -1);  // -2 = seen (before ranking)
-  std::vector<int64_t> queue;
+  std::vector<int64_t> queue = gen.initial_states();
+  std::unordered_map<int64_t, int32_t> hashed;
+  const double per_state = 8.0 + 4.0 * space.count() + 8.0 * n_events + 40.0 +
+                           gen.max_successors() * 2.0 * (4 + 8);
+  const int64_t max_states =
+      std::min<int64_t>(std::numeric_limits<int32_t>::max() - 1, static_cast<int64_t>(limit / per_state));
+  auto mark = [&](int64_t key) -> bool {  // true when the key is new
+    if (dense) {
+      if (c.rank_[static_cast<size_t>(key)] != -1) return false;
+      c.rank_[static_cast<size_t>(key)] = -2;
+      return true;
+    }
+    return hashed.emplace(key, -2).second;
+  };
+  if (dense) c.rank_.assign(static_cast<size_t>(est.product_states), -1);
+  {
+    std::vector<int64_t> init;
+    init.swap(queue);
+    for (int64_t k : init)
+      if (k < 0 || k >= est.product_states) throw std::logic_error("internal error: initial state outside the space");
+      else if (mark(k)) queue.push_back(k);
+  }
+  Successors succ;
   int64_t emitted = 0;  // transitions emitted, duplicates included: an upper bound on nnz
-  for (int m = 0; m < K.M; ++m) {
-    queue.push_back(K.id(0, 0, m));
-    c.rank_[queue.back()] = -2;
-  }
   for (size_t head = 0; head < queue.size(); ++head) {
-    const int64_t id = queue[head];
-    const int m = static_cast<int>(id % K.M), g = static_cast<int>((id / K.M) % K.G),
-              l = static_cast<int>(id / (static_cast<int64_t>(K.M) * K.G));
-    K.successors(l, g, m,
-                 [&](int l2, int g2, int m2, double) {
-                   ++emitted;
-                   const int64_t id2 = K.id(l2, g2, m2);
-                   if (c.rank_[id2] == -1) {
-                     c.rank_[id2] = -2;
-                     queue.push_back(id2);
-                   }
-                 },
-                 nullptr);
+    succ.clear();
+    gen.successors(queue[head], succ, nullptr);
+    emitted += static_cast<int64_t>(succ.size()) + (c.time == TimeKind::Continuous);
+    for (const auto& [k, p] : succ) {
+      if (k < 0 || k >= est.product_states)
+        throw std::logic_error("internal error: a transition leaves the state space");
+      if (mark(k)) queue.push_back(k);
+    }
+    if (static_cast<int64_t>(queue.size()) > max_states)
+      throw StateSpaceTooLarge("memory_limit_gb",
+                               detail::cat("state space too large: more than ", max_states,
+                                           " reachable states do not fit memory_limit_gb = ",
+                                           limit / (1024.0 * 1024 * 1024), " (raise memory_limit_gb or coarsen the grid)"));
   }
+  // Number the states in key order.
+  std::sort(queue.begin(), queue.end());
   const int64_t states = static_cast<int64_t>(queue.size());
-  std::vector<int64_t>().swap(queue);
-  int32_t next = 0;
-  for (int64_t id = 0; id < P; ++id)
-    if (c.rank_[id] == -2) c.rank_[id] = next++;
-  c.n = next;
+  for (int32_t s = 0; s < states; ++s) {
+    if (dense)
+      c.rank_[static_cast<size_t>(queue[s])] = s;
+    else
+      hashed[queue[s]] = s;
+  }
+  auto rank = [&](int64_t key) { return dense ? c.rank_[static_cast<size_t>(key)] : hashed.find(key)->second; };
+  c.n = static_cast<int32_t>(states);
   c.report.seconds_explore = since(t0);
 
-  // --- 2. CSR assembly in (n, avg, modulator) order.
+  // --- 2. CSR assembly in key order.
   t0 = Clock::now();
+  const bool continuous = c.time == TimeKind::Continuous;
   c.rowptr.assign(static_cast<size_t>(states) + 1, 0);
   c.col.reserve(static_cast<size_t>(emitted));  // no regrowth while assembling
   c.val.reserve(static_cast<size_t>(emitted));
-  for (auto* v : {&c.level, &c.avg_index, &c.modulator}) v->resize(states);
-  for (auto* v : {&c.p_arrival, &c.p_aqm_drop, &c.p_mark, &c.p_overflow, &c.p_admit, &c.p_depart}) v->resize(states);
+  c.labels.assign(space.count(), std::vector<int32_t>(static_cast<size_t>(states)));
+  c.events.assign(n_events, std::vector<double>(static_cast<size_t>(states)));
   std::vector<std::pair<int32_t, double>> row;
-  int32_t s = 0;
+  std::vector<double> ev(n_events);
+  std::vector<int32_t> tuple(space.count());
   double max_err = 0.0;
-  for (int64_t id = 0; id < P; ++id) {
-    if (c.rank_[id] < 0) continue;
-    const int m = static_cast<int>(id % K.M), g = static_cast<int>((id / K.M) % K.G),
-              l = static_cast<int>(id / (static_cast<int64_t>(K.M) * K.G));
+  for (int32_t s = 0; s < c.n; ++s) {
+    const int64_t key = queue[s];
+    succ.clear();
+    gen.successors(key, succ, ev.data());
     row.clear();
-    detail::SlotKernel::Events ev;
-    K.successors(l, g, m, [&](int l2, int g2, int m2, double p) { row.push_back({c.rank_[K.id(l2, g2, m2)], p}); },
-                 &ev);
+    double out_rate = 0.0;
+    for (const auto& [k, p] : succ) {
+      if (!(p >= 0.0) || !std::isfinite(p))
+        throw std::logic_error(detail::cat("internal error: state ", s, " has a transition weight ", p));
+      if (continuous) {
+        if (k == key) continue;  // a self-loop is no transition in continuous time
+        out_rate += p;
+      }
+      row.push_back({rank(k), p});
+    }
+    if (continuous) row.push_back({s, -out_rate});
     std::sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    double sum = 0.0;
+    long double sum = 0.0L;
     for (size_t k = 0; k < row.size(); ++k) {
-      if (!c.col.empty() && static_cast<int64_t>(c.col.size()) > c.rowptr[s] && c.col.back() == row[k].first)
+      if (static_cast<int64_t>(c.col.size()) > c.rowptr[s] && c.col.back() == row[k].first)
         c.val.back() += row[k].second;
       else {
         c.col.push_back(row[k].first);
@@ -203,27 +280,26 @@ Chain build_chain(const Model& model, const BuildOptions& options) {
       sum += row[k].second;
     }
     if (c.col.size() >= static_cast<size_t>(std::numeric_limits<int32_t>::max()))
-      throw StateSpaceTooLarge("grid.k", "more than 2^31 - 1 transitions: too large for 32-bit CSR");
+      throw StateSpaceTooLarge("memory_limit_gb", "more than 2^31 - 1 transitions: too large for 32-bit CSR");
     c.rowptr[s + 1] = static_cast<int32_t>(c.col.size());
-    max_err = std::max(max_err, std::abs(sum - 1.0));
-    c.level[s] = l;
-    c.avg_index[s] = g;
-    c.modulator[s] = m;
-    c.p_arrival[s] = ev.arrival;
-    c.p_aqm_drop[s] = ev.aqm;
-    c.p_mark[s] = ev.mark;
-    c.p_overflow[s] = ev.overflow;
-    c.p_admit[s] = ev.admit;
-    c.p_depart[s] = ev.depart;
-    ++s;
+    const double err = continuous ? (out_rate > 0 ? std::abs(static_cast<double>(sum)) / out_rate : 0.0)
+                                  : std::abs(static_cast<double>(sum) - 1.0);
+    max_err = std::max(max_err, err);
+    space.decode(key, tuple.data());
+    for (int k = 0; k < space.count(); ++k) c.labels[k][s] = tuple[k];
+    for (size_t e = 0; e < n_events; ++e) c.events[e][s] = ev[e];
   }
   if (c.col.capacity() > c.col.size() + c.col.size() / 8) {  // merged duplicates left much unused: copy
     c.col.shrink_to_fit();
     c.val.shrink_to_fit();
   }
+  if (!dense) {
+    c.keys_.swap(queue);
+  }
   c.report.max_row_error = max_err;
   if (max_err > 1e-14)
-    throw std::logic_error(detail::cat("internal error: a row of P sums to 1 +- ", max_err, " (> 1e-14)"));
+    throw std::logic_error(detail::cat("internal error: a row of ", continuous ? "G sums to 0 +- " : "P sums to 1 +- ",
+                                       max_err, " (> 1e-14)"));
   c.report.seconds_assemble = since(t0);
 
   // --- 3. communicating classes.
@@ -255,8 +331,16 @@ double stationary_residual(const Chain& c, const std::vector<double>& pi) {
   std::vector<double> y(c.n);
   left_multiply(c, pi.data(), y.data());
   long double r = 0.0L;
-  for (int32_t i = 0; i < c.n; ++i) r += std::abs(y[i] - pi[i]);
-  return static_cast<double>(r);
+  if (c.time == TimeKind::Discrete) {
+    for (int32_t i = 0; i < c.n; ++i) r += std::abs(y[i] - pi[i]);
+    return static_cast<double>(r);
+  }
+  double lambda = 0.0;
+  for (int32_t i = 0; i < c.n; ++i)
+    for (int32_t k = c.rowptr[i]; k < c.rowptr[i + 1]; ++k)
+      if (c.col[k] == i) lambda = std::max(lambda, -c.val[k]);
+  for (int32_t i = 0; i < c.n; ++i) r += std::abs(y[i]);
+  return lambda > 0 ? static_cast<double>(r) / lambda : static_cast<double>(r);
 }
 
 }  // namespace aqm

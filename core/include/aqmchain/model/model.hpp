@@ -19,8 +19,13 @@ namespace aqm {
 // ---------------------------------------------------------------- service (2.2)
 
 struct Service {
-  double mu = 0.5;  ///< geometric completion probability per slot, in (0, 1]
+  enum class Kind { Geometric, Exponential };
+  Kind kind = Kind::Geometric;
+  /// Geometric: completion probability per slot, in (0, 1].
+  /// Exponential (continuous time): service rate per unit time, > 0.
+  double mu = 0.5;
   static Service geometric(double mu);
+  static Service exponential(double mu);
   void validate(const std::string& prefix = "service") const;
 };
 
@@ -35,13 +40,20 @@ struct Aqm {
   UpdateRule update = UpdateRule::PerSlot;
   DropPolicy policy = DropPolicy::Tail;
   double ecn = 0.0;  ///< probability an arrival is ECN-capable
-  void validate(const std::string& prefix = "aqm") const;
+  /// `w_is_rate`: continuous time, where w is a rate per unit time (any w > 0).
+  void validate(const std::string& prefix = "aqm", bool w_is_rate = false) const;
 };
 
 // ---------------------------------------------------------------- model
 
+/// Discrete (slotted, stochastic P) or continuous time (generator G), SPEC 1 and 6.
+enum class TimeKind { Discrete, Continuous };
+std::string to_string(TimeKind);
+TimeKind time_kind_from(const std::string&);
+
 struct Model {
   int buffer = 250;  ///< N, counts the packet in service
+  TimeKind time = TimeKind::Discrete;
   Source source = Source::bernoulli(0.5);
   Service service;
   Aqm aqm;

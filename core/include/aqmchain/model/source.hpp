@@ -12,14 +12,17 @@ namespace aqm {
 
 // ---------------------------------------------------------------- sources (2.1)
 
-/// A slotted source with at most one arrival per slot.  Bernoulli is the
-/// one-state case of MMBP; SSMP is an MMBP built from (n, q, a).
+/// An arrival source.  Slotted kinds (at most one arrival per slot): Bernoulli is
+/// the one-state case of MMBP; SSMP is an MMBP built from (n, q, a).
+/// Continuous-time kinds (SPEC 6): Poisson is the one-state case of MMPP.
 struct Source {
-  enum class Kind { Bernoulli, MMBP, SSMP };
+  enum class Kind { Bernoulli, MMBP, SSMP, Poisson, MMPP };
   Kind kind = Kind::Bernoulli;
-  /// Row-stochastic modulator matrix (row-major, n x n).  1 x 1 [[1]] for Bernoulli.
+  /// Slotted kinds: row-stochastic modulator matrix (n x n), [[1]] for Bernoulli.
+  /// Continuous kinds: the modulator's generator (rows sum to 0), [[0]] for Poisson.
   std::vector<std::vector<double>> matrix{{1.0}};
-  /// Arrival probability in each modulator state.
+  /// Slotted kinds: arrival probability in each modulator state.
+  /// Continuous kinds: arrival rate (per unit time) in each modulator state.
   std::vector<double> arrival{0.5};
   // SSMP parameters (kind == SSMP only).
   int ssmp_n = 0;
@@ -31,6 +34,14 @@ struct Source {
   static Source ssmp(int n, double q, double a);
   /// SSMP with the given mean rate pi_0 = (1 - 1/q)/(1 - q^-n), solving for q.
   static Source ssmp_from_mean(double mean, double a, int n);
+  /// Poisson arrivals with the given rate per unit time (continuous time).
+  static Source poisson(double rate);
+  /// Markov-modulated Poisson process: generator (rows sum to 0, off-diagonals
+  /// >= 0) and the arrival rate in each modulator state (continuous time).
+  static Source mmpp(std::vector<std::vector<double>> generator, std::vector<double> rates);
+
+  /// True for the continuous-time kinds (Poisson, MMPP).
+  bool continuous() const { return kind == Kind::Poisson || kind == Kind::MMPP; }
 
   int states() const { return static_cast<int>(arrival.size()); }
   /// Stationary vector of the modulator (unique for an irreducible modulator).

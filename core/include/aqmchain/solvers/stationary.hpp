@@ -24,6 +24,9 @@ enum class Method {
   Power,        ///< pi <- pi P
   Multilevel,   ///< multilevel aggregation over the (n, avg) lattice with Gauss-Seidel smoothing
 };
+/// Every method, in the order the docs list them (names from to_string).
+inline constexpr Method kAllMethods[] = {Method::Auto,        Method::Direct, Method::Arnoldi,
+                                         Method::GaussSeidel, Method::Power,  Method::Multilevel};
 std::string to_string(Method);
 Method method_from(const std::string&);
 
@@ -51,6 +54,7 @@ struct StationaryOptions {
 };
 
 enum class Status { Converged, NotConverged };
+std::string to_string(Status);
 
 struct StationaryResult {
   std::vector<double> pi;

@@ -1,18 +1,24 @@
-// State space and transition builder (SPEC sections 3 and 4).
+// State space and matrix builder (SPEC sections 3, 4 and 6).
 //
-// States are (n, avg grid index, modulator state), restricted to those reachable
-// from the empty system (n = 0, avg = 0, any modulator state).  They are numbered
-// in lexicographic (n, avg, modulator) order, so P is block-tridiagonal in n.
-// P is row-stochastic, stored CSR with 32-bit indices, rows = "from" state
-// (row-vector convention pi P = pi, SPEC 1).
+// A TransitionGenerator (state/generator.hpp) describes the model; the builder
+// explores the states reachable from its initial states, numbers them in key
+// order (lexicographic in the descriptor's components: for the queue models
+// (n, avg, modulator), so P is block-tridiagonal in n) and assembles the matrix
+// in CSR with 32-bit indices, rows = "from" state (row-vector convention,
+// SPEC 1).  Discrete models give a row-stochastic P (rows sum to 1), continuous
+// ones a generator G (rows sum to 0, off-diagonals >= 0); the builder checks
+// which at build time.
 #pragma once
 
 #include <Eigen/SparseCore>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "aqmchain/model/model.hpp"
+#include "aqmchain/state/descriptor.hpp"
+#include "aqmchain/state/generator.hpp"
 
 namespace aqm {
 
@@ -20,17 +26,18 @@ using SpMat = Eigen::SparseMatrix<double, Eigen::RowMajor, int32_t>;
 using SpMap = Eigen::Map<const SpMat>;
 
 struct BuildOptions {
-  /// Refuse to build when the estimate of section `estimate_chain` exceeds this.
+  /// Refuse to build when the estimate of `estimate_chain` exceeds this.
   double memory_limit_bytes = 8.0 * 1024 * 1024 * 1024;
 };
 
 /// Upper bounds computed from the model before anything is built.
 struct ChainEstimate {
-  int64_t product_states = 0;  ///< (N + 1) x grid points x modulator states
+  int64_t product_states = 0;  ///< product of the component sizes
   int64_t max_nnz = 0;         ///< upper bound on the transitions
   double bytes = 0.0;          ///< upper bound on the builder's peak memory
 };
 ChainEstimate estimate_chain(const Model& model);
+ChainEstimate estimate_chain(const TransitionGenerator& generator);
 
 struct BuildReport {
   int64_t product_states = 0;
@@ -38,47 +45,60 @@ struct BuildReport {
   double seconds_explore = 0.0;   ///< reachability search
   double seconds_assemble = 0.0;  ///< CSR assembly
   double seconds_classes = 0.0;   ///< communicating-class analysis
-  double max_row_error = 0.0;     ///< max_i |sum_j P_ij - 1|
+  double max_row_error = 0.0;     ///< max_i |sum_j P_ij - 1| (discrete) or |sum_j G_ij| / |G_ii| (continuous)
   int closed_classes = 0;         ///< 1 for a chain with a unique stationary vector
   int64_t transient_states = 0;   ///< reachable states outside the closed class(es)
+  bool hashed_index = false;      ///< states indexed by a hash map (product space too large for a dense index)
   std::vector<std::string> warnings;
 };
 
 class Chain {
  public:
-  Model model;
-  std::vector<double> grid;  ///< avg grid points g_0 .. g_L
+  Model model;                ///< the model the chain was built from
+  TimeKind time = TimeKind::Discrete;
+  StateSpace space;           ///< the state descriptor
+  std::vector<double> grid;   ///< avg grid points g_0 .. g_L (queue models)
 
-  // P in CSR (row-major, 32-bit indices).
+  // P (discrete) or G (continuous) in CSR (row-major, 32-bit indices).
   int32_t n = 0;
   std::vector<int32_t> rowptr, col;
   std::vector<double> val;
 
-  // State labels.
-  std::vector<int32_t> level;     ///< n: packets in the system
-  std::vector<int32_t> avg_index; ///< index into `grid`
-  std::vector<int32_t> modulator; ///< modulator state
-
-  // Per-state probabilities of the events in one slot starting in that state
-  // (SPEC 3): an arrival; an AQM drop (not marked); an ECN mark; an overflow
-  // drop; an arrival admitted (n grows by it); a departure.
-  std::vector<double> p_arrival, p_aqm_drop, p_mark, p_overflow, p_admit, p_depart;
+  /// labels[c][s]: value of component c (descriptor order) in state s.
+  std::vector<std::vector<int32_t>> labels;
+  /// events[e][s]: weight of event event_names[e] in state s (probability per
+  /// slot, or rate per unit time for continuous models).
+  std::vector<std::string> event_names;
+  std::vector<std::vector<double>> events;
 
   int32_t recurrent_state = -1;  ///< a state of the closed class when it is unique
   BuildReport report;
 
   int64_t nnz() const { return static_cast<int64_t>(val.size()); }
   SpMap matrix() const { return SpMap(n, n, nnz(), rowptr.data(), col.data(), val.data()); }
-  /// Index of (n, avg_index, modulator), or -1 if that state is not reachable.
-  int32_t index_of(int32_t level, int32_t avg_index, int32_t modulator) const;
+
+  /// Labels of the component called `name` (std::out_of_range when absent).
+  const std::vector<int32_t>& component(const std::string& name) const;
+  /// Weights of the event called `name` (std::out_of_range when absent).
+  const std::vector<double>& event(const std::string& name) const;
+  /// Key of state s.
+  int64_t key_of(int32_t s) const;
+  /// Index of the state with this key, or -1 when it is not reachable.
+  int32_t index_of_key(int64_t key) const;
+  /// Index of the state with these component values, or -1 (std::out_of_range on a bad tuple).
+  int32_t index_of(const std::vector<int32_t>& values) const;
 
  private:
-  friend Chain build_chain(const Model&, const BuildOptions&);
-  std::vector<int32_t> rank_;  ///< product id -> state index (-1: unreachable)
+  friend Chain build_chain(const TransitionGenerator&, const Model&, const BuildOptions&);
+  std::vector<int32_t> rank_;   ///< dense index: key -> state (-1: unreachable); empty when hashed
+  std::vector<int64_t> keys_;   ///< hashed index: sorted keys of the states
 };
 
 /// Explore, assemble and classify the chain of `model` (validated first).
 Chain build_chain(const Model& model, const BuildOptions& options = {});
+/// The same for any generator; `model` supplies what analysis reads (buffer,
+/// grid, service, policy).  Used for models assembled from components by hand.
+Chain build_chain(const TransitionGenerator& generator, const Model& model, const BuildOptions& options = {});
 
 /// Communicating-class analysis of the CSR graph (Tarjan, O(nnz)): fills
 /// report.closed_classes, report.transient_states and recurrent_state.
@@ -88,7 +108,8 @@ void classify(Chain& chain);
 /// y = x P (row vector times P), i.e. y = P^T x.
 void left_multiply(const Chain& c, const double* x, double* y);
 
-/// ||pi P - pi||_1.
+/// ||pi P - pi||_1 (discrete) or ||pi G||_1 / max_i |G_ii| (continuous: the
+/// residual of the uniformised chain P = I + G / max_i |G_ii|).
 double stationary_residual(const Chain& c, const std::vector<double>& pi);
 
 }  // namespace aqm

@@ -1,0 +1,41 @@
+// The transition generator of the queue models (SPEC 3 and 6): state (n, avg
+// grid index, modulator), successors from the slot kernel (discrete time) or
+// the rate kernel (continuous time).  This is the one place where the queue's
+// components are named for the builder.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aqmchain/model/model.hpp"
+#include "aqmchain/state/generator.hpp"
+
+namespace aqm {
+
+/// Component names of the queue models' descriptor, in key order.
+namespace component {
+inline const std::string level = "level";      ///< n: packets in the system (waiting + in service)
+inline const std::string avg = "avg_index";    ///< index of avg on the grid
+inline const std::string modulator = "modulator";  ///< source modulator state
+}  // namespace component
+
+/// Event names of the queue models, in the order of their weights.
+namespace event {
+inline const std::string arrival = "arrival";    ///< an arrival
+inline const std::string aqm_drop = "aqm_drop";  ///< an AQM drop (not marked)
+inline const std::string mark = "mark";          ///< an ECN mark
+inline const std::string overflow = "overflow";  ///< an overflow drop
+inline const std::string admit = "admit";        ///< an arrival admitted (n grows by it)
+inline const std::string depart = "depart";      ///< a departure
+}  // namespace event
+const std::vector<std::string>& queue_event_names();
+
+/// The descriptor of `model`'s queue chain: n in 0..N, avg on the resolved grid,
+/// the modulator (not coarsened by multilevel aggregation).
+StateSpace queue_state_space(const Model& model);
+
+/// Generator of the queue chain of a validated model (discrete or continuous).
+std::unique_ptr<TransitionGenerator> queue_generator(const Model& model);
+
+}  // namespace aqm

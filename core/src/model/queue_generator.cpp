@@ -1,0 +1,128 @@
+// Transition generators of the queue models: the slot kernel (SPEC 3) for
+// discrete time, the rate kernel (SPEC 6) for continuous time.
+#include "aqmchain/model/queue_generator.hpp"
+
+#include "model/slot_kernel.hpp"
+
+namespace aqm {
+
+const std::vector<std::string>& queue_event_names() {
+  static const std::vector<std::string> names{event::arrival, event::aqm_drop, event::mark,
+                                              event::overflow, event::admit,    event::depart};
+  return names;
+}
+
+StateSpace queue_state_space(const Model& model) {
+  StateSpace s;
+  s.add(component::level, model.buffer + 1);
+  s.add(component::avg, static_cast<int32_t>(model.grid.resolve(model.buffer).size()));
+  s.add(component::modulator, model.source.states(), /*coarsen=*/false);
+  return s;
+}
+
+namespace {
+
+std::vector<int64_t> empty_system(const StateSpace& s, int modulators) {
+  std::vector<int64_t> keys;
+  for (int m = 0; m < modulators; ++m) keys.push_back(m);  // n = 0, avg index 0
+  (void)s;
+  return keys;
+}
+
+/// Discrete time: one slot of SPEC 3.
+class SlotGenerator final : public TransitionGenerator {
+ public:
+  explicit SlotGenerator(const Model& m) : K_(m) {}
+  const StateSpace& space() const override { return K_.space; }
+  TimeKind time() const override { return TimeKind::Discrete; }
+  const std::vector<std::string>& event_names() const override { return queue_event_names(); }
+  std::vector<int64_t> initial_states() const override { return empty_system(K_.space, K_.M); }
+  int max_successors() const override {
+    // <= 2 grid targets (+1 without update) x modulator row x 3 levels
+    size_t row = 1;
+    for (const auto& r : K_.mrows) row = std::max(row, r.size());
+    return static_cast<int>(3 * (K_.filter.per_slot() ? 2 : 3) * row);
+  }
+  void successors(int64_t key, Successors& out, double* events) const override {
+    int n, g, m;
+    K_.decode(key, n, g, m);
+    detail::SlotKernel::Events ev;
+    K_.successors(n, g, m, [&](int n2, int g2, int m2, double p) { out.push_back({K_.id(n2, g2, m2), p}); },
+                  events ? &ev : nullptr);
+    if (events) ev.store(events);
+  }
+
+ private:
+  detail::SlotKernel K_;
+};
+
+/// Continuous time (SPEC 6): Poisson/MMPP arrivals, exponential service, the
+/// EWMA as d avg/dt = w (q - avg) by upwind rates between grid points.
+class RateGenerator final : public TransitionGenerator {
+ public:
+  explicit RateGenerator(const Model& m)
+      : N_(m.buffer),
+        M_(m.source.states()),
+        mu_(m.service.mu),
+        ecn_(m.aqm.ecn),
+        filter_(m.aqm),
+        grid_(m.grid.resolve(m.buffer)),
+        space_(queue_state_space(m)),
+        Q_(m.source.matrix),
+        lam_(m.source.arrival) {
+    const DropFunction drop = m.resolved_drop();
+    for (double g : grid_) pdrop_.push_back(drop(g));
+  }
+  const StateSpace& space() const override { return space_; }
+  TimeKind time() const override { return TimeKind::Continuous; }
+  const std::vector<std::string>& event_names() const override { return queue_event_names(); }
+  std::vector<int64_t> initial_states() const override { return empty_system(space_, M_); }
+  int max_successors() const override { return 5 + M_; }
+  void successors(int64_t key, Successors& out, double* events) const override {
+    const int64_t sn = space_.stride(0), sg = space_.stride(1);
+    const int n = static_cast<int>(key / sn), g = static_cast<int>((key % sn) / sg), m = static_cast<int>(key % sg);
+    for (int m2 = 0; m2 < M_; ++m2)
+      if (m2 != m && Q_[m][m2] > 0.0) out.push_back({key - m + m2, Q_[m][m2]});
+    const double lam = lam_[m];
+    const double pd = pdrop_[g];
+    const double rej = n == N_ ? 1.0 : (1.0 - ecn_) * pd;
+    const double admit = lam * (1.0 - rej);
+    if (admit > 0.0) out.push_back({key + sn, admit});
+    const double dep = n >= 1 ? mu_ : 0.0;
+    if (dep > 0.0) out.push_back({key - sn, dep});
+    double up, down;
+    filter_.upwind_rates(grid_, g, std::max(n - 1, 0), up, down);
+    if (up > 0.0) out.push_back({key + sg, up});
+    if (down > 0.0) out.push_back({key - sg, down});
+    if (events) {
+      detail::SlotKernel::Events e;
+      e.arrival = lam;
+      if (n == N_)
+        e.overflow = lam;
+      else
+        e.aqm = lam * rej;
+      e.mark = n == N_ ? 0.0 : lam * ecn_ * pd;
+      e.admit = admit;
+      e.depart = dep;
+      e.store(events);
+    }
+  }
+
+ private:
+  int N_, M_;
+  double mu_, ecn_;
+  EwmaFilter filter_;
+  std::vector<double> grid_, pdrop_;
+  StateSpace space_;
+  std::vector<std::vector<double>> Q_;
+  std::vector<double> lam_;
+};
+
+}  // namespace
+
+std::unique_ptr<TransitionGenerator> queue_generator(const Model& model) {
+  if (model.time == TimeKind::Continuous) return std::make_unique<RateGenerator>(model);
+  return std::make_unique<SlotGenerator>(model);
+}
+
+}  // namespace aqm

@@ -1,0 +1,51 @@
+// Shared helpers of the pybind11 bindings: numpy views, dict conversions, and
+// the define_* functions, one per area of the core.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace aqmpy {
+
+namespace py = pybind11;
+
+/// Read-only numpy view of a vector owned by `owner` (kept alive by the view).
+template <class T>
+py::array_t<T> view(const std::vector<T>& v, py::handle owner) {
+  py::array_t<T> a(static_cast<py::ssize_t>(v.size()), v.data(), owner);
+  py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  return a;
+}
+
+template <class T>
+py::array_t<T> copy(const std::vector<T>& v) {
+  return py::array_t<T>(static_cast<py::ssize_t>(v.size()), v.data());
+}
+
+inline py::dict pairs(const std::vector<std::pair<std::string, double>>& v) {
+  py::dict d;
+  for (const auto& [k, x] : v) d[py::str(k)] = x;
+  return d;
+}
+
+/// Options objects are built from keyword arguments: each keyword is assigned
+/// through the class's own read-write property (so names, types and defaults
+/// are written once, in the def_readwrite calls), then `validate()` runs.
+/// Unknown keywords raise OptionError naming the option and listing the known ones.
+void set_options(py::object self, const py::kwargs& kwargs, const char* family);
+/// The names of a bound options class's read-write fields, in definition order.
+py::list option_names(py::object cls);
+
+void define_errors(py::module_& m);
+void define_model(py::module_& m);
+void define_state(py::module_& m);
+void define_solvers(py::module_& m);
+void define_analysis(py::module_& m);
+void define_simulator(py::module_& m);
+
+}  // namespace aqmpy

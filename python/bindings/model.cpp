@@ -1,0 +1,176 @@
+// Bindings of the model layer: sources, service, drop functions, AQM, grid, model.
+#include "common.hpp"
+
+#include "aqmchain/model/model.hpp"
+
+namespace aqmpy {
+
+using namespace aqm;
+
+namespace {
+const char* source_kind(const Source& s) {
+  switch (s.kind) {
+    case Source::Kind::Bernoulli: return "bernoulli";
+    case Source::Kind::SSMP: return "ssmp";
+    case Source::Kind::MMBP: return "mmbp";
+    case Source::Kind::Poisson: return "poisson";
+    case Source::Kind::MMPP: return "mmpp";
+  }
+  return "?";
+}
+
+void define_sources(py::module_& m) {
+  py::class_<Source>(m, "Source", "Arrival source. Build with the static constructors.")
+      .def_static("bernoulli", &Source::bernoulli, py::arg("alpha"), "Bernoulli arrivals, probability alpha per slot.")
+      .def_static("mmbp", &Source::mmbp, py::arg("matrix"), py::arg("arrival"),
+                  "Markov-modulated Bernoulli: row-stochastic modulator matrix, arrival probability per state.")
+      .def_static("ssmp", &Source::ssmp, py::arg("n"), py::arg("q"), py::arg("a"),
+                  "The self-similar MMBP of Robert and Le Boudec.")
+      .def_static("ssmp_from_mean", &Source::ssmp_from_mean, py::arg("mean"), py::arg("a"), py::arg("n"))
+      .def_static("poisson", &Source::poisson, py::arg("rate"), "Poisson arrivals (continuous time), rate per unit time.")
+      .def_static("mmpp", &Source::mmpp, py::arg("generator"), py::arg("rates"),
+                  "Markov-modulated Poisson process (continuous time): modulator generator, rate per state.")
+      .def_property_readonly("kind", &source_kind)
+      .def_property_readonly("continuous", &Source::continuous)
+      .def_readonly("matrix", &Source::matrix)
+      .def_readonly("arrival", &Source::arrival)
+      .def_readonly("n", &Source::ssmp_n)
+      .def_readonly("q", &Source::ssmp_q)
+      .def_readonly("a", &Source::ssmp_a)
+      .def_property_readonly("states", &Source::states)
+      .def("mean_rate", &Source::mean_rate)
+      .def("modulator_stationary", &Source::modulator_stationary)
+      .def("__repr__", &Source::describe);
+  m.def("ssmp_q_for_mean", &ssmp_q_for_mean, py::arg("mean"), py::arg("a"), py::arg("n"));
+
+  py::class_<HurstReport>(m, "HurstReport")
+      .def_readonly("asymptotic", &HurstReport::asymptotic)
+      .def_readonly("asymptotic_valid", &HurstReport::asymptotic_valid)
+      .def_readonly("variance_time", &HurstReport::variance_time)
+      .def_readonly("levels", &HurstReport::levels)
+      .def_readonly("variances", &HurstReport::variances);
+  m.def("hurst", &hurst, py::arg("source"), py::arg("log2_lo") = 0, py::arg("log2_hi") = 20,
+        "Asymptotic and exact variance-time Hurst parameter of a source.");
+}
+
+void define_service(py::module_& m) {
+  py::class_<Service>(m, "Service", "Geometric service per slot, or exponential service (continuous time).")
+      .def(py::init(&Service::geometric), py::arg("mu"))
+      .def_static("geometric", &Service::geometric, py::arg("mu"))
+      .def_static("exponential", &Service::exponential, py::arg("mu"))
+      .def_property_readonly("kind",
+                             [](const Service& s) { return s.kind == Service::Kind::Geometric ? "geometric" : "exponential"; })
+      .def_readonly("mu", &Service::mu)
+      .def("__repr__", [](const Service& s) {
+        return detail::cat("Service.", s.kind == Service::Kind::Geometric ? "geometric" : "exponential", "(mu=", s.mu,
+                           ")");
+      });
+}
+
+py::object drop_call(const DropFunction& f, py::object x) {
+  if (py::isinstance<py::float_>(x) || py::isinstance<py::int_>(x)) return py::float_(f(x.cast<double>()));
+  auto a = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(x);
+  if (!a) throw py::type_error("DropFunction expects a number or an array of numbers");
+  py::array_t<double> out(a.request().shape);
+  const double* in = a.data();
+  double* o = out.mutable_data();
+  for (py::ssize_t i = 0; i < a.size(); ++i) o[i] = f(in[i]);
+  return std::move(out);
+}
+
+void define_drop(py::module_& m) {
+  py::class_<DropFunction>(m, "DropFunction", "AQM drop function p(avg).")
+      .def_static("none", &DropFunction::none)
+      .def_static("red", &DropFunction::red, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"))
+      .def_static("gentle_red", &DropFunction::gentle_red, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"))
+      .def_static("dsred", &DropFunction::dsred, py::arg("k_l"), py::arg("k_h"), py::arg("gamma"))
+      .def_static("sred", &DropFunction::sred, py::arg("min_th"), py::arg("q_max") = 0.0, py::arg("seg") = 0.0)
+      .def_static("nlred", &DropFunction::nlred, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"))
+      .def_static("polynomial", &DropFunction::polynomial, py::arg("min_th"), py::arg("max_th"), py::arg("coeffs"))
+      .def_static("table", &DropFunction::table, py::arg("points"))
+      .def_property_readonly("kind", &DropFunction::name)
+      .def_readonly("lo", &DropFunction::lo)
+      .def_readonly("hi", &DropFunction::hi)
+      .def_readonly("p_max", &DropFunction::p_max)
+      .def_readonly("gamma", &DropFunction::gamma)
+      .def_readonly("seg", &DropFunction::seg)
+      .def_readonly("coeffs", &DropFunction::coeffs)
+      .def_readonly("points", &DropFunction::points)
+      .def("__call__", &drop_call, py::arg("avg"), "p(avg), elementwise for arrays")
+      .def("__repr__", [](const DropFunction& f) { return "DropFunction." + f.name() + "(...)"; });
+}
+
+Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::string& policy, double ecn) {
+  Aqm a;
+  a.drop = std::move(drop);
+  a.w = w;
+  a.update = update_rule_from(update);
+  a.policy = drop_policy_from(policy);
+  a.ecn = ecn;
+  // w <= 1 in slotted models, any rate > 0 in continuous ones: the model (which
+  // knows its time kind) checks the upper bound; here w > 1 is let through.
+  a.validate("aqm", /*w_is_rate=*/w > 1.0);
+  return a;
+}
+
+GridSpec make_grid(int k, std::vector<double> points, const std::string& mapping) {
+  GridSpec g;
+  g.k = k;
+  g.points = std::move(points);
+  g.mapping = mapping_from(mapping);
+  return g;
+}
+
+Model make_model(int buffer, Source source, Service service, Aqm aqm, GridSpec grid, const std::string& time) {
+  Model md;
+  md.buffer = buffer;
+  md.time = time_kind_from(time);
+  md.source = std::move(source);
+  md.service = service;
+  md.aqm = std::move(aqm);
+  md.grid = std::move(grid);
+  md.validate();
+  return md;
+}
+
+void define_aqm_grid_model(py::module_& m) {
+  py::class_<Aqm>(m, "Aqm", "EWMA filter, drop function, drop policy and ECN.")
+      .def(py::init(&make_aqm), py::kw_only(), py::arg("drop") = DropFunction::none(), py::arg("w") = Aqm{}.w,
+           py::arg("update") = to_string(Aqm{}.update), py::arg("policy") = to_string(Aqm{}.policy),
+           py::arg("ecn") = Aqm{}.ecn)
+      .def_readonly("drop", &Aqm::drop)
+      .def_readonly("w", &Aqm::w)
+      .def_readonly("ecn", &Aqm::ecn)
+      .def_property_readonly("update", [](const Aqm& a) { return to_string(a.update); })
+      .def_property_readonly("policy", [](const Aqm& a) { return to_string(a.policy); });
+
+  py::class_<GridSpec>(m, "GridSpec", "avg grid: uniform step 1/k, custom points, or the seeds' flags.")
+      .def(py::init(&make_grid), py::kw_only(), py::arg("k") = GridSpec{}.k, py::arg("points") = std::vector<double>{},
+           py::arg("mapping") = to_string(GridSpec{}.mapping))
+      .def_readonly("k", &GridSpec::k)
+      .def_readonly("points", &GridSpec::points)
+      .def_property_readonly("mapping", [](const GridSpec& g) { return to_string(g.mapping); })
+      .def("resolve", &GridSpec::resolve, py::arg("buffer"));
+
+  py::class_<Model>(m, "Model", "A complete queue model: buffer, source, service, AQM, grid, time kind.")
+      .def(py::init(&make_model), py::kw_only(), py::arg("buffer"), py::arg("source"), py::arg("service"),
+           py::arg("aqm") = Aqm{}, py::arg("grid") = GridSpec{}, py::arg("time") = to_string(Model{}.time))
+      .def_readonly("buffer", &Model::buffer)
+      .def_property_readonly("time", [](const Model& md) { return to_string(md.time); })
+      .def_readonly("source", &Model::source)
+      .def_readonly("service", &Model::service)
+      .def_readonly("aqm", &Model::aqm)
+      .def_readonly("grid", &Model::grid)
+      .def("validate", &Model::validate)
+      .def("resolved_drop", &Model::resolved_drop);
+}
+}  // namespace
+
+void define_model(py::module_& m) {
+  define_sources(m);
+  define_service(m);
+  define_drop(m);
+  define_aqm_grid_model(m);
+}
+
+}  // namespace aqmpy

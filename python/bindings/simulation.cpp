@@ -1,0 +1,85 @@
+// Bindings of the simulator: options (fields written once, in the def_readwrite
+// calls below), estimates, pmfs, time series.
+#include "common.hpp"
+
+#include "aqmchain/simulation/simulator.hpp"
+
+namespace aqmpy {
+
+using namespace aqm;
+
+namespace {
+
+py::object make_options(const py::kwargs& kw) {
+  py::object o = py::module_::import("aqmchain._core").attr("SimOptions")();
+  set_options(o, kw, "simulation");
+  return o;
+}
+
+py::dict estimates(const SimResult& r) {
+  py::dict d;
+  const std::pair<const char*, const Estimate*> items[] = {
+      {"arrival_rate", &r.arrival_rate},   {"throughput", &r.throughput},
+      {"loss", &r.loss},                   {"loss_aqm", &r.loss_aqm},
+      {"loss_overflow", &r.loss_overflow}, {"mark_prob", &r.mark_prob},
+      {"pushed_out_prob", &r.pushed_out_prob}, {"mean_system", &r.mean_system},
+      {"var_system", &r.var_system},       {"mean_queue", &r.mean_queue},
+      {"var_queue", &r.var_queue},         {"mean_avg", &r.mean_avg},
+      {"mean_response", &r.mean_response}, {"var_response", &r.var_response}};
+  for (const auto& [k, e] : items) d[k] = py::make_tuple(e->value, e->half_width);
+  return d;
+}
+
+py::dict pmfs(const SimResult& r) {
+  py::dict d;
+  d["system_pmf"] = py::make_tuple(copy(r.system_pmf.value), copy(r.system_pmf.half_width));
+  d["queue_pmf"] = py::make_tuple(copy(r.queue_pmf.value), copy(r.queue_pmf.half_width));
+  d["response_pmf"] = py::make_tuple(copy(r.response_pmf.value), copy(r.response_pmf.half_width));
+  return d;
+}
+
+py::dict series(const SimResult& r) {
+  py::dict d;
+  d["slot"] = copy(r.series.slot);
+  d["level"] = copy(r.series.level);
+  d["avg"] = copy(r.series.avg);
+  d["drops"] = copy(r.series.drops);
+  return d;
+}
+
+}  // namespace
+
+void define_simulator(py::module_& m) {
+  py::class_<SimOptions>(m, "SimOptions", "Options of the simulator; build with sim_options(**kwargs).")
+      .def(py::init<>())
+      .def_readwrite("slots", &SimOptions::slots)
+      .def_readwrite("warmup", &SimOptions::warmup)
+      .def_readwrite("replications", &SimOptions::replications)
+      .def_readwrite("seed", &SimOptions::seed)
+      .def_readwrite("batches", &SimOptions::batches)
+      .def_readwrite("discretised", &SimOptions::discretised)
+      .def_readwrite("sample_every", &SimOptions::sample_every)
+      .def_readwrite("threads", &SimOptions::threads)
+      .def_readwrite("max_response", &SimOptions::max_response)
+      .def("validate", &SimOptions::validate)
+      .def_static("option_names", [m]() { return option_names(m.attr("SimOptions")); });
+  m.def("sim_options", &make_options, "SimOptions from keyword arguments (validated).");
+
+  py::class_<Estimate>(m, "Estimate")
+      .def_readonly("value", &Estimate::value)
+      .def_readonly("half_width", &Estimate::half_width);
+  py::class_<SimResult>(m, "SimResult")
+      .def_property_readonly("estimates", &estimates)
+      .def_property_readonly("pmfs", &pmfs)
+      .def_property_readonly("series", &series)
+      .def_readonly("measured_slots", &SimResult::measured_slots)
+      .def_readonly("served_packets", &SimResult::served_packets)
+      .def_readonly("observations", &SimResult::observations)
+      .def_readonly("seconds", &SimResult::seconds)
+      .def_readonly("slots_per_second", &SimResult::slots_per_second)
+      .def_readonly("threads", &SimResult::threads);
+
+  m.def("simulate", &simulate, py::arg("model"), py::arg("options"), py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace aqmpy

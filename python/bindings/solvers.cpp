@@ -1,0 +1,90 @@
+// Bindings of the stationary solvers: options (fields written once, in the
+// def_readwrite calls below), result, DirectSolver, solve_stationary.
+#include "common.hpp"
+
+#include "aqmchain/solvers/stationary.hpp"
+
+namespace aqmpy {
+
+using namespace aqm;
+
+namespace {
+
+py::object make_options(const py::kwargs& kw) {
+  py::object o = py::module_::import("aqmchain._core").attr("StationaryOptions")();
+  set_options(o, kw, "solver");
+  return o;
+}
+
+py::list methods() {
+  py::list out;
+  for (Method x : kAllMethods) out.append(to_string(x));
+  return out;
+}
+
+void define_options(py::module_& m) {
+  py::class_<StationaryOptions>(m, "StationaryOptions",
+                                "Options of the stationary solvers; build with stationary_options(**kwargs).")
+      .def(py::init<>())
+      .def_property(
+          "method", [](const StationaryOptions& o) { return to_string(o.method); },
+          [](StationaryOptions& o, const std::string& s) { o.method = method_from(s); })
+      .def_readwrite("tol", &StationaryOptions::tol)
+      .def_readwrite("max_iter", &StationaryOptions::max_iter)
+      .def_readwrite("ncv", &StationaryOptions::ncv)
+      .def_readwrite("refine_steps", &StationaryOptions::refine_steps)
+      .def_readwrite("check_every", &StationaryOptions::check_every)
+      .def_readwrite("coarse_size", &StationaryOptions::coarse_size)
+      .def_readwrite("smoothing_sweeps", &StationaryOptions::smoothing_sweeps)
+      .def_readwrite("cycle_gamma", &StationaryOptions::cycle_gamma)
+      .def_readwrite("ordering", &StationaryOptions::ordering)
+      .def_readwrite("strategy", &StationaryOptions::strategy)
+      .def_readwrite("direct_max_gb", &StationaryOptions::direct_max_gb)
+      .def_readwrite("auto_direct_max_flops", &StationaryOptions::auto_direct_max_flops)
+      .def_readwrite("x0", &StationaryOptions::x0)
+      .def("validate", &StationaryOptions::validate)
+      .def_static("option_names", [m]() { return option_names(m.attr("StationaryOptions")); })
+      .def_static("defaults", [m]() {
+        py::object o = m.attr("StationaryOptions")();
+        py::dict d;
+        for (const auto& name : option_names(m.attr("StationaryOptions"))) d[name] = o.attr(name);
+        return d;
+      });
+  m.def("stationary_options", &make_options, "StationaryOptions from keyword arguments (validated).");
+  m.def("stationary_methods", &methods, "Names of the stationary methods.");
+}
+
+void define_result(py::module_& m) {
+  py::class_<StationaryResult>(m, "StationaryResult")
+      .def_property_readonly("pi", [](py::object self) { return view(self.cast<const StationaryResult&>().pi, self); })
+      .def_property_readonly("converged", &StationaryResult::converged)
+      .def_property_readonly("status", [](const StationaryResult& r) { return to_string(r.status); })
+      .def_property_readonly("requested", [](const StationaryResult& r) { return to_string(r.requested); })
+      .def_property_readonly("method", [](const StationaryResult& r) { return to_string(r.method); })
+      .def_readonly("fallback", &StationaryResult::fallback)
+      .def_readonly("note", &StationaryResult::note)
+      .def_readonly("residual", &StationaryResult::residual)
+      .def_readonly("mass_error", &StationaryResult::mass_error)
+      .def_readonly("clipped_mass", &StationaryResult::clipped_mass)
+      .def_readonly("iterations", &StationaryResult::iterations)
+      .def_readonly("matvecs", &StationaryResult::matvecs)
+      .def_property_readonly("operator_applications", [](const StationaryResult& r) { return r.matvecs; })
+      .def_property_readonly("seconds", [](const StationaryResult& r) { return pairs(r.seconds); })
+      .def_property_readonly("extra", [](const StationaryResult& r) { return pairs(r.extra); });
+}
+
+}  // namespace
+
+void define_solvers(py::module_& m) {
+  define_options(m);
+  define_result(m);
+  py::class_<DirectSolver>(m, "DirectSolver")
+      .def(py::init<StationaryOptions>(), py::arg("options") = StationaryOptions{})
+      .def("solve", &DirectSolver::solve, py::arg("chain"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("analyses", &DirectSolver::analyses)
+      .def_property_readonly("solves", &DirectSolver::solves);
+  m.def("solve_stationary", &solve_stationary, py::arg("chain"), py::arg("options") = StationaryOptions{},
+        py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace aqmpy

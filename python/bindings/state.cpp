@@ -1,0 +1,115 @@
+// Bindings of the state layer: descriptor, chain (matrix, labels, events), builder.
+#include "common.hpp"
+
+#include "aqmchain/model/queue_generator.hpp"
+#include "aqmchain/state/chain.hpp"
+
+namespace aqmpy {
+
+using namespace aqm;
+
+namespace {
+
+py::dict estimate_dict(const Model& md) {
+  const ChainEstimate e = estimate_chain(md);
+  py::dict d;
+  d["product_states"] = e.product_states;
+  d["max_nnz"] = e.max_nnz;
+  d["bytes"] = e.bytes;
+  return d;
+}
+
+py::dict report_dict(const Chain& c) {
+  const BuildReport& r = c.report;
+  py::dict d;
+  d["product_states"] = r.product_states;
+  d["estimated_bytes"] = r.estimated_bytes;
+  d["seconds_explore"] = r.seconds_explore;
+  d["seconds_assemble"] = r.seconds_assemble;
+  d["seconds_classes"] = r.seconds_classes;
+  d["max_row_error"] = r.max_row_error;
+  d["closed_classes"] = r.closed_classes;
+  d["transient_states"] = r.transient_states;
+  d["hashed_index"] = r.hashed_index;
+  d["warnings"] = r.warnings;
+  return d;
+}
+
+/// {component name: read-only int32 array over the states}, descriptor order.
+py::dict labels_dict(py::object self) {
+  const Chain& c = self.cast<const Chain&>();
+  py::dict d;
+  for (int i = 0; i < c.space.count(); ++i) d[py::str(c.space.component(i).name)] = view(c.labels[i], self);
+  return d;
+}
+
+/// {event name: read-only float64 array over the states}.
+py::dict events_dict(py::object self) {
+  const Chain& c = self.cast<const Chain&>();
+  py::dict d;
+  for (size_t i = 0; i < c.event_names.size(); ++i) d[py::str(c.event_names[i])] = view(c.events[i], self);
+  return d;
+}
+
+Chain build(const Model& md, double memory_limit) {
+  BuildOptions o;
+  o.memory_limit_bytes = memory_limit;
+  return build_chain(md, o);
+}
+
+}  // namespace
+
+void define_state(py::module_& m) {
+  py::class_<Component>(m, "Component", "A named integer state component with values 0 .. size - 1.")
+      .def_readonly("name", &Component::name)
+      .def_readonly("size", &Component::size)
+      .def_readonly("coarsen", &Component::coarsen)
+      .def("__repr__", [](const Component& c) { return detail::cat("Component(", c.name, ", size=", c.size, ")"); });
+
+  py::class_<StateSpace>(m, "StateSpace", "State descriptor: named components packed into one key (mixed radix).")
+      .def(py::init<>())
+      .def("add", &StateSpace::add, py::arg("name"), py::arg("size"), py::arg("coarsen") = true)
+      .def_property_readonly("components", &StateSpace::components)
+      .def_property_readonly("product", &StateSpace::product)
+      .def("find", &StateSpace::find, py::arg("name"))
+      .def("encode", [](const StateSpace& s, const std::vector<int32_t>& v) { return s.encode_checked(v); },
+           py::arg("values"))
+      .def("decode",
+           [](const StateSpace& s, int64_t key) {
+             if (key < 0 || key >= s.product())
+               throw py::index_error(detail::cat("key must be in [0, ", s.product() - 1, "], got ", key));
+             std::vector<int32_t> v(s.count());
+             s.decode(key, v.data());
+             return v;
+           },
+           py::arg("key"));
+
+  m.def("estimate_chain", &estimate_dict, py::arg("model"),
+        "Upper bounds on states, transitions and builder memory, before building.");
+  m.def("queue_event_names", &queue_event_names, "Names of the per-state event weights of the queue models.");
+
+  py::class_<Chain>(m, "Chain",
+                    "The Markov chain of a model: P (discrete) or G (continuous) in CSR (rows = from-state), "
+                    "state labels per component and event weights per state.")
+      .def_readonly("model", &Chain::model)
+      .def_property_readonly("time", [](const Chain& c) { return to_string(c.time); })
+      .def_readonly("space", &Chain::space)
+      .def_readonly("n", &Chain::n)
+      .def_property_readonly("nnz", &Chain::nnz)
+      .def_readonly("recurrent_state", &Chain::recurrent_state)
+      .def_property_readonly("indptr", [](py::object self) { return view(self.cast<const Chain&>().rowptr, self); })
+      .def_property_readonly("indices", [](py::object self) { return view(self.cast<const Chain&>().col, self); })
+      .def_property_readonly("data", [](py::object self) { return view(self.cast<const Chain&>().val, self); })
+      .def_property_readonly("grid", [](py::object self) { return view(self.cast<const Chain&>().grid, self); })
+      .def_property_readonly("labels", &labels_dict)
+      .def_property_readonly("events", &events_dict)
+      .def_property_readonly("report", &report_dict)
+      .def("index_of", &Chain::index_of, py::arg("values"), "State index of a tuple of component values, or -1.")
+      .def("residual", [](const Chain& c, const std::vector<double>& pi) { return stationary_residual(c, pi); },
+           py::arg("pi"), "||pi P - pi||_1 (discrete) or ||pi G||_1 / max |G_ii| (continuous)");
+
+  m.def("build_chain", &build, py::arg("model"), py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
+        py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace aqmpy
