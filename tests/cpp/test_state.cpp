@@ -1,0 +1,153 @@
+// State descriptor and generic builder: key round trips, a generator with an
+// extra component the builder knows nothing about, continuous-time checks.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "aqmchain/aqmchain.hpp"
+#include "aqmchain/model/queue_generator.hpp"
+#include "fixtures.hpp"
+
+using namespace aqm;
+
+TEST(StateSpace, EncodeDecodeRoundTripOnRandomTuples) {
+  StateSpace s;
+  s.add("a", 7);
+  s.add("b", 1);
+  s.add("c", 1000, false);
+  s.add("d", 3);
+  EXPECT_EQ(s.product(), 7 * 1000 * 3);
+  std::mt19937_64 rng(12345);
+  std::vector<int32_t> v(4), w(4);
+  for (int t = 0; t < 10000; ++t) {
+    for (int i = 0; i < s.count(); ++i) v[i] = static_cast<int32_t>(rng() % s.component(i).size);
+    const int64_t k = s.encode_checked(v);
+    ASSERT_GE(k, 0);
+    ASSERT_LT(k, s.product());
+    s.decode(k, w.data());
+    ASSERT_EQ(v, w);
+    for (int i = 0; i < s.count(); ++i) ASSERT_EQ(s.value(k, i), v[i]);
+  }
+  // keys sort lexicographically by the components in the order they were added
+  EXPECT_LT(s.encode_checked({0, 0, 999, 2}), s.encode_checked({1, 0, 0, 0}));
+  EXPECT_THROW(s.encode_checked({7, 0, 0, 0}), std::out_of_range);
+  EXPECT_THROW(s.add("a", 2), std::invalid_argument);
+  EXPECT_THROW(s.add("e", 0), std::invalid_argument);
+  EXPECT_EQ(s.find("c"), 2);
+  EXPECT_EQ(s.find("zz"), -1);
+}
+
+namespace {
+/// Wraps a generator and appends a component "dummy" of size 3 that stays at 1.
+class WithDummy final : public TransitionGenerator {
+ public:
+  explicit WithDummy(std::unique_ptr<TransitionGenerator> inner) : inner_(std::move(inner)), space_(inner_->space()) {
+    space_.add("dummy", 3);
+  }
+  const StateSpace& space() const override { return space_; }
+  TimeKind time() const override { return inner_->time(); }
+  const std::vector<std::string>& event_names() const override { return inner_->event_names(); }
+  std::vector<int64_t> initial_states() const override {
+    std::vector<int64_t> keys = inner_->initial_states();
+    for (auto& k : keys) k = k * 3 + 1;
+    return keys;
+  }
+  int max_successors() const override { return inner_->max_successors(); }
+  void successors(int64_t key, Successors& out, double* events) const override {
+    inner_->successors(key / 3, out, events);
+    for (auto& [k, p] : out) k = k * 3 + 1;
+  }
+
+ private:
+  std::unique_ptr<TransitionGenerator> inner_;
+  StateSpace space_;
+};
+
+void expect_same_metrics(const Model& m) {
+  const Chain plain = build_chain(m);
+  const Chain extended = build_chain(WithDummy(queue_generator(m)), m);
+  ASSERT_EQ(plain.n, extended.n);
+  ASSERT_EQ(plain.nnz(), extended.nnz());
+  EXPECT_EQ(extended.space.count(), 4);
+  for (int32_t s = 0; s < extended.n; ++s) ASSERT_EQ(extended.component("dummy")[s], 1);
+  const auto a = compute_metrics(plain, solve_stationary(plain).pi);
+  const auto b = compute_metrics(extended, solve_stationary(extended).pi);
+  EXPECT_NEAR(a.mean_queue, b.mean_queue, 1e-10);
+  EXPECT_NEAR(a.var_queue, b.var_queue, 1e-9);
+  EXPECT_NEAR(a.loss, b.loss, 1e-12);
+  EXPECT_NEAR(a.mean_response, b.mean_response, 1e-9);
+  EXPECT_NEAR(a.mean_avg, b.mean_avg, 1e-10);
+}
+}  // namespace
+
+TEST(Builder, ExtraComponentThatNeverChangesGivesTheSameMetrics) {
+  Model m = test::geo_model(30, 0.45, 0.5);
+  m.aqm.drop = DropFunction::red(5, 20, 0.2);
+  m.aqm.w = 0.1;
+  m.grid.k = 2;
+  expect_same_metrics(m);
+  m.source = Source::ssmp(3, 1.5, 4.0);
+  expect_same_metrics(m);
+}
+
+TEST(Builder, ContinuousModelGivesAGenerator) {
+  Model m = test::geo_model(15, 0.5, 0.5);
+  m.time = TimeKind::Continuous;
+  m.source = Source::mmpp({{-0.2, 0.2}, {0.5, -0.5}}, {0.2, 1.1});
+  m.service = Service::exponential(0.8);
+  m.aqm.drop = DropFunction::red(3, 10, 0.3);
+  m.aqm.w = 0.7;
+  const Chain c = build_chain(m);
+  EXPECT_EQ(c.time, TimeKind::Continuous);
+  EXPECT_LE(c.report.max_row_error, 1e-14);
+  for (int32_t i = 0; i < c.n; ++i) {
+    double sum = 0.0;
+    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) {
+      sum += c.val[e];
+      if (c.col[e] != i) EXPECT_GT(c.val[e], 0.0);
+      else EXPECT_LT(c.val[e], 0.0);
+    }
+    EXPECT_NEAR(sum, 0.0, 1e-14);
+  }
+  // the stationary vector of the generator: ||pi G||_1 / max|G_ii| small, and
+  // the operator's uniformised P has the same stationary vector
+  const auto r = solve_stationary(c);
+  ASSERT_TRUE(r.converged());
+  EXPECT_LE(stationary_residual(c, r.pi), 1e-12);
+  const MarkovOperator op(c);
+  EXPECT_LE(op.residual(r.pi), 1e-12);
+  std::vector<double> y(c.n);
+  op.apply_generator(r.pi.data(), y.data());
+  double norm = 0.0;
+  for (double v : y) norm += std::abs(v);
+  EXPECT_LE(norm, 1e-12 * op.rate());
+}
+
+TEST(Builder, BadGeneratorsAndMixedTimeKindsAreNamed) {
+  try {
+    Source::mmpp({{-0.2, 0.3}, {0.5, -0.5}}, {0.2, 1.1});
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), "source.generator[0]");
+  }
+  try {
+    Source::mmpp({{0.2, -0.2}, {0.5, -0.5}}, {0.2, 1.1});
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), "source.generator[0][1]");
+  }
+  try {
+    Source::mmpp({{-0.2, 0.2}, {0.5, -0.5}}, {0.2, -1.0});
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), "source.rates[1]");
+  }
+  Model m = test::geo_model(5, 0.5, 0.5);
+  m.time = TimeKind::Continuous;
+  try {
+    m.validate();
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), "source.kind");
+  }
+}
