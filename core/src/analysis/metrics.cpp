@@ -154,7 +154,7 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
   } else {
     const ResponseResult r = tagged_response(c, pi, o.tagged);
     m.response_method = "tagged_chain";
-    m.response_steps = r.steps;
+    m.response_steps = r.iterations;
     m.response_states = r.states;
     m.admitted_rate = r.admitted_rate;
     m.pushed_out_prob = r.pushed_out_prob;
@@ -165,10 +165,10 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
       for (double& x : m.response_pmf) x /= r.served_prob;
       m.mean_response = r.mean_response;
       m.var_response = r.var_response;
-      m.response_available = r.converged;
+      m.response_available = r.converged();
     }
-    if (!r.converged)
-      m.response_note = detail::cat("tagged-packet chain stopped after ", r.steps, " steps with mass ",
+    if (!r.converged())
+      m.response_note = detail::cat("tagged-packet chain stopped after ", r.iterations, " steps with mass ",
                                     r.remaining_mass, " still in the system (tail_mass ", o.tagged.tail_mass, ")");
   }
   if (m.response_available && m.mean_system > 0)

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "aqmchain/operators/operator.hpp"
 #include "model/slot_kernel.hpp"
 
 namespace aqm {
@@ -44,6 +45,8 @@ double step4(DropPolicy pol, int n, int j, double wgt, double a, double rej, Out
 }
 }  // namespace
 
+std::string to_string(ResponseMethod) { return "tagged_chain"; }
+
 void ResponseOptions::validate() const {
   if (!(tail_mass > 0.0 && tail_mass < 1.0)) fail_param("response.tail_mass", "in (0, 1)", tail_mass);
   if (max_steps < 1) fail_param("response.max_steps", ">= 1", max_steps);
@@ -61,6 +64,7 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
   const DropPolicy pol = c.model.aqm.policy;
   const double mu = K.mu;
   ResponseResult res;
+  res.requested = res.method = ResponseMethod::TaggedChain;
   auto t0 = Clock::now();
 
   // Tagged states (j, s), j = 0..n(s)-1, numbered off[s] + j.
@@ -149,29 +153,28 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
   }
   res.admitted_rate = static_cast<double>(admitted);
   if (!(admitted > 0.0L)) {
-    res.converged = true;
-    res.seconds_build = since(t0);
+    res.status = Status::Converged;
+    res.seconds.push_back({"build", since(t0)});
     return res;
   }
   for (auto& x : v) x = static_cast<double>(x / admitted);
-  res.seconds_build = since(t0);
+  res.seconds.push_back({"build", since(t0)});
 
-  // Transient steps v_r = v_{r-1} T.
+  // Transient steps v_r = v_{r-1} T (the sub-stochastic T as an operator; the
+  // absorption probabilities served/pushed are read from v before each step).
+  const CsrOperator Top(static_cast<int32_t>(T), rp.data(), col.data(), val.data());
   t0 = Clock::now();
   res.served_pmf.assign(1, 0.0);
   long double served_total = 0, pushed_total = 0, m1 = 0, m2 = 0, sojourn = 1.0L, mass = 1.0L;
   long r = 0;
   while (r < o.max_steps) {
     ++r;
-    std::fill(y.begin(), y.end(), 0.0);
     long double sr = 0, pr = 0;
     for (int64_t i = 0; i < T; ++i) {
-      const double vi = v[i];
-      if (vi == 0.0) continue;
-      sr += vi * served[i];
-      pr += vi * pushed[i];
-      for (int32_t e = rp[i]; e < rp[i + 1]; ++e) y[col[e]] += vi * val[e];
+      sr += v[i] * served[i];
+      pr += v[i] * pushed[i];
     }
+    Top.apply(v.data(), y.data());
     res.served_pmf.push_back(static_cast<double>(sr));
     served_total += sr;
     pushed_total += pr;
@@ -182,11 +185,18 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
     sojourn += mass;  // P(sojourn > r)
     v.swap(y);
     if (mass < o.tail_mass) {
-      res.converged = true;
+      res.status = Status::Converged;
       break;
     }
   }
-  res.steps = r;
+  if (!res.converged()) {
+    res.status = Status::NotConverged;
+    res.note = detail::cat("max_steps = ", o.max_steps, " reached with mass ", static_cast<double>(mass),
+                           " still in the system");
+  }
+  res.iterations = r;
+  res.operator_applications = Top.applications();
+  res.residual = static_cast<double>(mass);
   res.remaining_mass = static_cast<double>(mass);
   res.served_prob = static_cast<double>(served_total);
   res.pushed_out_prob = static_cast<double>(pushed_total);
@@ -196,7 +206,7 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
     res.mean_response = static_cast<double>(mean);
     res.var_response = static_cast<double>(m2 / served_total - mean * mean);
   }
-  res.seconds_iterate = since(t0);
+  res.seconds.push_back({"iterate", since(t0)});
   return res;
 }
 

@@ -439,8 +439,6 @@ Method method_from(const std::string& s) {
   throw OptionError("solver option 'method' must be one of " + names + ", got '" + s + "'");
 }
 
-std::string to_string(Status s) { return s == Status::Converged ? "converged" : "not_converged"; }
-
 void StationaryOptions::validate() const {
   if (!(tol > 0.0 && tol < 1.0))
     throw OptionError(detail::cat("solver option 'tol' must be in (0, 1), got ", tol));

@@ -227,14 +227,19 @@ Chain build_chain(const TransitionGenerator& gen, const Model& model, const Buil
                                            " reachable states do not fit memory_limit_gb = ",
                                            limit / (1024.0 * 1024 * 1024), " (raise memory_limit_gb or coarsen the grid)"));
   }
-  // Number the states in key order.
-  std::sort(queue.begin(), queue.end());
+  // Number the states in key order (a dense index is scanned, which is cheaper
+  // than sorting the keys; a hashed one is sorted).
   const int64_t states = static_cast<int64_t>(queue.size());
-  for (int32_t s = 0; s < states; ++s) {
-    if (dense)
-      c.rank_[static_cast<size_t>(queue[s])] = s;
-    else
-      hashed[queue[s]] = s;
+  if (dense) {
+    int64_t s = 0;
+    for (int64_t k = 0; k < est.product_states; ++k)
+      if (c.rank_[static_cast<size_t>(k)] == -2) {
+        queue[s] = k;
+        c.rank_[static_cast<size_t>(k)] = static_cast<int32_t>(s++);
+      }
+  } else {
+    std::sort(queue.begin(), queue.end());
+    for (int32_t s = 0; s < states; ++s) hashed[queue[s]] = s;
   }
   auto rank = [&](int64_t key) { return dense ? c.rank_[static_cast<size_t>(key)] : hashed.find(key)->second; };
   c.n = static_cast<int32_t>(states);
@@ -248,7 +253,6 @@ Chain build_chain(const TransitionGenerator& gen, const Model& model, const Buil
   c.val.reserve(static_cast<size_t>(emitted));
   c.labels.assign(space.count(), std::vector<int32_t>(static_cast<size_t>(states)));
   c.events.assign(n_events, std::vector<double>(static_cast<size_t>(states)));
-  std::vector<std::pair<int32_t, double>> row;
   std::vector<double> ev(n_events);
   std::vector<int32_t> tuple(space.count());
   double max_err = 0.0;
@@ -256,34 +260,39 @@ Chain build_chain(const TransitionGenerator& gen, const Model& model, const Buil
     const int64_t key = queue[s];
     succ.clear();
     gen.successors(key, succ, ev.data());
-    row.clear();
     double out_rate = 0.0;
-    for (const auto& [k, p] : succ) {
-      if (!(p >= 0.0) || !std::isfinite(p))
-        throw std::logic_error(detail::cat("internal error: state ", s, " has a transition weight ", p));
-      if (continuous) {
-        if (k == key) continue;  // a self-loop is no transition in continuous time
-        out_rate += p;
-      }
-      row.push_back({rank(k), p});
+    if (continuous) {
+      size_t kept = 0;
+      for (const auto& e : succ)
+        if (!(e.second >= 0.0))
+          throw std::logic_error(detail::cat("internal error: state ", s, " has a negative rate ", e.second));
+        else if (e.first != key) {  // a self-loop is no transition in continuous time
+          out_rate += e.second;
+          succ[kept++] = e;
+        }
+      succ.resize(kept);
+      succ.push_back({key, -out_rate});
     }
-    if (continuous) row.push_back({s, -out_rate});
-    std::sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    long double sum = 0.0L;
-    for (size_t k = 0; k < row.size(); ++k) {
-      if (static_cast<int64_t>(c.col.size()) > c.rowptr[s] && c.col.back() == row[k].first)
-        c.val.back() += row[k].second;
-      else {
-        c.col.push_back(row[k].first);
-        c.val.push_back(row[k].second);
+    // States are numbered in key order, so sorting by key sorts by column.
+    std::sort(succ.begin(), succ.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    double sum = 0.0;
+    int64_t last = -1;
+    for (const auto& [k, p] : succ) {
+      if (!std::isfinite(p) || (p < 0.0 && !(continuous && k == key)))
+        throw std::logic_error(detail::cat("internal error: state ", s, " has a transition weight ", p));
+      if (k == last) {
+        c.val.back() += p;
+      } else {
+        c.col.push_back(rank(k));
+        c.val.push_back(p);
+        last = k;
       }
-      sum += row[k].second;
+      sum += p;
     }
     if (c.col.size() >= static_cast<size_t>(std::numeric_limits<int32_t>::max()))
       throw StateSpaceTooLarge("memory_limit_gb", "more than 2^31 - 1 transitions: too large for 32-bit CSR");
     c.rowptr[s + 1] = static_cast<int32_t>(c.col.size());
-    const double err = continuous ? (out_rate > 0 ? std::abs(static_cast<double>(sum)) / out_rate : 0.0)
-                                  : std::abs(static_cast<double>(sum) - 1.0);
+    const double err = continuous ? (out_rate > 0 ? std::abs(sum) / out_rate : 0.0) : std::abs(sum - 1.0);
     max_err = std::max(max_err, err);
     space.decode(key, tuple.data());
     for (int k = 0; k < space.count(); ++k) c.labels[k][s] = tuple[k];

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "aqmchain/solvers/report.hpp"
 #include "aqmchain/state/chain.hpp"
 
 namespace aqm {
@@ -26,8 +27,12 @@ struct ResponseOptions {
   void validate() const;
 };
 
-struct ResponseResult {
-  bool converged = false;        ///< the remaining mass fell below tail_mass
+enum class ResponseMethod { TaggedChain };
+std::string to_string(ResponseMethod);
+
+/// The report's residual is the mass still in the system when stepping
+/// stopped; iterations and operator applications count the steps.
+struct ResponseResult : ConvergenceReport<ResponseMethod> {
   std::vector<double> served_pmf;  ///< P(served with R = r), r = 0.. (index 0 is 0); sums to served_prob
   double admitted_rate = 0;      ///< packets entering the buffer per slot
   double served_prob = 0;        ///< P(an admitted packet is eventually served)
@@ -35,9 +40,7 @@ struct ResponseResult {
   double mean_response = 0, var_response = 0;  ///< of R, given served
   double mean_sojourn = 0;       ///< boundaries spent in the system, served or pushed out
   double remaining_mass = 0;     ///< mass still in the system when stopped
-  long steps = 0;
   int64_t states = 0, nnz = 0;
-  double seconds_build = 0, seconds_iterate = 0;
 };
 
 /// Tagged-packet analysis for the chain's policy (tail, front or random).

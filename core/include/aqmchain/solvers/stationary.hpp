@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "aqmchain/solvers/report.hpp"
 #include "aqmchain/state/chain.hpp"
 
 namespace aqm {
@@ -53,8 +54,7 @@ struct StationaryOptions {
   void validate() const;
 };
 
-enum class Status { Converged, NotConverged };
-std::string to_string(Status);
+
 
 struct StationaryResult {
   std::vector<double> pi;
