@@ -22,10 +22,11 @@ StateSpace queue_state_space(const Model& model) {
 
 namespace {
 
+/// n = 0, avg index 0, every modulator state.
 std::vector<int64_t> empty_system(const StateSpace& s, int modulators) {
   std::vector<int64_t> keys;
-  for (int m = 0; m < modulators; ++m) keys.push_back(m);  // n = 0, avg index 0
-  (void)s;
+  const int64_t sm = s.stride(s.at(component::modulator));
+  for (int m = 0; m < modulators; ++m) keys.push_back(m * sm);
   return keys;
 }
 
@@ -72,6 +73,9 @@ class RateGenerator final : public TransitionGenerator {
         lam_(m.source.arrival) {
     const DropFunction drop = m.resolved_drop();
     for (double g : grid_) pdrop_.push_back(drop(g));
+    sn_ = space_.stride(space_.at(component::level));
+    sg_ = space_.stride(space_.at(component::avg));
+    sm_ = space_.stride(space_.at(component::modulator));
   }
   const StateSpace& space() const override { return space_; }
   TimeKind time() const override { return TimeKind::Continuous; }
@@ -79,10 +83,11 @@ class RateGenerator final : public TransitionGenerator {
   std::vector<int64_t> initial_states() const override { return empty_system(space_, M_); }
   int max_successors() const override { return 5 + M_; }
   void successors(int64_t key, Successors& out, double* events) const override {
-    const int64_t sn = space_.stride(0), sg = space_.stride(1);
-    const int n = static_cast<int>(key / sn), g = static_cast<int>((key % sn) / sg), m = static_cast<int>(key % sg);
+    const int n = static_cast<int>((key / sn_) % (N_ + 1)), g = static_cast<int>((key / sg_) % grid_.size()),
+              m = static_cast<int>((key / sm_) % M_);
+    const int64_t sn = sn_, sg = sg_;
     for (int m2 = 0; m2 < M_; ++m2)
-      if (m2 != m && Q_[m][m2] > 0.0) out.push_back({key - m + m2, Q_[m][m2]});
+      if (m2 != m && Q_[m][m2] > 0.0) out.push_back({key + (m2 - m) * sm_, Q_[m][m2]});
     const double lam = lam_[m];
     const double pd = pdrop_[g];
     const double rej = n == N_ ? 1.0 : (1.0 - ecn_) * pd;
@@ -110,6 +115,7 @@ class RateGenerator final : public TransitionGenerator {
 
  private:
   int N_, M_;
+  int64_t sn_ = 0, sg_ = 0, sm_ = 0;
   double mu_, ecn_;
   EwmaFilter filter_;
   std::vector<double> grid_, pdrop_;

@@ -19,7 +19,7 @@ struct SlotKernel {
   EwmaFilter filter;
   Grid grid;
   StateSpace space;
-  int64_t sn, sg;  // key strides of n and avg (the modulator's is 1)
+  int64_t sn, sg, sm;  // key strides of n, avg and the modulator (from the descriptor)
   std::vector<double> pdrop;  // p(g_i)
   std::vector<std::vector<std::pair<int, double>>> mrows;
   std::vector<double> lam;
@@ -34,8 +34,9 @@ struct SlotKernel {
         lam(m.source.arrival) {
     G = grid.size();
     M = m.source.states();
-    sn = space.stride(0);
-    sg = space.stride(1);
+    sn = space.stride(space.at(component::level));
+    sg = space.stride(space.at(component::avg));
+    sm = space.stride(space.at(component::modulator));
     const DropFunction drop = m.resolved_drop();
     pdrop.resize(G);
     for (int i = 0; i < G; ++i) pdrop[i] = drop(grid.points()[i]);
@@ -50,11 +51,11 @@ struct SlotKernel {
     }
   }
 
-  int64_t id(int n, int g, int m) const { return n * sn + g * sg + m; }
+  int64_t id(int n, int g, int m) const { return n * sn + g * sg + m * sm; }
   void decode(int64_t key, int& n, int& g, int& m) const {
-    n = static_cast<int>(key / sn);
-    g = static_cast<int>((key % sn) / sg);
-    m = static_cast<int>(key % sg);
+    n = static_cast<int>((key / sn) % (N + 1));
+    g = static_cast<int>((key / sg) % G);
+    m = static_cast<int>((key / sm) % M);
   }
 
   /// Steps 1-4 of a slot from (n, g, m), as branches f(g2, m2, weight, a, rej, mark):
