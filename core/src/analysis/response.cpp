@@ -50,51 +50,58 @@ std::string to_string(ResponseMethod) { return "tagged_chain"; }
 void ResponseOptions::validate() const {
   if (!(tail_mass > 0.0 && tail_mass < 1.0)) fail_param("response.tail_mass", "in (0, 1)", tail_mass);
   if (max_steps < 1) fail_param("response.max_steps", ">= 1", max_steps);
-  if (!(memory_limit_bytes > 0.0)) fail_param("memory_limit", "> 0 bytes", memory_limit_bytes);
+  if (!(memory_limit_bytes > 0.0)) fail_param("memory_limit_gb", "> 0", memory_limit_bytes / (1024.0 * 1024 * 1024));
 }
 
-ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, const ResponseOptions& o) {
-  o.validate();
-  if (static_cast<int32_t>(pi.size()) != c.n)
-    throw std::invalid_argument(detail::cat("pi has ", pi.size(), " entries, the chain ", c.n, " states"));
-  if (c.time != TimeKind::Discrete)
-    throw std::invalid_argument("the tagged-packet chain is defined for slotted (discrete-time) models only");
-  const detail::SlotKernel K(c.model);
-  const auto& level = c.component(component::level);
-  const DropPolicy pol = c.model.aqm.policy;
-  const double mu = K.mu;
-  ResponseResult res;
-  res.requested = res.method = ResponseMethod::TaggedChain;
-  auto t0 = Clock::now();
+namespace {
 
-  // Tagged states (j, s), j = 0..n(s)-1, numbered off[s] + j.
-  std::vector<int64_t> off(static_cast<size_t>(c.n) + 1, 0);
-  for (int32_t s = 0; s < c.n; ++s) off[s + 1] = off[s] + level[s];
-  const int64_t T = off[c.n];
-  const double bytes = static_cast<double>(T) * (4 + 3 * 8) + static_cast<double>(T) * 16 * 12;
-  if (T >= std::numeric_limits<int32_t>::max() || bytes > o.memory_limit_bytes)
-    throw StateSpaceTooLarge("memory_limit",
-                             detail::cat("the tagged-packet chain has ", T, " states and needs up to ", bytes / 1e9,
-                                         " GB, above the memory limit of ", o.memory_limit_bytes / 1e9, " GB"));
-  res.states = T;
-  auto target = [&](int n, int g, int m, int j) -> int32_t {
+/// The tagged packet's chain: states (j, s), j = 0..n(s)-1 packets ahead of it,
+/// numbered off[s] + j; sub-stochastic T in CSR (rows = from) with the
+/// probabilities of absorption into "served" and "pushed out" per state.
+struct TaggedChain {
+  std::vector<int64_t> off;
+  int64_t states = 0;
+  std::vector<int32_t> rp, col;
+  std::vector<double> val, served, pushed;
+  int32_t index(const Chain& c, const detail::SlotKernel& K, int n, int g, int m, int j) const {
     const int32_t s = c.index_of_key(K.id(n, g, m));
     if (s < 0 || j < 0 || j >= n) throw std::logic_error("internal error: tagged transition leaves the chain");
     return static_cast<int32_t>(off[s] + j);
-  };
+  }
+};
 
-  // Sub-stochastic T (CSR, rows = from) with absorption into served / pushed out.
-  std::vector<int32_t> rp(static_cast<size_t>(T) + 1, 0), col;
-  std::vector<double> val, served(T, 0.0), pushed(T, 0.0);
-  col.reserve(static_cast<size_t>(T) * 10);
-  val.reserve(static_cast<size_t>(T) * 10);
+/// Number the tagged states and check their memory before anything is allocated.
+TaggedChain tagged_index(const Chain& c, const ResponseOptions& o) {
+  TaggedChain tc;
+  const auto& level = c.component(component::level);
+  tc.off.assign(static_cast<size_t>(c.n) + 1, 0);
+  for (int32_t s = 0; s < c.n; ++s) tc.off[s + 1] = tc.off[s] + level[s];
+  tc.states = tc.off[c.n];
+  const double bytes = static_cast<double>(tc.states) * (4 + 3 * 8) + static_cast<double>(tc.states) * 16 * 12;
+  if (tc.states >= std::numeric_limits<int32_t>::max() || bytes > o.memory_limit_bytes)
+    throw StateSpaceTooLarge("memory_limit_gb",
+                             detail::cat("the tagged-packet chain has ", tc.states, " states and needs up to ",
+                                         bytes / 1e9, " GB, above memory_limit_gb = ",
+                                         o.memory_limit_bytes / (1024.0 * 1024 * 1024)));
+  return tc;
+}
+
+/// Rows of T: one slot of SPEC 3 seen by the tagged packet (drop policy of 2.5).
+void tagged_matrix(const Chain& c, const detail::SlotKernel& K, DropPolicy pol, TaggedChain& tc) {
+  const int64_t T = tc.states;
+  const double mu = K.mu;
+  tc.rp.assign(static_cast<size_t>(T) + 1, 0);
+  tc.served.assign(T, 0.0);
+  tc.pushed.assign(T, 0.0);
+  tc.col.reserve(static_cast<size_t>(T) * 10);
+  tc.val.reserve(static_cast<size_t>(T) * 10);
   std::vector<std::pair<int32_t, double>> row;
   double worst = 0.0;
   for (int32_t s = 0; s < c.n; ++s) {
     int n, g, m;
     K.decode(c.key_of(s), n, g, m);
     for (int j = 0; j < n; ++j) {
-      const int64_t i = off[s] + j;
+      const int64_t i = tc.off[s] + j;
       row.clear();
       double sv = 0.0, pu = 0.0;
       K.branches(n, g, m, [&](int g2, int m2, double wgt, double a, double rej, double) {
@@ -103,34 +110,38 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
           if (j4 == 0)
             sv += p * mu;  // the tagged packet is in service and completes
           else if (mu > 0.0)
-            row.push_back({target(n4 - 1, g2, m2, j4 - 1), p * mu});
-          if (mu < 1.0) row.push_back({target(n4, g2, m2, j4), p * (1.0 - mu)});
+            row.push_back({tc.index(c, K, n4 - 1, g2, m2, j4 - 1), p * mu});
+          if (mu < 1.0) row.push_back({tc.index(c, K, n4, g2, m2, j4), p * (1.0 - mu)});
         });
       });
       std::sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       double sum = sv + pu;
       for (size_t k = 0; k < row.size(); ++k) {
         if (k > 0 && row[k].first == row[k - 1].first)
-          val.back() += row[k].second;
+          tc.val.back() += row[k].second;
         else {
-          col.push_back(row[k].first);
-          val.push_back(row[k].second);
+          tc.col.push_back(row[k].first);
+          tc.val.push_back(row[k].second);
         }
         sum += row[k].second;
       }
-      if (col.size() >= static_cast<size_t>(std::numeric_limits<int32_t>::max()))
-        throw StateSpaceTooLarge("memory_limit", "the tagged-packet chain has more than 2^31 - 1 transitions");
-      rp[i + 1] = static_cast<int32_t>(col.size());
-      served[i] = sv;
-      pushed[i] = pu;
+      if (tc.col.size() >= static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+        throw StateSpaceTooLarge("memory_limit_gb", "the tagged-packet chain has more than 2^31 - 1 transitions");
+      tc.rp[i + 1] = static_cast<int32_t>(tc.col.size());
+      tc.served[i] = sv;
+      tc.pushed[i] = pu;
       worst = std::max(worst, std::abs(sum - 1.0));
     }
   }
   if (worst > 1e-13) throw std::logic_error(detail::cat("internal error: tagged chain rows sum to 1 +- ", worst));
-  res.nnz = static_cast<int64_t>(col.size());
+}
 
-  // State of the tagged packet at the end of its arrival slot A.
-  std::vector<double> v(T, 0.0), y(T, 0.0);
+/// The tagged packet's law at the end of its arrival slot A (unnormalised);
+/// returns the admission probability per slot.
+long double initial_law(const Chain& c, const detail::SlotKernel& K, DropPolicy pol, const std::vector<double>& pi,
+                        const TaggedChain& tc, std::vector<double>& v) {
+  const double mu = K.mu;
+  v.assign(static_cast<size_t>(tc.states), 0.0);
   long double admitted = 0.0L;
   for (int32_t s = 0; s < c.n; ++s) {
     if (!(pi[s] > 0.0)) continue;
@@ -141,40 +152,35 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
         if (p <= 0.0) return;
         admitted += pi[s] * p;
         if (n >= 1) {  // the packet in service at the start of slot A may complete
-          v[target(n4 - 1, g2, m2, j0 - 1)] += pi[s] * p * mu;
-          if (mu < 1.0) v[target(n4, g2, m2, j0)] += pi[s] * p * (1.0 - mu);
+          v[tc.index(c, K, n4 - 1, g2, m2, j0 - 1)] += pi[s] * p * mu;
+          if (mu < 1.0) v[tc.index(c, K, n4, g2, m2, j0)] += pi[s] * p * (1.0 - mu);
         } else {
-          v[target(n4, g2, m2, j0)] += pi[s] * p;
+          v[tc.index(c, K, n4, g2, m2, j0)] += pi[s] * p;
         }
       };
       enter(wgt * a * (1.0 - rej), n + 1, n);                                   // joins behind all n
       if (pol != DropPolicy::Tail && n - 1 >= 1) enter(wgt * a * rej, n, n - 1);  // a waiting packet ahead is discarded
     });
   }
-  res.admitted_rate = static_cast<double>(admitted);
-  if (!(admitted > 0.0L)) {
-    res.status = Status::Converged;
-    res.seconds.push_back({"build", since(t0)});
-    return res;
-  }
-  for (auto& x : v) x = static_cast<double>(x / admitted);
-  res.seconds.push_back({"build", since(t0)});
+  return admitted;
+}
 
-  // Transient steps v_r = v_{r-1} T (the sub-stochastic T as an operator; the
-  // absorption probabilities served/pushed are read from v before each step).
-  const CsrOperator Top(static_cast<int32_t>(T), rp.data(), col.data(), val.data());
-  t0 = Clock::now();
+/// Transient steps v_r = v_{r-1} T until the mass still in the system is below
+/// tail_mass (or max_steps); accumulates R's pmf and moments.
+void step_until_absorbed(const TaggedChain& tc, std::vector<double> v, const ResponseOptions& o, ResponseResult& res) {
+  const CsrOperator T(static_cast<int32_t>(tc.states), tc.rp.data(), tc.col.data(), tc.val.data());
+  std::vector<double> y(v.size());
   res.served_pmf.assign(1, 0.0);
   long double served_total = 0, pushed_total = 0, m1 = 0, m2 = 0, sojourn = 1.0L, mass = 1.0L;
   long r = 0;
   while (r < o.max_steps) {
     ++r;
-    long double sr = 0, pr = 0;
-    for (int64_t i = 0; i < T; ++i) {
-      sr += v[i] * served[i];
-      pr += v[i] * pushed[i];
+    long double sr = 0, pr = 0;  // absorbed in this slot, read from v before the step
+    for (size_t i = 0; i < v.size(); ++i) {
+      sr += v[i] * tc.served[i];
+      pr += v[i] * tc.pushed[i];
     }
-    Top.apply(v.data(), y.data());
+    T.apply(v.data(), y.data());
     res.served_pmf.push_back(static_cast<double>(sr));
     served_total += sr;
     pushed_total += pr;
@@ -195,9 +201,8 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
                            " still in the system");
   }
   res.iterations = r;
-  res.operator_applications = Top.applications();
-  res.residual = static_cast<double>(mass);
-  res.remaining_mass = static_cast<double>(mass);
+  res.operator_applications = T.applications();
+  res.residual = res.remaining_mass = static_cast<double>(mass);
   res.served_prob = static_cast<double>(served_total);
   res.pushed_out_prob = static_cast<double>(pushed_total);
   res.mean_sojourn = static_cast<double>(sojourn);
@@ -206,6 +211,35 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
     res.mean_response = static_cast<double>(mean);
     res.var_response = static_cast<double>(m2 / served_total - mean * mean);
   }
+}
+
+}  // namespace
+
+ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, const ResponseOptions& o) {
+  o.validate();
+  if (static_cast<int32_t>(pi.size()) != c.n)
+    throw std::invalid_argument(detail::cat("pi has ", pi.size(), " entries, the chain ", c.n, " states"));
+  if (c.time != TimeKind::Discrete)
+    throw std::invalid_argument("the tagged-packet chain is defined for slotted (discrete-time) models only");
+  ResponseResult res;
+  res.requested = res.method = ResponseMethod::TaggedChain;
+  auto t0 = Clock::now();
+  const detail::SlotKernel K(c.model);
+  TaggedChain tc = tagged_index(c, o);
+  res.states = tc.states;
+  tagged_matrix(c, K, c.model.aqm.policy, tc);
+  res.nnz = static_cast<int64_t>(tc.col.size());
+  std::vector<double> v;
+  const long double admitted = initial_law(c, K, c.model.aqm.policy, pi, tc, v);
+  res.admitted_rate = static_cast<double>(admitted);
+  res.seconds.push_back({"build", since(t0)});
+  if (!(admitted > 0.0L)) {
+    res.status = Status::Converged;  // nothing is admitted: nothing to wait for
+    return res;
+  }
+  for (auto& x : v) x = static_cast<double>(x / admitted);
+  t0 = Clock::now();
+  step_until_absorbed(tc, std::move(v), o, res);
   res.seconds.push_back({"iterate", since(t0)});
   return res;
 }
