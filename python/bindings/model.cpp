@@ -166,7 +166,25 @@ void define_aqm_grid_model(py::module_& m) {
 }
 }  // namespace
 
+static void define_model_enums(py::module_& m) {
+  py::enum_<TimeKind>(m, "TimeKind", "Discrete (slotted) or continuous time.")
+      .value("discrete", TimeKind::Discrete)
+      .value("continuous", TimeKind::Continuous);
+  py::enum_<UpdateRule>(m, "UpdateRule", "When the EWMA advances.")
+      .value("per_slot", UpdateRule::PerSlot)
+      .value("per_arrival", UpdateRule::PerArrival);
+  py::enum_<DropPolicy>(m, "DropPolicy", "Which packet an AQM or overflow drop discards.")
+      .value("tail", DropPolicy::Tail)
+      .value("front", DropPolicy::Front)
+      .value("random", DropPolicy::Random);
+  py::enum_<Mapping>(m, "Mapping", "How an avg value is mapped onto the grid.")
+      .value("split", Mapping::Split)
+      .value("nearest", Mapping::Nearest)
+      .value("flags", Mapping::Flags);
+}
+
 void define_model(py::module_& m) {
+  define_model_enums(m);
   define_sources(m);
   define_service(m);
   define_drop(m);

@@ -22,13 +22,23 @@ py::list methods() {
   return out;
 }
 
+/// Real enums, their Python names the core's to_string names.
+void define_enums(py::module_& m) {
+  py::enum_<Method> method(m, "Method", "Stationary methods.");
+  for (Method x : kAllMethods) method.value(to_string(x).c_str(), x);
+  py::enum_<Status> status(m, "Status", "Convergence status of every solver family.");
+  for (Status x : kAllStatuses) status.value(to_string(x).c_str(), x);
+}
+
 void define_options(py::module_& m) {
   py::class_<StationaryOptions>(m, "StationaryOptions",
                                 "Options of the stationary solvers; build with stationary_options(**kwargs).")
       .def(py::init<>())
       .def_property(
           "method", [](const StationaryOptions& o) { return to_string(o.method); },
-          [](StationaryOptions& o, const std::string& s) { o.method = method_from(s); })
+          [](StationaryOptions& o, py::object v) {
+            o.method = py::isinstance<Method>(v) ? v.cast<Method>() : method_from(py::str(v).cast<std::string>());
+          })
       .def_readwrite("tol", &StationaryOptions::tol)
       .def_readwrite("max_iter", &StationaryOptions::max_iter)
       .def_readwrite("ncv", &StationaryOptions::ncv)
@@ -76,6 +86,7 @@ void define_result(py::module_& m) {
 }  // namespace
 
 void define_solvers(py::module_& m) {
+  define_enums(m);
   define_options(m);
   define_result(m);
   py::class_<DirectSolver>(m, "DirectSolver")
