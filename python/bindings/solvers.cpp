@@ -51,6 +51,7 @@ void define_options(py::module_& m) {
       .def_readwrite("strategy", &StationaryOptions::strategy)
       .def_readwrite("direct_max_gb", &StationaryOptions::direct_max_gb)
       .def_readwrite("auto_direct_max_flops", &StationaryOptions::auto_direct_max_flops)
+      .def_readwrite("krylov_basis", &StationaryOptions::krylov_basis)
       .def_readwrite("x0", &StationaryOptions::x0)
       .def("validate", &StationaryOptions::validate)
       .def_static("option_names", [m]() { return option_names(m.attr("StationaryOptions")); })

@@ -24,10 +24,11 @@ enum class Method {
   GaussSeidel,  ///< forward Gauss-Seidel sweeps on pi (I - P) = 0
   Power,        ///< pi <- pi P
   Multilevel,   ///< multilevel aggregation over the (n, avg) lattice with Gauss-Seidel smoothing
+  Krylov,       ///< GMRES on the reduced system, block Gauss-Seidel preconditioner over avg planes
 };
 /// Every method, in the order the docs list them (names from to_string).
-inline constexpr Method kAllMethods[] = {Method::Auto,        Method::Direct, Method::Arnoldi,
-                                         Method::GaussSeidel, Method::Power,  Method::Multilevel};
+inline constexpr Method kAllMethods[] = {Method::Auto,  Method::Direct,     Method::Krylov, Method::Arnoldi,
+                                         Method::GaussSeidel, Method::Power, Method::Multilevel};
 std::string to_string(Method);
 Method method_from(const std::string&);
 
@@ -50,6 +51,7 @@ struct StationaryOptions {
   /// factorisation work is above `auto_direct_max_flops`.
   double direct_max_gb = 8.0;
   double auto_direct_max_flops = 2e12;
+  int krylov_basis = 30;     ///< krylov: GMRES basis size (restart length)
   std::vector<double> x0;    ///< optional starting vector (iterative methods)
   void validate() const;
 };

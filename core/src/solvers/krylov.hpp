@@ -1,0 +1,23 @@
+// Internal: preconditioned GMRES on the reduced stationary system (see krylov.cpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "aqmchain/solvers/stationary.hpp"
+
+namespace aqm::detail {
+
+/// Block partition for the preconditioner: block_of[s] in 0..nblocks-1, states with
+/// equal values of every component except `level` and `modulator` (for the queue
+/// models: one block per avg grid point, ordered by (n, modulator) inside).
+std::vector<int32_t> slow_component_blocks(const Chain& c);
+
+/// Solve pi P = pi with pi_k fixed (k recurrent) by restarted GMRES, right-
+/// preconditioned by symmetric block Gauss-Seidel over `block_of` with exact
+/// banded block solves.  Fills r.pi (unnormalised, pi_k = 1), r.iterations,
+/// r.matvecs, r.seconds, r.extra, r.note, r.status (the caller finishes).
+void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
+                  StationaryResult& r);
+
+}  // namespace aqm::detail
