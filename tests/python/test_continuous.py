@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 import aqmchain
 
-METHODS = ("direct", "arnoldi", "gauss_seidel", "power", "multilevel", "auto")
+METHODS = ("direct", "krylov", "arnoldi", "gauss_seidel", "power", "multilevel", "auto")
 
 
 def mm1n(N, lam, mu, k=2, w=0.5):

@@ -6,7 +6,7 @@ import pytest
 import aqmchain
 from conftest import model_of
 
-METHODS = ["direct", "arnoldi", "gauss_seidel", "power", "multilevel"]
+METHODS = ["direct", "krylov", "arnoldi", "gauss_seidel", "power", "multilevel"]
 
 MODELS = {
     "geo_red": {"buffer": 40, "mu": 0.5, "w": 0.1, "k": 2, "mapping": "split",
@@ -53,7 +53,7 @@ def test_matches_numpy_dense_solve():
     assert np.abs(x - r.pi).sum() < 1e-11
 
 
-@pytest.mark.parametrize("method", ["gauss_seidel", "power", "arnoldi", "multilevel"])
+@pytest.mark.parametrize("method", ["gauss_seidel", "power", "arnoldi", "multilevel", "krylov"])
 def test_max_iter_one_raises_with_partial_result(method):
     model = model_of(MODELS["geo_red"])
     with pytest.raises(aqmchain.NonConvergenceError) as exc:
