@@ -33,8 +33,12 @@ def model_for(case: str):
         src, mu, k = aqmchain.Source.bernoulli(0.5), 0.5, 4
     elif case == "ssmp_k4":
         src, mu, k = aqmchain.Source.ssmp(5, 1.927562, 31.6), 0.5, 4
+    elif case == "geo_k16":
+        src, mu, k = aqmchain.Source.bernoulli(0.5), 0.5, 16
     elif case == "ssmp_k16_mu025":
         src, mu, k = aqmchain.Source.ssmp(5, 1.927562, 31.6), 0.25, 16
+    elif case == "ssmp_k16_mu05":
+        src, mu, k = aqmchain.Source.ssmp(5, 1.927562, 31.6), 0.5, 16
     else:
         raise SystemExit(f"unknown case {case}")
     return aqmchain.Model(buffer=250, source=src, service=aqmchain.Service(mu), aqm=aqmchain.Aqm(drop=red, w=0.002),
@@ -163,8 +167,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", nargs="+", default=["geo_k4", "ssmp_k4"])
     ap.add_argument("--methods", nargs="+",
-                    default=["aqmchain:direct", "aqmchain:multilevel", "scipy:spsolve", "scipy:spsolve_textbook",
-                             "scipy:eigs"])
+                    default=["aqmchain:krylov", "aqmchain:direct", "aqmchain:multilevel", "scipy:spsolve",
+                             "scipy:spsolve_textbook", "scipy:eigs"])
     ap.add_argument("--mem-gb", type=float, default=16, help="address-space limit per run (GB)")
     ap.add_argument("--append", action="store_true",
                     help="add to the rows of the previous --json file (a re-run case/method replaces its row)")
