@@ -148,7 +148,7 @@ def boolean(param: str, value: Any, *, err: Callable = model_error) -> bool:
 def memory_limit_gb(param: str, value: Any, *, err: Callable = model_error) -> float:
     v = real(param, value, err=err)
     if not 0.0 < v <= MAX_MEMORY_GB:
-        raise err(param, f"in (0, {MAX_MEMORY_GB:g}] (GB)", v)
+        raise err(param, f"in (0, {MAX_MEMORY_GB:g}] (GB)", value)
     return v
 
 
@@ -164,12 +164,12 @@ def solver_options(options: dict, *, prefix: str = "", err: Callable = option_er
         elif key == "tol":
             v = real(p, value, err=err)
             if not 0.0 < v < 1.0:
-                raise err(p, "in (0, 1)", v)
+                raise err(p, "in (0, 1)", value)
             out[key] = v
         elif key in ("direct_max_gb", "auto_direct_max_flops"):
             v = real(p, value, err=err)
             if not v > 0.0:
-                raise err(p, "> 0", v)
+                raise err(p, "> 0", value)
             out[key] = v
         elif key == "memory_limit_gb":
             out[key] = memory_limit_gb(p, value, err=err)
@@ -181,22 +181,24 @@ def solver_options(options: dict, *, prefix: str = "", err: Callable = option_er
 
 
 def sim_options(slots: Any, warmup: Any, replications: Any, seed: Any, batches: Any, discretised: Any,
-                sample_every: Any, threads: Any, *, names: dict[str, str] | None = None) -> dict:
+                sample_every: Any, threads: Any, *, names: dict[str, str] | None = None,
+                err: Callable = model_error) -> dict:
     """Checked simulation options (``names`` maps an option to the name shown, e.g. ``--slots``)."""
     names = names or {}
     out = {}
     for key, value in (("slots", slots), ("replications", replications), ("seed", seed), ("batches", batches),
                        ("sample_every", sample_every), ("threads", threads)):
         lo, hi = SIM_INT_BOUNDS[key]
-        out[key] = integer(names.get(key, key), value, lo, hi, allow_integral_float=True)
+        out[key] = integer(names.get(key, key), value, lo, hi, err=err, allow_integral_float=True)
     if warmup is None:
         out["warmup"] = -1
     else:
-        w = integer(names.get("warmup", "warmup"), warmup, -1, INT64_MAX, allow_integral_float=True)
-        if w >= out["slots"]:
-            raise model_error(names.get("warmup", "warmup"), f"-1 (slots / 10) or in [0, slots = {out['slots']})", w)
+        wname = names.get("warmup", "warmup")
+        w = integer(wname, warmup, -INT64_MAX, INT64_MAX, err=err, allow_integral_float=True)
+        if w < -1 or w >= out["slots"]:
+            raise err(wname, f"-1 (the default, slots / 10) or in [0, slots = {out['slots']})", w)
         out["warmup"] = w
-    out["discretised"] = boolean(names.get("discretised", "discretised"), discretised)
+    out["discretised"] = boolean(names.get("discretised", "discretised"), discretised, err=err)
     return out
 
 

@@ -172,7 +172,7 @@ def _aqm(sec: _Section) -> _core.Aqm:
             if key in sec.table:
                 v = sec.number(key)
                 if not v > 0:
-                    raise _err(f"aqm.{key}", "> 0 (omit the key for the default)", v)
+                    raise _err(f"aqm.{key}", "> 0 (omit the key for the default)", sec.table[key])
                 extra[key] = v
         f = _core.DropFunction.sred(num("min_th"), extra.get("q_max", 0.0), extra.get("seg", 0.0))
     elif drop == "polynomial":

@@ -121,7 +121,8 @@ class Comparison:
                 # standard deviation of the count the analytic rate predicts.
                 trials = simulated.measured_slots * (simulated.arrival_rate if name in self.PER_ARRIVAL else 1.0)
                 sd = np.sqrt(a / trials) if a > 0 and trials > 0 else 0.0
-            if not (np.isfinite(a) and np.isfinite(s) and np.isfinite(sd)) or (sd == 0 and simulated.arrival_rate == 0):
+            if not (np.isfinite(a) and np.isfinite(s) and np.isfinite(sd)) or (
+                    sd == 0 and simulated.arrival_rate == 0 and abs(s - a) >= 1e-9):
                 z = float("nan")  # undefined: no arrival / no admitted packet in the simulation
             else:
                 z = (s - a) / sd if sd > 0 else (0.0 if abs(s - a) < 1e-9 else float("inf"))
