@@ -57,9 +57,11 @@ def fmt(value: Any, limit: int = 60) -> str:
         return repr(value)
     if isinstance(value, numbers.Integral):
         v = int(value)
-        if v.bit_length() > 64:
-            digits = int(v.bit_length() * math.log10(2)) + 1
-            return f"{'-' if v < 0 else ''}an integer of about {digits} digits"
+        if v.bit_length() > 200:  # over ~60 digits (str() fails beyond 4300)
+            digits = int((v.bit_length() - 1) * math.log10(2))
+            while abs(v) >= 10**digits:
+                digits += 1
+            return f"{'-' if v < 0 else ''}an integer of {digits} digits"
         return str(v)
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")

@@ -240,8 +240,9 @@ def _message(exc: BaseException, args: argparse.Namespace) -> str:
         gb = getattr(args, "memory_limit_gb", None)
         gb = 8.0 if gb is None else gb
         # the core counts bytes and 1e9-byte GB; the user's limit is in GB of 2^30 bytes
-        msg = re.sub(r"the memory limit of [0-9.e+-]+ GB", f"the limit {mem_key} = {gb:g} GB", msg)
-        msg = re.sub(r"([0-9.e+-]+) GB", lambda m: f"{float(m.group(1)) * 1e9 / GIB:.4g} GB", msg)
+        msg = re.sub(r"the memory limit of [0-9.e+-]+ GB", "the limit @LIMIT@", msg)
+        msg = re.sub(r"(\d[0-9.e+-]*) GB", lambda m: f"{float(m.group(1)) * 1e9 / GIB:.4g} GB", msg)
+        msg = msg.replace("@LIMIT@", f"{mem_key} = {gb:g} GB")
         msg = msg.replace("'memory_limit'", f"'{mem_key}'")
     for internal, user in _SIM_NAMES.items():
         msg = msg.replace(f"parameter '{internal}'", f"option '{user}'")
