@@ -250,6 +250,9 @@ def _message(exc: BaseException, args: argparse.Namespace) -> str:
                  lambda m: (f"option '{names[m.group(1)]}'" if names.get(m.group(1), "").startswith("--")
                             else f"parameter '{names.get(m.group(1), 'solver.' + m.group(1))}'"), msg)
     msg = re.sub(r"(?<=[\s(,=\[])-?nan(?=[\s),\]]|$)", "undefined (numerical overflow)", msg)
+    param = getattr(exc, "param", None)
+    if isinstance(param, str) and param and param != "path" and param not in msg:
+        msg += f" [{param}]"  # e.g. 'state space too large' comes from grid.k
     return " ".join(msg.split())
 
 
@@ -268,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_SOLVE
     except (_core.ReducibleChainError, _core.SolverError) as exc:
         print(f"aqmchain: error: {_message(exc, args)}", file=sys.stderr)
+        return EXIT_SOLVE
+    except RuntimeError as exc:  # a logic error inside the core (a bug there, reported, not a traceback)
+        print(f"aqmchain: error: internal error in the core: {_message(exc, args)}", file=sys.stderr)
         return EXIT_SOLVE
     except MemoryError:
         print("aqmchain: error: out of memory (lower solver.memory_limit_gb or coarsen the grid)", file=sys.stderr)
