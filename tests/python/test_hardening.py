@@ -234,6 +234,9 @@ def test_memory_limit_named_in_gb(tmp_path):
     assert "'memory_limit'" not in err and "bytes" not in err
     code, out, err = run_cli("solve", write(tmp_path, with_("grid.k", 400)), "--memory-limit-gb", "0.001")
     expect_2(code, out, err, "--memory-limit-gb")
+    doc = with_("aqm.policy", "front", with_("aqm.max_th", 25, with_("model.buffer", 30, with_("grid.k", 4))))
+    doc["solver"] = {"memory_limit_gb": 0.005}  # the chain fits, the tagged-packet chain does not
+    expect_2(*run_cli("solve", write(tmp_path, doc), "-q"), "tagged-packet chain", "solver.memory_limit_gb = 0.005 GB")
 
 
 def test_warmup_seed_discretised(root):
