@@ -6,7 +6,11 @@ Layers: model description (:class:`Model`, :class:`Source`, :class:`DropFunction
 (SPEC 1): probability vectors are rows, pi P = pi, P is CSR with rows = from-state.
 """
 
-from ._core import (
+from . import _checks
+
+_checks.install()  # type and range checks in front of the C++ constructors: ModelError, never TypeError
+
+from ._core import (  # noqa: E402
     Aqm,
     Chain,
     DropFunction,

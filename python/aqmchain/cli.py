@@ -8,35 +8,112 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import sys
 import warnings
 from pathlib import Path
 
-from . import _core
+from . import _checks, _core, _output
 from .modelfile import load_config
 from .policies import compare_policies
 from .simulation import Comparison, simulate
 from .stationary import NonConvergenceError, solve_stationary
 
 EXIT_OK, EXIT_INPUT, EXIT_SOLVE = 0, 2, 3
+GIB = 1024.0**3
+
+# simulation option -> command-line name (for messages)
+_SIM_NAMES = {"slots": "--slots", "replications": "--replications", "seed": "--seed", "warmup": "--warmup",
+              "batches": "--batches", "discretised": "--discretised"}
 
 
-def _write_json(path: str, payload: dict) -> None:
-    text = json.dumps(payload, indent=1, allow_nan=False)
+def _opt_error(param: str, bound: str, value: object) -> _core.ModelError:
+    e = _core.ModelError(f"option '{param}' must be {bound}, got {_checks.fmt(value)}")
+    e.param = param
+    return e
+
+
+def _check_output(option: str, path: str | None) -> None:
+    """Refuse an output path that cannot be written, before any work is done."""
+    if not path or path == "-":
+        return
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    why = None
+    if p.is_dir():
+        why = "it is a directory"
+    elif not parent.is_dir():
+        why = f"directory '{parent}' does not exist"
+    elif not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        why = "permission denied"
+    if why:
+        e = _core.ModelError(f"option '{option}': cannot write '{path}': {why}")
+        e.param = option
+        raise e
+
+
+def _write(option: str, path: str, text: str) -> None:
     if path == "-":
-        sys.stdout.write(text + "\n")
-    else:
-        Path(path).write_text(text + "\n", encoding="utf-8")
+        sys.stdout.write(text)
+        return
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        e = _core.ModelError(f"option '{option}': cannot write '{path}': {exc.strerror or exc}")
+        e.param = option
+        raise e from None
+
+
+def _write_json(path: str, payload: dict, option: str = "--json") -> None:
+    _write(option, path, json.dumps(_output.json_safe(payload), indent=1, allow_nan=False) + "\n")
+
+
+def _capped_dict(result) -> dict:
+    """result.to_dict() with the pmfs capped (see docs/model-file.md, "Output")."""
+    short, info = _output.capped(result)
+    d = short.to_dict()
+    d.update(info)
+    return d
+
+
+def _summary_stream(args: argparse.Namespace):
+    """The summary goes to stdout unless the JSON does (``--json -``)."""
+    return sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
+
+
+def _config(args: argparse.Namespace) -> tuple[_core.Model, dict]:
+    """Load the model file; remember where each solver option came from (for messages)."""
+    model, solver = load_config(args.model)
+    args.names = {k: f"solver.{k}" for k in solver}
+    args.names.setdefault("memory_limit_gb", "solver.memory_limit_gb")
+    return model, solver
+
+
+def _sim_kwargs(args: argparse.Namespace) -> dict:
+    return _checks.sim_options(args.slots, args.warmup, args.replications, args.seed, args.batches,
+                               args.discretised, 0, 0, names=_SIM_NAMES, err=_opt_error)
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
-    model, solver = load_config(args.model)
-    for key in ("method", "tol", "max_iter"):
-        value = getattr(args, key)
-        if value is not None:
-            solver[key] = value
+    _check_output("--json", args.json)
+    model, solver = _config(args)
+    if args.method is not None:
+        solver["method"] = args.method
+    if args.tol is not None:
+        tol = _checks.real("--tol", args.tol, err=_opt_error)
+        if not 0.0 < tol < 1.0:
+            raise _opt_error("--tol", "in (0, 1)", tol)
+        solver["tol"], args.names["tol"] = tol, "--tol"
+    if args.max_iter is not None:
+        lo, hi = _checks.SOLVER_INT_BOUNDS["max_iter"]
+        solver["max_iter"] = _checks.integer("--max-iter", args.max_iter, lo, hi, err=_opt_error)
+        args.names["max_iter"] = "--max-iter"
     if args.memory_limit_gb is not None:
-        solver["memory_limit_gb"] = args.memory_limit_gb
+        solver["memory_limit_gb"] = _checks.memory_limit_gb("--memory-limit-gb", args.memory_limit_gb,
+                                                            err=_opt_error)
+        args.names["memory_limit_gb"] = "--memory-limit-gb"
+    args.memory_limit_gb = solver.get("memory_limit_gb")
     est = _core.estimate_chain(model)
     if not args.quiet:
         print(f"model {args.model}: buffer {model.buffer}, source {model.source!r}, drop {model.aqm.drop.kind}, "
@@ -47,59 +124,66 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     except NonConvergenceError as exc:
         print(f"aqmchain: {exc}", file=sys.stderr)
         if args.json:
-            payload = exc.result.to_dict()
+            payload = _capped_dict(exc.result)
             payload["error"] = str(exc)
             _write_json(args.json, payload)
         return EXIT_SOLVE
     if not args.quiet:
-        print(result.summary())
+        print(result.summary(), file=_summary_stream(args))
     if args.json:
-        _write_json(args.json, result.to_dict())
+        _write_json(args.json, _capped_dict(result))
     return EXIT_OK
 
 
-def _sim_kwargs(args: argparse.Namespace) -> dict:
-    return {"slots": args.slots, "replications": args.replications, "seed": args.seed, "warmup": args.warmup,
-            "batches": args.batches, "discretised": args.discretised}
-
-
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    model, _ = load_config(args.model)
-    result = simulate(model, **_sim_kwargs(args))
+    kwargs = _sim_kwargs(args)
+    _check_output("--json", args.json)
+    model, _ = _config(args)
+    result = simulate(model, **kwargs)
     if not args.quiet:
-        print(result.summary())
+        print(result.summary(), file=_summary_stream(args))
     if args.json:
-        _write_json(args.json, result.to_dict())
+        _write_json(args.json, _capped_dict(result))
     return EXIT_OK
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    model, solver = load_config(args.model)
+    kwargs = _sim_kwargs(args)
+    _check_output("--plot", args.plot)
+    model, solver = _config(args)
+    args.memory_limit_gb = solver.get("memory_limit_gb")
     analytic = solve_stationary(model, **solver)
-    sim = simulate(model, **_sim_kwargs(args))
+    sim = simulate(model, **kwargs)
     cmp = Comparison(analytic, sim)
     mode = "discretised avg (the chain is its exact law)" if args.discretised else "continuous avg"
     print(f"chain: {analytic.states} states, residual {analytic.info.residual:.1e}; simulation: "
           f"{args.replications} x {args.slots} slots, {mode}, seed {args.seed}")
     print(cmp.table())
-    print(f"max |z| = {cmp.max_abs_z():.2f}")
+    print(f"max |z| = {cmp.max_abs_z():.2f}" + (" (over the metrics where z is defined)" if cmp.undefined() else ""))
     if args.plot:
-        cmp.plot(args.plot)
+        try:
+            cmp.plot(args.plot)
+        except OSError as exc:
+            e = _core.ModelError(f"option '--plot': cannot write '{args.plot}': {exc.strerror or exc}")
+            e.param = "--plot"
+            raise e from None
         print(f"queue pmf overlay written to {args.plot}")
     return EXIT_OK
 
 
 def _cmd_policies(args: argparse.Namespace) -> int:
-    model, solver = load_config(args.model)
+    _check_output("--json", args.json)
+    model, solver = _config(args)
+    args.memory_limit_gb = solver.get("memory_limit_gb")
     cmp = compare_policies(model, **solver)
-    print(cmp.table())
+    print(cmp.table(), file=_summary_stream(args))
     if args.json:
-        _write_json(args.json, {"policies": cmp.rows()})
+        _write_json(args.json, {"policies": cmp.rows(), "note": cmp.note()})
     return EXIT_OK
 
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
-    model, _ = load_config(args.model)
+    model, _ = _config(args)
     est = _core.estimate_chain(model)
     print(json.dumps(est, indent=1))
     return EXIT_OK
@@ -109,21 +193,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="aqmchain", description="Exact Markov-chain analysis of AQM router queues.")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("solve", help="stationary solution and metrics of a model file")
-    s.add_argument("model", help="TOML model file (SPEC section 8)")
-    s.add_argument("--json", metavar="OUT", help="write the SPEC 8 JSON object here ('-' for stdout)")
+    s.add_argument("model", help="TOML model file (docs/model-file.md)")
+    s.add_argument("--json", metavar="OUT",
+                   help="write the JSON result here ('-' for stdout; the summary then goes to stderr)")
     s.add_argument("--method", choices=["auto", "direct", "arnoldi", "gauss_seidel", "power", "multilevel"])
     s.add_argument("--tol", type=float, help="target for ||pi P - pi||_1 (default 1e-12)")
-    s.add_argument("--max-iter", dest="max_iter", type=int)
-    s.add_argument("--memory-limit-gb", type=float, help="refuse state spaces above this (default 8)")
+    s.add_argument("--max-iter", dest="max_iter", type=int, help="sweeps / products / restarts, 0..1e9 (0: default)")
+    s.add_argument("--memory-limit-gb", type=float, help="refuse state spaces above this many GB (default 8)")
     s.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     s.set_defaults(func=_cmd_solve)
     def sim_args(sp: argparse.ArgumentParser, slots: int) -> None:
-        sp.add_argument("model", help="TOML model file (SPEC section 8)")
+        sp.add_argument("model", help="TOML model file (docs/model-file.md)")
         sp.add_argument("--slots", type=int, default=slots, help=f"slots per replication incl. warm-up ({slots})")
-        sp.add_argument("--replications", type=int, default=4)
-        sp.add_argument("--seed", type=int, default=1)
-        sp.add_argument("--warmup", type=int, help="slots discarded per replication (default slots/10)")
-        sp.add_argument("--batches", type=int, default=20, help="batch means per replication")
+        sp.add_argument("--replications", type=int, default=4, help="independent replications, 1..10000 (4)")
+        sp.add_argument("--seed", type=int, default=1, help="random seed, 0..2^64-1 (1)")
+        sp.add_argument("--warmup", type=int, help="slots discarded per replication, >= 0 (default slots/10)")
+        sp.add_argument("--batches", type=int, default=20, help="batch means per replication, 1..10000 (20)")
         sp.add_argument("--discretised", action="store_true", help="avg on the chain's grid (exact law of the chain)")
 
     si = sub.add_parser("simulate", help="slotted Monte Carlo simulation with 95%% confidence intervals")
@@ -137,13 +222,46 @@ def build_parser() -> argparse.ArgumentParser:
                     help="queue pmf overlay on a log scale (default compare_queue_pmf.png; '' for none)")
     co.set_defaults(func=_cmd_compare)
     po = sub.add_parser("policies", help="response times under tail, front and random drop, side by side")
-    po.add_argument("model")
-    po.add_argument("--json", metavar="OUT")
+    po.add_argument("model", help="TOML model file (docs/model-file.md)")
+    po.add_argument("--json", metavar="OUT", help="write the table as JSON ('-' for stdout)")
     po.set_defaults(func=_cmd_policies)
     e = sub.add_parser("estimate", help="upper bounds on states, transitions and memory, without building")
-    e.add_argument("model")
+    e.add_argument("model", help="TOML model file (docs/model-file.md)")
     e.set_defaults(func=_cmd_estimate)
     return p
+
+
+def _gib(m: re.Match) -> str:
+    """'N GB' of the core (1e9 bytes) in the GB of memory_limit_gb (2^30 bytes)."""
+    try:
+        return f"{float(m.group(1)) * 1e9 / GIB:.4g} GB"
+    except ValueError:
+        return m.group(0)
+
+
+def _message(exc: BaseException, args: argparse.Namespace) -> str:
+    """The error as one line, with the core's internal option names replaced by the user's."""
+    msg = str(exc)
+    names = getattr(args, "names", {})
+    mem_key = names.get("memory_limit_gb", "solver.memory_limit_gb")
+    if getattr(exc, "param", None) == "memory_limit" or "'memory_limit'" in msg:
+        gb = getattr(args, "memory_limit_gb", None)
+        gb = 8.0 if gb is None else gb
+        # the core counts bytes and 1e9-byte GB; the user's limit is in GB of 2^30 bytes
+        msg = re.sub(r"the memory limit of [0-9.e+-]+ GB", "the limit @LIMIT@", msg)
+        msg = re.sub(r"(\d[0-9.e+-]*) GB", _gib, msg)
+        msg = msg.replace("@LIMIT@", f"{mem_key} = {gb:g} GB")
+        msg = msg.replace("'memory_limit'", f"'{mem_key}'")
+    for internal, user in _SIM_NAMES.items():
+        msg = msg.replace(f"parameter '{internal}'", f"option '{user}'")
+    msg = re.sub(r"solver option '(\w+)'",
+                 lambda m: (f"option '{names[m.group(1)]}'" if names.get(m.group(1), "").startswith("--")
+                            else f"parameter '{names.get(m.group(1), 'solver.' + m.group(1))}'"), msg)
+    msg = re.sub(r"(?<=[\s(,=\[])-?nan(?=[\s),\]]|$)", "undefined (numerical overflow)", msg)
+    param = getattr(exc, "param", None)
+    if isinstance(param, str) and param and param != "path" and param not in msg:
+        msg += f" [{param}]"  # e.g. 'state space too large' comes from grid.k
+    return " ".join(msg.split())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,13 +272,19 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = lambda msg, *a, **k: print(f"aqmchain: warning: {msg}", file=sys.stderr)
             return args.func(args)
     except (_core.ModelError, _core.OptionError) as exc:
-        print(f"aqmchain: error: {exc}", file=sys.stderr)
+        print(f"aqmchain: error: {_message(exc, args)}", file=sys.stderr)
         return EXIT_INPUT
     except NonConvergenceError as exc:
-        print(f"aqmchain: {exc}", file=sys.stderr)
+        print(f"aqmchain: {_message(exc, args)}", file=sys.stderr)
         return EXIT_SOLVE
     except (_core.ReducibleChainError, _core.SolverError) as exc:
-        print(f"aqmchain: error: {exc}", file=sys.stderr)
+        print(f"aqmchain: error: {_message(exc, args)}", file=sys.stderr)
+        return EXIT_SOLVE
+    except RuntimeError as exc:  # a logic error inside the core (a bug there, reported, not a traceback)
+        print(f"aqmchain: error: internal error in the core: {_message(exc, args)}", file=sys.stderr)
+        return EXIT_SOLVE
+    except MemoryError:
+        print("aqmchain: error: out of memory (lower solver.memory_limit_gb or coarsen the grid)", file=sys.stderr)
         return EXIT_SOLVE
 
 

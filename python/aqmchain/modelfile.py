@@ -8,11 +8,13 @@ the bound and the value.
 from __future__ import annotations
 
 import math
+import re
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from . import _core
+from . import _checks, _core
 from ._core import ModelError
 
 __all__ = ["load_model", "load_config", "model_from_dict", "model_to_dict"]
@@ -38,9 +40,7 @@ _SERVICE_KINDS = {"discrete": "geometric", "continuous": "exponential"}
 
 
 def _err(key: str, bound: str, value: Any) -> ModelError:
-    e = ModelError(f"parameter '{key}' must be {bound}, got {value!r}")
-    e.param = key
-    return e
+    return _checks.model_error(key, bound, value)
 
 
 class _Section:
@@ -63,27 +63,22 @@ class _Section:
         return self.table[key]
 
     def number(self, key: str, default: Any = None, required: bool = False) -> float:
-        v = self._get(key, default, required)
-        if v is default and key not in self.table:
-            return v
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise _err(f"{self.name}.{key}", "a finite number", v)
-        return float(v)
+        if key not in self.table:
+            return self._get(key, default, required)
+        return _checks.real(f"{self.name}.{key}", self._get(key, default, required))
 
-    def integer(self, key: str, default: Any = None, required: bool = False) -> int:
-        v = self._get(key, default, required)
-        if v is default and key not in self.table:
-            return v
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise _err(f"{self.name}.{key}", "an integer", v)
-        return v
+    def integer(self, key: str, default: Any = None, required: bool = False, *, lo: int = -_checks.INT64_MAX,
+                hi: int = _checks.INT64_MAX) -> int:
+        if key not in self.table:
+            return self._get(key, default, required)
+        return _checks.integer(f"{self.name}.{key}", self._get(key, default, required), lo, hi)
 
     def string(self, key: str, choices: tuple[str, ...], default: Any = None, required: bool = False,
                context: str = "") -> str:
         v = self._get(key, default, required)
         if v is default and key not in self.table:
             return v
-        if v not in choices:
+        if not isinstance(v, str) or v not in choices:
             raise _err(f"{self.name}.{key}", "one of " + ", ".join(choices) + (f" when {context}" if context else ""), v)
         return v
 
@@ -91,25 +86,42 @@ class _Section:
         v = self._get(key, None, required)
         if v is None:
             return None
-
-        def check(x: Any, d: int, path: str) -> Any:
-            if d == 0:
-                if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-                    raise _err(path, "a finite number", x)
-                return float(x)
-            if not isinstance(x, list):
-                raise _err(path, "a list" if d == 1 else "a list of lists", x)
-            return [check(y, d - 1, f"{path}[{i}]") for i, y in enumerate(x)]
-
-        return check(v, depth, f"{self.name}.{key}")
+        return _checks.reals(f"{self.name}.{key}", v, depth)
 
     def finish(self) -> None:
         extra = sorted(set(self.table) - self.used)
         if extra:
-            key = f"{self.name}.{extra[0]}"
+            key = f"{self.name}.{_checks.name(extra[0])}"
             e = ModelError(f"unknown key '{key}' (known here: {', '.join(sorted(self.used)) or 'none'})")
             e.param = key
             raise e
+
+
+def _ssmp_log_pi0(log_q: float, n: int) -> float:
+    """log pi_0(q) = log(q^(n-1) / (1 + q + ... + q^(n-1))) without overflow for any q > 0."""
+    if log_q > 0:
+        return math.log(-math.expm1(-log_q)) - math.log(-math.expm1(-n * log_q))
+    if log_q < 0:
+        return (n - 1) * log_q + math.log(-math.expm1(log_q)) - math.log(-math.expm1(n * log_q))
+    return -math.log(n)
+
+
+def _ssmp_q_for_mean(mean: float, a: float, n: int) -> float:
+    """q with pi_0(q) = mean, by bisection on log q (used where a^(n-1) overflows a double)."""
+    log_top = _ssmp_log_pi0(math.log(a), n)
+    if not (mean > 0 and math.log(mean) <= log_top):
+        raise _err("source.mean", f"in (0, pi_0(q = a)] = (0, {math.exp(log_top):.17g}] for a = {a!r}, n = {n}",
+                   mean)
+    lo, hi, log_mean = math.log(1e-300) / 4, math.log(a), math.log(mean)
+    for _ in range(300):
+        if hi - lo <= 1e-16 * max(1.0, abs(hi)):
+            break
+        mid = 0.5 * (lo + hi)
+        if _ssmp_log_pi0(mid, n) < log_mean:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp(0.5 * (lo + hi))
 
 
 def _source(sec: _Section, time: str) -> _core.Source:
@@ -121,15 +133,24 @@ def _source(sec: _Section, time: str) -> _core.Source:
     elif kind == "bernoulli":
         src = _core.Source.bernoulli(sec.number("alpha", required=True))
     elif kind == "ssmp":
-        n = sec.integer("n", required=True)
+        n = sec.integer("n", required=True, lo=2, hi=_checks.MAX_SSMP_N)
         a = sec.number("a", required=True)
         has_q, has_mean = "q" in sec.table, "mean" in sec.table
         if has_q == has_mean:
             e = ModelError("source kind 'ssmp' needs exactly one of 'source.q' and 'source.mean'")
             e.param = "source.q"
             raise e
-        src = (_core.Source.ssmp(n, sec.number("q"), a) if has_q
-               else _core.Source.ssmp_from_mean(sec.number("mean"), a, n))
+        if has_q:
+            src = _core.Source.ssmp(n, sec.number("q"), a)
+        else:
+            mean = sec.number("mean")
+            try:
+                src = _core.Source.ssmp_from_mean(mean, a, n)
+            except ModelError as exc:
+                if "nan" not in str(exc) or not a > 0:
+                    raise
+                # the core's bound pi_0(q = a) overflowed (a^(n-1) > 1e308): solve for q in log space
+                src = _core.Source.ssmp(n, _ssmp_q_for_mean(mean, a, n), a)
     else:
         src = _core.Source.mmbp(sec.numbers("matrix", required=True, depth=2),
                                 sec.numbers("arrival", required=True))
@@ -142,9 +163,9 @@ def _aqm(sec: _Section) -> _core.Aqm:
     allowed = _DROP_KEYS[drop]
     for key in sec.table:
         if key not in _AQM_COMMON and key not in allowed:
-            e = ModelError(f"unknown key 'aqm.{key}' for drop = \"{drop}\""
+            e = ModelError(f"unknown key 'aqm.{_checks.name(key)}' for drop = \"{drop}\""
                            f" (it takes: {', '.join(sorted(_AQM_COMMON | set(allowed)))})")
-            e.param = f"aqm.{key}"
+            e.param = f"aqm.{_checks.name(key)}"
             raise e
     num = lambda k: sec.number(k, required=allowed[k])  # noqa: E731
     if drop == "none":
@@ -154,7 +175,15 @@ def _aqm(sec: _Section) -> _core.Aqm:
     elif drop == "dsred":
         f = _core.DropFunction.dsred(num("k_l"), num("k_h"), num("gamma"))
     elif drop == "sred":
-        f = _core.DropFunction.sred(num("min_th"), sec.number("q_max", 0.0), sec.number("seg", 0.0))
+        # an absent q_max / seg means the default (the buffer / 0.6 q_max); a given one must be > 0
+        extra = {}
+        for key in ("q_max", "seg"):
+            if key in sec.table:
+                v = sec.number(key)
+                if not v > 0:
+                    raise _err(f"aqm.{key}", "> 0 (omit the key for the default)", sec.table[key])
+                extra[key] = v
+        f = _core.DropFunction.sred(num("min_th"), extra.get("q_max", 0.0), extra.get("seg", 0.0))
     elif drop == "polynomial":
         f = _core.DropFunction.polynomial(num("min_th"), num("max_th"), sec.numbers("coeffs", required=True))
     else:
@@ -178,8 +207,8 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
     known = {"model", "source", "service", "aqm", "grid", "solver"}
     for key in doc:
         if key not in known:
-            e = ModelError(f"unknown section '[{key}]' (known: {', '.join(sorted(known))})")
-            e.param = key
+            e = ModelError(f"unknown section '[{_checks.name(key)}]' (known: {', '.join(sorted(known))})")
+            e.param = _checks.name(key)
             raise e
     for key in ("model", "source", "service"):
         if key not in doc:
@@ -187,9 +216,7 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
             e.param = key
             raise e
     m = _Section("model", doc["model"])
-    buffer = m.integer("buffer", required=True)
-    if buffer < 1:
-        raise _err("model.buffer", ">= 1", buffer)
+    buffer = m.integer("buffer", required=True, lo=1, hi=_checks.MAX_BUFFER)
     time = m.string("time", ("discrete", "continuous"), "discrete")
     m.finish()
     source = _source(_Section("source", doc["source"]), time)
@@ -200,7 +227,7 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
     aqm = _aqm(_Section("aqm", doc.get("aqm", {})))
     g = _Section("grid", doc.get("grid", {}))
     pts = g.numbers("points")
-    grid = _core.GridSpec(k=g.integer("k", 4), points=pts or [],
+    grid = _core.GridSpec(k=g.integer("k", 4, lo=1, hi=_checks.INT32_MAX), points=pts or [],
                           mapping=g.string("mapping", ("split", "nearest", "flags"), "split"))
     g.finish()
     sv = _Section("solver", doc.get("solver", {}))
@@ -213,30 +240,79 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
             solver[key] = sv.string(key, ("amd", "metis", "cholmod", "best", "none"))
         elif key == "strategy":
             solver[key] = sv.string(key, ("auto", "symmetric", "unsymmetric"))
+        elif key in _checks.SOLVER_INT_BOUNDS:
+            lo, hi = _checks.SOLVER_INT_BOUNDS[key]
+            solver[key] = sv.integer(key, lo=lo, hi=hi)
         elif isinstance(default, int):
             solver[key] = sv.integer(key)
         else:
             solver[key] = sv.number(key)
     sv.finish()
+    solver = _checks.solver_options(solver, prefix="solver.", err=_checks.model_error)
     model = _core.Model(buffer=buffer, source=source, service=service, aqm=aqm, grid=grid, time=time)
     return model, solver
 
 
+MAX_FILE_BYTES = 4 * 1024 * 1024  # a model file is a few kB; refuse /dev/zero or a stray data file
+_MAX_INT_DIGITS = 50_000  # TOML integers longer than this are refused unparsed (int() is quadratic)
+
+
+def _file_error(p: Path, what: str) -> ModelError:
+    e = ModelError(f"model file '{p}': {what}")
+    e.param = "path"
+    return e
+
+
+def _huge_integer_key(text: str) -> str:
+    """The key (section.key) of the first integer literal longer than the parser's digit limit."""
+    m = re.search(r"[0-9_]{%d,}" % _MAX_INT_DIGITS, text)
+    if m is None:
+        return "an integer"
+    before = text[: m.start()]
+    line = before[before.rfind("\n") + 1:]
+    key = line.split("=", 1)[0].strip() if "=" in line else "?"
+    section = re.findall(r"(?m)^\s*\[+\s*([^\]]+?)\s*\]", before)
+    full = f"{section[-1]}.{key}" if section else key
+    return f"key '{_checks.name(full)}' (line {before.count(chr(10)) + 1})"
+
+
 def load_config(path: str | Path) -> tuple[_core.Model, dict]:
-    """Read a model file; return ``(model, solver_options)`` (the ``[solver]`` table)."""
+    """Read a model file; return ``(model, solver_options)`` (the ``[solver]`` table).
+
+    Files larger than 4 MiB, that are not UTF-8 text or not TOML are refused with a
+    :class:`ModelError` (``param = "path"``) before anything is built."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with open(p, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         e = ModelError(f"cannot read model file '{p}': {exc.strerror or exc}")
         e.param = "path"
         raise e from exc
+    if len(data) > MAX_FILE_BYTES:
+        raise _file_error(p, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; a model file is a few kB of TOML")
     try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _file_error(p, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+    text = text.removeprefix("\ufeff")
+    old_limit = sys.get_int_max_str_digits()
+    try:
+        sys.set_int_max_str_digits(max(old_limit, _MAX_INT_DIGITS) if old_limit else 0)
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         e = ModelError(f"malformed model file '{p}': {exc}")
         e.param = "path"
-        raise e from exc
+        raise e from None
+    except RecursionError:
+        raise _file_error(p, "values nested too deeply (a model file nests at most a few levels)") from None
+    except ValueError:  # an integer literal above the digit limit
+        raise _file_error(p, f"{_huge_integer_key(text)} holds an integer of more than {_MAX_INT_DIGITS} digits, "
+                             "outside every range") from None
+    except MemoryError:
+        raise _file_error(p, "too large to parse") from None
+    finally:
+        sys.set_int_max_str_digits(old_limit)
     return model_from_dict(doc)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import warnings
 from typing import Any
 
 from . import _core
@@ -13,6 +15,10 @@ __all__ = ["compare_policies", "PolicyComparison"]
 POLICIES = ("tail", "front", "random")
 
 
+def _num(v: Any, spec: str) -> str:
+    return format(v, spec) if v is not None and math.isfinite(v) else "n/a"
+
+
 class PolicyComparison:
     """``results[policy]`` is the :class:`StationaryResult` of the model under that policy."""
 
@@ -20,23 +26,37 @@ class PolicyComparison:
         self.results = results
 
     def rows(self) -> list[dict[str, Any]]:
+        """One dict per policy; response fields are ``None`` where no packet is admitted (no traffic)."""
         tail = self.results["tail"].mean_response
         out = []
         for p, r in self.results.items():
+            rel = None
+            if r.mean_response is not None and tail is not None and tail > 0:
+                rel = (r.mean_response - tail) / tail
             out.append({"policy": p, "mean_response": r.mean_response, "var_response": r.var_response,
                         "pushed_out_prob": r.pushed_out_prob, "loss": r.loss, "mean_queue": r.mean_queue,
-                        "relative_to_tail": (r.mean_response - tail) / tail,
+                        "relative_to_tail": rel,
                         "method": r.response_method, "littles_law_error": r.littles_law_error})
         return out
+
+    def note(self) -> str | None:
+        """Why response times are missing (no packet admitted), or ``None``."""
+        r = self.results["tail"]
+        return None if r.mean_response is not None else f"response times n/a: {r.response_note}"
 
     def table(self) -> str:
         head = (f"{'policy':<8}{'E[R]':>12}{'Var[R]':>14}{'vs tail':>10}{'pushed out':>13}{'loss':>12}"
                 f"{'mean queue':>12}")
         lines = [head, "-" * len(head)]
         for row in self.rows():
-            lines.append(f"{row['policy']:<8}{row['mean_response']:>12.6g}{row['var_response']:>14.6g}"
-                         f"{100 * row['relative_to_tail']:>9.2f}%{row['pushed_out_prob']:>13.4g}"
-                         f"{row['loss']:>12.6g}{row['mean_queue']:>12.6g}")
+            rel = row["relative_to_tail"]
+            lines.append(f"{row['policy']:<8}{_num(row['mean_response'], '.6g'):>12}"
+                         f"{_num(row['var_response'], '.6g'):>14}"
+                         f"{'n/a' if rel is None or not math.isfinite(rel) else format(100 * rel, '.2f') + '%':>10}"
+                         f"{_num(row['pushed_out_prob'], '.4g'):>13}"
+                         f"{_num(row['loss'], '.6g'):>12}{_num(row['mean_queue'], '.6g'):>12}")
+        if self.note():
+            lines.append(self.note())
         return "\n".join(lines)
 
 
@@ -47,5 +67,8 @@ def compare_policies(model: _core.Model, **options: Any) -> PolicyComparison:
     results = {}
     for policy in POLICIES:
         doc["aqm"]["policy"] = policy
-        results[policy] = solve_stationary(model_from_dict(doc)[0], **options)
+        with warnings.catch_warnings():  # the model's own warnings were given when it was built
+            warnings.simplefilter("ignore", UserWarning)
+            variant = model_from_dict(doc)[0]
+        results[policy] = solve_stationary(variant, **options)
     return PolicyComparison(results)

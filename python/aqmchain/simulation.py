@@ -6,12 +6,21 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
+from . import _checks, _core
 
 __all__ = ["simulate", "SimulationResult", "compare", "Comparison"]
 
 SCALARS = ("arrival_rate", "throughput", "loss", "loss_aqm", "loss_overflow", "mark_prob", "pushed_out_prob",
            "mean_system", "var_system", "mean_queue", "var_queue", "mean_avg", "mean_response", "var_response")
+
+
+_UNDEFINED_WHY = {name: "no arrival" for name in ("loss", "loss_aqm", "loss_overflow", "mark_prob")}
+_UNDEFINED_WHY.update({name: "no admitted packet" for name in ("pushed_out_prob", "mean_response", "var_response")})
+
+
+def _num(v: Any, spec: str) -> str:
+    """A number for a table: 'n/a' instead of nan / inf."""
+    return format(v, spec) if v is not None and np.isfinite(v) else "n/a"
 
 
 class SimulationResult:
@@ -38,10 +47,10 @@ class SimulationResult:
         self.slots_per_second, self.threads = raw.slots_per_second, raw.threads
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {name: float(getattr(self, name)) for name in SCALARS}
+        fin = lambda v: float(v) if np.isfinite(v) else None  # noqa: E731  (JSON has no infinity)
+        d: dict[str, Any] = {name: fin(getattr(self, name)) for name in SCALARS}
         for name in ("queue_pmf", "system_pmf", "response_pmf"):
             d[name] = [float(v) for v in getattr(self, name)]
-        fin = lambda v: float(v) if np.isfinite(v) else None  # noqa: E731  (JSON has no infinity)
         d["ci"] = {k: [fin(x) for x in v] if isinstance(v, list) else fin(v) for k, v in self.ci.items()}
         d["simulation"] = {"slots": int(self.options.slots), "warmup": int(self.options.warmup),
                            "replications": int(self.options.replications), "seed": int(self.options.seed),
@@ -53,7 +62,18 @@ class SimulationResult:
 
     def summary(self) -> str:
         w = max(len(n) for n in SCALARS)
-        lines = [f"{n:<{w}}  {getattr(self, n):.6g} +- {self.ci[n]:.2g}" for n in SCALARS]
+        lines = []
+        for n in SCALARS:
+            v, hw = getattr(self, n), self.ci[n]
+            if not np.isfinite(v):
+                lines.append(f"{n:<{w}}  n/a")
+            elif not np.isfinite(hw):
+                lines.append(f"{n:<{w}}  {v:.6g} (no interval: {_UNDEFINED_WHY.get(n, 'no observation')})")
+            else:
+                lines.append(f"{n:<{w}}  {v:.6g} +- {hw:.2g}")
+        if self.arrival_rate == 0:
+            lines.append("no packet arrived in the measured slots: per-arrival metrics and response times are "
+                         "undefined (reported as 0 without an interval)")
         lines.append(f"{'slots':<{w}}  {self.options.replications} x {self.options.slots} "
                      f"({self.slots_per_second / 1e6:.1f} M slots/s on {self.threads} threads, {self.seconds:.2f} s)")
         return "\n".join(lines)
@@ -68,9 +88,13 @@ def simulate(model: _core.Model, *, slots: int = 10_000_000, replications: int =
     Replication r uses the xoshiro256** stream of ``seed`` jumped r times, so the result
     depends on the seed only.
     """
-    opts = _core.sim_options(slots=int(slots), warmup=-1 if warmup is None else int(warmup),
-                            replications=int(replications), seed=int(seed), batches=int(batches),
-                            discretised=bool(discretised), sample_every=int(sample_every), threads=int(threads))
+    if not isinstance(model, _core.Model):
+        raise _checks.model_error("model", "an aqmchain.Model", model)
+    # SimOptions checks types and ranges (ModelError naming the option): an integral seed, a boolean
+    # `discretised`, warmup -1 (slots / 10) or in [0, slots), counts below their upper bounds
+    opts = _core.SimOptions(slots=slots, warmup=-1 if warmup is None else warmup, replications=replications,
+                            seed=seed, batches=batches, discretised=discretised, sample_every=sample_every,
+                            threads=threads)
     return SimulationResult(model, opts, _core.simulate(model, opts))
 
 
@@ -97,17 +121,33 @@ class Comparison:
                 # standard deviation of the count the analytic rate predicts.
                 trials = simulated.measured_slots * (simulated.arrival_rate if name in self.PER_ARRIVAL else 1.0)
                 sd = np.sqrt(a / trials) if a > 0 and trials > 0 else 0.0
-            z = (s - a) / sd if sd > 0 else (0.0 if abs(s - a) < 1e-9 else float("inf"))
+            if not (np.isfinite(a) and np.isfinite(s) and np.isfinite(sd)) or (
+                    sd == 0 and simulated.arrival_rate == 0 and abs(s - a) >= 1e-9):
+                z = float("nan")  # undefined: no arrival / no admitted packet in the simulation
+            else:
+                z = (s - a) / sd if sd > 0 else (0.0 if abs(s - a) < 1e-9 else float("inf"))
             self.rows.append((name, a, s, hw, z))
 
     def max_abs_z(self) -> float:
-        return max(abs(r[4]) for r in self.rows)
+        """The largest |z| over the metrics where z is defined (0 when none is)."""
+        zs = [abs(r[4]) for r in self.rows if not np.isnan(r[4])]
+        return max(zs) if zs else 0.0
+
+    def undefined(self) -> list[str]:
+        """Metrics without a z-score: the simulation saw no event to estimate them from."""
+        return [r[0] for r in self.rows if np.isnan(r[4])]
 
     def table(self) -> str:
         head = f"{'metric':<16}{'analytic':>14}{'simulated':>14}{'+-95%':>11}{'z':>8}"
         lines = [head, "-" * len(head)]
         for name, a, s, hw, z in self.rows:
-            lines.append(f"{name:<16}{a:>14.6g}{s:>14.6g}{hw:>11.2g}{z:>8.2f}")
+            zs = "n/a" if np.isnan(z) else ("inf" if np.isinf(z) else f"{z:.2f}")
+            lines.append(f"{name:<16}{_num(a, '.6g'):>14}{_num(s, '.6g'):>14}{_num(hw, '.2g'):>11}{zs:>8}")
+        if self.simulated.arrival_rate == 0:
+            lines.append("no packet arrived in the simulation: per-arrival metrics and response times have no "
+                         "interval, their z is n/a")
+        elif self.undefined():
+            lines.append(f"z n/a (no event observed in the simulation): {', '.join(self.undefined())}")
         return "\n".join(lines)
 
     def plot(self, path: str) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _core
+from . import _checks, _core
 from ._core import OptionError
 
 __all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "build_chain", "DirectSolver"]
@@ -57,7 +57,7 @@ class SolverInfo:
 
 
 def _limit_bytes(memory_limit_gb: float | None) -> float:
-    return 8.0 * GIB if memory_limit_gb is None else float(memory_limit_gb) * GIB
+    return 8.0 * GIB if memory_limit_gb is None else _checks.memory_limit_gb("memory_limit_gb", memory_limit_gb) * GIB
 
 
 def build_chain(model: _core.Model, memory_limit_gb: float | None = None) -> _core.Chain:
@@ -260,7 +260,7 @@ def _options(options: dict) -> _core.StationaryOptions:
     unknown = sorted(set(options) - set(OPTION_DEFAULTS))
     if unknown:
         raise OptionError(f"unknown solver option '{unknown[0]}' (known: {', '.join(OPTION_DEFAULTS)}, memory_limit_gb)")
-    return _core.stationary_options(**options)
+    return _core.StationaryOptions(**options)
 
 
 def _finish(chain, raw, opts, memory_limit_gb, response, response_tail) -> StationaryResult:

@@ -33,12 +33,8 @@ inline py::dict pairs(const std::vector<std::pair<std::string, double>>& v) {
   return d;
 }
 
-/// Options objects are built from keyword arguments: each keyword is assigned
-/// through the class's own read-write property (so names, types and defaults
-/// are written once, in the def_readwrite calls), then `validate()` runs.
-/// Unknown keywords raise OptionError naming the option and listing the known ones.
-void set_options(py::object self, const py::kwargs& kwargs, const char* family);
-/// The names of a bound options class's read-write fields, in definition order.
+/// The names of a bound options class's read-write fields, in definition order
+/// (names, types and defaults are written once, in the def_readwrite calls).
 py::list option_names(py::object cls);
 
 void define_errors(py::module_& m);

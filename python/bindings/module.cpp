@@ -44,26 +44,6 @@ void define_errors(py::module_& m) {
   });
 }
 
-void set_options(py::object self, const py::kwargs& kwargs, const char* family) {
-  const py::list known = option_names(py::type::of(self));
-  for (const auto& [key, value] : kwargs) {
-    if (!known.contains(key)) {
-      std::string names;
-      for (const auto& k : known) names += (names.empty() ? "" : ", ") + k.cast<std::string>();
-      throw aqm::OptionError(std::string("unknown ") + family + " option '" + key.cast<std::string>() +
-                             "' (known: " + names + ")");
-    }
-    try {
-      py::setattr(self, key, value);
-    } catch (py::error_already_set& e) {
-      if (!e.matches(PyExc_TypeError)) throw;
-      throw aqm::OptionError(std::string(family) + " option '" + key.cast<std::string>() + "' has the wrong type: " +
-                             py::repr(value).cast<std::string>());
-    }
-  }
-  self.attr("validate")();
-}
-
 py::list option_names(py::object cls) {
   py::list out;
   for (const auto& item : cls.attr("__dict__").attr("items")()) {

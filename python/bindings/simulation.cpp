@@ -10,12 +10,6 @@ using namespace aqm;
 
 namespace {
 
-py::object make_options(const py::kwargs& kw) {
-  py::object o = py::module_::import("aqmchain._core").attr("SimOptions")();
-  set_options(o, kw, "simulation");
-  return o;
-}
-
 py::dict estimates(const SimResult& r) {
   py::dict d;
   const std::pair<const char*, const Estimate*> items[] = {
@@ -50,7 +44,7 @@ py::dict series(const SimResult& r) {
 }  // namespace
 
 void define_simulator(py::module_& m) {
-  py::class_<SimOptions>(m, "SimOptions", "Options of the simulator; build with sim_options(**kwargs).")
+  py::class_<SimOptions>(m, "SimOptions", "Options of the simulator; keyword arguments set the fields (checked in Python, validated here).")
       .def(py::init<>())
       .def_readwrite("slots", &SimOptions::slots)
       .def_readwrite("warmup", &SimOptions::warmup)
@@ -63,7 +57,6 @@ void define_simulator(py::module_& m) {
       .def_readwrite("max_response", &SimOptions::max_response)
       .def("validate", &SimOptions::validate)
       .def_static("option_names", [m]() { return option_names(m.attr("SimOptions")); });
-  m.def("sim_options", &make_options, "SimOptions from keyword arguments (validated).");
 
   py::class_<Estimate>(m, "Estimate")
       .def_readonly("value", &Estimate::value)

@@ -10,12 +10,6 @@ using namespace aqm;
 
 namespace {
 
-py::object make_options(const py::kwargs& kw) {
-  py::object o = py::module_::import("aqmchain._core").attr("StationaryOptions")();
-  set_options(o, kw, "solver");
-  return o;
-}
-
 py::list methods() {
   py::list out;
   for (Method x : kAllMethods) out.append(to_string(x));
@@ -32,7 +26,7 @@ void define_enums(py::module_& m) {
 
 void define_options(py::module_& m) {
   py::class_<StationaryOptions>(m, "StationaryOptions",
-                                "Options of the stationary solvers; build with stationary_options(**kwargs).")
+                                "Options of the stationary solvers; keyword arguments set the fields (checked in Python, validated here).")
       .def(py::init<>())
       .def_property(
           "method", [](const StationaryOptions& o) { return to_string(o.method); },
@@ -61,7 +55,6 @@ void define_options(py::module_& m) {
         for (const auto& name : option_names(m.attr("StationaryOptions"))) d[name] = o.attr(name);
         return d;
       });
-  m.def("stationary_options", &make_options, "StationaryOptions from keyword arguments (validated).");
   m.def("stationary_methods", &methods, "Names of the stationary methods.");
 }
 

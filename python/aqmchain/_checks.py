@@ -1,0 +1,384 @@
+"""Argument checks in front of the C++ core.
+
+The pybind11 constructors take C integers (int32 for buffer, k, n, ncv; int64 for
+max_iter and slots; uint64 for the seed) and doubles: a Python integer outside that
+range, a string or ``None`` reaches them as a ``TypeError`` that names no parameter.
+This module checks types and ranges first and raises :class:`ModelError` (model
+parameters, simulation options, with ``.param`` set) or :class:`OptionError` (solver
+options) naming the parameter, the bound and the value.  :func:`install` wraps the
+public constructors of ``aqmchain._core`` with these checks once, at import.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+import operator
+import re
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+from . import _core
+from ._core import ModelError, OptionError
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+UINT64_MAX = 2**64 - 1
+
+# Upper bounds on counts (the C++ core checks the same bounds).
+MAX_BUFFER = 10_000_000
+MAX_SSMP_N = 4096  # the SSMP modulator is a dense n x n matrix (128 MiB at n = 4096)
+SOLVER_INT_BOUNDS: dict[str, tuple[int, int]] = {
+    "max_iter": (0, 1_000_000_000),
+    "ncv": (0, 1000),
+    "refine_steps": (0, 100),
+    "check_every": (1, 1_000_000),
+    "coarse_size": (2, 2000),
+    "smoothing_sweeps": (1, 100),
+    "cycle_gamma": (1, 2),
+    "krylov_basis": (2, 500),
+}
+SIM_INT_BOUNDS: dict[str, tuple[int, int]] = {
+    "slots": (1, 10**12),
+    "replications": (1, 10_000),
+    "batches": (1, 10_000),
+    "seed": (0, UINT64_MAX),
+    "sample_every": (0, INT64_MAX),
+    "threads": (0, 1024),
+}
+MAX_MEMORY_GB = 1e6  # a memory budget above 1 PB is a typo
+
+
+def fmt(value: Any, limit: int = 60) -> str:
+    """A short, one-line rendering of a value for an error message (never fails)."""
+    if isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, numbers.Integral):
+        v = int(value)
+        if v.bit_length() > 200:  # over ~60 digits (str() fails beyond 4300)
+            digits = int((v.bit_length() - 1) * math.log10(2))
+            while abs(v) >= 10**digits:
+                digits += 1
+            return f"{'-' if v < 0 else ''}an integer of {digits} digits"
+        return str(v)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001  (a repr that fails: huge ints inside a list, ...)
+        text = f"a {type(value).__name__}"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def name(key: str) -> str:
+    """A TOML key as it can be shown in a one-line message."""
+    if re.fullmatch(r"[A-Za-z0-9_\-.\[\]]{1,80}", key):
+        return key
+    return fmt(key)
+
+
+def model_error(param: str, bound: str, value: Any) -> ModelError:
+    e = ModelError(f"parameter '{param}' must be {bound}, got {fmt(value)}")
+    e.param = param
+    return e
+
+
+def option_error(param: str, bound: str, value: Any) -> OptionError:
+    e = OptionError(f"solver option '{param}' must be {bound}, got {fmt(value)}")
+    e.param = param
+    return e
+
+
+def integer(param: str, value: Any, lo: int, hi: int, *, err: Callable = model_error,
+            allow_integral_float: bool = False) -> int:
+    """``value`` as an int in [lo, hi] (bool and non-integral floats are refused)."""
+    if isinstance(value, bool):
+        raise err(param, f"an integer in [{lo}, {hi}]", value)
+    if allow_integral_float and isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        f = float(value)
+        if not (math.isfinite(f) and f.is_integer()):
+            raise err(param, f"an integer in [{lo}, {hi}]", value)
+        value = int(f)
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise err(param, f"an integer in [{lo}, {hi}]", value) from None
+    if v < lo:
+        raise err(param, f">= {lo}", v)
+    if v > hi:
+        raise err(param, f"<= {hi}", v)
+    return v
+
+
+def real(param: str, value: Any, *, err: Callable = model_error) -> float:
+    """``value`` as a finite float (bool, strings and overflowing integers are refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise err(param, "a finite number", value)
+    try:
+        f = float(value)
+    except (OverflowError, ValueError):
+        raise err(param, "a finite number", value) from None
+    if not math.isfinite(f):
+        raise err(param, "a finite number", value)
+    return f
+
+
+def reals(param: str, value: Any, depth: int = 1, *, err: Callable = model_error) -> list:
+    """A list (depth 1) or list of lists (depth 2) of finite floats."""
+    if depth == 0:
+        return real(param, value, err=err)
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        raise err(param, "a list" if depth == 1 else "a list of lists", value)
+    return [reals(f"{param}[{i}]", x, depth - 1, err=err) for i, x in enumerate(value)]
+
+
+def string(param: str, value: Any, *, err: Callable = model_error) -> str:
+    if not isinstance(value, str):
+        raise err(param, "a string", value)
+    return value
+
+
+def boolean(param: str, value: Any, *, err: Callable = model_error) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise err(param, "a boolean (true or false)", value)
+    return bool(value)
+
+
+def memory_limit_gb(param: str, value: Any, *, err: Callable = model_error) -> float:
+    v = real(param, value, err=err)
+    if not 0.0 < v <= MAX_MEMORY_GB:
+        raise err(param, f"in (0, {MAX_MEMORY_GB:g}] (GB)", value)
+    return v
+
+
+def solver_options(options: dict, *, prefix: str = "", err: Callable = option_error) -> dict:
+    """Type and range checks of the keyword options of :func:`solve_stationary` (values are
+    returned converted; names are shown as ``prefix + name``)."""
+    out = dict(options)
+    for key, value in options.items():
+        p = prefix + key
+        if key in SOLVER_INT_BOUNDS:
+            lo, hi = SOLVER_INT_BOUNDS[key]
+            out[key] = integer(p, value, lo, hi, err=err)
+        elif key == "tol":
+            v = real(p, value, err=err)
+            if not 0.0 < v < 1.0:
+                raise err(p, "in (0, 1)", value)
+            out[key] = v
+        elif key in ("direct_max_gb", "auto_direct_max_flops"):
+            v = real(p, value, err=err)
+            if not v > 0.0:
+                raise err(p, "> 0", value)
+            out[key] = v
+        elif key == "memory_limit_gb":
+            out[key] = memory_limit_gb(p, value, err=err)
+        elif key in ("method", "ordering", "strategy"):
+            out[key] = string(p, value, err=err)
+        elif key == "x0":
+            out[key] = reals(p, value, err=err)
+    return out
+
+
+def sim_options(slots: Any, warmup: Any, replications: Any, seed: Any, batches: Any, discretised: Any,
+                sample_every: Any, threads: Any, *, names: dict[str, str] | None = None,
+                err: Callable = model_error) -> dict:
+    """Checked simulation options (``names`` maps an option to the name shown, e.g. ``--slots``)."""
+    names = names or {}
+    out = {}
+    for key, value in (("slots", slots), ("replications", replications), ("seed", seed), ("batches", batches),
+                       ("sample_every", sample_every), ("threads", threads)):
+        lo, hi = SIM_INT_BOUNDS[key]
+        out[key] = integer(names.get(key, key), value, lo, hi, err=err, allow_integral_float=True)
+    if warmup is None:
+        out["warmup"] = -1
+    else:
+        wname = names.get("warmup", "warmup")
+        w = integer(wname, warmup, -INT64_MAX, INT64_MAX, err=err, allow_integral_float=True)
+        if w < -1 or w >= out["slots"]:
+            raise err(wname, f"-1 (the default, slots / 10) or in [0, slots = {out['slots']})", w)
+        out["warmup"] = w
+    out["discretised"] = boolean(names.get("discretised", "discretised"), discretised, err=err)
+    return out
+
+
+# ------------------------------------------------------------------ wrapping the core
+
+_DROP_MIN = {"red": "min_th", "gentle_red": "min_th", "nlred": "min_th", "polynomial": "min_th", "sred": "min_th",
+             "dsred": "k_l"}
+
+
+def _warn_thresholds(model: _core.Model) -> None:
+    d = model.aqm.drop
+    key = _DROP_MIN.get(d.kind)
+    if key is not None and d.lo >= model.buffer:
+        warnings.warn(f"aqm.{key} = {d.lo:g} is not below the buffer (model.buffer = {model.buffer}): avg never "
+                      f"exceeds it, so the AQM never drops or marks", UserWarning, stacklevel=3)
+
+
+def _wrap_static(cls: Any, attr: str, check: Callable[..., tuple[tuple, dict]]) -> None:
+    orig = getattr(cls, attr)
+
+    @functools.wraps(orig)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        a, k = check(*args, **kwargs)
+        return orig(*a, **k)
+
+    setattr(cls, attr, staticmethod(wrapped))
+
+
+def _wrap_function(mod: Any, attr: str, check: Callable[..., tuple[tuple, dict]]) -> None:
+    orig = getattr(mod, attr)
+
+    @functools.wraps(orig)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        a, k = check(*args, **kwargs)
+        return orig(*a, **k)
+
+    setattr(mod, attr, wrapped)
+
+
+def _wrap_init(cls: Any, check: Callable[..., dict], after: Callable[[Any], None] | None = None) -> None:
+    orig = cls.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if args:
+            raise TypeError(f"{cls.__name__}() takes keyword arguments only")
+        orig(self, **check(**kwargs))
+        if after is not None:
+            after(self)
+
+    __init__.__doc__ = orig.__doc__
+    setattr(cls, "__init__", __init__)
+
+
+def _wrap_options(cls: Any, check: Callable[..., dict]) -> None:
+    """Options classes are built empty (the C++ defaults), then each checked keyword is
+    assigned through the class's own property and the whole is validated in C++."""
+    orig = cls.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if args:
+            raise TypeError(f"{cls.__name__}() takes keyword arguments only")
+        orig(self)
+        for key, value in check(**kwargs).items():
+            setattr(self, key, value)
+        self.validate()
+
+    __init__.__doc__ = orig.__doc__
+    setattr(cls, "__init__", __init__)
+
+
+def _model_kwargs(*, buffer: Any, source: Any, service: Any, aqm: Any = None, grid: Any = None,
+                  time: Any = "discrete") -> dict:
+    k = {"buffer": integer("model.buffer", buffer, 1, MAX_BUFFER), "time": string("model.time", time)}
+    for key, value, cls in (("source", source, _core.Source), ("service", service, _core.Service),
+                            ("aqm", aqm, _core.Aqm), ("grid", grid, _core.GridSpec)):
+        if value is None and key in ("aqm", "grid"):
+            continue
+        if not isinstance(value, cls):
+            raise model_error(key, f"an aqmchain.{cls.__name__}", value)
+        k[key] = value
+    return k
+
+
+def _aqm_kwargs(*, drop: Any = None, w: Any = 0.002, update: Any = "per_slot", policy: Any = "tail",
+                ecn: Any = 0.0) -> dict:
+    k = {"w": real("aqm.w", w), "update": string("aqm.update", update), "policy": string("aqm.policy", policy),
+         "ecn": real("aqm.ecn", ecn)}
+    if drop is not None:
+        if not isinstance(drop, _core.DropFunction):
+            raise model_error("aqm.drop", "an aqmchain.DropFunction", drop)
+        k["drop"] = drop
+    return k
+
+
+def _grid_kwargs(*, k: Any = 4, points: Any = None, mapping: Any = "split") -> dict:
+    out = {"k": integer("grid.k", k, 1, INT32_MAX), "mapping": string("grid.mapping", mapping)}
+    if points is not None:
+        out["points"] = reals("grid.points", points)
+    return out
+
+
+def _service_kwargs(mu: Any) -> dict:
+    return {"mu": real("service.mu", mu)}
+
+
+def _simopt_kwargs(**kwargs: Any) -> dict:
+    return _simopt_checked(**kwargs) if kwargs else {}
+
+
+def _simopt_checked(*, slots: Any, warmup: Any = -1, replications: Any = 4, seed: Any = 1, batches: Any = 20,
+                   discretised: Any = False, sample_every: Any = 0, threads: Any = 0) -> dict:
+    return sim_options(slots, warmup, replications, seed, batches, discretised, sample_every, threads)
+
+
+def _stationary_kwargs(**options: Any) -> dict:
+    return solver_options(options)
+
+
+def _ssmp_n(n: Any) -> int:
+    return integer("source.n", n, 2, MAX_SSMP_N)
+
+
+def install() -> None:
+    """Wrap the public constructors and entry points of ``aqmchain._core`` (idempotent)."""
+    if getattr(_core, "_checks_installed", False):
+        return
+    _core._checks_installed = True
+
+    _wrap_init(_core.Model, _model_kwargs, after=_warn_thresholds)
+    _wrap_init(_core.Aqm, _aqm_kwargs)
+    _wrap_init(_core.GridSpec, _grid_kwargs)
+    _wrap_options(_core.SimOptions, _simopt_kwargs)
+    _wrap_options(_core.StationaryOptions, _stationary_kwargs)
+    svc_init = _core.Service.__init__
+
+    def service_init(self: Any, mu: Any = None, **kwargs: Any) -> None:
+        if kwargs:
+            raise TypeError(f"Service() got unexpected keyword arguments {sorted(kwargs)}")
+        svc_init(self, **_service_kwargs(mu))
+
+    _core.Service.__init__ = service_init
+    _wrap_static(_core.Service, "geometric", lambda mu: ((), _service_kwargs(mu)))
+    _wrap_static(_core.Service, "exponential", lambda mu: ((), _service_kwargs(mu)))
+
+    S = _core.Source
+    _wrap_static(S, "bernoulli", lambda alpha: ((real("source.alpha", alpha),), {}))
+    _wrap_static(S, "poisson", lambda rate: ((real("source.rate", rate),), {}))
+    _wrap_static(S, "mmpp", lambda generator, rates: ((reals("source.generator", generator, 2),
+                                                       reals("source.rates", rates)), {}))
+    _wrap_static(S, "ssmp", lambda n, q, a: ((_ssmp_n(n), real("source.q", q), real("source.a", a)), {}))
+    _wrap_static(S, "ssmp_from_mean",
+                 lambda mean, a, n: ((real("source.mean", mean), real("source.a", a), _ssmp_n(n)), {}))
+    _wrap_static(S, "mmbp", lambda matrix, arrival: ((reals("source.matrix", matrix, 2),
+                                                      reals("source.arrival", arrival)), {}))
+    _wrap_function(_core, "ssmp_q_for_mean",
+                   lambda mean, a, n: ((real("source.mean", mean), real("source.a", a), _ssmp_n(n)), {}))
+    _wrap_function(_core, "hurst", lambda source, log2_lo=0, log2_hi=20: (
+        (source, integer("log2_lo", log2_lo, 0, 30), integer("log2_hi", log2_hi, 1, 30)), {}))
+
+    D = _core.DropFunction
+    def red_family(min_th: Any, max_th: Any, p_max: Any) -> tuple[tuple, dict]:
+        return (real("aqm.min_th", min_th), real("aqm.max_th", max_th), real("aqm.p_max", p_max)), {}
+
+    for kind in ("red", "gentle_red", "nlred"):
+        _wrap_static(D, kind, red_family)
+    _wrap_static(D, "dsred", lambda k_l, k_h, gamma: (
+        (real("aqm.k_l", k_l), real("aqm.k_h", k_h), real("aqm.gamma", gamma)), {}))
+    _wrap_static(D, "sred", lambda min_th, q_max=0.0, seg=0.0: (
+        (real("aqm.min_th", min_th), real("aqm.q_max", q_max), real("aqm.seg", seg)), {}))
+    _wrap_static(D, "polynomial", lambda min_th, max_th, coeffs: (
+        (real("aqm.min_th", min_th), real("aqm.max_th", max_th), reals("aqm.coeffs", coeffs)), {}))
+
+    def table(points: Any) -> tuple[tuple, dict]:
+        pts = reals("aqm.points", points, 2)
+        for i, p in enumerate(pts):
+            if len(p) != 2:
+                raise model_error(f"aqm.points[{i}]", "a pair [avg, p]", p)
+        return ([tuple(p) for p in pts],), {}
+
+    _wrap_static(D, "table", table)
