@@ -231,27 +231,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _gib(m: re.Match) -> str:
-    """'N GB' of the core (1e9 bytes) in the GB of memory_limit_gb (2^30 bytes)."""
-    try:
-        return f"{float(m.group(1)) * 1e9 / GIB:.4g} GB"
-    except ValueError:
-        return m.group(0)
-
-
 def _message(exc: BaseException, args: argparse.Namespace) -> str:
     """The error as one line, with the core's internal option names replaced by the user's."""
     msg = str(exc)
     names = getattr(args, "names", {})
     mem_key = names.get("memory_limit_gb", "solver.memory_limit_gb")
-    if getattr(exc, "param", None) == "memory_limit" or "'memory_limit'" in msg:
-        gb = getattr(args, "memory_limit_gb", None)
-        gb = 8.0 if gb is None else gb
-        # the core counts bytes and 1e9-byte GB; the user's limit is in GB of 2^30 bytes
-        msg = re.sub(r"the memory limit of [0-9.e+-]+ GB", "the limit @LIMIT@", msg)
-        msg = re.sub(r"(\d[0-9.e+-]*) GB", _gib, msg)
-        msg = msg.replace("@LIMIT@", f"{mem_key} = {gb:g} GB")
-        msg = msg.replace("'memory_limit'", f"'{mem_key}'")
+    if getattr(exc, "param", None) == "memory_limit_gb":
+        # the core names the budget memory_limit_gb (GiB); say it as the user gave it
+        msg = re.sub(r"(?<![\w.-])memory_limit_gb\b", mem_key, msg)
     for internal, user in _SIM_NAMES.items():
         msg = msg.replace(f"parameter '{internal}'", f"option '{user}'")
     msg = re.sub(r"solver option '(\w+)'",

@@ -56,6 +56,13 @@ std::string cat(const Args&... args) {
   (os << ... << args);
   return os.str();
 }
+/// A number with 6 significant digits (sizes and budgets in messages).
+inline std::string short_num(double x) {
+  std::ostringstream os;
+  os.precision(6);
+  os << x;
+  return os.str();
+}
 }  // namespace detail
 
 /// Throw ModelError("param must be <bound>, got <value>").

@@ -81,8 +81,8 @@ TaggedChain tagged_index(const Chain& c, const ResponseOptions& o) {
   if (tc.states >= std::numeric_limits<int32_t>::max() || bytes > o.memory_limit_bytes)
     throw StateSpaceTooLarge("memory_limit_gb",
                              detail::cat("the tagged-packet chain has ", tc.states, " states and needs up to ",
-                                         bytes / 1e9, " GB, above memory_limit_gb = ",
-                                         o.memory_limit_bytes / (1024.0 * 1024 * 1024)));
+                                         detail::short_num(bytes / 1e9), " GB, above memory_limit_gb = ",
+                                         detail::short_num(o.memory_limit_bytes / (1024.0 * 1024 * 1024)), " GB"));
   return tc;
 }
 

@@ -171,8 +171,8 @@ Chain build_chain(const TransitionGenerator& gen, const Model& model, const Buil
     throw StateSpaceTooLarge(
         "memory_limit_gb",
         detail::cat("state space too large: up to ", est.product_states, " states and ", est.max_nnz,
-                    " transitions need up to ", est.bytes / 1e9, " GB, above memory_limit_gb = ",
-                    limit / (1024.0 * 1024 * 1024), " (raise memory_limit_gb or coarsen the grid)"));
+                    " transitions need up to ", detail::short_num(est.bytes / 1e9), " GB, above memory_limit_gb = ",
+                    detail::short_num(limit / (1024.0 * 1024 * 1024)), " GB (raise memory_limit_gb or coarsen the grid)"));
 
   const StateSpace& space = gen.space();
   const size_t n_events = gen.event_names().size();
@@ -225,7 +225,7 @@ Chain build_chain(const TransitionGenerator& gen, const Model& model, const Buil
       throw StateSpaceTooLarge("memory_limit_gb",
                                detail::cat("state space too large: more than ", max_states,
                                            " reachable states do not fit memory_limit_gb = ",
-                                           limit / (1024.0 * 1024 * 1024), " (raise memory_limit_gb or coarsen the grid)"));
+                                           detail::short_num(limit / (1024.0 * 1024 * 1024)), " GB (raise memory_limit_gb or coarsen the grid)"));
   }
   // Number the states in key order (a dense index is scanned, which is cheaper
   // than sorting the keys; a hashed one is sorted).
