@@ -199,6 +199,9 @@ void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const d
 
 void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
   r.method = Method::Multilevel;
+  if (static_cast<int32_t>(c.level.size()) != c.n || static_cast<int32_t>(c.avg_index.size()) != c.n ||
+      static_cast<int32_t>(c.modulator.size()) != c.n)
+    throw SolverError("multilevel: the chain has no (level, avg, modulator) labels to aggregate on");
   auto t0 = Clock::now();
   std::vector<Level> lv(1);
   {
