@@ -303,3 +303,29 @@ TEST(Solvers, MultilevelNeedsStateLabels) {
   ASSERT_TRUE(r.converged());
   EXPECT_NEAR(r.pi[0], 1.0 / 3.0, 1e-15);
 }
+
+TEST(Solvers, DirectFixesAProbableStateOnASlowlyMixingChain) {
+  // RED with w = 0.002: avg moves slowly, and a few local sweeps from the uniform
+  // vector point at states with pi / max pi ~ 1e-11.  The fixed state must be a
+  // probable one whatever the mixing time.
+  Model m;
+  m.buffer = 100;
+  m.source = Source::bernoulli(0.5);
+  m.service = Service::geometric(0.5);
+  m.aqm.drop = DropFunction::red(40, 80, 0.1);
+  m.aqm.w = 0.002;
+  m.grid.k = 2;
+  const Chain c = build_chain(m);
+  StationaryOptions o;
+  o.method = Method::Direct;
+  const auto r = solve_stationary(c, o);
+  ASSERT_TRUE(r.converged()) << r.note;
+  double fixed = 0;
+  for (const auto& [name, v] : r.extra)
+    if (name == "fixed_state_probability") fixed = v;
+  EXPECT_GT(fixed, 0.1);
+  o.method = Method::Multilevel;
+  const auto ml = solve_stationary(c, o);
+  ASSERT_TRUE(ml.converged()) << ml.note;
+  EXPECT_LT(l1(r.pi, ml.pi), 1e-9);
+}
