@@ -10,7 +10,7 @@ APT_PKGS := g++ make cmake ninja-build pkg-config libsuitesparse-dev libarpack2-
 PY_MODS  := numpy scipy pybind11 scikit_build_core pytest matplotlib hypothesis
 PIP_PKGS := numpy scipy pybind11 scikit-build-core pytest matplotlib hypothesis
 
-.PHONY: all deps sysdeps pydeps build build-py build-cpp test test-cpp test-py demo bench clean
+.PHONY: all deps sysdeps pydeps build build-py build-cpp test test-cpp test-py sanitize demo bench clean
 
 all: build
 
@@ -48,6 +48,13 @@ test-py: build-py
 	$(VPY) -m pytest tests/python
 
 test: test-cpp test-py
+
+# GoogleTest suite under AddressSanitizer + UndefinedBehaviorSanitizer (not part of `make test`).
+sanitize: sysdeps
+	cmake -S . -B build/sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAQM_BUILD_TESTS=ON -DAQM_SANITIZE=ON >/dev/null
+	cmake --build build/sanitize -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir build/sanitize --output-on-failure --no-tests=error -j $(JOBS)
 
 demo: build-py
 	MPLBACKEND=Agg $(VPY) examples/demo.py

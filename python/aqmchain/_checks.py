@@ -169,7 +169,7 @@ def solver_options(options: dict, *, prefix: str = "", err: Callable = option_er
             if not 0.0 < v < 1.0:
                 raise err(p, "in (0, 1)", value)
             out[key] = v
-        elif key in ("direct_max_gb", "auto_direct_max_flops"):
+        elif key in ("direct_max_gb", "auto_direct_max_flops", "arnoldi_max_gb"):
             v = real(p, value, err=err)
             if not v > 0.0:
                 raise err(p, "> 0", value)

@@ -55,6 +55,7 @@ void define_simulator(py::module_& m) {
       .def_readwrite("sample_every", &SimOptions::sample_every)
       .def_readwrite("threads", &SimOptions::threads)
       .def_readwrite("max_response", &SimOptions::max_response)
+      .def_readwrite("memory_limit_bytes", &SimOptions::memory_limit_bytes)
       .def("validate", &SimOptions::validate)
       .def_static("option_names", [m]() { return option_names(m.attr("SimOptions")); });
 

@@ -129,3 +129,89 @@ TEST(Model, ValidationMessages) {
   m.grid.points = {0, 5, 9};
   EXPECT_THROW(m.validate(), ModelError);
 }
+
+// ---------------------------------------------------------------- bounds before allocation
+
+namespace {
+template <class F>
+ModelError expect_model_error(F f, const std::string& param) {
+  try {
+    f();
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), param) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("nan"), std::string::npos) << e.what();
+    return e;
+  }
+  ADD_FAILURE() << "no ModelError for " << param;
+  return ModelError(param, "");
+}
+}  // namespace
+
+TEST(Bounds, GridSizeIsCheckedBeforeResolving) {
+  Model m;
+  m.buffer = 10000;
+  m.grid.k = 10000;  // 1e8 grid intervals: 800 MB if resolved
+  const auto e = expect_model_error([&] { m.validate(); }, "grid.k");
+  EXPECT_NE(std::string(e.what()).find("1000"), std::string::npos);
+  expect_model_error([&] { (void)m.grid.resolve(m.buffer); }, "grid.k");
+  EXPECT_EQ(m.grid.size(m.buffer), 100000001);
+  m.grid.k = 1000;  // 1e7: the bound itself is allowed
+  EXPECT_NO_THROW(m.grid.validate(m.buffer));
+  GridSpec flags;
+  flags.mapping = Mapping::Flags;
+  expect_model_error([&] { flags.validate(3000000); }, "model.buffer");
+}
+
+TEST(Bounds, ModulatorStatesAreBoundedBeforeTheMatrixIsBuilt) {
+  expect_model_error([] { Source::ssmp(30000, 1.5, 1.6); }, "source.n");
+  expect_model_error([] { ssmp_q_for_mean(0.5, 1.6, 30000); }, "source.n");
+  expect_model_error([] { Source::ssmp_from_mean(0.5, 1.6, 30000); }, "source.n");
+  // 1000 states are fine, and the SSMP's elimination is O(n^2)
+  const auto s = Source::ssmp(1000, 1.5, 2.0);
+  EXPECT_NEAR(s.mean_rate(), (1 - 1 / 1.5) / (1 - std::pow(1.5, -1000)), 1e-14);
+  Source big;
+  big.kind = Source::Kind::MMBP;
+  big.arrival.assign(1001, 0.5);
+  big.matrix.assign(1001, std::vector<double>(1001, 1.0 / 1001));
+  expect_model_error([&] { big.validate(); }, "source.arrival");
+}
+
+TEST(Bounds, SsmpUnderflowIsNamedNotCalledReducible) {
+  // a^-j underflows to 0 for j >= 679 when a = 3: those states are unreachable in doubles
+  const auto e = expect_model_error([] { Source::ssmp(1000, 2.0, 3.0); }, "source.n");
+  const std::string w = e.what();
+  EXPECT_NE(w.find("underflow"), std::string::npos) << w;
+  EXPECT_EQ(w.find("irreducible"), std::string::npos) << w;
+  EXPECT_NE(w.find("<= 679"), std::string::npos) << w;
+  EXPECT_NO_THROW(Source::ssmp(679, 2.0, 3.0));
+  // n = 4000, q = a = 2: the state bound applies first
+  expect_model_error([] { Source::ssmp(4000, 2.0, 2.0); }, "source.n");
+  // mean 0.5 with a = 1e300: pi_0(q = a) is computed without overflow (no "nan" bound),
+  // and a^-2 = 1e-600 underflows, so n = 5 is refused by name; n = 2 is fine.
+  expect_model_error([] { Source::ssmp_from_mean(0.5, 1e300, 5); }, "source.n");
+  const auto two = Source::ssmp_from_mean(0.5, 1e300, 2);
+  EXPECT_NEAR(two.mean_rate(), 0.5, 1e-12);
+  const auto bad = expect_model_error([] { ssmp_q_for_mean(1.5, 1e300, 5); }, "source.mean");
+  EXPECT_NE(std::string(bad.what()).find("(0, 1]"), std::string::npos) << bad.what();
+  expect_model_error([] { ssmp_q_for_mean(std::nan(""), 31.6, 5); }, "source.mean");
+}
+
+TEST(Bounds, SubnormalModulatorEntriesAreIrreducible) {
+  const double d = 1e-310;  // subnormal
+  // balance: pi_0 M01 = pi_1 M10
+  const auto back = Source::mmbp({{0.5, 0.5}, {d, 1.0 - d}}, {0.2, 0.6}).modulator_stationary();
+  EXPECT_NEAR(back[0] / (back[1] * d / 0.5), 1.0, 1e-9);
+  EXPECT_NEAR(back[1], 1.0, 1e-15);
+  const auto fwd = Source::mmbp({{1.0 - d, d}, {0.5, 0.5}}, {0.2, 0.6}).modulator_stationary();
+  EXPECT_NEAR(fwd[1] / (fwd[0] * d / 0.5), 1.0, 1e-9);
+  // a structural zero is still reducible, and said so
+  const auto e = expect_model_error([] { Source::mmbp({{1.0, 0.0}, {0.5, 0.5}}, {0.2, 0.6}); }, "source.matrix");
+  EXPECT_NE(std::string(e.what()).find("irreducible"), std::string::npos);
+  // GTH against the closed form on a 3-state chain with a 1e-300 link
+  const double t = 1e-300;
+  const auto pi = Source::mmbp({{0.5, 0.5, 0.0}, {0.25, 0.75 - t, t}, {0.0, 1.0, 0.0}}, {0.1, 0.2, 0.3})
+                      .modulator_stationary();
+  // detailed balance (a birth-death modulator): pi_1 = 2 pi_0, pi_2 = t pi_1
+  EXPECT_NEAR(pi[1] / pi[0], 2.0, 1e-14);
+  EXPECT_NEAR(pi[2] / (t * pi[1]), 1.0, 1e-12);
+}

@@ -1,6 +1,7 @@
 // Simulator: determinism, the Geo/Geo/1/N closed form within confidence intervals.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "aqmchain/aqmchain.hpp"
@@ -65,4 +66,60 @@ TEST(Simulator, BadOptionsAreNamed) {
   } catch (const ModelError& e) {
     EXPECT_EQ(e.param(), "slots");
   }
+}
+
+TEST(Simulator, MemoryIsCheckedBeforeAllocating) {
+  // buffer 1e7 with the default options: 80 occupancy histograms of 1e7 + 1 counts
+  // (6.4 GB) used to end in std::bad_alloc and an aborted process.
+  const auto t0 = std::chrono::steady_clock::now();
+  SimOptions o;
+  try {
+    simulate(geo(10000000, 0.5, 0.5), o);
+    FAIL();
+  } catch (const StateSpaceTooLarge& e) {
+    EXPECT_EQ(e.param(), "model.buffer");
+    EXPECT_NE(std::string(e.what()).find("memory_limit_bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  // the estimate grows with what drives it
+  const auto need = sim_memory(geo(10000000, 0.5, 0.5), o);
+  EXPECT_GT(need.total, 4 * 20 * 1e7 * 8.0);
+  EXPECT_EQ(need.largest(), "model.buffer");
+  // a time series of 1e10 samples
+  o.slots = 10000000000LL;
+  o.sample_every = 1;
+  try {
+    simulate(geo(10, 0.5, 0.5), o);
+    FAIL();
+  } catch (const StateSpaceTooLarge& e) {
+    EXPECT_EQ(e.param(), "sample_every");
+  }
+  // a small run fits, and a budget below its estimate is refused
+  SimOptions small;
+  small.slots = 200000;
+  small.replications = 2;
+  EXPECT_LT(sim_memory(geo(10, 0.5, 0.5), small).total, 1e7);
+  small.memory_limit_bytes = 1000;
+  EXPECT_THROW(simulate(geo(10, 0.5, 0.5), small), StateSpaceTooLarge);
+}
+
+TEST(Simulator, CountOptionsAreBounded) {
+  auto expect_param = [](auto set, const std::string& param) {
+    SimOptions o;
+    o.slots = 200000;
+    set(o);
+    try {
+      o.validate();
+      ADD_FAILURE() << "no error for " << param;
+    } catch (const ModelError& e) {
+      EXPECT_EQ(e.param(), param) << e.what();
+    }
+  };
+  expect_param([](SimOptions& o) { o.slots = 100000000000000LL; }, "slots");
+  expect_param([](SimOptions& o) { o.replications = 10001; }, "replications");
+  expect_param([](SimOptions& o) { o.batches = 10001; }, "batches");
+  expect_param([](SimOptions& o) { o.threads = 5000; }, "threads");
+  expect_param([](SimOptions& o) { o.max_response = 10000000000LL; }, "max_response");
+  expect_param([](SimOptions& o) { o.warmup = -5; }, "warmup");
+  expect_param([](SimOptions& o) { o.memory_limit_bytes = 0; }, "memory_limit_bytes");
 }

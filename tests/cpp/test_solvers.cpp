@@ -135,3 +135,197 @@ TEST(Solvers, DirectSolverReusesSymbolicAnalysisForTheSamePattern) {
   EXPECT_TRUE(ds.solve(build_chain(m)).converged());
   EXPECT_GT(ds.analyses(), after_sweep);
 }
+
+// ---------------------------------------------------------------- closed class / fixed state
+
+namespace {
+/// Bernoulli(1) arrivals into S-RED(4, 18, seg 10), w = 0.2: the empty system is
+/// left in the first slot and never re-entered (a transient state 0), and states with
+/// probabilities down to 1e-25 sit next to probable ones.
+Chain sred_transient_chain(double mu, int k) {
+  Model m;
+  m.buffer = 20;
+  m.source = Source::bernoulli(1.0);
+  m.service = Service::geometric(mu);
+  m.aqm.drop = DropFunction::sred(4, 18, 10);
+  m.aqm.w = 0.2;
+  m.grid.k = k;
+  return build_chain(m);
+}
+
+/// Oracle: i is in the closed class iff every state reachable from i reaches i back
+/// (reachability by one search per state, independent of the builder's Tarjan pass).
+std::vector<char> closed_class_oracle(const Chain& c) {
+  std::vector<std::vector<char>> reach(c.n, std::vector<char>(c.n, 0));
+  for (int32_t s = 0; s < c.n; ++s) {
+    std::vector<int32_t> todo{s};
+    reach[s][s] = 1;
+    while (!todo.empty()) {
+      const int32_t v = todo.back();
+      todo.pop_back();
+      for (int32_t e = c.rowptr[v]; e < c.rowptr[v + 1]; ++e)
+        if (c.val[e] > 0 && !reach[s][c.col[e]]) {
+          reach[s][c.col[e]] = 1;
+          todo.push_back(c.col[e]);
+        }
+    }
+  }
+  std::vector<char> closed(c.n, 1);
+  for (int32_t i = 0; i < c.n; ++i)
+    for (int32_t j = 0; j < c.n && closed[i]; ++j)
+      if (reach[i][j] && !reach[j][i]) closed[i] = 0;
+  return closed;
+}
+
+double l1(const std::vector<double>& a, const std::vector<double>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d += std::abs(a[i] - b[i]);
+  return d;
+}
+}  // namespace
+
+TEST(Solvers, AutoConvergesWithTransientStatesAndImprobableStates) {
+  // The fuzzer's model (k = 1) and k = 2, where fixing pi_k = 1 at the builder's
+  // recurrent state (pi ~ 1e-20) used to leave direct at residual 0.3.
+  for (int k : {1, 2})
+    for (double mu : {0.3, 0.5, 0.9}) {
+      const Chain c = sred_transient_chain(mu, k);
+      ASSERT_EQ(c.report.closed_classes, 1);
+      ASSERT_GE(c.report.transient_states, 1);
+      const auto a = solve_stationary(c);
+      ASSERT_TRUE(a.converged()) << "mu " << mu << " k " << k << ": " << a.note;
+      EXPECT_LE(a.residual, 1e-12);
+      EXPECT_EQ(a.method, Method::Direct) << a.note;
+      // the fixed state is a probable one (the estimate's argmax), not any closed-class state
+      double fixed = 0;
+      for (const auto& [name, v] : a.extra)
+        if (name == "fixed_state_probability") fixed = v;
+      EXPECT_GT(fixed, 1e-3);
+      StationaryOptions o;
+      o.method = Method::GaussSeidel;
+      const auto g = solve_stationary(c, o);
+      ASSERT_TRUE(g.converged()) << g.note;
+      EXPECT_LT(l1(a.pi, g.pi), 1e-10) << "mu " << mu << " k " << k;
+    }
+}
+
+TEST(Solvers, StatesOutsideTheClosedClassGetExactlyZeroForEveryMethod) {
+  for (int k : {1, 2}) {
+    const Chain c = sred_transient_chain(0.5, k);
+    const auto closed = closed_class_oracle(c);
+    int64_t transient = 0;
+    for (char x : closed) transient += !x;
+    ASSERT_EQ(transient, c.report.transient_states);
+    StationaryOptions o;
+    o.method = Method::Direct;
+    const auto ref = solve_stationary(c, o);
+    for (Method m : {Method::Auto, Method::Direct, Method::Multilevel, Method::GaussSeidel, Method::Power,
+                     Method::Arnoldi}) {
+      o.method = m;
+      const auto r = solve_stationary(c, o);
+      ASSERT_TRUE(r.converged()) << to_string(m) << ": " << r.note;
+      for (int32_t i = 0; i < c.n; ++i) {
+        if (!closed[i])
+          EXPECT_EQ(r.pi[i], 0.0) << to_string(m) << " state " << i;
+        else if (m == Method::Direct)  // iterative methods may clip a 1e-25 to 0 (round-off)
+          EXPECT_GT(r.pi[i], 0.0) << to_string(m) << " state " << i;
+      }
+      EXPECT_LT(l1(r.pi, ref.pi), 1e-10) << to_string(m);
+    }
+    // a starting vector with mass only on transient states still works
+    o.method = Method::GaussSeidel;
+    o.x0.assign(c.n, 0.0);
+    for (int32_t i = 0; i < c.n; ++i)
+      if (!closed[i]) o.x0[i] = 1.0;
+    const auto r = solve_stationary(c, o);
+    EXPECT_TRUE(r.converged()) << r.note;
+  }
+}
+
+TEST(Solvers, DirectSolverRestrictsToTheClosedClassToo) {
+  const Chain c = sred_transient_chain(0.5, 2);
+  DirectSolver ds;
+  const auto r = ds.solve(c);
+  ASSERT_TRUE(r.converged()) << r.note;
+  const auto again = ds.solve(c);  // same pattern: the symbolic analysis is reused
+  EXPECT_EQ(ds.analyses(), 1);
+  EXPECT_LT(l1(r.pi, again.pi), 1e-14);
+}
+
+TEST(Solvers, CountOptionsAreBounded) {
+  const Chain c = ssmp_red_chain(UpdateRule::PerSlot);
+  auto expect_bound = [&](auto set, const std::string& text) {
+    StationaryOptions o;
+    set(o);
+    try {
+      solve_stationary(c, o);
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const OptionError& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  expect_bound([](StationaryOptions& o) { o.smoothing_sweeps = 2147483647; },
+               "solver option 'smoothing_sweeps' must be in [1, 100], got 2147483647");
+  expect_bound([](StationaryOptions& o) { o.refine_steps = 101; }, "'refine_steps' must be in [0, 100]");
+  expect_bound([](StationaryOptions& o) { o.check_every = 2000000; }, "'check_every' must be in [1, 1000000]");
+  expect_bound([](StationaryOptions& o) { o.ncv = 100000; }, "'ncv' must be in [0, 1000]");
+  expect_bound([](StationaryOptions& o) { o.max_iter = 2000000000L; }, "'max_iter' must be in [0, 1000000000]");
+  expect_bound([](StationaryOptions& o) { o.coarse_size = 5000; }, "'coarse_size' must be in [2, 2000]");
+}
+
+TEST(Solvers, ArnoldiBasisIsCheckedAgainstItsBudgetBeforeAllocating) {
+  const Chain c = ssmp_red_chain(UpdateRule::PerSlot);
+  StationaryOptions o;
+  o.method = Method::Arnoldi;
+  o.ncv = 1000;  // clamped to the number of states
+  o.arnoldi_max_gb = 1e-6;
+  try {
+    solve_stationary(c, o);
+    FAIL();
+  } catch (const StateSpaceTooLarge& e) {
+    EXPECT_EQ(e.param(), "ncv");
+    EXPECT_NE(std::string(e.what()).find("arnoldi_max_gb"), std::string::npos);
+  }
+}
+
+TEST(Solvers, MultilevelNeedsStateLabels) {
+  Chain c;  // hand-built, no (level, avg, modulator) labels
+  c.n = 2;
+  c.rowptr = {0, 2, 4};
+  c.col = {0, 1, 0, 1};
+  c.val = {0.5, 0.5, 0.25, 0.75};
+  classify(c);
+  StationaryOptions o;
+  o.method = Method::Multilevel;
+  EXPECT_THROW(solve_stationary(c, o), SolverError);
+  o.method = Method::Auto;  // direct works
+  const auto r = solve_stationary(c, o);
+  ASSERT_TRUE(r.converged());
+  EXPECT_NEAR(r.pi[0], 1.0 / 3.0, 1e-15);
+}
+
+TEST(Solvers, DirectFixesAProbableStateOnASlowlyMixingChain) {
+  // RED with w = 0.002: avg moves slowly, and a few local sweeps from the uniform
+  // vector point at states with pi / max pi ~ 1e-11.  The fixed state must be a
+  // probable one whatever the mixing time.
+  Model m;
+  m.buffer = 100;
+  m.source = Source::bernoulli(0.5);
+  m.service = Service::geometric(0.5);
+  m.aqm.drop = DropFunction::red(40, 80, 0.1);
+  m.aqm.w = 0.002;
+  m.grid.k = 2;
+  const Chain c = build_chain(m);
+  StationaryOptions o;
+  o.method = Method::Direct;
+  const auto r = solve_stationary(c, o);
+  ASSERT_TRUE(r.converged()) << r.note;
+  double fixed = 0;
+  for (const auto& [name, v] : r.extra)
+    if (name == "fixed_state_probability") fixed = v;
+  EXPECT_GT(fixed, 0.1);
+  o.method = Method::Multilevel;
+  const auto ml = solve_stationary(c, o);
+  ASSERT_TRUE(ml.converged()) << ml.note;
+  EXPECT_LT(l1(r.pi, ml.pi), 1e-9);
+}

@@ -14,7 +14,40 @@ using namespace detail;
 
 // ---------------------------------------------------------------- grid
 
+int64_t GridSpec::size(int buffer) const {
+  if (mapping == Mapping::Flags) return 5 * static_cast<int64_t>(buffer) + 1;
+  if (!points.empty()) return static_cast<int64_t>(points.size());
+  return static_cast<int64_t>(k) * buffer + 1;
+}
+
+namespace {
+/// The grid-size bound, checked before any grid vector is allocated.
+void check_grid_size(const GridSpec& g, int buffer, const std::string& p) {
+  if (buffer < 1) fail_param("model.buffer", ">= 1", buffer);
+  if (g.mapping == Mapping::Flags) {
+    if (5 * static_cast<int64_t>(buffer) > kMaxGridIntervals)
+      fail_param("model.buffer",
+                 detail::cat("<= ", kMaxGridIntervals / 5, " with grid.mapping = \"flags\" (5 grid points per packet, at most ",
+                             kMaxGridIntervals + 1, " grid points)"),
+                 buffer);
+    return;
+  }
+  if (!g.points.empty()) {
+    if (static_cast<int64_t>(g.points.size()) > kMaxGridIntervals + 1)
+      fail_param(p + ".points", detail::cat("at most ", kMaxGridIntervals + 1, " points"), g.points.size());
+    return;
+  }
+  if (g.k < 1) fail_param(p + ".k", ">= 1", g.k);
+  if (static_cast<int64_t>(g.k) * buffer > kMaxGridIntervals)
+    fail_param(p + ".k",
+               detail::cat("<= 1e7 / buffer = ", kMaxGridIntervals / buffer, " (k x buffer <= 1e7 grid intervals, buffer ",
+                           buffer, ")"),
+               g.k);
+}
+}  // namespace
+
 std::vector<double> GridSpec::resolve(int buffer) const {
+  check_grid_size(*this, buffer, "grid");
   std::vector<double> g;
   if (mapping == Mapping::Flags) {
     // Seed 001: integer part plus four flags at (2i - 1)/8, i = 1..4; no flag = the integer.
@@ -35,14 +68,11 @@ std::vector<double> GridSpec::resolve(int buffer) const {
 void GridSpec::validate(int buffer, const std::string& p) const {
   if (mapping == Mapping::Flags) {
     if (!points.empty()) fail_param(p + ".points", "absent with mapping = \"flags\" (flags fix the grid)", "a list");
+    check_grid_size(*this, buffer, p);
     return;
   }
-  if (points.empty()) {
-    if (k < 1) fail_param(p + ".k", ">= 1", k);
-    if (static_cast<long long>(k) * buffer > 100000000LL)
-      fail_param(p + ".k", detail::cat("<= 1e8 / buffer = ", 100000000LL / buffer), k);
-    return;
-  }
+  check_grid_size(*this, buffer, p);
+  if (points.empty()) return;
   if (points.size() < 2) fail_param(p + ".points", "at least 2 points (0 and the buffer)", points.size());
   if (points.front() != 0.0) fail_param(p + ".points[0]", "0", points.front());
   if (points.back() != buffer) fail_param(detail::cat(p, ".points[-1]"), detail::cat("the buffer size ", buffer), points.back());

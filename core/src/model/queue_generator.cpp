@@ -15,7 +15,7 @@ const std::vector<std::string>& queue_event_names() {
 StateSpace queue_state_space(const Model& model) {
   StateSpace s;
   s.add(component::level, model.buffer + 1);
-  s.add(component::avg, static_cast<int32_t>(model.grid.resolve(model.buffer).size()));
+  s.add(component::avg, static_cast<int32_t>(model.grid.size(model.buffer)));  // counted, not allocated
   s.add(component::modulator, model.source.states(), /*coarsen=*/false);
   return s;
 }

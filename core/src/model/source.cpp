@@ -32,12 +32,30 @@ Source Source::mmbp(std::vector<std::vector<double>> matrix, std::vector<double>
   return s;
 }
 
+namespace {
+void require_modulator_states(const std::string& param, int64_t n) {
+  if (n > kMaxModulatorStates)
+    fail_param(param, detail::cat("<= ", kMaxModulatorStates, " (modulator states)"), n);
+}
+}  // namespace
+
 Source Source::ssmp(int n, double q, double a) {
   if (n < 2) fail_param("source.n", ">= 2", n);
   require_finite("source.a", a);
   if (!(a > 0.0)) fail_param("source.a", "> 0", a);
   require_finite("source.q", q);
   if (!(q > 0.0 && q <= a)) fail_param("source.q", detail::cat("in (0, a] = (0, ", a, "]"), q);
+  // Underflow first (it explains the bound better when both apply): M[0][j] = a^-j and
+  // M[j][0] = (q/a)^j must be positive doubles, else state j is unreachable (or absorbing).
+  const int jmax = std::min(n - 1, kMaxModulatorStates);
+  for (int j = 1; j <= jmax; ++j)
+    if (!(std::pow(a, -j) > 0.0) || !(std::pow(q / a, j) > 0.0))
+      throw ModelError("source.n",
+                       detail::cat("parameter 'source.n' must be <= ", j, " for a = ", a, ", q = ", q,
+                                   ": the modulator entries ", std::pow(a, -j) > 0.0 ? "(q/a)^j" : "a^-j",
+                                   " underflow to 0 in double precision for j >= ", j,
+                                   ", so states ", j, "..n-1 would be unreachable; got n = ", n));
+  require_modulator_states("source.n", n);
   double out = 0.0;
   for (int j = 1; j < n; ++j) out += std::pow(a, -j);
   if (out > 1.0 + 1e-15)
@@ -63,17 +81,21 @@ Source Source::ssmp(int n, double q, double a) {
 
 double ssmp_q_for_mean(double mean, double a, int n) {
   if (n < 2) fail_param("source.n", ">= 2", n);
+  require_modulator_states("source.n", n);
   require_finite("source.a", a);
   if (!(a > 0.0)) fail_param("source.a", "> 0", a);
   require_finite("source.mean", mean);
   // pi_0(q) = q^(n-1) / (1 + q + ... + q^(n-1)), increasing in q, -> 0 as q -> 0.
+  // Summed in the direction that cannot overflow: for q >= 1 as 1 / sum_j q^-j
+  // (terms <= 1, underflow harmless), for q < 1 as q^(n-1) / sum_j q^j.  O(n).
   auto pi0 = [n](double q) {
+    const double r = q >= 1.0 ? 1.0 / q : q;
     double s = 0.0, p = 1.0;
     for (int j = 0; j < n; ++j) {
       s += p;
-      if (j < n - 1) p *= q;
+      if (j < n - 1) p *= r;
     }
-    return p / s;
+    return q >= 1.0 ? 1.0 / s : p / s;
   };
   const double top = pi0(a);
   if (!(mean > 0.0 && mean <= top))
@@ -164,6 +186,7 @@ void Source::validate(const std::string& prefix) const {
   if (continuous()) return validate_continuous(*this, prefix);
   const size_t n = arrival.size();
   if (n == 0) fail_param(prefix + ".arrival", "a non-empty list", "[]");
+  require_modulator_states(prefix + ".arrival", static_cast<int64_t>(n));
   if (matrix.size() != n)
     throw ModelError(prefix + ".matrix",
                      detail::cat("parameter '", prefix, ".matrix' must have ", n, " rows (one per arrival entry), got ",
@@ -187,40 +210,82 @@ void Source::validate(const std::string& prefix) const {
 
 std::vector<double> Source::modulator_stationary() const {
   if (continuous()) return uniformised(*this).modulator_stationary();
-  // Grassmann-Taksar-Heyman elimination: subtraction-free, accurate to round-off
-  // even for the SSMP's rates of a^-j (Stewart, Introduction to the Numerical
-  // Solution of Markov Chains, sec. 2.7).
   const int n = states();
+  require_modulator_states("source.matrix", n);
+  if (static_cast<int>(matrix.size()) != n)
+    throw ModelError("source.matrix", detail::cat("parameter 'source.matrix' must have ", n, " rows, got ", matrix.size()));
+  for (const auto& row : matrix)
+    if (static_cast<int>(row.size()) != n)
+      throw ModelError("source.matrix", detail::cat("parameter 'source.matrix' must be square ", n, " x ", n));
+  // 1. Irreducibility on the graph of the positive entries (a subnormal entry is an
+  //    edge): every state reaches 0 and is reached from 0.  O(n^2).
+  for (int dir = 0; dir < 2; ++dir) {
+    std::vector<char> seen(n, 0);
+    std::vector<int> todo{0};
+    seen[0] = 1;
+    while (!todo.empty()) {
+      const int v = todo.back();
+      todo.pop_back();
+      for (int u = 0; u < n; ++u)
+        if (!seen[u] && (dir == 0 ? matrix[v][u] : matrix[u][v]) > 0.0) {
+          seen[u] = 1;
+          todo.push_back(u);
+        }
+    }
+    for (int k = 0; k < n; ++k)
+      if (!seen[k])
+        throw ModelError("source.matrix",
+                         detail::cat("parameter 'source.matrix' must be an irreducible modulator, got one where state ",
+                                     dir == 0 ? 0 : k, " cannot reach state ", dir == 0 ? k : 0,
+                                     " (no path of positive entries)"));
+  }
+  // 2. Grassmann-Taksar-Heyman elimination: subtraction-free, accurate to round-off
+  //    even for the SSMP's rates of a^-j (Stewart, Introduction to the Numerical
+  //    Solution of Markov Chains, sec. 2.7).  The update is A_ij += A_ik (A_kj / s) with
+  //    A_kj / s <= 1, so a tiny s (subnormal entries) cannot overflow it; rows with
+  //    A_ik = 0 are skipped (the SSMP's elimination is O(n^2)).
   std::vector<std::vector<double>> A = matrix;
-  std::vector<double> out(n, 0.0);
+  std::vector<double> out(n, 0.0), ratio(n, 0.0);
   for (int k = n - 1; k >= 1; --k) {
     double s = 0.0;
     for (int j = 0; j < k; ++j) s += A[k][j];
     if (!(s > 0.0))
       throw ModelError("source.matrix",
-                       detail::cat("parameter 'source.matrix' must be an irreducible modulator, got one whose state ", k,
-                                   " cannot reach states 0..", k - 1));
+                       detail::cat("parameter 'source.matrix' has entries too small for double precision: the ",
+                                   "elimination of state ", k, " underflows (its path back to states 0..", k - 1,
+                                   " has probability below 1e-308)"));
     out[k] = s;
+    for (int j = 0; j < k; ++j) ratio[j] = A[k][j] / s;
     for (int i = 0; i < k; ++i) {
-      const double f = A[i][k] / s;
+      const double f = A[i][k];
       if (f != 0.0)
-        for (int j = 0; j < k; ++j) A[i][j] += f * A[k][j];
+        for (int j = 0; j < k; ++j) A[i][j] += f * ratio[j];
     }
   }
+  // 3. Back substitution pi_k = sum_i pi_i A_ik / out_k, rescaled so that the largest
+  //    entry so far is 1 (pi_k / pi_0 can exceed the double range when out_k is tiny).
   std::vector<double> pi(n, 0.0);
   pi[0] = 1.0;
-  double total = 1.0;
   for (int k = 1; k < n; ++k) {
     double acc = 0.0;
-    for (int i = 0; i < k; ++i) acc += pi[i] * A[i][k];
-    pi[k] = acc / out[k];
-    total += pi[k];
+    for (int i = 0; i < k; ++i) acc += pi[i] * A[i][k];  // <= k: pi <= 1, A_ik <= 1
+    if (acc > out[k]) {  // pi_k > 1: scale the others down by out_k / acc instead
+      const double c = out[k] / acc;
+      for (int i = 0; i < k; ++i) pi[i] *= c;
+      pi[k] = 1.0;
+    } else {
+      pi[k] = acc / out[k];
+    }
   }
-  for (auto& v : pi) v /= total;
+  long double total = 0.0L;
+  for (double v : pi) total += v;
+  for (auto& v : pi) v = static_cast<double>(v / total);
   for (int k = 0; k < n; ++k)
     if (!(pi[k] > 0.0))
-      throw ModelError("source.matrix", detail::cat("parameter 'source.matrix' must be an irreducible modulator, got ",
-                                                    "stationary probability 0 for state ", k));
+      throw ModelError("source.matrix",
+                       detail::cat("parameter 'source.matrix' has entries too small for double precision: the ",
+                                   "stationary probability of modulator state ", k,
+                                   " underflows to 0 (below about 1e-308 of the most probable state)"));
   return pi;
 }
 
@@ -254,6 +319,11 @@ HurstReport hurst(const Source& s, int log2_lo, int log2_hi) {
   const double mean = s.mean_rate();
   // X_t = arrival indicator. c_0 = Var X = mean - mean^2; for k >= 1
   // c_k = sum_i pi_i lam_i (M^k (lam - mean 1))_i  (centred: no cancellation).
+  // M's nonzeros per row: the SSMP has 3n of them, so a lag costs O(n), not O(n^2).
+  std::vector<std::vector<std::pair<int, double>>> rows(n);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      if (s.matrix[i][j] != 0.0) rows[i].push_back({j, s.matrix[i][j]});
   std::vector<double> u(n), un(n), pl(n);
   for (int i = 0; i < n; ++i) {
     u[i] = s.arrival[i] - mean;
@@ -274,7 +344,7 @@ HurstReport hurst(const Source& s, int log2_lo, int log2_hi) {
     if (k == mmax) break;
     for (int i = 0; i < n; ++i) {
       double acc = 0.0;
-      for (int j = 0; j < n; ++j) acc += s.matrix[i][j] * u[j];
+      for (const auto& [j, v] : rows[i]) acc += v * u[j];
       un[i] = acc;
     }
     u.swap(un);

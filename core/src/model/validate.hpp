@@ -8,8 +8,14 @@
 
 namespace aqm::detail {
 
+/// A double for a message: NaN is spelled out (no message shows "nan").
+inline std::string show(double v) {
+  if (std::isnan(v)) return "not a number";
+  return detail::cat(v);
+}
+
 inline void require_finite(const std::string& param, double v) {
-  if (!std::isfinite(v)) fail_param(param, "a finite number", v);
+  if (!std::isfinite(v)) fail_param(param, "a finite number", show(v));
 }
 
 inline void require_prob(const std::string& param, double v) {

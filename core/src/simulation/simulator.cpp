@@ -7,6 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
+#include <mutex>
+#include <new>
 #include <thread>
 
 namespace aqm {
@@ -62,19 +65,69 @@ void Xoshiro256::jump() {
 // ------------------------------------------------------------------ options
 
 void SimOptions::validate() const {
-  if (slots < 1) fail_param("slots", ">= 1", slots);
-  if (replications < 1) fail_param("replications", ">= 1", replications);
-  if (batches < 1) fail_param("batches", ">= 1", batches);
+  if (slots < 1 || slots > SimLimits::max_slots) fail_param("slots", "in [1, 1e13]", slots);
+  if (replications < 1 || replications > SimLimits::max_replications)
+    fail_param("replications", detail::cat("in [1, ", SimLimits::max_replications, "]"), replications);
+  if (batches < 1 || batches > SimLimits::max_batches)
+    fail_param("batches", detail::cat("in [1, ", SimLimits::max_batches, "]"), batches);
   if (replications * static_cast<int64_t>(batches) < 2)
     fail_param("batches", "such that replications x batches >= 2 (needed for a confidence interval)", batches);
+  if (warmup < -1) fail_param("warmup", ">= 0 (or -1: slots / 10)", warmup);
   const int64_t w = warmup < 0 ? slots / 10 : warmup;
   if (slots - w < 100 * static_cast<int64_t>(batches))
     fail_param("slots", detail::cat("> warmup + 100 x batches = ", w + 100 * static_cast<int64_t>(batches),
                                     " (warmup ", w, ", batches ", batches, ")"),
                slots);
   if (sample_every < 0) fail_param("sample_every", ">= 0", sample_every);
-  if (threads < 0) fail_param("threads", ">= 0", threads);
-  if (max_response < 2) fail_param("max_response", ">= 2", max_response);
+  if (threads < 0 || threads > SimLimits::max_threads)
+    fail_param("threads", detail::cat("in [0, ", SimLimits::max_threads, "] (0: all cores)"), threads);
+  if (max_response < 2 || max_response > SimLimits::max_response)
+    fail_param("max_response", "in [2, 1e9]", max_response);
+  if (!(memory_limit_bytes > 0.0) || !std::isfinite(memory_limit_bytes))
+    fail_param("memory_limit_bytes", "> 0 and finite", memory_limit_bytes);
+}
+
+namespace {
+int thread_count(const SimOptions& o) {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::min(o.replications, o.threads > 0 ? o.threads : hw);
+}
+
+/// Expected length of a response histogram: R is at most the service of the packets
+/// ahead (<= N) plus its own, mean <= (N + 1) / mu; 20 means (plus slack) hold all but a
+/// vanishing fraction.  Longer ones grow the histogram at run time, under the budget.
+int64_t expected_response_bins(const Model& m, const SimOptions& o) {
+  const double guess = 20.0 * (m.buffer + 1.0) / m.service.mu + 1024.0;
+  return static_cast<int64_t>(std::min({guess, static_cast<double>(o.max_response), static_cast<double>(o.slots) + 1.0}));
+}
+}  // namespace
+
+std::string SimMemory::largest() const {
+  std::string name = "model.buffer";
+  double most = -1.0;
+  for (const auto& [k, v] : parts)
+    if (v > most) most = v, name = k;
+  return name;
+}
+
+SimMemory sim_memory(const Model& m, const SimOptions& o) {
+  SimMemory r;
+  r.threads = thread_count(o);
+  const double N1 = m.buffer + 1.0;
+  const double RB = static_cast<double>(o.replications) * o.batches;
+  double fifo = 1.0;
+  while (fifo < N1) fifo *= 2.0;
+  // FIFO per running replication; occupancy histogram per batch; the merge (summed
+  // histogram, two pmfs with half-widths, long double totals).
+  const double buffer = r.threads * fifo * 8.0 + RB * N1 * 8.0 + N1 * (8.0 + 2 * 16.0 + 2 * 16.0);
+  // Response histograms (capacity up to twice the length: they grow by doubling) and the response pmf.
+  const double bins = static_cast<double>(expected_response_bins(m, o));
+  const double response = RB * 2.0 * bins * 8.0 + bins * (16.0 + 16.0);
+  const double series = o.sample_every > 0 ? static_cast<double>(o.slots / o.sample_every) * (8 + 4 + 8 + 8) : 0.0;
+  const double grid = o.discretised ? static_cast<double>(m.grid.size(m.buffer)) * 8.0 * 3.0 : 0.0;
+  r.parts = {{"model.buffer", buffer}, {"max_response", response}, {"sample_every", series}, {"grid.k", grid}};
+  for (const auto& p : r.parts) r.total += p.second;
+  return r;
 }
 
 // ------------------------------------------------------------------ one replication
@@ -115,11 +168,14 @@ struct Setup {
         discretised(opt.discretised),
         policy(m.aqm.policy),
         drop(m.resolved_drop()),
-        grid(m.grid.resolve(m.buffer), m.grid.mapping),
+        grid(opt.discretised ? Grid(m.grid.resolve(m.buffer), m.grid.mapping)
+                             : Grid({0.0, static_cast<double>(m.buffer)}, Mapping::Split)),  // unused
         lam(m.source.arrival),
         warmup(opt.warmup < 0 ? opt.slots / 10 : opt.warmup) {
-    pdrop.resize(grid.size());
-    for (int i = 0; i < grid.size(); ++i) pdrop[i] = drop(grid.points()[i]);
+    if (discretised) {
+      pdrop.resize(grid.size());
+      for (int i = 0; i < grid.size(); ++i) pdrop[i] = drop(grid.points()[i]);
+    }
     mcdf.resize(M);
     for (int i = 0; i < M; ++i) {
       double c = 0;
@@ -164,7 +220,15 @@ class Fifo {
   int n_ = 0;
 };
 
-void run(const Setup& S, Xoshiro256 rng, std::vector<Batch>& batches, TimeSeries* ts) {
+/// Shared between the replications: a stop request (another one failed) and the
+/// bytes the response histograms may still take.
+struct Shared {
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> response_bytes_left{0};
+  double limit = 0.0;
+};
+
+void run(const Setup& S, Xoshiro256 rng, std::vector<Batch>& batches, TimeSeries* ts, Shared& sh) {
   const SimOptions& o = S.o;
   const int64_t measured = o.slots - S.warmup;
   const int64_t per_batch = measured / o.batches;
@@ -191,7 +255,15 @@ void run(const Setup& S, Xoshiro256 rng, std::vector<Batch>& batches, TimeSeries
   int bi = -1;
   int64_t next_batch = S.warmup;
   const int64_t max_r = o.max_response;
+  if (ts && o.sample_every > 0) {  // exact size: counted by sim_memory
+    const size_t samples = static_cast<size_t>(o.slots / o.sample_every);
+    ts->slot.reserve(samples);
+    ts->level.reserve(samples);
+    ts->avg.reserve(samples);
+    ts->drops.reserve(samples);
+  }
   for (int64_t t = 1; t <= o.slots; ++t) {
+    if ((t & 0xFFFF) == 0 && sh.stop.load(std::memory_order_relaxed)) return;
     if (t > next_batch && bi + 1 < o.batches) {  // slot t belongs to a new batch
       cur = &batches[++bi];
       next_batch = bi + 1 < o.batches ? S.warmup + (bi + 1) * per_batch : o.slots;
@@ -264,8 +336,17 @@ void run(const Setup& S, Xoshiro256 rng, std::vector<Batch>& batches, TimeSeries
         cur->sum_r += r;
         cur->sum_r2 += static_cast<__int128>(r) * r;
         const int64_t bin = std::min(r, max_r - 1);
-        if (static_cast<int64_t>(cur->hist_r.size()) <= bin)
-          cur->hist_r.resize(std::min<int64_t>(max_r, std::max<int64_t>(bin + 1, 2 * cur->hist_r.size())), 0);
+        if (static_cast<int64_t>(cur->hist_r.size()) <= bin) {
+          const int64_t len = std::min<int64_t>(max_r, std::max<int64_t>(bin + 1, 2 * cur->hist_r.size()));
+          const int64_t grow = 8 * (len - static_cast<int64_t>(cur->hist_r.size()));
+          if (sh.response_bytes_left.fetch_sub(grow) < grow)
+            throw StateSpaceTooLarge(
+                "max_response",
+                detail::cat("simulate: the response-time histograms outgrew the memory budget (a response time of ", r,
+                            " slots needs ", len, " bins per batch; memory_limit_bytes = ", sh.limit / 1e9,
+                            " GB): lower 'max_response' (longer response times go to its last bin) or 'batches'"));
+          cur->hist_r.resize(len, 0);
+        }
         ++cur->hist_r[bin];
       }
     }
@@ -345,58 +426,83 @@ Mom hist_moments(const std::vector<int64_t>& h, int shift) {
 
 PmfEstimate pmf_estimate(const std::vector<Batch>& bs, const std::vector<int64_t> Batch::*h, size_t len,
                          bool queue) {
+  // Bin t of the output counts n = t (system) or q = t, i.e. n = t + 1 and, for t = 0,
+  // n = 0 too (queue).  One bin at a time: O(batches + len) memory.
   PmfEstimate out;
   const size_t L = queue ? len - 1 : len;
-  std::vector<long double> tot(L, 0);
-  std::vector<std::vector<double>> per(L);
+  auto count = [&](const std::vector<int64_t>& v, size_t t) -> long double {
+    auto at = [&](size_t k) -> long double { return k < v.size() && k < len ? static_cast<long double>(v[k]) : 0; };
+    if (!queue) return at(t);
+    return t == 0 ? at(0) + at(1) : at(t + 1);
+  };
+  std::vector<long double> sums(bs.size(), 0);
   long double all = 0;
-  for (const auto& b : bs) {
-    const auto& v = b.*h;
-    long double sum = 0;
-    for (auto c : v) sum += c;
-    all += sum;
-    std::vector<long double> f(L, 0);
-    for (size_t k = 0; k < v.size() && k < len; ++k) f[queue && k > 0 ? k - 1 : std::min(k, L - 1)] += v[k];
-    for (size_t k = 0; k < L; ++k) {
-      tot[k] += f[k];
-      per[k].push_back(sum > 0 ? static_cast<double>(f[k] / sum) : NAN);
-    }
+  for (size_t b = 0; b < bs.size(); ++b) {
+    for (auto c : bs[b].*h) sums[b] += c;
+    all += sums[b];
   }
   out.value.resize(L);
   out.half_width.resize(L);
-  for (size_t k = 0; k < L; ++k) {
-    out.value[k] = all > 0 ? static_cast<double>(tot[k] / all) : 0.0;
-    out.half_width[k] = half_width(per[k]);
+  std::vector<double> per(bs.size());
+  for (size_t t = 0; t < L; ++t) {
+    long double tot = 0;
+    for (size_t b = 0; b < bs.size(); ++b) {
+      const long double f = count(bs[b].*h, t);
+      tot += f;
+      per[b] = sums[b] > 0 ? static_cast<double>(f / sums[b]) : NAN;
+    }
+    out.value[t] = all > 0 ? static_cast<double>(tot / all) : 0.0;
+    out.half_width[t] = half_width(per);
   }
   return out;
 }
 
 }  // namespace
 
-SimResult simulate(const Model& model, const SimOptions& o) {
-  model.validate();
-  if (model.time != TimeKind::Discrete)
-    fail_param("model.time", "\"discrete\" for the simulator (it is slotted; continuous-time models are solved, "
-                             "not simulated)", "\"continuous\"");
-  o.validate();
+namespace {
+std::string memory_breakdown(const SimMemory& need) {
+  std::string s;
+  for (const auto& [k, v] : need.parts)
+    if (v > 0) s += detail::cat(s.empty() ? "" : ", ", k, " ", v / 1e9, " GB");
+  return s;
+}
+
+SimResult simulate_impl(const Model& model, const SimOptions& o, const SimMemory& need) {
   const Setup S(model, o);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::vector<Batch>> per_rep(o.replications);
   SimResult res;
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = std::min(o.replications, o.threads > 0 ? o.threads : hw);
+  const int threads = need.threads;
+  Shared sh;
+  sh.limit = o.memory_limit_bytes;
+  double response_part = 0.0;
+  for (const auto& [k, v] : need.parts)
+    if (k == "max_response") response_part = v;
+  // The response histograms may use the budget the rest of the estimate leaves.
+  sh.response_bytes_left = static_cast<int64_t>(std::max(0.0, o.memory_limit_bytes - (need.total - response_part)));
   std::atomic<int> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
   auto worker = [&]() {
-    for (int r; (r = next++) < o.replications;) {
-      Xoshiro256 rng(o.seed);
-      for (int j = 0; j < r; ++j) rng.jump();
-      run(S, rng, per_rep[r], r == 0 ? &res.series : nullptr);
+    // An exception must not leave a std::thread (std::terminate): keep the first,
+    // stop the other replications, rethrow after the join.
+    try {
+      for (int r; !sh.stop && (r = next++) < o.replications;) {
+        Xoshiro256 rng(o.seed);
+        for (int j = 0; j < r; ++j) rng.jump();
+        run(S, rng, per_rep[r], r == 0 ? &res.series : nullptr, sh);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      sh.stop = true;
     }
   };
   std::vector<std::thread> pool;
   for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
   worker();
   for (auto& th : pool) th.join();
+  if (failure) std::rethrow_exception(failure);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.threads = threads;
   res.slots_per_second = static_cast<double>(o.slots) * o.replications / std::max(res.seconds, 1e-9);
@@ -450,6 +556,33 @@ SimResult simulate(const Model& model, const SimOptions& o) {
   for (const auto& b : bs) rlen = std::max(rlen, b.hist_r.size());
   res.response_pmf = pmf_estimate(bs, &Batch::hist_r, rlen, false);
   return res;
+}
+}  // namespace
+
+SimResult simulate(const Model& model, const SimOptions& o) {
+  model.validate();
+  if (model.time != TimeKind::Discrete)
+    fail_param("model.time", "\"discrete\" for the simulator (it is slotted; continuous-time models are solved, "
+                             "not simulated)", "\"continuous\"");
+  o.validate();
+  // Everything proportional to the input is counted before anything is allocated.
+  const SimMemory need = sim_memory(model, o);
+  if (need.total > o.memory_limit_bytes)
+    throw StateSpaceTooLarge(
+        need.largest(),
+        detail::cat("simulation too large: it needs about ", need.total / 1e9, " GB (", memory_breakdown(need),
+                    "; buffer ", model.buffer, ", ", o.replications, " replications x ", o.batches, " batches, ",
+                    need.threads, " threads), above memory_limit_bytes = ", o.memory_limit_bytes / 1e9,
+                    " GB: lower '", need.largest(), "'"));
+  try {
+    return simulate_impl(model, o, need);
+  } catch (const std::bad_alloc&) {
+    throw StateSpaceTooLarge(
+        need.largest(),
+        detail::cat("simulate: out of memory (std::bad_alloc) although the estimate, ", need.total / 1e9, " GB (",
+                    memory_breakdown(need), "), was within memory_limit_bytes = ", o.memory_limit_bytes / 1e9,
+                    " GB: lower '", need.largest(), "' or the memory limit"));
+  }
 }
 
 }  // namespace aqm

@@ -17,7 +17,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "aqmchain/model/queue_generator.hpp"
 #include "aqmchain/solvers/stationary.hpp"
 #include "solvers/multilevel.hpp"
 
@@ -31,7 +30,8 @@ struct Level {
   int32_t n = 0;
   std::vector<int32_t> rp, ci;  // CSR of P^T
   std::vector<double> v, diag;
-  std::vector<int32_t> cn, cg, cm;  // lattice coordinates
+  std::vector<std::vector<int32_t>> coord;  // lattice coordinates, one vector per state component
+  std::vector<char> halve;                  // per component: merged in pairs (1) or kept apart (0)
   // link to the next (coarser) level
   std::vector<int32_t> agg;     // fine state -> coarse state
   std::vector<int32_t> size;    // members per coarse state
@@ -52,8 +52,17 @@ Level coarsen(Level& f) {
   // aggregate ids in lexicographic order of the coarse coordinates
   std::vector<int64_t> key(f.n);
   int64_t G = 1, M = 1;
-  for (int32_t i = 0; i < f.n; ++i) G = std::max<int64_t>(G, f.cg[i] / 2 + 1), M = std::max<int64_t>(M, f.cm[i] + 1);
-  for (int32_t i = 0; i < f.n; ++i) key[i] = ((static_cast<int64_t>(f.cn[i] / 2) * G) + f.cg[i] / 2) * M + f.cm[i];
+  // coarse coordinates: halved where the component is coarsened; key in mixed radix
+  const size_t D = f.coord.size();
+  std::vector<int64_t> radix(D, 1);
+  for (size_t d = 0; d < D; ++d)
+    for (int32_t i = 0; i < f.n; ++i) radix[d] = std::max<int64_t>(radix[d], (f.halve[d] ? f.coord[d][i] / 2 : f.coord[d][i]) + 1);
+  auto cc = [&](size_t d, int32_t i) { return f.halve[d] ? f.coord[d][i] / 2 : f.coord[d][i]; };
+  for (int32_t i = 0; i < f.n; ++i) {
+    int64_t k = 0;
+    for (size_t d = 0; d < D; ++d) k = k * radix[d] + cc(d, i);
+    key[i] = k;
+  }
   std::vector<int32_t> order(f.n);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return key[a] < key[b]; });
@@ -65,15 +74,12 @@ Level coarsen(Level& f) {
   }
   c.n = f.n > 0 ? nc + 1 : 0;
   f.size.assign(c.n, 0);
-  c.cn.resize(c.n);
-  c.cg.resize(c.n);
-  c.cm.resize(c.n);
+  c.halve = f.halve;
+  c.coord.assign(D, std::vector<int32_t>(c.n));
   for (int32_t i = 0; i < f.n; ++i) {
     const int32_t I = f.agg[i];
     ++f.size[I];
-    c.cn[I] = f.cn[i] / 2;
-    c.cg[I] = f.cg[i] / 2;
-    c.cm[I] = f.cm[i];
+    for (size_t d = 0; d < D; ++d) c.coord[d][I] = cc(d, i);
   }
   // members of each coarse row (fine rows j with agg[j] = J), in CSR form
   std::vector<int32_t> mp(c.n + 1, 0), mem(f.n);
@@ -200,6 +206,11 @@ void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const d
 
 void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
   r.method = Method::Multilevel;
+  // Aggregation follows the state descriptor: components marked `coarsen` are
+  // merged in pairs level by level, the others (the modulator) are kept apart.
+  bool labelled = c.space.count() > 0 && static_cast<int>(c.labels.size()) == c.space.count();
+  for (const auto& l : c.labels) labelled = labelled && static_cast<int32_t>(l.size()) == c.n;
+  if (!labelled) throw SolverError("multilevel: the chain has no state labels to aggregate on");
   auto t0 = Clock::now();
   std::vector<Level> lv(1);
   {
@@ -209,9 +220,8 @@ void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResu
     L.rp.assign(PT.outerIndexPtr(), PT.outerIndexPtr() + c.n + 1);
     L.ci.assign(PT.innerIndexPtr(), PT.innerIndexPtr() + PT.nonZeros());
     L.v.assign(PT.valuePtr(), PT.valuePtr() + PT.nonZeros());
-    L.cn = c.component(component::level);
-    L.cg = c.component(component::avg);
-    L.cm = c.component(component::modulator);
+    L.coord = c.labels;
+    for (int d = 0; d < c.space.count(); ++d) L.halve.push_back(c.space.component(d).coarsen ? 1 : 0);
     find_diag(L);
   }
   const int32_t coarse_size = o.coarse_size;

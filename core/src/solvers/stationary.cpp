@@ -246,14 +246,55 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
                          " refinement steps");
 }
 
+/// A probable state of an irreducible chain: the argmax of a cheap estimate of pi.
+/// The estimate is two multilevel W-cycles from the uniform vector: their coarsest
+/// level is solved exactly, so they see where the mass is even when the chain mixes
+/// slowly (geo_k4, RED w = 0.002: the argmax of 2 cycles has the largest true pi, that
+/// of 30 Gauss-Seidel sweeps pi / max pi = 5e-177).  Chains without lattice labels
+/// (hand-built) use Gauss-Seidel sweeps instead.  Accounts go to r.
+int32_t probable_state(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
+  if (c.n < 2) return 0;
+  const auto t0 = Clock::now();
+  std::vector<double> x;
+  try {
+    StationaryOptions e = o;
+    e.max_iter = 2;
+    e.x0.clear();
+    StationaryResult ml;
+    detail::solve_multilevel(c, e, ml);
+    r.matvecs += ml.matvecs;
+    x = std::move(ml.pi);
+  } catch (const SolverError&) {
+    const SpMat PT = SpMat(c.matrix().transpose());
+    std::vector<double> diag(c.n, 0.0);
+    for (int32_t j = 0; j < c.n; ++j)
+      for (int32_t e = PT.outerIndexPtr()[j]; e < PT.outerIndexPtr()[j + 1]; ++e)
+        if (PT.innerIndexPtr()[e] == j) diag[j] = PT.valuePtr()[e];
+    x.assign(c.n, 1.0 / c.n);
+    constexpr int sweeps = 30;
+    for (int s = 0; s < sweeps; ++s)
+      detail::gauss_seidel_sweep(c.n, PT.outerIndexPtr(), PT.innerIndexPtr(), PT.valuePtr(), diag.data(), x);
+    r.matvecs += sweeps;
+  }
+  r.seconds.push_back({"estimate", since(t0)});
+  int32_t best = 0;
+  for (int32_t i = 1; i < c.n && i < static_cast<int32_t>(x.size()); ++i)
+    if (x[i] > x[best]) best = i;  // NaN-safe: a NaN never wins
+  return best;
+}
+
 /// The reduced system's condition number grows like the mean return time to the
-/// fixed state k, i.e. like 1 / pi_k (Stewart 1994, sec. 2.3).  Start from the
-/// builder's recurrent state; if the residual misses tol, solve again with
-/// k = argmax pi.
+/// fixed state k, i.e. like 1 / pi_k (Stewart 1994, sec. 2.3).  `c` is irreducible
+/// (solve_stationary restricts the chain to its closed class first), so every state
+/// is recurrent; k is the argmax of a cheap estimate of pi (probable_state).  If the
+/// residual still misses tol, solve again with k = argmax pi.
 void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& r, DirectCache* cache = nullptr,
                   double max_flops = INFINITY) {
-  int32_t k = c.recurrent_state;
-  if (cache && cache->same_chain(c)) k = cache->k;  // same states and pattern: keep the k of the sweep
+  int32_t k;
+  if (cache && cache->same_chain(c))
+    k = cache->k;  // same states and pattern: keep the k of the sweep (and its symbolic analysis)
+  else
+    k = probable_state(c, o, r);
   solve_direct_at(c, o, r, cache, k, max_flops);
   if (c.n < 2) return;
   const auto it = std::max_element(r.pi.begin(), r.pi.end());
@@ -384,6 +425,12 @@ void solve_arnoldi(const Chain& c, const StationaryOptions& o, StationaryResult&
   const a_int nev = 1;
   const a_int ncv = o.ncv > 0 ? std::min<a_int>(std::max<a_int>(o.ncv, 3), n) : std::min<a_int>(30, n);
   const long maxit = o.max_iter > 0 ? o.max_iter : 3000;
+  // Basis V (n x ncv), workd (3n), resid, y, the eigenvector and workl (3 ncv^2 + 6 ncv).
+  const double need = 8.0 * (static_cast<double>(n) * (static_cast<double>(ncv) + 6.0) + 3.0 * ncv * ncv + 9.0 * ncv);
+  if (need > o.arnoldi_max_gb * 1e9)
+    throw StateSpaceTooLarge("ncv", detail::cat("solver option 'ncv' must keep the Arnoldi work arrays within arnoldi_max_gb = ",
+                                                o.arnoldi_max_gb, " GB: ", n, " states x ncv = ", ncv, " need ",
+                                                need / 1e9, " GB (lower ncv or use another method)"));
   std::vector<double> resid = o.x0.empty() ? std::vector<double>(n, 1.0 / n) : o.x0;
   std::vector<double> V(static_cast<size_t>(n) * ncv), workd(3 * static_cast<size_t>(n));
   const a_int lworkl = 3 * ncv * ncv + 6 * ncv;
@@ -467,26 +514,37 @@ Method method_from(const std::string& s) {
   throw OptionError("solver option 'method' must be one of " + names + ", got '" + s + "'");
 }
 
+namespace {
+/// "solver option 'name' must be in [lo, hi], got v" unless lo <= v <= hi.
+template <class T>
+void require_in(const char* name, T v, T lo, T hi, const char* what = "") {
+  if (v < lo || v > hi)
+    throw OptionError(detail::cat("solver option '", name, "' must be in [", lo, ", ", hi, "]", what, ", got ", v));
+}
+}  // namespace
+
 void StationaryOptions::validate() const {
   if (!(tol > 0.0 && tol < 1.0))
     throw OptionError(detail::cat("solver option 'tol' must be in (0, 1), got ", tol));
-  if (max_iter < 0) throw OptionError(detail::cat("solver option 'max_iter' must be >= 0, got ", max_iter));
-  if (ncv < 0) throw OptionError(detail::cat("solver option 'ncv' must be >= 0, got ", ncv));
-  if (refine_steps < 0) throw OptionError(detail::cat("solver option 'refine_steps' must be >= 0, got ", refine_steps));
-  if (check_every < 1) throw OptionError(detail::cat("solver option 'check_every' must be >= 1, got ", check_every));
-  if (coarse_size < 2 || coarse_size > 2000)
-    throw OptionError(detail::cat("solver option 'coarse_size' must be in [2, 2000], got ", coarse_size));
+  // Every count has an upper bound: a huge value is a typo, not a request (an
+  // unbounded smoothing_sweeps or max_iter turns a solve into a hang).
+  require_in<long>("max_iter", max_iter, 0, 1000000000L, " (0: the method's default)");
+  require_in<int>("ncv", ncv, 0, 1000, " (0: min(states, 30))");
+  require_in<int>("refine_steps", refine_steps, 0, 100);
+  require_in<int>("check_every", check_every, 1, 1000000);
+  require_in<int>("coarse_size", coarse_size, 2, 2000);
   if (cycle_gamma < 1 || cycle_gamma > 2)
     throw OptionError(detail::cat("solver option 'cycle_gamma' must be 1 (V-cycle) or 2 (W-cycle), got ", cycle_gamma));
-  if (krylov_basis < 2 || krylov_basis > 500)
-    throw OptionError(detail::cat("solver option 'krylov_basis' must be in [2, 500], got ", krylov_basis));
-  if (smoothing_sweeps < 1) throw OptionError(detail::cat("solver option 'smoothing_sweeps' must be >= 1, got ", smoothing_sweeps));
+  require_in<int>("krylov_basis", krylov_basis, 2, 500);
+  require_in<int>("smoothing_sweeps", smoothing_sweeps, 1, 100);
   if (ordering != "amd" && ordering != "metis" && ordering != "cholmod" && ordering != "best" && ordering != "none")
     throw OptionError("solver option 'ordering' must be one of amd, metis, cholmod, best, none, got '" + ordering + "'");
-  if (!(direct_max_gb > 0.0))
-    throw OptionError(detail::cat("solver option 'direct_max_gb' must be > 0, got ", direct_max_gb));
+  if (!(direct_max_gb > 0.0) || !std::isfinite(direct_max_gb))
+    throw OptionError(detail::cat("solver option 'direct_max_gb' must be > 0 and finite, got ", direct_max_gb));
   if (!(auto_direct_max_flops > 0.0))
     throw OptionError(detail::cat("solver option 'auto_direct_max_flops' must be > 0, got ", auto_direct_max_flops));
+  if (!(arnoldi_max_gb > 0.0) || !std::isfinite(arnoldi_max_gb))
+    throw OptionError(detail::cat("solver option 'arnoldi_max_gb' must be > 0 and finite, got ", arnoldi_max_gb));
   if (strategy != "auto" && strategy != "symmetric" && strategy != "unsymmetric")
     throw OptionError("solver option 'strategy' must be one of auto, symmetric, unsymmetric, got '" + strategy + "'");
   double x0_sum = 0.0;
@@ -507,6 +565,165 @@ void check_solvable(const Chain& chain, const StationaryOptions& o) {
   if (chain.report.closed_classes != 1)
     throw ReducibleChain(detail::cat("the chain has ", chain.report.closed_classes,
                                      " closed communicating classes: no unique stationary distribution"));
+}
+
+/// The unique closed class as a sorted list of states, or empty when it is the whole
+/// chain (the builder found no transient state).  Everything reachable from a state
+/// of a closed class is that class, so one search from chain.recurrent_state over the
+/// positive entries of P finds it (O(nnz)).
+std::vector<int32_t> closed_class(const Chain& c) {
+  if (c.report.transient_states == 0) return {};
+  const int32_t s0 = c.recurrent_state;
+  if (s0 < 0 || s0 >= c.n)
+    throw ReducibleChain(detail::cat("the chain records no state of its closed class (recurrent_state = ", s0,
+                                     "); call classify() after editing the matrix"));
+  std::vector<char> seen(c.n, 0);
+  std::vector<int32_t> todo{s0};
+  seen[s0] = 1;
+  int64_t count = 1;
+  while (!todo.empty()) {
+    const int32_t v = todo.back();
+    todo.pop_back();
+    for (int32_t e = c.rowptr[v]; e < c.rowptr[v + 1]; ++e) {
+      const int32_t u = c.col[e];
+      if (c.val[e] > 0.0 && !seen[u]) {
+        seen[u] = 1;
+        ++count;
+        todo.push_back(u);
+      }
+    }
+  }
+  if (count == c.n) return {};
+  std::vector<int32_t> keep;
+  keep.reserve(static_cast<size_t>(count));
+  for (int32_t i = 0; i < c.n; ++i)
+    if (seen[i]) keep.push_back(i);
+  return keep;
+}
+
+/// P restricted to the closed class `keep` (rows stay stochastic: no edge leaves a
+/// closed class).  Labels come along (multilevel aggregates on them).
+Chain restrict_to(const Chain& c, const std::vector<int32_t>& keep) {
+  std::vector<int32_t> map(c.n, -1);
+  for (size_t i = 0; i < keep.size(); ++i) map[keep[i]] = static_cast<int32_t>(i);
+  Chain s;
+  s.n = static_cast<int32_t>(keep.size());
+  s.rowptr.assign(static_cast<size_t>(s.n) + 1, 0);
+  for (int32_t i = 0; i < s.n; ++i) {
+    const int32_t v = keep[i];
+    for (int32_t e = c.rowptr[v]; e < c.rowptr[v + 1]; ++e)
+      if (map[c.col[e]] >= 0) {
+        s.col.push_back(map[c.col[e]]);
+        s.val.push_back(c.val[e]);
+      }
+    s.rowptr[i + 1] = static_cast<int32_t>(s.col.size());
+  }
+  s.time = c.time;
+  s.space = c.space;
+  s.labels.resize(c.labels.size());
+  for (size_t k = 0; k < c.labels.size(); ++k) {
+    if (static_cast<int32_t>(c.labels[k].size()) != c.n) continue;
+    s.labels[k].resize(keep.size());
+    for (size_t i = 0; i < keep.size(); ++i) s.labels[k][i] = c.labels[k][keep[i]];
+  }
+  s.recurrent_state = 0;
+  s.report.closed_classes = 1;
+  s.report.transient_states = 0;
+  return s;
+}
+
+/// Options for the restricted chain: x0 restricted too (uniform when it has no mass there).
+StationaryOptions restrict_options(const StationaryOptions& o, const std::vector<int32_t>& keep) {
+  StationaryOptions r = o;
+  if (o.x0.empty()) return r;
+  r.x0.resize(keep.size());
+  double sum = 0.0;
+  for (size_t i = 0; i < keep.size(); ++i) sum += r.x0[i] = o.x0[keep[i]];
+  if (!(sum > 0.0)) r.x0.clear();
+  return r;
+}
+
+/// pi on the closed class -> pi on all states (exactly 0 on the transient ones); the
+/// residual is recomputed on the whole chain.
+void expand_to(const Chain& c, const std::vector<int32_t>& keep, double tol, StationaryResult& r) {
+  std::vector<double> pi(c.n, 0.0);
+  for (size_t i = 0; i < keep.size() && i < r.pi.size(); ++i) pi[keep[i]] = r.pi[i];
+  r.pi = std::move(pi);
+  const auto t0 = Clock::now();
+  r.residual = stationary_residual(c, r.pi);
+  ++r.matvecs;
+  r.seconds.push_back({"residual_full", since(t0)});
+  r.status = r.residual <= tol && std::isfinite(r.residual) ? Status::Converged : Status::NotConverged;
+  r.extra.push_back({"closed_class_states", static_cast<double>(keep.size())});
+  r.extra.push_back({"transient_states", static_cast<double>(c.n - static_cast<int64_t>(keep.size()))});
+}
+
+/// Sweep budget of the last-resort Gauss-Seidel in auto: max_iter when given, else
+/// about 1e10 multiply-adds (seconds, not hours, on a large chain).
+long auto_gs_sweeps(const Chain& c, const StationaryOptions& o) {
+  if (o.max_iter > 0) return o.max_iter;
+  const double nnz = std::max<double>(1.0, static_cast<double>(c.nnz()));
+  return static_cast<long>(std::clamp(1e10 / nnz, 100.0, 100000.0));
+}
+
+/// `chain` is irreducible here (solve_stationary restricted it to its closed class).
+void solve_irreducible(const Chain& chain, const StationaryOptions& o, StationaryResult& r) {
+  switch (o.method) {
+    case Method::Auto: {
+      // Direct first: after UMFPACK's symbolic analysis (a few percent of the
+      // factorisation), its estimates decide.  Within direct_max_gb and
+      // auto_direct_max_flops it factorises (exact, fast up to ~10^6 states);
+      // otherwise multilevel aggregation runs, and if that fails too, Gauss-Seidel
+      // with a bounded number of sweeps.  The first converged result is returned;
+      // if none converges, the one with the smallest residual (never throws for
+      // non-convergence, only when no method produced a vector at all).
+      const Method order[] = {Method::Direct, Method::Krylov, Method::Multilevel, Method::GaussSeidel};
+      StationaryResult best;
+      bool have = false;
+      std::string history;
+      for (Method m : order) {
+        StationaryResult x;
+        x.requested = Method::Auto;
+        std::string why;
+        try {
+          if (m == Method::Direct) {
+            solve_direct(chain, o, x, nullptr, o.auto_direct_max_flops);
+          } else if (m == Method::Krylov) {
+            solve_krylov_finished(chain, o, x);
+          } else if (m == Method::Multilevel) {
+            solve_multilevel_finished(chain, o, x);
+          } else {
+            StationaryOptions og = o;
+            og.max_iter = auto_gs_sweeps(chain, o);
+            solve_gauss_seidel(chain, og, x);
+          }
+          if (!x.converged()) why = x.note.empty() ? detail::cat("residual ", x.residual, " > tol ", o.tol) : x.note;
+        } catch (const SolverError& e) {
+          x.pi.clear();
+          why = e.what();
+        }
+        if (!x.pi.empty() && (!have || x.residual < best.residual)) {
+          best = std::move(x);
+          have = true;
+        }
+        if (why.empty()) break;
+        history += (history.empty() ? "" : "; ") + to_string(m) + " failed (" + why + ")";
+      }
+      if (!have) throw SolverError("auto: " + history);
+      best.fallback = best.method != Method::Direct;
+      if (!history.empty())
+        best.note = history + (best.converged() ? "; fell back to " : "; kept the smallest residual, from ") +
+                    to_string(best.method);
+      r = std::move(best);
+      break;
+    }
+    case Method::Direct: solve_direct(chain, o, r); break;
+    case Method::Arnoldi: solve_arnoldi(chain, o, r); break;
+    case Method::GaussSeidel: solve_gauss_seidel(chain, o, r); break;
+    case Method::Power: solve_power(chain, o, r); break;
+    case Method::Multilevel: solve_multilevel_finished(chain, o, r); break;
+    case Method::Krylov: solve_krylov_finished(chain, o, r); break;
+  }
 }
 }  // namespace
 
@@ -537,9 +754,15 @@ StationaryResult DirectSolver::solve(const Chain& chain) {
   if (chain.time == TimeKind::Continuous) return with_uniformised(chain, [&](const Chain& u) { return solve(u); });
   check_solvable(chain, options_);
   StationaryResult r;
-  r.requested = Method::Direct;
   const auto t0 = Clock::now();
-  solve_direct(chain, options_, r, cache_.get());
+  const std::vector<int32_t> keep = closed_class(chain);
+  if (keep.empty()) {
+    solve_direct(chain, options_, r, cache_.get());
+  } else {
+    solve_direct(restrict_to(chain, keep), options_, r, cache_.get());
+    expand_to(chain, keep, options_.tol, r);
+  }
+  r.requested = Method::Direct;
   r.seconds.push_back({"total", since(t0)});
   return r;
 }
@@ -549,55 +772,17 @@ StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o
     return with_uniformised(chain, [&](const Chain& u) { return solve_stationary(u, o); });
   check_solvable(chain, o);
   StationaryResult r;
-  r.requested = o.method;
   const auto t0 = Clock::now();
-  switch (o.method) {
-    case Method::Auto: {
-      // Direct first: after UMFPACK's symbolic analysis (a few percent of the
-      // factorisation), its estimates decide.  Within direct_max_gb and
-      // auto_direct_max_flops it factorises (exact, fast up to ~10^6 states);
-      // otherwise multilevel aggregation runs.  If the first choice throws or misses
-      // tol, the other runs and the result with the smaller residual is kept.
-      auto attempt = [&](Method m, StationaryResult& x) -> std::string {
-        try {
-          if (m == Method::Direct)
-            solve_direct(chain, o, x, nullptr, o.auto_direct_max_flops);
-          else
-            solve_multilevel_finished(chain, o, x);
-          return x.converged() ? "" : x.note;
-        } catch (const SolverError& e) {
-          x.pi.clear();
-          return e.what();
-        }
-      };
-      constexpr Method first = Method::Direct, second = Method::Multilevel;
-      const std::string why = attempt(first, r);
-      if (!why.empty()) {
-        StationaryResult s2;
-        s2.requested = Method::Auto;
-        const std::string why2 = attempt(second, s2);
-        const bool better = !s2.pi.empty() && (r.pi.empty() || s2.residual < r.residual);
-        if (better) {
-          s2.fallback = true;
-          s2.note = to_string(first) + " failed (" + why + "); fell back to " + to_string(second) +
-                    (why2.empty() ? "" : "; " + why2);
-          r = std::move(s2);
-        } else if (r.pi.empty()) {
-          throw SolverError("auto: " + to_string(first) + " failed (" + why + ") and " + to_string(second) +
-                            " failed (" + why2 + ")");
-        } else {
-          r.note += "; " + to_string(second) + " was tried too and did no better (" + why2 + ")";
-        }
-      }
-      break;
-    }
-    case Method::Direct: solve_direct(chain, o, r); break;
-    case Method::Arnoldi: solve_arnoldi(chain, o, r); break;
-    case Method::GaussSeidel: solve_gauss_seidel(chain, o, r); break;
-    case Method::Power: solve_power(chain, o, r); break;
-    case Method::Multilevel: solve_multilevel_finished(chain, o, r); break;
-    case Method::Krylov: solve_krylov_finished(chain, o, r); break;
+  // Transient states (outside the unique closed class) have stationary probability
+  // exactly 0: every method solves on the closed class only.
+  const std::vector<int32_t> keep = closed_class(chain);
+  if (keep.empty()) {
+    solve_irreducible(chain, o, r);
+  } else {
+    solve_irreducible(restrict_to(chain, keep), restrict_options(o, keep), r);
+    expand_to(chain, keep, o.tol, r);
   }
+  r.requested = o.method;
   r.seconds.push_back({"total", since(t0)});
   return r;
 }

@@ -14,12 +14,18 @@ namespace aqm {
 
 enum class Mapping { Split, Nearest, Flags };
 
+/// At most this many avg grid intervals (k x buffer for the uniform grid): checked by
+/// validate() and resolve() before anything is allocated.
+constexpr int64_t kMaxGridIntervals = 10000000;
+
 struct GridSpec {
   int k = 4;                   ///< uniform step 1/k on [0, N] (ignored when `points` given or Flags)
   std::vector<double> points;  ///< custom grid (0 = g_0 < ... < g_L = N); empty = uniform
   Mapping mapping = Mapping::Split;
-  /// Grid points for buffer size N.
+  /// Grid points for buffer size N (throws ModelError above kMaxGridIntervals + 1 points).
   std::vector<double> resolve(int buffer) const;
+  /// Number of grid points resolve(buffer) returns, without allocating them.
+  int64_t size(int buffer) const;
   void validate(int buffer, const std::string& prefix = "grid") const;
 };
 

@@ -12,6 +12,10 @@ namespace aqm {
 
 // ---------------------------------------------------------------- sources (2.1)
 
+/// At most this many modulator states (SSMP n, MMBP matrix size): checked before
+/// the n x n matrix is allocated or eliminated (GTH is O(n^3) on a dense matrix).
+constexpr int kMaxModulatorStates = 1000;
+
 /// An arrival source.  Slotted kinds (at most one arrival per slot): Bernoulli is
 /// the one-state case of MMBP; SSMP is an MMBP built from (n, q, a).
 /// Continuous-time kinds (SPEC 6): Poisson is the one-state case of MMPP.
@@ -30,7 +34,9 @@ struct Source {
 
   static Source bernoulli(double alpha);
   static Source mmbp(std::vector<std::vector<double>> matrix, std::vector<double> arrival);
-  /// SPEC 2.1: M[0][j] = a^-j, M[j][0] = (q/a)^j, M[j][j] = 1 - (q/a)^j.
+  /// SPEC 2.1: M[0][j] = a^-j, M[j][0] = (q/a)^j, M[j][j] = 1 - (q/a)^j.  Refuses
+  /// (ModelError naming source.n) an n whose a^-j or (q/a)^j underflow to 0 in double
+  /// precision: those modulator states would be unreachable or absorbing.
   static Source ssmp(int n, double q, double a);
   /// SSMP with the given mean rate pi_0 = (1 - 1/q)/(1 - q^-n), solving for q.
   static Source ssmp_from_mean(double mean, double a, int n);
@@ -45,6 +51,8 @@ struct Source {
 
   int states() const { return static_cast<int>(arrival.size()); }
   /// Stationary vector of the modulator (unique for an irreducible modulator).
+  /// Irreducibility is decided on the graph of the positive entries (subnormal ones
+  /// included); GTH is scaled so that tiny entries cannot overflow the ratios.
   std::vector<double> modulator_stationary() const;
   /// Mean arrival rate sum_i pi_i lam_i.
   double mean_rate() const;

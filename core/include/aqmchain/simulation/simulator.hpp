@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "aqmchain/model/model.hpp"
@@ -30,18 +31,44 @@ class Xoshiro256 {
   uint64_t s_[4];
 };
 
+/// Bounds checked by SimOptions::validate() (ModelError naming the option).
+struct SimLimits {
+  static constexpr int64_t max_slots = 10000000000000LL;  ///< 1e13 slots per replication
+  static constexpr int max_replications = 10000;
+  static constexpr int max_batches = 10000;
+  static constexpr int max_threads = 1024;
+  static constexpr int64_t max_response = 1000000000LL;  ///< response-histogram bins
+};
+
 struct SimOptions {
-  int64_t slots = 10000000;  ///< slots per replication, warm-up included
+  int64_t slots = 10000000;  ///< slots per replication, warm-up included, in [1, 1e13]
   int64_t warmup = -1;       ///< slots discarded at the start (-1: slots / 10)
-  int replications = 4;
+  int replications = 4;      ///< in [1, 10000]
   uint64_t seed = 1;
-  int batches = 20;          ///< batch means per replication
+  int batches = 20;          ///< batch means per replication, in [1, 10000]
   bool discretised = false;  ///< avg on the chain's grid with its mapping
   int64_t sample_every = 0;  ///< time series period in slots (0: none), replication 0 only
-  int threads = 0;           ///< 0: all cores
-  int64_t max_response = 1 << 22;  ///< response-time histogram length (longer R counted in the last bin)
+  int threads = 0;           ///< 0: all cores; at most 1024
+  int64_t max_response = 1 << 22;  ///< response-time histogram length (longer R counted in the last bin), in [2, 1e9]
+  /// Memory budget: simulate() refuses (StateSpaceTooLarge naming the parameter that
+  /// needs the most, before allocating) when sim_memory() exceeds it, and stops with
+  /// the same error if the response histograms grow past it while running.
+  double memory_limit_bytes = 4.0 * 1024 * 1024 * 1024;
   void validate() const;
 };
+
+/// Memory the simulator needs for `model` and `options`, by what drives it: bytes
+/// per parameter name ("model.buffer": FIFO per thread, occupancy histograms per batch
+/// and their merge; "max_response": response histograms at their expected length
+/// (about 20 mean sojourns, capped by max_response), "sample_every": the time series;
+/// "grid.k": the discretised grid).  Nothing is allocated.
+struct SimMemory {
+  std::vector<std::pair<std::string, double>> parts;
+  double total = 0.0;
+  int threads = 1;
+  std::string largest() const;  ///< name of the largest part
+};
+SimMemory sim_memory(const Model& model, const SimOptions& options);
 
 /// Point estimate and 95 % half-width (Student t over all batches of all replications);
 /// the half-width is +infinity when fewer than two batches carry data for the metric.

@@ -35,8 +35,10 @@ Method method_from(const std::string&);
 struct StationaryOptions {
   Method method = Method::Auto;
   double tol = 1e-12;        ///< target for ||pi P - pi||_1
+  // Bounds (validate() throws OptionError outside them): max_iter [0, 1e9], ncv [0, 1000],
+  // refine_steps [0, 100], check_every [1, 1e6], coarse_size [2, 2000], smoothing_sweeps [1, 100].
   long max_iter = 0;         ///< 0: method default (GS/power 100000 sweeps, Arnoldi 3000 restarts, multilevel 1000 cycles)
-  int ncv = 0;               ///< Arnoldi basis size; 0: min(n, 30)
+  int ncv = 0;               ///< Arnoldi basis size; 0: min(n, 30); at most the number of states (clamped)
   int refine_steps = 6;      ///< Direct: extra iterative-refinement steps if the residual is above tol
   int check_every = 10;      ///< GS: residual check period in sweeps
   int coarse_size = 500;     ///< multilevel: coarsest level solved exactly (GTH) at or below this size
@@ -52,6 +54,9 @@ struct StationaryOptions {
   double direct_max_gb = 8.0;
   double auto_direct_max_flops = 2e12;
   int krylov_basis = 30;     ///< krylov: GMRES basis size (restart length)
+  /// Arnoldi: refuse (StateSpaceTooLarge naming 'ncv', before allocating) when the
+  /// basis and work arrays, about (states x (ncv + 4) + 3 ncv^2) doubles, exceed this many GB.
+  double arnoldi_max_gb = 8.0;
   std::vector<double> x0;    ///< optional starting vector (iterative methods)
   void validate() const;
 };
