@@ -111,3 +111,15 @@ def test_simulator_memory_is_refused_before_allocating():
     assert exc.value.param == "sample_every"
     with pytest.raises(aqmchain.ModelError, match=r"<= 10000"):
         aqmchain.simulate(sred_model(0.5), slots=10**6, replications=20000)
+
+
+def test_tagged_chain_with_a_rejection_below_rounding():
+    """p_max = 1e-300 with certain arrivals: the main chain has no rejected-arrival
+    transition (1 - a (1 - rej) rounds to 0), so the tagged chain must not have one
+    either (it used to reach a state outside the chain)."""
+    m = aqmchain.Model(buffer=3, source=aqmchain.Source.bernoulli(1.0), service=aqmchain.Service(0.5),
+                       aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.red(0, 2, 1e-300), w=1.0, policy="front"),
+                       grid=aqmchain.GridSpec(k=1))
+    r = aqmchain.solve_stationary(m)
+    assert r.response_method == "tagged_chain"
+    assert r.littles_law_error < 1e-10

@@ -15,6 +15,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+/// The rejection weight as the main chain sees it: the slot kernel moves mass to
+/// "no admission" with weight 1 - a (1 - rej), which is exactly 0 when an arrival
+/// is certain and rej is below the rounding of 1 (e.g. p_max = 1e-300).  Then the
+/// main chain has no rejected-arrival transition, and the tagged chain must not
+/// have one either (its target may not be a state of the chain).
+inline double rejection(double wgt, double a, double rej) { return a * (1.0 - rej) >= 1.0 ? 0.0 : wgt * a * rej; }
+
 /// Step 4 of a slot seen by the tagged packet (j ahead, n in the system):
 /// calls out(p, n4, j4) for each outcome and returns the push-out probability.
 /// `wgt` is the branch weight, a the arrival and rej the rejection probability.
@@ -23,7 +30,7 @@ double step4(DropPolicy pol, int n, int j, double wgt, double a, double rej, Out
   double pushed = 0.0;
   out(wgt * (1.0 - a), n, j);              // no arrival
   out(wgt * a * (1.0 - rej), n + 1, j);    // the arrival joins behind (rej = 1 when n = N)
-  const double reject = wgt * a * rej;
+  const double reject = rejection(wgt, a, rej);
   if (reject <= 0.0) return 0.0;
   const int waiting = n - 1;
   if (pol == DropPolicy::Tail || waiting == 0) {
@@ -159,7 +166,7 @@ long double initial_law(const Chain& c, const detail::SlotKernel& K, DropPolicy 
         }
       };
       enter(wgt * a * (1.0 - rej), n + 1, n);                                   // joins behind all n
-      if (pol != DropPolicy::Tail && n - 1 >= 1) enter(wgt * a * rej, n, n - 1);  // a waiting packet ahead is discarded
+      if (pol != DropPolicy::Tail && n - 1 >= 1) enter(rejection(wgt, a, rej), n, n - 1);  // a waiting packet ahead is discarded
     });
   }
   return admitted;
