@@ -12,6 +12,16 @@ ROOT = Path(__file__).resolve().parents[2]
 REFERENCE_TABLES = ROOT.parent / "shared" / "reference" / "seed001_tables.json"
 
 
+#: A small valid model document (RED on a Bernoulli source) that error tests mutate.
+BASE_DOC = {
+    "model": {"buffer": 20},
+    "source": {"kind": "bernoulli", "alpha": 0.5},
+    "service": {"mu": 0.5},
+    "aqm": {"drop": "red", "min_th": 5, "max_th": 15, "p_max": 0.1, "w": 0.1},
+    "grid": {"k": 2},
+}
+
+
 def spec_to_doc(spec: dict) -> dict:
     """The oracle's flat spec as a SPEC 8 document (goes through the TOML loader)."""
     aqm = {k: v for k, v in spec.items() if k in ("drop", "min_th", "max_th", "p_max", "k_l", "k_h", "gamma",

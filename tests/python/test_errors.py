@@ -6,13 +6,7 @@ import pytest
 
 import aqmchain
 
-BASE = {
-    "model": {"buffer": 20},
-    "source": {"kind": "bernoulli", "alpha": 0.5},
-    "service": {"mu": 0.5},
-    "aqm": {"drop": "red", "min_th": 5, "max_th": 15, "p_max": 0.1, "w": 0.1},
-    "grid": {"k": 2},
-}
+from conftest import BASE_DOC as BASE  # noqa: E402
 
 
 def with_(path, value):

@@ -13,13 +13,7 @@ import aqmchain
 from aqmchain import _output
 from cli_helpers import TRACEBACK, run_cli, to_toml
 
-BASE = {
-    "model": {"buffer": 20},
-    "source": {"kind": "bernoulli", "alpha": 0.5},
-    "service": {"mu": 0.5},
-    "aqm": {"drop": "red", "min_th": 5, "max_th": 15, "p_max": 0.1, "w": 0.1},
-    "grid": {"k": 2},
-}
+from conftest import BASE_DOC as BASE  # noqa: E402
 SSMP = {"kind": "ssmp", "n": 5, "q": 1.927562, "a": 31.6}
 SIM = ["--slots", "20000", "--batches", "5", "--replications", "2"]
 

@@ -23,13 +23,20 @@ Source Source::bernoulli(double alpha) {
   return s;
 }
 
-Source Source::mmbp(std::vector<std::vector<double>> matrix, std::vector<double> arrival) {
+namespace {
+/// A modulated source of the given kind, validated.
+Source modulated(Source::Kind kind, std::vector<std::vector<double>> matrix, std::vector<double> arrival) {
   Source s;
-  s.kind = Kind::MMBP;
+  s.kind = kind;
   s.matrix = std::move(matrix);
   s.arrival = std::move(arrival);
   s.validate();
   return s;
+}
+}  // namespace
+
+Source Source::mmbp(std::vector<std::vector<double>> matrix, std::vector<double> arrival) {
+  return modulated(Kind::MMBP, std::move(matrix), std::move(arrival));
 }
 
 namespace {
@@ -165,21 +172,11 @@ Source uniformised(const Source& s) {
 }  // namespace
 
 Source Source::poisson(double rate) {
-  Source s;
-  s.kind = Kind::Poisson;
-  s.matrix = {{0.0}};
-  s.arrival = {rate};
-  s.validate();
-  return s;
+  return modulated(Kind::Poisson, {{0.0}}, {rate});
 }
 
 Source Source::mmpp(std::vector<std::vector<double>> generator, std::vector<double> rates) {
-  Source s;
-  s.kind = Kind::MMPP;
-  s.matrix = std::move(generator);
-  s.arrival = std::move(rates);
-  s.validate();
-  return s;
+  return modulated(Kind::MMPP, std::move(generator), std::move(rates));
 }
 
 void Source::validate(const std::string& prefix) const {
