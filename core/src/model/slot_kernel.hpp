@@ -20,6 +20,7 @@ struct SlotKernel {
   Grid grid;
   StateSpace space;
   int64_t sn, sg, sm;  // key strides of n, avg and the modulator (from the descriptor)
+  bool packed = false;  // sm = 1, sg = M, sn = G M: the descriptor as the queue models build it
   std::vector<double> pdrop;  // p(g_i)
   std::vector<std::vector<std::pair<int, double>>> mrows;
   std::vector<double> lam;
@@ -37,6 +38,7 @@ struct SlotKernel {
     sn = space.stride(space.at(component::level));
     sg = space.stride(space.at(component::avg));
     sm = space.stride(space.at(component::modulator));
+    packed = sm == 1 && sg == sm * M && sn == sg * G && space.product() == sn * (N + 1);
     const DropFunction drop = m.resolved_drop();
     pdrop.resize(G);
     for (int i = 0; i < G; ++i) pdrop[i] = drop(grid.points()[i]);
@@ -53,6 +55,13 @@ struct SlotKernel {
 
   int64_t id(int n, int g, int m) const { return n * sn + g * sg + m * sm; }
   void decode(int64_t key, int& n, int& g, int& m) const {
+    if (packed) {  // the only components, in this order: 2 divisions
+      n = static_cast<int>(key / sn);
+      const int64_t r2 = key - n * sn;
+      g = static_cast<int>(r2 / sg);
+      m = static_cast<int>(r2 - g * sg);
+      return;
+    }
     n = static_cast<int>((key / sn) % (N + 1));
     g = static_cast<int>((key / sg) % G);
     m = static_cast<int>((key / sm) % M);

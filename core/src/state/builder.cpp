@@ -221,7 +221,7 @@ Chain build_chain(const TransitionGenerator& gen, const Model& model, const Buil
         throw std::logic_error("internal error: a transition leaves the state space");
       if (mark(k)) queue.push_back(k);
     }
-    if (static_cast<int64_t>(queue.size()) > max_states)
+    if ((head & 4095) == 0 && static_cast<int64_t>(queue.size()) > max_states)
       throw StateSpaceTooLarge("memory_limit_gb",
                                detail::cat("state space too large: more than ", max_states,
                                            " reachable states do not fit memory_limit_gb = ",
