@@ -41,7 +41,7 @@ class SolverInfo:
     method: str  #: the method that produced pi
     requested: str  #: what the caller asked for
     fallback: bool  #: True when ``method`` is an automatic fallback
-    status: str  #: "converged" | "not_converged"
+    status: str  #: "converged" | "not_converged" | "stalled" | "numerical_issue" (names of aqmchain._core.Status)
     residual: float  #: ||pi P - pi||_1
     mass_error: float  #: |sum(pi) - 1|
     clipped_mass: float  #: negative round-off removed before normalising
@@ -182,6 +182,7 @@ class StationaryResult:
                 "method": self.info.method, "requested": self.info.requested, "fallback": self.info.fallback,
                 "status": self.info.status, "residual": self.info.residual, "mass_error": self.info.mass_error,
                 "iterations": int(self.info.iterations), "matvecs": int(self.info.matvecs),
+                "operator_applications": int(self.info.matvecs),
                 "seconds": self.info.seconds, "tol": self.info.tol, "note": self.info.note,
             },
         }

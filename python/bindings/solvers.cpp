@@ -72,8 +72,9 @@ void define_result(py::module_& m) {
       .def_readonly("mass_error", &StationaryResult::mass_error)
       .def_readonly("clipped_mass", &StationaryResult::clipped_mass)
       .def_readonly("iterations", &StationaryResult::iterations)
-      .def_readonly("matvecs", &StationaryResult::matvecs)
-      .def_property_readonly("operator_applications", [](const StationaryResult& r) { return r.matvecs; })
+      .def_readonly("operator_applications", &StationaryResult::operator_applications)
+      .def_property_readonly("matvecs", [](const StationaryResult& r) { return r.operator_applications; },
+                             "alias of operator_applications")
       .def_property_readonly("seconds", [](const StationaryResult& r) { return pairs(r.seconds); })
       .def_property_readonly("extra", [](const StationaryResult& r) { return pairs(r.extra); });
 }

@@ -276,7 +276,7 @@ void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t 
   std::vector<std::vector<double>> V(static_cast<size_t>(m) + 1, std::vector<double>(n));
   std::vector<double> H(static_cast<size_t>(m + 1) * m), cs(m), sn(m), g(m + 1), y(m), zsum(m);
   auto h = [&](int i, int j) -> double& { return H[static_cast<size_t>(i) * m + j]; };
-  long its = 0, matvecs = 0;
+  long its = 0, operator_applications = 0;
   double fac = 1.0, best = INFINITY;
   int no_progress = 0;
   bool converged = false, stalled = false;
@@ -284,7 +284,7 @@ void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t 
   // res = b - B xv; returns the residual of the normalised vector, sets S = 1 + sum xv.
   auto residual_of = [&](const std::vector<double>& xv) {
     R.matvec(xv.data(), w.data());
-    ++matvecs;
+    ++operator_applications;
     long double r1 = 0.0L, rs = 0.0L, sx = 0.0L;
     for (int32_t j = 0; j < n; ++j) {
       res[j] = R.b[j] - w[j];
@@ -342,7 +342,7 @@ void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t 
       R.precond(V[j].data(), z.data());
       zsum[j] = std::accumulate(z.begin(), z.end(), 0.0);
       R.matvec(z.data(), w.data());
-      ++matvecs;
+      ++operator_applications;
       ++its;
       for (int i = 0; i <= j; ++i) {  // modified Gram-Schmidt
         const double hij = dot(V[i], w.data(), n);
@@ -396,12 +396,13 @@ void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t 
   }
   r.seconds.push_back({"iterate", since(t0)});
   r.iterations = its;
-  r.matvecs = matvecs;
+  r.operator_applications = operator_applications;
   r.extra.push_back({"preconditioner_applications", static_cast<double>(R.precond_applications)});
   r.extra.push_back({"reduced_residual", true_res});
   r.pi.assign(n, 0.0);
   for (int32_t i = 0; i < n; ++i) r.pi[i] = x[R.inv[i]];
   r.pi[k] = 1.0;
+  if (stalled) r.status = Status::Stalled;
   if (!converged)
     r.note = stalled ? detail::cat("krylov stalled: the residual did not fall by 1 % in 10 restarts (", true_res, ")")
                      : detail::cat("krylov stopped after ", its, " of max_iter = ", maxit, " steps, residual ", true_res);

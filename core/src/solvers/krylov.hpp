@@ -16,7 +16,7 @@ std::vector<int32_t> slow_component_blocks(const Chain& c);
 /// Solve pi P = pi with pi_k fixed (k recurrent) by restarted GMRES, right-
 /// preconditioned by symmetric block Gauss-Seidel over `block_of` with exact
 /// banded block solves.  Fills r.pi (unnormalised, pi_k = 1), r.iterations,
-/// r.matvecs, r.seconds, r.extra, r.note, r.status (the caller finishes).
+/// r.operator_applications, r.seconds, r.extra, r.note, r.status (the caller finishes).
 void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
                   StationaryResult& r);
 

@@ -258,11 +258,12 @@ void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResu
       last_halving = it;
     } else if (it - last_halving >= stall) {
       r.note = detail::cat("multilevel stalled: the residual has not halved in ", stall, " cycles");
+      r.status = Status::Stalled;
       break;
     }
   }
   r.iterations = it;
-  r.matvecs = it * (2 * o.smoothing_sweeps + 2);  // fine-level passes over the nonzeros per cycle
+  r.operator_applications = it * (2 * o.smoothing_sweeps + 2);  // fine-level passes over the nonzeros per cycle
   r.seconds.push_back({"iterate", since(t0)});
   r.pi = std::move(x);
 }

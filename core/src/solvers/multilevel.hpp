@@ -14,6 +14,6 @@ void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const d
                         std::vector<double>& x);
 
 /// Fills r.pi (not normalised residual accounting: the caller finishes), r.iterations,
-/// r.matvecs, r.seconds and r.extra.
+/// r.operator_applications, r.seconds and r.extra.
 void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResult& r);
 }  // namespace aqm::detail

@@ -21,6 +21,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+/// The status after the residual is known: converged when it holds; otherwise what
+/// the method said (stalled, numerical issue), or not converged.
+Status settle(Status said, double residual, double tol) {
+  if (residual <= tol && std::isfinite(residual)) return Status::Converged;
+  if (!std::isfinite(residual)) return Status::NumericalIssue;
+  return said == Status::Stalled || said == Status::NumericalIssue ? said : Status::NotConverged;
+}
+
 /// Clip negative round-off, normalise, and fill residual / mass error.
 void finish(const Chain& c, StationaryResult& r, double tol) {
   auto& pi = r.pi;
@@ -31,7 +39,7 @@ void finish(const Chain& c, StationaryResult& r, double tol) {
     std::fill(pi.begin(), pi.end(), 1.0 / c.n);
     pos = 1.0L;
     neg = 0.0L;
-    r.status = Status::NotConverged;
+    r.status = Status::NumericalIssue;
     if (r.note.empty()) r.note = "the method produced no non-negative vector";
   }
   r.clipped_mass = static_cast<double>(neg / pos);
@@ -41,9 +49,9 @@ void finish(const Chain& c, StationaryResult& r, double tol) {
   r.mass_error = static_cast<double>(std::abs(s - 1.0L));
   const auto t0 = Clock::now();
   r.residual = stationary_residual(c, pi);
-  ++r.matvecs;
+  ++r.operator_applications;
   r.seconds.push_back({"residual", since(t0)});
-  r.status = r.residual <= tol && std::isfinite(r.residual) ? Status::Converged : Status::NotConverged;
+  r.status = settle(r.status, r.residual, tol);
 }
 
 // ------------------------------------------------------------------ direct (UMFPACK)
@@ -229,7 +237,7 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
     trial.seconds.clear();
     finish(c, trial, o.tol);
     ++r.iterations;
-    r.matvecs += 2;
+    r.operator_applications += 2;
     if (trial.residual < r.residual) {
       r.pi = std::move(trial.pi);
       r.residual = trial.residual;
@@ -262,7 +270,7 @@ int32_t probable_state(const Chain& c, const StationaryOptions& o, StationaryRes
     e.x0.clear();
     StationaryResult ml;
     detail::solve_multilevel(c, e, ml);
-    r.matvecs += ml.matvecs;
+    r.operator_applications += ml.operator_applications;
     x = std::move(ml.pi);
   } catch (const SolverError&) {
     const SpMat PT = SpMat(c.matrix().transpose());
@@ -274,7 +282,7 @@ int32_t probable_state(const Chain& c, const StationaryOptions& o, StationaryRes
     constexpr int sweeps = 30;
     for (int s = 0; s < sweeps; ++s)
       detail::gauss_seidel_sweep(c.n, PT.outerIndexPtr(), PT.innerIndexPtr(), PT.valuePtr(), diag.data(), x);
-    r.matvecs += sweeps;
+    r.operator_applications += sweeps;
   }
   r.seconds.push_back({"estimate", since(t0)});
   int32_t best = 0;
@@ -307,7 +315,7 @@ void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& 
   again.requested = r.requested;
   solve_direct_at(c, o, again, cache, best, INFINITY);
   for (const auto& [phase, sec] : r.seconds) again.seconds.insert(again.seconds.begin(), {"first_" + phase, sec});
-  again.matvecs += r.matvecs;
+  again.operator_applications += r.operator_applications;
   again.extra.push_back({"fixed_state_probability", 1.0});
   again.note = detail::cat("re-solved with the most probable state fixed (the first choice had pi_k / max pi = ",
                            r.pi[k] / *it, ", residual ", r.residual, ")") +
@@ -343,7 +351,7 @@ void solve_krylov_finished(const Chain& c, const StationaryOptions& o, Stationar
   detail::solve_krylov(c, blocks, best, o2, again);
   finish(c, again, o.tol);
   again.iterations += r.iterations;
-  again.matvecs += r.matvecs;
+  again.operator_applications += r.operator_applications;
   for (const auto& [phase, sec] : r.seconds) again.seconds.insert(again.seconds.begin(), {"first_" + phase, sec});
   again.note = detail::cat("re-solved with the most probable state fixed (the first had pi_k / max pi = ",
                            r.pi[k] / *it, ")") + (again.note.empty() ? "" : "; " + again.note);
@@ -373,7 +381,7 @@ void solve_power(const Chain& c, const StationaryOptions& o, StationaryResult& r
     if (res <= 0.5 * o.tol) break;
   }
   r.iterations = it;
-  r.matvecs = it;
+  r.operator_applications = it;
   r.seconds.push_back({"iterate", since(t0)});
   r.pi = std::move(x);
   finish(c, r, o.tol);
@@ -400,12 +408,12 @@ void solve_gauss_seidel(const Chain& c, const StationaryOptions& o, StationaryRe
     ++it;
     if (it % o.check_every == 0 || it == maxit) {
       res = stationary_residual(c, x);
-      ++r.matvecs;
+      ++r.operator_applications;
       if (res <= 0.5 * o.tol) break;
     }
   }
   r.iterations = it;
-  r.matvecs += it;
+  r.operator_applications += it;
   r.seconds.push_back({"iterate", since(t0)});
   r.pi = std::move(x);
   finish(c, r, o.tol);
@@ -452,7 +460,7 @@ void solve_arnoldi(const Chain& c, const StationaryOptions& o, StationaryResult&
                workl.data(), lworkl, &info);
       if (ido != -1 && ido != 1) break;
       left_multiply(c, &workd[ipntr[0] - 1], &workd[ipntr[1] - 1]);
-      ++r.matvecs;
+      ++r.operator_applications;
     }
     r.iterations += iparam[2];
     if (info < 0) throw SolverError(detail::cat("ARPACK dnaupd failed with info = ", info));
@@ -651,9 +659,9 @@ void expand_to(const Chain& c, const std::vector<int32_t>& keep, double tol, Sta
   r.pi = std::move(pi);
   const auto t0 = Clock::now();
   r.residual = stationary_residual(c, r.pi);
-  ++r.matvecs;
+  ++r.operator_applications;
   r.seconds.push_back({"residual_full", since(t0)});
-  r.status = r.residual <= tol && std::isfinite(r.residual) ? Status::Converged : Status::NotConverged;
+  r.status = settle(r.status, r.residual, tol);
   r.extra.push_back({"closed_class_states", static_cast<double>(keep.size())});
   r.extra.push_back({"transient_states", static_cast<double>(c.n - static_cast<int64_t>(keep.size()))});
 }

@@ -63,21 +63,14 @@ struct StationaryOptions {
 
 
 
-struct StationaryResult {
+/// pi and the convergence report every solver family shares (solvers/report.hpp):
+/// the report's residual is ||pi P - pi||_1, iterations are sweeps / cycles /
+/// restarts / GMRES steps / refinement steps, operator applications count products
+/// with P (a Gauss-Seidel sweep counts as one).
+struct StationaryResult : ConvergenceReport<Method> {
   std::vector<double> pi;
-  Status status = Status::NotConverged;
-  Method requested = Method::Auto;
-  Method method = Method::Auto;  ///< the method that produced `pi`
-  bool fallback = false;         ///< `method` differs from what `requested` would pick
-  std::string note;              ///< why a fallback happened, or what stopped the method
-  double residual = 0.0;         ///< ||pi P - pi||_1
-  double mass_error = 0.0;       ///< |sum pi - 1|
-  double clipped_mass = 0.0;     ///< negative round-off mass set to 0 before normalising
-  long iterations = 0;           ///< sweeps / Arnoldi restarts / refinement steps
-  long matvecs = 0;              ///< products with P (a GS sweep counts as one)
-  std::vector<std::pair<std::string, double>> seconds;  ///< phase -> wall seconds
-  std::vector<std::pair<std::string, double>> extra;    ///< back-end numbers (LU nnz, peak bytes, ...)
-  bool converged() const { return status == Status::Converged; }
+  double mass_error = 0.0;    ///< |sum pi - 1|
+  double clipped_mass = 0.0;  ///< negative round-off mass set to 0 before normalising
 };
 
 struct DirectCache;
