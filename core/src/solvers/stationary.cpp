@@ -97,32 +97,43 @@ struct DirectCache {
 
 namespace {
 
-/// Fix pi_k = 1 for a recurrent state k and solve the remaining balance
-/// equations: B x = b with B = ((I - P) without row/column k)^T, b_j = P_kj.
-/// The CSR arrays of (I - P)_red are the CSC arrays of B, as UMFPACK wants.
-void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResult& r, DirectCache* cache,
-                     const int32_t k, double max_flops) {
-  const int32_t n = c.n;
-  r.method = Method::Direct;
-  if (n == 1) {
-    r.pi = {1.0};
-    finish(c, r, o.tol);
-    return;
+using Idx = SuiteSparse_long;  // 64-bit UMFPACK: the 32-bit interface cannot address LUs of 10^6 states
+
+/// B x = b with B = ((I - P) without row/column k)^T and b_j = P_kj: the balance
+/// equations with pi_k = 1 fixed.  The CSR arrays of (I - P)_red are the CSC
+/// arrays of B, as UMFPACK wants.
+struct ReducedSystem {
+  int32_t n = 0, k = 0, m = 0;
+  std::vector<Idx> Ap, Ai;
+  std::vector<double> Ax, b;
+  int32_t red(int32_t i) const { return i - (i > k); }
+  /// pi with pi_k = 1 from the reduced unknowns.
+  std::vector<double> expand(const std::vector<double>& x) const {
+    std::vector<double> pi(n);
+    for (int32_t i = 0; i < n; ++i) pi[i] = i == k ? 1.0 : x[red(i)];
+    return pi;
   }
-  auto t0 = Clock::now();
-  const int32_t m = n - 1;
-  auto red = [k](int32_t i) { return i - (i > k); };
-  // 64-bit UMFPACK (umfpack_dl_*): the 32-bit interface cannot address the LU
-  // factors of chains with a million states.
-  using Idx = SuiteSparse_long;
-  std::vector<Idx> Ap(m + 1, 0), Ai;
-  std::vector<double> Ax, b(m, 0.0);
-  Ai.reserve(static_cast<size_t>(c.nnz()) + n);
-  Ax.reserve(static_cast<size_t>(c.nnz()) + n);
-  for (int32_t i = 0, ri = 0; i < n; ++i) {
+  /// res = b - B x (from the CSC arrays).
+  void residual(const std::vector<double>& x, std::vector<double>& res) const {
+    std::copy(b.begin(), b.end(), res.begin());
+    for (int32_t j = 0; j < m; ++j)
+      for (Idx e = Ap[j]; e < Ap[j + 1]; ++e) res[Ai[e]] -= Ax[e] * x[j];
+  }
+};
+
+ReducedSystem reduced_system(const Chain& c, int32_t k) {
+  ReducedSystem s;
+  s.n = c.n;
+  s.k = k;
+  s.m = c.n - 1;
+  s.Ap.assign(static_cast<size_t>(s.m) + 1, 0);
+  s.b.assign(s.m, 0.0);
+  s.Ai.reserve(static_cast<size_t>(c.nnz()) + c.n);
+  s.Ax.reserve(static_cast<size_t>(c.nnz()) + c.n);
+  for (int32_t i = 0, ri = 0; i < c.n; ++i) {
     if (i == k) {
       for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e)
-        if (c.col[e] != k) b[red(c.col[e])] = c.val[e];
+        if (c.col[e] != k) s.b[s.red(c.col[e])] = c.val[e];
       continue;
     }
     bool diag = false;
@@ -131,22 +142,23 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
       if (j == k) continue;
       if (!diag && j >= i) {
         diag = true;
-        Ai.push_back(red(i));
-        Ax.push_back(j == i ? 1.0 - c.val[e] : 1.0);
+        s.Ai.push_back(s.red(i));
+        s.Ax.push_back(j == i ? 1.0 - c.val[e] : 1.0);
         if (j == i) continue;
       }
-      Ai.push_back(red(j));
-      Ax.push_back(-c.val[e]);
+      s.Ai.push_back(s.red(j));
+      s.Ax.push_back(-c.val[e]);
     }
     if (!diag) {
-      Ai.push_back(red(i));
-      Ax.push_back(1.0);
+      s.Ai.push_back(s.red(i));
+      s.Ax.push_back(1.0);
     }
-    Ap[++ri] = static_cast<Idx>(Ai.size());
+    s.Ap[++ri] = static_cast<Idx>(s.Ai.size());
   }
-  r.seconds.push_back({"assemble", since(t0)});
+  return s;
+}
 
-  double control[UMFPACK_CONTROL], info[UMFPACK_INFO];
+void umfpack_control(const StationaryOptions& o, double* control) {
   umfpack_dl_defaults(control);
   control[UMFPACK_ORDERING] = o.ordering == "amd"       ? UMFPACK_ORDERING_AMD
                               : o.ordering == "metis"   ? UMFPACK_ORDERING_METIS
@@ -156,15 +168,20 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
   control[UMFPACK_STRATEGY] = o.strategy == "symmetric"     ? UMFPACK_STRATEGY_SYMMETRIC
                               : o.strategy == "unsymmetric" ? UMFPACK_STRATEGY_UNSYMMETRIC
                                                             : UMFPACK_STRATEGY_AUTO;
-  // No UMFPACK-internal refinement: ours below runs only when the residual misses tol.
+  // No UMFPACK-internal refinement: ours runs only when the residual misses tol.
   control[UMFPACK_IRSTEP] = 0;
-  UmfNumeric h;
-  int st = UMFPACK_OK;
-  const bool reuse = cache && cache->matches(k, Ap, Ai);
+}
+
+/// The symbolic analysis (reused from `cache` when the pattern and k match), its
+/// estimates checked against the budgets before anything is factorised.
+void* analyse(const Chain& c, const ReducedSystem& s, const StationaryOptions& o, const double* control,
+              StationaryResult& r, DirectCache* cache, UmfNumeric& h, double max_flops) {
+  double info[UMFPACK_INFO];
+  const bool reuse = cache && cache->matches(s.k, s.Ap, s.Ai);
   double est_bytes = reuse ? cache->est_bytes : 0.0, est_flops = reuse ? cache->est_flops : 0.0;
   if (!reuse) {
-    t0 = Clock::now();
-    st = umfpack_dl_symbolic(m, m, Ap.data(), Ai.data(), Ax.data(), &h.symbolic, control, info);
+    const auto t0 = Clock::now();
+    const int st = umfpack_dl_symbolic(s.m, s.m, s.Ap.data(), s.Ai.data(), s.Ax.data(), &h.symbolic, control, info);
     r.seconds.push_back({"analyse", since(t0)});
     if (st != UMFPACK_OK) throw SolverError("UMFPACK symbolic analysis failed: " + umf_status(st));
     est_bytes = info[UMFPACK_PEAK_MEMORY_ESTIMATE] * info[UMFPACK_SIZE_OF_UNIT];
@@ -175,9 +192,9 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
       if (cache->symbolic) umfpack_dl_free_symbolic(&cache->symbolic);
       cache->symbolic = h.symbolic;
       h.symbolic = nullptr;
-      cache->k = k;
-      cache->Ap = Ap;
-      cache->Ai = Ai;
+      cache->k = s.k;
+      cache->Ap = s.Ap;
+      cache->Ai = s.Ai;
       cache->chain_rowptr = c.rowptr;
       cache->chain_col = c.col;
       ++cache->analyses;
@@ -189,15 +206,61 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
   // UMFPACK's estimates are upper bounds (the real fill is usually below them).
   if (est_bytes > o.direct_max_gb * 1e9)
     throw SolverError(detail::cat("direct: UMFPACK estimates ", est_bytes / 1e9, " GB for the LU factorisation of ",
-                                  m, " unknowns, above direct_max_gb = ", o.direct_max_gb,
-                                  " (raise direct_max_gb, or use method = \"multilevel\")"));
+                                  s.m, " unknowns, above direct_max_gb = ", o.direct_max_gb,
+                                  " (raise direct_max_gb, or use method = \"krylov\")"));
   if (est_flops > max_flops)
     throw SolverError(detail::cat("direct: UMFPACK estimates ", est_flops, " flops for the factorisation, above ",
                                   "auto_direct_max_flops = ", max_flops));
   if (cache) ++cache->solves;
-  void* symbolic = cache ? cache->symbolic : h.symbolic;
+  return cache ? cache->symbolic : h.symbolic;
+}
+
+/// Iterative refinement on B x = b while the residual of pi misses tol.
+void refine(const Chain& c, const ReducedSystem& s, const StationaryOptions& o, const double* control,
+            void* numeric, std::vector<double>& x, StationaryResult& r) {
+  double info[UMFPACK_INFO];
+  const auto t0 = Clock::now();
+  std::vector<double> res(s.m), d(s.m);
+  for (int step = 0; step < o.refine_steps && !r.converged(); ++step) {
+    s.residual(x, res);
+    if (umfpack_dl_solve(UMFPACK_A, s.Ap.data(), s.Ai.data(), s.Ax.data(), d.data(), res.data(), numeric, control,
+                         info) != UMFPACK_OK)
+      break;
+    for (int32_t j = 0; j < s.m; ++j) x[j] += d[j];
+    StationaryResult trial = r;
+    trial.pi = s.expand(x);
+    trial.seconds.clear();
+    finish(c, trial, o.tol);
+    ++r.iterations;
+    r.operator_applications += 2;
+    if (!(trial.residual < r.residual)) break;
+    r.pi = std::move(trial.pi);
+    r.residual = trial.residual;
+    r.mass_error = trial.mass_error;
+    r.clipped_mass = trial.clipped_mass;
+    r.status = trial.status;
+  }
+  if (r.iterations > 0) r.seconds.push_back({"refine", since(t0)});
+}
+
+/// Fix pi_k = 1 for a recurrent state k, factorise the reduced system and solve.
+void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResult& r, DirectCache* cache,
+                     const int32_t k, double max_flops) {
+  r.method = Method::Direct;
+  if (c.n == 1) {
+    r.pi = {1.0};
+    finish(c, r, o.tol);
+    return;
+  }
+  auto t0 = Clock::now();
+  const ReducedSystem s = reduced_system(c, k);
+  r.seconds.push_back({"assemble", since(t0)});
+  double control[UMFPACK_CONTROL], info[UMFPACK_INFO];
+  umfpack_control(o, control);
+  UmfNumeric h;
+  void* symbolic = analyse(c, s, o, control, r, cache, h, max_flops);
   t0 = Clock::now();
-  st = umfpack_dl_numeric(Ap.data(), Ai.data(), Ax.data(), symbolic, &h.numeric, control, info);
+  int st = umfpack_dl_numeric(s.Ap.data(), s.Ai.data(), s.Ax.data(), symbolic, &h.numeric, control, info);
   r.seconds.push_back({"factorise", since(t0)});
   if (st != UMFPACK_OK)
     throw SolverError("UMFPACK factorisation failed: " + umf_status(st) +
@@ -208,47 +271,15 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
   r.extra.push_back({"umfpack_strategy_used", info[UMFPACK_STRATEGY_USED]});
   r.extra.push_back({"umfpack_peak_bytes", info[UMFPACK_PEAK_MEMORY] * info[UMFPACK_SIZE_OF_UNIT]});
 
-  std::vector<double> x(m);
+  std::vector<double> x(s.m);
   t0 = Clock::now();
-  st = umfpack_dl_solve(UMFPACK_A, Ap.data(), Ai.data(), Ax.data(), x.data(), b.data(), h.numeric, control, info);
+  st = umfpack_dl_solve(UMFPACK_A, s.Ap.data(), s.Ai.data(), s.Ax.data(), x.data(), s.b.data(), h.numeric, control,
+                        info);
   r.seconds.push_back({"solve", since(t0)});
   if (st != UMFPACK_OK) throw SolverError("UMFPACK solve failed: " + umf_status(st));
-  auto expand = [&](const std::vector<double>& xr) {
-    std::vector<double> pi(n);
-    for (int32_t i = 0; i < n; ++i) pi[i] = i == k ? 1.0 : xr[red(i)];
-    return pi;
-  };
-  r.pi = expand(x);
+  r.pi = s.expand(x);
   finish(c, r, o.tol);
-
-  // Extra refinement on B x = b if the residual is above tol.
-  t0 = Clock::now();
-  std::vector<double> res(m), d(m);
-  for (int step = 0; step < o.refine_steps && !r.converged(); ++step) {
-    // res = b - B x, with B x computed from the CSC arrays.
-    std::copy(b.begin(), b.end(), res.begin());
-    for (int32_t j = 0; j < m; ++j)  // column j of B (CSC): res -= B(:, j) x_j
-      for (Idx e = Ap[j]; e < Ap[j + 1]; ++e) res[Ai[e]] -= Ax[e] * x[j];
-    st = umfpack_dl_solve(UMFPACK_A, Ap.data(), Ai.data(), Ax.data(), d.data(), res.data(), h.numeric, control, info);
-    if (st != UMFPACK_OK) break;
-    for (int32_t j = 0; j < m; ++j) x[j] += d[j];
-    StationaryResult trial = r;
-    trial.pi = expand(x);
-    trial.seconds.clear();
-    finish(c, trial, o.tol);
-    ++r.iterations;
-    r.operator_applications += 2;
-    if (trial.residual < r.residual) {
-      r.pi = std::move(trial.pi);
-      r.residual = trial.residual;
-      r.mass_error = trial.mass_error;
-      r.clipped_mass = trial.clipped_mass;
-      r.status = trial.status;
-    } else {
-      break;
-    }
-  }
-  if (r.iterations > 0) r.seconds.push_back({"refine", since(t0)});
+  refine(c, s, o, control, h.numeric, x, r);
   if (!r.converged())
     r.note = detail::cat("direct solve reached residual ", r.residual, " > tol ", o.tol, " after ", r.iterations,
                          " refinement steps");
