@@ -33,13 +33,13 @@ std::vector<int64_t> empty_system(const StateSpace& s, int modulators) {
 /// Discrete time: one slot of SPEC 3.
 class SlotGenerator final : public TransitionGenerator {
  public:
-  explicit SlotGenerator(const Model& m) : K_(m) {}
+  explicit SlotGenerator(const Model& m) : K_(m), max_(max_successors()) {}
   const StateSpace& space() const override { return K_.space; }
   TimeKind time() const override { return TimeKind::Discrete; }
   const std::vector<std::string>& event_names() const override { return queue_event_names(); }
   std::vector<int64_t> initial_states() const override { return empty_system(K_.space, K_.M); }
   int max_successors() const override {
-    // <= 2 grid targets (+1 without update) x modulator row x 3 levels
+    // (emitted, before merging) <= 2 grid targets (+1 without update) x modulator row x 3 levels
     size_t row = 1;
     for (const auto& r : K_.mrows) row = std::max(row, r.size());
     return static_cast<int>(3 * (K_.filter.per_slot() ? 2 : 3) * row);
@@ -48,13 +48,25 @@ class SlotGenerator final : public TransitionGenerator {
     int n, g, m;
     K_.decode(key, n, g, m);
     detail::SlotKernel::Events ev;
-    K_.successors(n, g, m, [&](int n2, int g2, int m2, double p) { out.push_back({K_.id(n2, g2, m2), p}); },
-                  events ? &ev : nullptr);
+    if (max_ <= kBuffer) {
+      // Collect in a local array and append once: push_back per transition keeps the
+      // vector's end pointer in memory (it may alias) and dominated the builder's time.
+      std::pair<int64_t, double> buf[kBuffer];
+      int cnt = 0;
+      K_.successors(n, g, m, [&](int n2, int g2, int m2, double p) { buf[cnt++] = {K_.id(n2, g2, m2), p}; },
+                    events ? &ev : nullptr);
+      out.insert(out.end(), buf, buf + cnt);
+    } else {
+      K_.successors(n, g, m, [&](int n2, int g2, int m2, double p) { out.push_back({K_.id(n2, g2, m2), p}); },
+                    events ? &ev : nullptr);
+    }
     if (events) ev.store(events);
   }
 
  private:
+  static constexpr int kBuffer = 64;
   detail::SlotKernel K_;
+  int max_;
 };
 
 /// Continuous time (SPEC 6): Poisson/MMPP arrivals, exponential service, the
