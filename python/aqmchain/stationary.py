@@ -18,6 +18,8 @@ from ._core import OptionError
 __all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "build_chain", "DirectSolver"]
 
 GIB = 1024.0**3
+#: Scalar metric names, defined once in the bindings: (name, exists only with response times).
+SCALAR_METRICS: tuple[tuple[str, bool], ...] = tuple(tuple(x) for x in _core.Metrics.scalar_names())
 #: Solver option names and defaults, defined once in the C++ core.
 OPTION_DEFAULTS: dict[str, Any] = _core.StationaryOptions.defaults()
 METHODS: tuple[str, ...] = tuple(_core.stationary_methods())
@@ -105,9 +107,8 @@ class StationaryResult:
                                seconds=seconds, tol=tol, note=raw.note, extra=raw.extra)
         self.build = chain.report
         self.states, self.nnz = chain.n, chain.nnz
-        for name in ("arrival_rate", "throughput", "loss", "loss_aqm", "loss_overflow", "mark_prob",
-                     "aqm_decision_prob", "mean_system", "var_system", "mean_queue", "var_queue", "mean_avg"):
-            setattr(self, name, getattr(metrics, name))
+        for name, response in SCALAR_METRICS:
+            setattr(self, name, getattr(metrics, name) if metrics.response_available or not response else None)
         self.system_pmf = metrics.system_pmf
         self.queue_pmf = metrics.queue_pmf
         self.avg_pmf = metrics.avg_pmf
@@ -115,21 +116,13 @@ class StationaryResult:
         self.response_available = metrics.response_available
         self.response_note = metrics.response_note
         self.response_method = metrics.response_method or None
-        self.admitted_rate = metrics.admitted_rate
         self.time_unit = "slots" if chain.time == "discrete" else "time units"
         if metrics.response_available:
             # continuous time: R has a density, not a pmf (mean and variance only)
             self.response_pmf = metrics.response_pmf if chain.time == "discrete" else None
-            self.mean_response = metrics.mean_response
-            self.var_response = metrics.var_response
-            self.response_truncated = metrics.response_truncated
-            self.littles_law_error = metrics.littles_law_error
-            self.pushed_out_prob = metrics.pushed_out_prob
-            self.mean_sojourn = metrics.mean_sojourn
             self.response_steps, self.response_states = metrics.response_steps, metrics.response_states
         else:
-            self.response_pmf = self.mean_response = self.var_response = None
-            self.response_truncated = self.littles_law_error = self.pushed_out_prob = self.mean_sojourn = None
+            self.response_pmf = None
             self.response_steps = self.response_states = None
 
     # -- distributions -------------------------------------------------------
@@ -167,17 +160,11 @@ class StationaryResult:
         lst = lambda a: None if a is None else [float(v) for v in a]  # noqa: E731
         return {
             "states": int(self.states), "nnz": int(self.nnz),
-            "arrival_rate": f(self.arrival_rate),
-            "mean_queue": f(self.mean_queue), "var_queue": f(self.var_queue), "queue_pmf": lst(self.queue_pmf),
-            "mean_system": f(self.mean_system), "var_system": f(self.var_system),
-            "system_pmf": lst(self.system_pmf),
-            "loss": f(self.loss), "loss_aqm": f(self.loss_aqm), "loss_overflow": f(self.loss_overflow),
-            "mark_prob": f(self.mark_prob), "throughput": f(self.throughput),
-            "mean_response": f(self.mean_response), "var_response": f(self.var_response),
+            **{name: f(getattr(self, name)) for name, _ in SCALAR_METRICS},
+            "queue_pmf": lst(self.queue_pmf), "system_pmf": lst(self.system_pmf),
             "response_pmf": lst(self.response_pmf), "response_note": self.response_note or None,
-            "pushed_out_prob": f(self.pushed_out_prob), "response_method": self.response_method,
-            "response_truncated": f(self.response_truncated), "admitted_rate": f(self.admitted_rate),
-            "mean_avg": f(self.mean_avg), "avg_grid": lst(self.avg_grid), "avg_pmf": lst(self.avg_pmf),
+            "response_method": self.response_method,
+            "avg_grid": lst(self.avg_grid), "avg_pmf": lst(self.avg_pmf),
             "solver": {
                 "method": self.info.method, "requested": self.info.requested, "fallback": self.info.fallback,
                 "status": self.info.status, "residual": self.info.residual, "mass_error": self.info.mass_error,

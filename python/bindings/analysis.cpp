@@ -8,6 +8,27 @@ namespace aqmpy {
 using namespace aqm;
 
 namespace {
+
+/// The scalar metrics by name (Python's result attributes and JSON keys come from
+/// this table); `response` marks those that exist only when response times do.
+struct Scalar {
+  const char* name;
+  double Metrics::*field;
+  bool response;
+};
+const Scalar kScalars[] = {
+    {"arrival_rate", &Metrics::arrival_rate, false},     {"throughput", &Metrics::throughput, false},
+    {"loss", &Metrics::loss, false},                     {"loss_aqm", &Metrics::loss_aqm, false},
+    {"loss_overflow", &Metrics::loss_overflow, false},   {"mark_prob", &Metrics::mark_prob, false},
+    {"aqm_decision_prob", &Metrics::aqm_decision_prob, false},
+    {"mean_system", &Metrics::mean_system, false},       {"var_system", &Metrics::var_system, false},
+    {"mean_queue", &Metrics::mean_queue, false},         {"var_queue", &Metrics::var_queue, false},
+    {"mean_avg", &Metrics::mean_avg, false},             {"admitted_rate", &Metrics::admitted_rate, false},
+    {"mean_response", &Metrics::mean_response, true},    {"var_response", &Metrics::var_response, true},
+    {"response_truncated", &Metrics::response_truncated, true},
+    {"littles_law_error", &Metrics::littles_law_error, true},
+    {"pushed_out_prob", &Metrics::pushed_out_prob, true}, {"mean_sojourn", &Metrics::mean_sojourn, true}};
+
 Metrics metrics(const Chain& c, const std::vector<double>& pi, const std::string& response, double tail_mass,
                 long max_steps, double memory_limit) {
   if (response != "auto" && response != "tagged" && response != "none")
@@ -24,18 +45,15 @@ Metrics metrics(const Chain& c, const std::vector<double>& pi, const std::string
 
 void define_analysis(py::module_& m) {
   py::class_<Metrics> cls(m, "Metrics");
-  // scalar metrics, by name (the Python layer reads the same list)
-  const std::pair<const char*, double Metrics::*> scalars[] = {
-      {"arrival_rate", &Metrics::arrival_rate}, {"throughput", &Metrics::throughput},
-      {"loss", &Metrics::loss}, {"loss_aqm", &Metrics::loss_aqm}, {"loss_overflow", &Metrics::loss_overflow},
-      {"mark_prob", &Metrics::mark_prob}, {"aqm_decision_prob", &Metrics::aqm_decision_prob},
-      {"mean_system", &Metrics::mean_system}, {"var_system", &Metrics::var_system},
-      {"mean_queue", &Metrics::mean_queue}, {"var_queue", &Metrics::var_queue}, {"mean_avg", &Metrics::mean_avg},
-      {"mean_response", &Metrics::mean_response}, {"var_response", &Metrics::var_response},
-      {"response_truncated", &Metrics::response_truncated}, {"littles_law_error", &Metrics::littles_law_error},
-      {"pushed_out_prob", &Metrics::pushed_out_prob}, {"admitted_rate", &Metrics::admitted_rate},
-      {"mean_sojourn", &Metrics::mean_sojourn}};
-  for (const auto& [name, field] : scalars) cls.def_readonly(name, field);
+  for (const auto& s : kScalars) cls.def_readonly(s.name, s.field);
+  cls.def_static(
+      "scalar_names",
+      []() {
+        py::list out;
+        for (const auto& s : kScalars) out.append(py::make_tuple(s.name, s.response));
+        return out;
+      },
+      "(name, is a response-time metric) for every scalar metric: the names are written once, here.");
   cls.def_property_readonly("system_pmf", [](const Metrics& x) { return copy(x.system_pmf); })
       .def_property_readonly("queue_pmf", [](const Metrics& x) { return copy(x.queue_pmf); })
       .def_property_readonly("avg_pmf", [](const Metrics& x) { return copy(x.avg_pmf); })
