@@ -1,8 +1,8 @@
 """`make demo`: solve the seeds' RED queue and print it beside the published row.
 
-Model: seed 001 (Domanska, Domanski, Czachorski), Bernoulli(0.5) arrivals, geometric
+Model: the RED queue of Domanska, Domanski and Czachorski, Bernoulli(0.5) arrivals, geometric
 service mu = 0.5, buffer 250, RED min_th 100, max_th 200, p_max 0.1, w = 0.07, avg
-grid K = 4 with the mean-preserving split mapping (SPEC 4).
+grid K = 4 with the mean-preserving split mapping (docs/conventions.md).
 Writes out/demo_queue_pmf.png: the queue-length pmf on a log scale.
 """
 
@@ -21,7 +21,7 @@ PAPER = {"mean_queue": 64.43, "var_queue": 1504.8, "loss": 0.00390818, "mean_res
 def main() -> None:
     model = aqmchain.load_model(HERE / "red_geo.toml")
     r = aqmchain.solve_stationary(model)
-    print("aqmchain demo: seed 001 RED queue, GEO source alpha = 0.5, mu = 0.5, w = 0.07, N = 250, K = 4")
+    print("aqmchain demo: RED queue of Domanska et al., GEO source alpha = 0.5, mu = 0.5, w = 0.07, N = 250, K = 4")
     print(f"chain: {r.states} states, {r.nnz} transitions; solver {r.info.method}, residual {r.info.residual:.1e}, "
           f"{r.info.seconds['solve']:.2f} s\n")
     print(f"{'quantity':<28}{'aqmchain':>14}{'paper':>14}{'diff':>9}")
@@ -33,7 +33,7 @@ def main() -> None:
     print(f"{'throughput':<28}{r.throughput:>14.6g}")
     print(f"{'P(queue >= 200)':<28}{r.queue_tail()[200]:>14.3e}")
     print(f"{'99% queue quantile':<28}{r.queue_quantile(0.99):>14d}")
-    print("\nDifferences: the chain's avg lives on a 1/4-packet grid (SPEC 4); the paper's numbers are simulated.")
+    print("\nDifferences: the chain's avg lives on a 1/4-packet grid (docs/conventions.md); the paper's numbers are simulated.")
 
     out = Path("out")
     out.mkdir(exist_ok=True)

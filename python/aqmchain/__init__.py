@@ -3,7 +3,7 @@
 Layers: model description (:class:`Model`, :class:`Source`, :class:`DropFunction`,
 ...) -> chain builder (:func:`build_chain`) -> stationary solvers
 (:func:`solve_stationary`) -> metrics (:class:`StationaryResult`).  Conventions
-(SPEC 1): probability vectors are rows, pi P = pi, P is CSR with rows = from-state.
+(docs/conventions.md): probability vectors are rows, pi P = pi, P is CSR with rows = from-state.
 """
 
 from . import _checks

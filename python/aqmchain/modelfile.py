@@ -1,4 +1,4 @@
-"""Model files (SPEC section 8): TOML in, :class:`aqmchain.Model` out.
+"""Model files (docs/model-file.md): TOML in, :class:`aqmchain.Model` out.
 
 Every key is checked: unknown keys, missing required keys, wrong types and
 out-of-range values raise :class:`aqmchain.ModelError` naming the key (``aqm.p_max``),
@@ -317,12 +317,12 @@ def load_config(path: str | Path) -> tuple[_core.Model, dict]:
 
 
 def load_model(path: str | Path) -> _core.Model:
-    """Read the TOML model file of SPEC section 8 into a validated :class:`Model`."""
+    """Read the TOML model file (docs/model-file.md) into a validated :class:`Model`."""
     return load_config(path)[0]
 
 
 def model_to_dict(model: _core.Model) -> dict:
-    """The model as a JSON/TOML-ready dict with the SPEC 8 key names."""
+    """The model as a JSON/TOML-ready dict with the model-file key names."""
     src = model.source
     if src.kind == "bernoulli":
         source = {"kind": "bernoulli", "alpha": src.arrival[0]}

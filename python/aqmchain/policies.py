@@ -1,4 +1,4 @@
-"""Solve one model under the three drop policies of SPEC 2.5 and tabulate response times."""
+"""Solve one model under the three drop policies (tail, front, random) and tabulate response times."""
 
 from __future__ import annotations
 

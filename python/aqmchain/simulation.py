@@ -1,4 +1,4 @@
-"""Slotted Monte Carlo simulation of a model (SPEC 7) and the chain-vs-simulation comparison."""
+"""Slotted Monte Carlo simulation of a model and the chain-vs-simulation comparison."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _num(v: Any, spec: str) -> str:
 
 
 class SimulationResult:
-    """Simulation estimates under the SPEC 8 names; ``ci[name]`` is the 95 % half-width.
+    """Simulation estimates under the output names of docs/model-file.md; ``ci[name]`` is the 95 % half-width.
 
     pmfs: ``queue_pmf``, ``system_pmf``, ``response_pmf`` with half-widths in
     ``queue_pmf_ci`` etc.  ``series`` holds the time series of replication 0

@@ -1,7 +1,7 @@
-"""Stationary analysis: build the chain, solve pi P = pi, compute SPEC 5 metrics.
+"""Stationary analysis: build the chain, solve pi P = pi, compute the metrics.
 
 The numerical work happens in the C++ core; this module only arranges the
-calls and presents the answer (numpy arrays, SPEC 8 attribute names).
+calls and presents the answer (numpy arrays, the output names of docs/model-file.md).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _tail(pmf: np.ndarray) -> np.ndarray:
 
 
 class StationaryResult:
-    """Stationary solution of a model with the SPEC 5 metrics under SPEC 8 names.
+    """Stationary solution of a model with its metrics under the output names of docs/model-file.md.
 
     Attributes: ``states``, ``nnz``, ``arrival_rate``, ``mean_queue``, ``var_queue``,
     ``queue_pmf`` (waiting packets q), ``mean_system``, ``var_system``, ``system_pmf`` (n),
@@ -155,7 +155,7 @@ class StationaryResult:
 
     # -- output ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The SPEC 8 JSON object (plus response pmf, avg pmf and the full solver accounts)."""
+        """The JSON object of docs/model-file.md (plus response pmf, avg pmf and the full solver accounts)."""
         f = lambda x: None if x is None else float(x)  # noqa: E731
         lst = lambda a: None if a is None else [float(v) for v in a]  # noqa: E731
         return {
