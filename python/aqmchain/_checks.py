@@ -219,26 +219,23 @@ def _warn_thresholds(model: _core.Model) -> None:
                       f"exceeds it, so the AQM never drops or marks", UserWarning, stacklevel=3)
 
 
-def _wrap_static(cls: Any, attr: str, check: Callable[..., tuple[tuple, dict]]) -> None:
-    orig = getattr(cls, attr)
+def _checked(orig: Callable, check: Callable[..., tuple[tuple, dict]]) -> Callable:
+    """``orig`` behind ``check``, which returns the converted (args, kwargs)."""
 
     @functools.wraps(orig)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         a, k = check(*args, **kwargs)
         return orig(*a, **k)
 
-    setattr(cls, attr, staticmethod(wrapped))
+    return wrapped
+
+
+def _wrap_static(cls: Any, attr: str, check: Callable[..., tuple[tuple, dict]]) -> None:
+    setattr(cls, attr, staticmethod(_checked(getattr(cls, attr), check)))
 
 
 def _wrap_function(mod: Any, attr: str, check: Callable[..., tuple[tuple, dict]]) -> None:
-    orig = getattr(mod, attr)
-
-    @functools.wraps(orig)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        a, k = check(*args, **kwargs)
-        return orig(*a, **k)
-
-    setattr(mod, attr, wrapped)
+    setattr(mod, attr, _checked(getattr(mod, attr), check))
 
 
 def _wrap_init(cls: Any, check: Callable[..., dict], after: Callable[[Any], None] | None = None) -> None:

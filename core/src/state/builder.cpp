@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "aqmchain/model/queue_generator.hpp"
+#include "aqmchain/operators/operator.hpp"
 
 namespace aqm {
 
@@ -326,12 +327,7 @@ void classify(Chain& c) {
 }
 
 void left_multiply(const Chain& c, const double* x, double* y) {
-  std::fill(y, y + c.n, 0.0);
-  for (int32_t i = 0; i < c.n; ++i) {
-    const double xi = x[i];
-    if (xi == 0.0) continue;
-    for (int32_t k = c.rowptr[i]; k < c.rowptr[i + 1]; ++k) y[c.col[k]] += xi * c.val[k];
-  }
+  CsrOperator(c.n, c.rowptr.data(), c.col.data(), c.val.data()).apply(x, y);
 }
 
 double stationary_residual(const Chain& c, const std::vector<double>& pi) {
