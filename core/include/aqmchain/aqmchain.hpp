@@ -2,6 +2,7 @@
 // operators -> solvers -> analysis; simulation reads the model only.
 #pragma once
 #include "aqmchain/errors.hpp"
+#include "aqmchain/interrupt.hpp"
 #include "aqmchain/model/filter.hpp"
 #include "aqmchain/model/model.hpp"
 #include "aqmchain/model/queue_generator.hpp"
