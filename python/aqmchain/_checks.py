@@ -40,6 +40,7 @@ SOLVER_INT_BOUNDS: dict[str, tuple[int, int]] = {
     "smoothing_sweeps": (1, 100),
     "cycle_gamma": (1, 2),
     "krylov_basis": (2, 500),
+    "auto_krylov_min_states": (0, 2**31 - 1),
 }
 SIM_INT_BOUNDS: dict[str, tuple[int, int]] = {
     "slots": (1, 10**12),

@@ -223,12 +223,13 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
                      response: str = "auto", response_tail: float = 1e-12, **options: Any) -> StationaryResult:
     """Stationary distribution and metrics of ``model`` (or of an already built chain).
 
-    Options (all keyword): ``method`` ("auto", "direct", "arnoldi", "gauss_seidel",
-    "power", "multilevel"), ``tol`` (target for ||pi P - pi||_1, default 1e-12),
+    Options (all keyword): ``method`` (one of :data:`METHODS`), ``tol`` (target for ||pi P - pi||_1, default 1e-12),
     ``max_iter``, ``ncv``, ``refine_steps``, ``check_every``, ``x0``, ``ordering``,
     ``strategy``, ``coarse_size``, ``smoothing_sweeps``, ``cycle_gamma``,
     ``direct_max_gb`` (LU memory budget, default 8), ``auto_direct_max_flops``
-    (auto factorises only below this UMFPACK work estimate, default 2e12);
+    (auto factorises only below this UMFPACK work estimate, default 2e12),
+    ``auto_krylov_min_states`` (auto tries krylov before direct from this size, default
+    20000), ``krylov_basis``; the full list and defaults are :data:`OPTION_DEFAULTS`;
     ``memory_limit_gb`` for the builder (and the tagged-packet chain).
 
     Response times: ``response="auto"`` (closed form under tail, tagged-packet chain

@@ -45,6 +45,7 @@ void define_options(py::module_& m) {
       .def_readwrite("strategy", &StationaryOptions::strategy)
       .def_readwrite("direct_max_gb", &StationaryOptions::direct_max_gb)
       .def_readwrite("auto_direct_max_flops", &StationaryOptions::auto_direct_max_flops)
+      .def_readwrite("auto_krylov_min_states", &StationaryOptions::auto_krylov_min_states)
       .def_readwrite("arnoldi_max_gb", &StationaryOptions::arnoldi_max_gb)
       .def_readwrite("krylov_basis", &StationaryOptions::krylov_basis)
       .def_readwrite("x0", &StationaryOptions::x0)

@@ -142,3 +142,30 @@ def test_auto_factorises_within_its_budgets_and_says_so_otherwise():
     # the same for the memory budget
     r = aqmchain.solve_stationary(chain, response="none", direct_max_gb=1e-9)
     assert r.info.method == "krylov" and "direct_max_gb" in r.info.note
+
+
+def test_auto_runs_krylov_first_on_large_chains_and_transient_states_get_zero():
+    # ssmp_dsred_arrival has one transient state (outside the closed class): krylov
+    # solves on the whole chain, the others on the closed class; all give 0 there
+    chain = aqmchain.build_chain(model_of(MODELS["ssmp_dsred_arrival"]))
+    assert chain.report["transient_states"] == 1
+    ref = aqmchain.solve_stationary(chain, method="direct", response="none")
+    r = aqmchain.solve_stationary(chain, response="none", auto_krylov_min_states=chain.n)
+    assert r.info.method == "krylov" and not r.info.fallback and r.info.status == "converged"
+    assert np.abs(r.pi - ref.pi).sum() < 1e-10
+    assert r.info.extra["transient_states"] == 1
+    P = aqmchain.transition_matrix(chain)
+    # here the transient state is the one no other state leads to
+    A = P.tolil()
+    A.setdiag(0)
+    A = A.tocsr()
+    A.eliminate_zeros()
+    unreached = np.flatnonzero(np.asarray((A != 0).sum(axis=0)).ravel() == 0)
+    assert len(unreached) == 1 and r.pi[unreached[0]] == 0.0 and ref.pi[unreached[0]] == 0.0
+    # the residual is the whole chain's
+    assert np.abs(r.pi @ P - r.pi).sum() == pytest.approx(r.info.residual, abs=1e-15)
+    # one state more than the chain: direct first again
+    r = aqmchain.solve_stationary(chain, response="none", auto_krylov_min_states=chain.n + 1)
+    assert r.info.method == "direct"
+    with pytest.raises(aqmchain.OptionError, match="auto_krylov_min_states"):
+        aqmchain.solve_stationary(chain, auto_krylov_min_states=-1)

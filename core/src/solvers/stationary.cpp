@@ -575,6 +575,7 @@ void StationaryOptions::validate() const {
   if (cycle_gamma < 1 || cycle_gamma > 2)
     throw OptionError(detail::cat("solver option 'cycle_gamma' must be 1 (V-cycle) or 2 (W-cycle), got ", cycle_gamma));
   require_in<int>("krylov_basis", krylov_basis, 2, 500);
+  require_in<int>("auto_krylov_min_states", auto_krylov_min_states, 0, std::numeric_limits<int>::max());
   require_in<int>("smoothing_sweeps", smoothing_sweeps, 1, 100);
   if (ordering != "amd" && ordering != "metis" && ordering != "cholmod" && ordering != "best" && ordering != "none")
     throw OptionError("solver option 'ordering' must be one of amd, metis, cholmod, best, none, got '" + ordering + "'");
@@ -648,6 +649,8 @@ Chain restrict_to(const Chain& c, const std::vector<int32_t>& keep) {
   Chain s;
   s.n = static_cast<int32_t>(keep.size());
   s.rowptr.assign(static_cast<size_t>(s.n) + 1, 0);
+  s.col.reserve(c.col.size());
+  s.val.reserve(c.val.size());
   for (int32_t i = 0; i < s.n; ++i) {
     const int32_t v = keep[i];
     for (int32_t e = c.rowptr[v]; e < c.rowptr[v + 1]; ++e)
@@ -705,64 +708,111 @@ long auto_gs_sweeps(const Chain& c, const StationaryOptions& o) {
   return static_cast<long>(std::clamp(1e10 / nnz, 100.0, 100000.0));
 }
 
-/// `chain` is irreducible here (solve_stationary restricted it to its closed class).
-void solve_irreducible(const Chain& chain, const StationaryOptions& o, StationaryResult& r) {
-  switch (o.method) {
-    case Method::Auto: {
-      // Direct first: after UMFPACK's symbolic analysis (a few percent of the
-      // factorisation), its estimates decide.  Within direct_max_gb and
-      // auto_direct_max_flops it factorises (exact, fast up to ~10^6 states);
-      // otherwise multilevel aggregation runs, and if that fails too, Gauss-Seidel
-      // with a bounded number of sweeps.  The first converged result is returned;
-      // if none converges, the one with the smallest residual (never throws for
-      // non-convergence, only when no method produced a vector at all).
-      const Method order[] = {Method::Direct, Method::Krylov, Method::Multilevel, Method::GaussSeidel};
-      StationaryResult best;
-      bool have = false;
-      std::string history;
-      for (Method m : order) {
-        StationaryResult x;
-        x.requested = Method::Auto;
-        std::string why;
-        try {
-          if (m == Method::Direct) {
-            solve_direct(chain, o, x, nullptr, o.auto_direct_max_flops);
-          } else if (m == Method::Krylov) {
-            solve_krylov_finished(chain, o, x);
-          } else if (m == Method::Multilevel) {
-            solve_multilevel_finished(chain, o, x);
-          } else {
-            StationaryOptions og = o;
-            og.max_iter = auto_gs_sweeps(chain, o);
-            solve_gauss_seidel(chain, og, x);
-          }
-          if (!x.converged()) why = x.note.empty() ? detail::cat("residual ", x.residual, " > tol ", o.tol) : x.note;
-        } catch (const SolverError& e) {
-          x.pi.clear();
-          why = e.what();
-        }
-        if (!x.pi.empty() && (!have || x.residual < best.residual)) {
-          best = std::move(x);
-          have = true;
-        }
-        if (why.empty()) break;
-        history += (history.empty() ? "" : "; ") + to_string(m) + " failed (" + why + ")";
+/// What a method solves on.  Krylov works on the whole chain: with a recurrent state
+/// fixed its reduced system stays nonsingular when transient states are present, and
+/// no copy of the matrix is made.  Every other method solves on the closed class (a
+/// restricted copy, made once, on demand).  Transient states end with probability
+/// exactly 0 either way.
+class Target {
+ public:
+  Target(const Chain& full, const StationaryOptions& o) : full_(full), o_(o), keep_(closed_class(full)) {}
+
+  template <class F>  // f(const Chain&, const StationaryOptions&, StationaryResult&)
+  void run(Method m, StationaryResult& x, F&& f) {
+    if (keep_.empty()) return f(full_, o_, x);
+    if (m == Method::Krylov) {
+      f(full_, o_, x);
+      std::vector<double> sub(keep_.size());
+      for (size_t i = 0; i < keep_.size(); ++i) sub[i] = x.pi[keep_[i]];
+      long double mass = 0.0L;
+      for (double v : sub) mass += v;
+      if (mass > 0.0L)
+        for (double& v : sub) v = static_cast<double>(v / mass);
+      x.pi = std::move(sub);
+    } else {
+      if (!restricted_) {
+        restricted_ = std::make_unique<Chain>(restrict_to(full_, keep_));
+        ro_ = restrict_options(o_, keep_);
       }
-      if (!have) throw SolverError("auto: " + history);
-      best.fallback = best.method != Method::Direct;
-      if (!history.empty())
-        best.note = history + (best.converged() ? "; fell back to " : "; kept the smallest residual, from ") +
-                    to_string(best.method);
-      r = std::move(best);
-      break;
+      f(*restricted_, ro_, x);
     }
-    case Method::Direct: solve_direct(chain, o, r); break;
-    case Method::Arnoldi: solve_arnoldi(chain, o, r); break;
-    case Method::GaussSeidel: solve_gauss_seidel(chain, o, r); break;
-    case Method::Power: solve_power(chain, o, r); break;
-    case Method::Multilevel: solve_multilevel_finished(chain, o, r); break;
-    case Method::Krylov: solve_krylov_finished(chain, o, r); break;
+    expand_to(full_, keep_, o_.tol, x);
   }
+  const StationaryOptions& options() const { return o_; }
+  int32_t states() const { return full_.n; }
+
+ private:
+  const Chain& full_;
+  const StationaryOptions& o_;
+  std::vector<int32_t> keep_;
+  std::unique_ptr<Chain> restricted_;
+  StationaryOptions ro_;
+};
+
+void run_method(Method m, Target& t, StationaryResult& r) {
+  t.run(m, r, [m](const Chain& c, const StationaryOptions& o, StationaryResult& x) {
+    switch (m) {
+      case Method::Auto: throw std::logic_error("internal error: run_method(auto)");
+      case Method::Direct: solve_direct(c, o, x); break;
+      case Method::Arnoldi: solve_arnoldi(c, o, x); break;
+      case Method::GaussSeidel: solve_gauss_seidel(c, o, x); break;
+      case Method::Power: solve_power(c, o, x); break;
+      case Method::Multilevel: solve_multilevel_finished(c, o, x); break;
+      case Method::Krylov: solve_krylov_finished(c, o, x); break;
+    }
+  });
+}
+
+/// Auto: krylov first on chains of at least auto_krylov_min_states states, direct
+/// first below (direct factorises only when UMFPACK's symbolic estimates fit
+/// direct_max_gb and auto_direct_max_flops), then multilevel aggregation, then
+/// Gauss-Seidel with a bounded number of sweeps.  The first converged result is
+/// returned; if none converges, the one with the smallest residual (never throws
+/// for non-convergence, only when no method produced a vector at all).
+void solve_auto(Target& t, StationaryResult& r) {
+  const StationaryOptions& o = t.options();
+  const bool large = t.states() >= o.auto_krylov_min_states;
+  const Method first = large ? Method::Krylov : Method::Direct, second = large ? Method::Direct : Method::Krylov;
+  const Method order[] = {first, second, Method::Multilevel, Method::GaussSeidel};
+  StationaryResult best;
+  bool have = false;
+  std::string history;
+  for (Method m : order) {
+    StationaryResult x;
+    x.requested = Method::Auto;
+    std::string why;
+    try {
+      t.run(m, x, [m, &o](const Chain& c, const StationaryOptions& oc, StationaryResult& y) {
+        if (m == Method::Direct) {
+          solve_direct(c, oc, y, nullptr, o.auto_direct_max_flops);
+        } else if (m == Method::Krylov) {
+          solve_krylov_finished(c, oc, y);
+        } else if (m == Method::Multilevel) {
+          solve_multilevel_finished(c, oc, y);
+        } else {
+          StationaryOptions og = oc;
+          og.max_iter = auto_gs_sweeps(c, oc);
+          solve_gauss_seidel(c, og, y);
+        }
+      });
+      if (!x.converged()) why = x.note.empty() ? detail::cat("residual ", x.residual, " > tol ", o.tol) : x.note;
+    } catch (const SolverError& e) {
+      x.pi.clear();
+      why = e.what();
+    }
+    if (!x.pi.empty() && (!have || x.residual < best.residual)) {
+      best = std::move(x);
+      have = true;
+    }
+    if (why.empty()) break;
+    history += (history.empty() ? "" : "; ") + to_string(m) + " failed (" + why + ")";
+  }
+  if (!have) throw SolverError("auto: " + history);
+  best.fallback = best.method != first;
+  if (!history.empty())
+    best.note = history + (best.converged() ? "; fell back to " : "; kept the smallest residual, from ") +
+                to_string(best.method);
+  r = std::move(best);
 }
 }  // namespace
 
@@ -812,15 +862,11 @@ StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o
   check_solvable(chain, o);
   StationaryResult r;
   const auto t0 = Clock::now();
-  // Transient states (outside the unique closed class) have stationary probability
-  // exactly 0: every method solves on the closed class only.
-  const std::vector<int32_t> keep = closed_class(chain);
-  if (keep.empty()) {
-    solve_irreducible(chain, o, r);
-  } else {
-    solve_irreducible(restrict_to(chain, keep), restrict_options(o, keep), r);
-    expand_to(chain, keep, o.tol, r);
-  }
+  Target target(chain, o);
+  if (o.method == Method::Auto)
+    solve_auto(target, r);
+  else
+    run_method(o.method, target, r);
   r.requested = o.method;
   r.seconds.push_back({"total", since(t0)});
   return r;

@@ -53,6 +53,9 @@ struct StationaryOptions {
   /// factorisation work is above `auto_direct_max_flops`.
   double direct_max_gb = 8.0;
   double auto_direct_max_flops = 2e12;
+  /// Auto tries krylov first (then direct, multilevel, Gauss-Seidel) on chains with at
+  /// least this many states, direct first below it.
+  int auto_krylov_min_states = 20000;
   int krylov_basis = 30;     ///< krylov: GMRES basis size (restart length)
   /// Arnoldi: refuse (StateSpaceTooLarge naming 'ncv', before allocating) when the
   /// basis and work arrays, about (states x (ncv + 4) + 3 ncv^2) doubles, exceed this many GB.
