@@ -37,6 +37,8 @@ def model_for(case: str):
         src, mu, k = aqmchain.Source.bernoulli(0.5), 0.5, 16
     elif case == "ssmp_k16_mu025":
         src, mu, k = aqmchain.Source.ssmp(5, 1.927562, 31.6), 0.25, 16
+    elif case == "ssmp_k38_mu025":  # about 10M states
+        src, mu, k = aqmchain.Source.ssmp(5, 1.927562, 31.6), 0.25, 38
     elif case == "ssmp_k16_mu05":
         src, mu, k = aqmchain.Source.ssmp(5, 1.927562, 31.6), 0.5, 16
     else:

@@ -130,9 +130,14 @@ Reduced reduce(const Chain& c, const std::vector<int32_t>& block_of, int32_t k) 
   const int32_t n = c.n;
   R.n = n;
   // block order: by block, then by state index (so (n, modulator) order inside)
+  // (a stable counting sort: blocks are numbered 0 .. nb - 1)
+  int32_t nblocks = 0;
+  for (int32_t b : block_of) nblocks = std::max(nblocks, b + 1);
+  std::vector<int32_t> first(static_cast<size_t>(nblocks) + 1, 0);
+  for (int32_t b : block_of) ++first[b + 1];
+  for (int32_t b = 0; b < nblocks; ++b) first[b + 1] += first[b];
   R.perm.resize(n);
-  std::iota(R.perm.begin(), R.perm.end(), 0);
-  std::stable_sort(R.perm.begin(), R.perm.end(), [&](int32_t a, int32_t b) { return block_of[a] < block_of[b]; });
+  for (int32_t i = 0; i < n; ++i) R.perm[first[block_of[i]]++] = i;
   R.inv.resize(n);
   for (int32_t i = 0; i < n; ++i) R.inv[R.perm[i]] = i;
   R.K = R.inv[k];
@@ -140,7 +145,7 @@ Reduced reduce(const Chain& c, const std::vector<int32_t>& block_of, int32_t k) 
     if (i == 0 || block_of[R.perm[i]] != block_of[R.perm[i - 1]]) R.bstart.push_back(i);
   R.bstart.push_back(n);
 
-  // rows of B = columns of P: count, then fill (diagonal 1 first, then -P_ij).
+  // rows of B = columns of P: count (one slot more per row, for the diagonal), then fill.
   std::vector<int32_t> cnt(static_cast<size_t>(n) + 1, 0);
   for (int32_t i = 0; i < n; ++i) {
     if (i == k) continue;
@@ -151,13 +156,13 @@ Reduced reduce(const Chain& c, const std::vector<int32_t>& block_of, int32_t k) 
   for (int32_t j = 0; j < n; ++j) R.rp[j + 1] = R.rp[j] + cnt[j + 1] + 1;
   R.ci.resize(R.rp[n]);
   R.v.resize(R.rp[n]);
+  // Scanning the rows of P in block order appends to each row of B in increasing
+  // column order; the diagonal 1 is then inserted at its place (merged with -P_jj).
   std::vector<int32_t> fill(R.rp.begin(), R.rp.end() - 1);
-  for (int32_t j = 0; j < n; ++j) {
-    R.ci[fill[j]] = j;
-    R.v[fill[j]++] = 1.0;
-  }
+  for (int32_t& f : fill) ++f;  // the row's first slot stays free for the diagonal
   R.b.assign(n, 0.0);
-  for (int32_t i = 0; i < n; ++i)
+  for (int32_t I = 0; I < n; ++I) {
+    const int32_t i = R.perm[I];
     for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) {
       const int32_t j = c.col[e];
       if (j == k) continue;
@@ -166,24 +171,35 @@ Reduced reduce(const Chain& c, const std::vector<int32_t>& block_of, int32_t k) 
         continue;
       }
       const int32_t J = R.inv[j];
-      R.ci[fill[J]] = R.inv[i];
+      R.ci[fill[J]] = I;
       R.v[fill[J]++] = -c.val[e];
     }
-  // sort each row by column and merge duplicates (the diagonal)
-  std::vector<std::pair<int32_t, double>> row;
+  }
   int32_t out = 0;
   std::vector<int32_t> rp2(static_cast<size_t>(n) + 1, 0);
   for (int32_t j = 0; j < n; ++j) {
-    row.clear();
-    for (int32_t e = R.rp[j]; e < R.rp[j + 1]; ++e) row.push_back({R.ci[e], R.v[e]});
-    std::sort(row.begin(), row.end());
-    for (size_t a = 0; a < row.size(); ++a) {
-      if (a > 0 && row[a].first == row[a - 1].first) {
-        R.v[out - 1] += row[a].second;
-        continue;
+    // Compaction in place: the entries sit at [rp[j] + 1, fill[j]) and out <= rp[j],
+    // so a write (at most one ahead, for the diagonal) never passes an unread entry.
+    const int32_t lo = R.rp[j] + 1, hi = fill[j];
+    bool diag = false;
+    for (int32_t e = lo; e < hi; ++e) {
+      const int32_t col = R.ci[e];
+      const double val = R.v[e];
+      if (!diag && col >= j) {
+        diag = true;
+        R.ci[out] = j;
+        if (col == j) {
+          R.v[out++] = 1.0 + val;
+          continue;
+        }
+        R.v[out++] = 1.0;
       }
-      R.ci[out] = row[a].first;
-      R.v[out++] = row[a].second;
+      R.ci[out] = col;
+      R.v[out++] = val;
+    }
+    if (!diag) {
+      R.ci[out] = j;
+      R.v[out++] = 1.0;
     }
     rp2[j + 1] = out;
   }
@@ -239,10 +255,23 @@ std::vector<int32_t> slow_component_blocks(const Chain& c) {
   std::vector<int64_t> key(c.n, 0);
   for (int i : slow)
     for (int32_t s = 0; s < c.n; ++s) key[s] = key[s] * c.space.component(i).size + c.labels[i][s];
+  // number the distinct keys in increasing order: through a dense marker array
+  // when the key range is small (the usual case: the avg grid), else by sorting
+  int64_t range = 1;  // the keys fit int64 (the descriptor's product does), so does this
+  for (int i : slow) range *= c.space.component(i).size;
+  std::vector<int32_t> block(c.n);
+  if (range <= std::max<int64_t>(4 * static_cast<int64_t>(c.n), 1 << 20)) {
+    std::vector<int32_t> id(static_cast<size_t>(range), -1);
+    for (int64_t k : key) id[static_cast<size_t>(k)] = 0;
+    int32_t next = 0;
+    for (auto& v : id)
+      if (v == 0) v = next++;
+    for (int32_t s = 0; s < c.n; ++s) block[s] = id[static_cast<size_t>(key[s])];
+    return block;
+  }
   std::vector<int64_t> sorted(key);
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  std::vector<int32_t> block(c.n);
   for (int32_t s = 0; s < c.n; ++s)
     block[s] = static_cast<int32_t>(std::lower_bound(sorted.begin(), sorted.end(), key[s]) - sorted.begin());
   return block;
