@@ -31,6 +31,8 @@ def model_for(case: str):
     red = aqmchain.DropFunction.red(100, 200, 0.1)
     if case == "geo_k4":
         src, mu, k = aqmchain.Source.bernoulli(0.5), 0.5, 4
+    elif case == "geo_a04_k4":  # lighter load: the queue tail falls below 1e-40
+        src, mu, k = aqmchain.Source.bernoulli(0.4), 0.5, 4
     elif case == "ssmp_k4":
         src, mu, k = aqmchain.Source.ssmp(5, 1.927562, 31.6), 0.5, 4
     elif case == "geo_k16":
