@@ -17,7 +17,7 @@ from typing import Any
 from . import _checks, _core
 from ._core import ModelError
 
-__all__ = ["load_model", "load_config", "model_from_dict", "model_to_dict"]
+__all__ = ["load_model", "load_config", "load_document", "model_from_dict", "model_to_dict"]
 
 # Keys each drop function takes (beyond the common AQM keys).
 _DROP_KEYS: dict[str, dict[str, bool]] = {  # key -> required
@@ -281,16 +281,21 @@ def load_config(path: str | Path) -> tuple[_core.Model, dict]:
 
     Files larger than 4 MiB, that are not UTF-8 text or not TOML are refused with a
     :class:`ModelError` (``param = "path"``) before anything is built."""
+    return model_from_dict(load_document(path))
+
+
+def load_document(path: str | Path, what: str = "model file") -> dict:
+    """The parsed TOML of a model (or scenario) file, with the checks of :func:`load_config`."""
     p = Path(path)
     try:
         with open(p, "rb") as fh:
             data = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        e = ModelError(f"cannot read model file '{p}': {exc.strerror or exc}")
+        e = ModelError(f"cannot read {what} '{p}': {exc.strerror or exc}")
         e.param = "path"
         raise e from exc
     if len(data) > MAX_FILE_BYTES:
-        raise _file_error(p, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; a model file is a few kB of TOML")
+        raise _file_error(p, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; a {what} is a few kB of TOML")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -301,7 +306,7 @@ def load_config(path: str | Path) -> tuple[_core.Model, dict]:
         sys.set_int_max_str_digits(max(old_limit, _MAX_INT_DIGITS) if old_limit else 0)
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        e = ModelError(f"malformed model file '{p}': {exc}")
+        e = ModelError(f"malformed {what} '{p}': {exc}")
         e.param = "path"
         raise e from None
     except RecursionError:
@@ -313,7 +318,7 @@ def load_config(path: str | Path) -> tuple[_core.Model, dict]:
         raise _file_error(p, "too large to parse") from None
     finally:
         sys.set_int_max_str_digits(old_limit)
-    return model_from_dict(doc)
+    return doc
 
 
 def load_model(path: str | Path) -> _core.Model:

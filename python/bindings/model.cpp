@@ -2,6 +2,7 @@
 #include "common.hpp"
 
 #include "aqmchain/model/model.hpp"
+#include "aqmchain/model/scenario.hpp"
 
 namespace aqmpy {
 
@@ -163,6 +164,27 @@ void define_aqm_grid_model(py::module_& m) {
       .def_readonly("grid", &Model::grid)
       .def("validate", &Model::validate)
       .def("resolved_drop", &Model::resolved_drop);
+
+  py::class_<Phase>(m, "Phase", "One phase of a scenario: a duration (slots, or time units) and its model.")
+      .def(py::init([](double duration, const Model& model, std::string label) {
+             return Phase{duration, model, std::move(label)};
+           }),
+           py::arg("duration"), py::arg("model"), py::arg("label") = "")
+      .def_readonly("duration", &Phase::duration)
+      .def_readonly("model", &Phase::model)
+      .def_readonly("label", &Phase::label);
+  py::class_<Scenario>(m, "Scenario", "Piecewise-constant phases that share one state space.")
+      .def(py::init([](std::vector<Phase> phases) {
+             Scenario s{std::move(phases)};
+             s.validate();
+             return s;
+           }),
+           py::arg("phases"))
+      .def_readonly("phases", &Scenario::phases)
+      .def("validate", &Scenario::validate)
+      .def_property_readonly("total_duration", &Scenario::total_duration)
+      .def_property_readonly("boundaries", &Scenario::boundaries)
+      .def("phase_at", &Scenario::phase_at, py::arg("t"));
 }
 }  // namespace
 

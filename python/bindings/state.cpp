@@ -110,6 +110,15 @@ void define_state(py::module_& m) {
 
   m.def("build_chain", &build, py::arg("model"), py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
         py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "build_scenario_chains",
+      [](const Scenario& s, double memory_limit) {
+        BuildOptions o;
+        o.memory_limit_bytes = memory_limit;
+        return build_scenario_chains(s, o);
+      },
+      py::arg("scenario"), py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
+      py::call_guard<py::gil_scoped_release>(), "One chain per phase, all on the union of the phases' reachable states.");
 }
 
 }  // namespace aqmpy

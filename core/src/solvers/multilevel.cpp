@@ -51,7 +51,6 @@ Level coarsen(Level& f) {
   Level c;
   // aggregate ids in lexicographic order of the coarse coordinates
   std::vector<int64_t> key(f.n);
-  int64_t G = 1, M = 1;
   // coarse coordinates: halved where the component is coarsened; key in mixed radix
   const size_t D = f.coord.size();
   std::vector<int64_t> radix(D, 1);

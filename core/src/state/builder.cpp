@@ -10,10 +10,17 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "aqmchain/interrupt.hpp"
 #include "aqmchain/model/queue_generator.hpp"
 #include "aqmchain/operators/operator.hpp"
 
 namespace aqm {
+
+/// The builder's access to a chain's key index (private to Chain).
+struct ChainIndex {
+  static std::vector<int32_t>& rank(Chain& c) { return c.rank_; }
+  static std::vector<int64_t>& keys(Chain& c) { return c.keys_; }
+};
 
 namespace {
 
@@ -159,7 +166,10 @@ Chain build_chain(const Model& model, const BuildOptions& options) {
   return c;
 }
 
-Chain build_chain(const TransitionGenerator& gen, const Model& model, const BuildOptions& options) {
+namespace {
+
+/// A chain with its model, descriptor and budget decisions, before exploration.
+Chain skeleton(const TransitionGenerator& gen, const Model& model, const BuildOptions& options) {
   if (!(options.memory_limit_bytes > 0.0))
     fail_param("memory_limit_gb", "> 0", options.memory_limit_bytes / (1024.0 * 1024 * 1024));
   const ChainEstimate est = estimate_chain(gen);
@@ -175,35 +185,50 @@ Chain build_chain(const TransitionGenerator& gen, const Model& model, const Buil
                     " transitions need up to ", detail::short_num(est.bytes / 1e9), " GB, above memory_limit_gb = ",
                     detail::short_num(limit / (1024.0 * 1024 * 1024)), " GB (raise memory_limit_gb or coarsen the grid)"));
 
-  const StateSpace& space = gen.space();
-  const size_t n_events = gen.event_names().size();
   Chain c;
   c.model = model;
   c.time = gen.time();
-  c.space = space;
+  c.space = gen.space();
   c.grid = model.grid.resolve(model.buffer);
   c.event_names = gen.event_names();
   c.report.product_states = est.product_states;
   c.report.estimated_bytes = est.bytes;
   c.report.hashed_index = !dense;
 
+  return c;
+}
+
+/// Explore the keys reachable from the initial states of every generator in
+/// `explorers` under any of them (one generator for a plain chain, one per phase
+/// for a scenario); number them in key order into c (index) and `queue` (keys).
+/// Returns an upper bound on the transitions of `gen`'s matrix.
+int64_t explore(Chain& c, const TransitionGenerator& gen, const std::vector<const TransitionGenerator*>& explorers,
+                const BuildOptions& options, std::vector<int64_t>& queue, std::unordered_map<int64_t, int32_t>& hashed) {
+  const ChainEstimate est = estimate_chain(gen);
+  const double limit = options.memory_limit_bytes;
+  const bool dense = !c.report.hashed_index;
+  const StateSpace& space = gen.space();
+  const size_t n_events = gen.event_names().size();
   // --- 1. reachability (BFS over keys).
   auto t0 = Clock::now();
-  std::vector<int64_t> queue = gen.initial_states();
-  std::unordered_map<int64_t, int32_t> hashed;
+  queue.clear();
+  for (const TransitionGenerator* g : explorers) {
+    const auto init = g->initial_states();
+    queue.insert(queue.end(), init.begin(), init.end());
+  }
   const double per_state = 8.0 + 4.0 * space.count() + 8.0 * n_events + 40.0 +
                            gen.max_successors() * 2.0 * (4 + 8);
   const int64_t max_states =
       std::min<int64_t>(std::numeric_limits<int32_t>::max() - 1, static_cast<int64_t>(limit / per_state));
   auto mark = [&](int64_t key) -> bool {  // true when the key is new
     if (dense) {
-      if (c.rank_[static_cast<size_t>(key)] != -1) return false;
-      c.rank_[static_cast<size_t>(key)] = -2;
+      if (ChainIndex::rank(c)[static_cast<size_t>(key)] != -1) return false;
+      ChainIndex::rank(c)[static_cast<size_t>(key)] = -2;
       return true;
     }
     return hashed.emplace(key, -2).second;
   };
-  if (dense) c.rank_.assign(static_cast<size_t>(est.product_states), -1);
+  if (dense) ChainIndex::rank(c).assign(static_cast<size_t>(est.product_states), -1);
   {
     std::vector<int64_t> init;
     init.swap(queue);
@@ -214,14 +239,17 @@ Chain build_chain(const TransitionGenerator& gen, const Model& model, const Buil
   Successors succ;
   int64_t emitted = 0;  // transitions emitted, duplicates included: an upper bound on nnz
   for (size_t head = 0; head < queue.size(); ++head) {
-    succ.clear();
-    gen.successors(queue[head], succ, nullptr);
-    emitted += static_cast<int64_t>(succ.size()) + (c.time == TimeKind::Continuous);
-    for (const auto& [k, p] : succ) {
-      if (k < 0 || k >= est.product_states)
-        throw std::logic_error("internal error: a transition leaves the state space");
-      if (mark(k)) queue.push_back(k);
+    for (const TransitionGenerator* g : explorers) {
+      succ.clear();
+      g->successors(queue[head], succ, nullptr);
+      if (g == &gen) emitted += static_cast<int64_t>(succ.size()) + (c.time == TimeKind::Continuous);
+      for (const auto& [k, p] : succ) {
+        if (k < 0 || k >= est.product_states)
+          throw std::logic_error("internal error: a transition leaves the state space");
+        if (mark(k)) queue.push_back(k);
+      }
     }
+    if ((head & 65535) == 0) check_interrupt();
     if ((head & 4095) == 0 && static_cast<int64_t>(queue.size()) > max_states)
       throw StateSpaceTooLarge("memory_limit_gb",
                                detail::cat("state space too large: more than ", max_states,
@@ -234,20 +262,29 @@ Chain build_chain(const TransitionGenerator& gen, const Model& model, const Buil
   if (dense) {
     int64_t s = 0;
     for (int64_t k = 0; k < est.product_states; ++k)
-      if (c.rank_[static_cast<size_t>(k)] == -2) {
+      if (ChainIndex::rank(c)[static_cast<size_t>(k)] == -2) {
         queue[s] = k;
-        c.rank_[static_cast<size_t>(k)] = static_cast<int32_t>(s++);
+        ChainIndex::rank(c)[static_cast<size_t>(k)] = static_cast<int32_t>(s++);
       }
   } else {
     std::sort(queue.begin(), queue.end());
     for (int32_t s = 0; s < states; ++s) hashed[queue[s]] = s;
   }
-  auto rank = [&](int64_t key) { return dense ? c.rank_[static_cast<size_t>(key)] : hashed.find(key)->second; };
   c.n = static_cast<int32_t>(states);
   c.report.seconds_explore = since(t0);
+  return emitted;
+}
 
-  // --- 2. CSR assembly in key order.
-  t0 = Clock::now();
+/// CSR of `gen` over the states numbered in c (keys in `queue`, in key order).
+template <class Rank>
+void assemble(Chain& c, const TransitionGenerator& gen, const std::vector<int64_t>& queue, int64_t emitted, Rank rank) {
+  const StateSpace& space = gen.space();
+  const size_t n_events = gen.event_names().size();
+  const int64_t states = c.n;
+  Successors succ;
+  auto t0 = Clock::now();
+
+  // CSR assembly in key order.
   const bool continuous = c.time == TimeKind::Continuous;
   c.rowptr.assign(static_cast<size_t>(states) + 1, 0);
   c.col.reserve(static_cast<size_t>(emitted));  // no regrowth while assembling
@@ -298,25 +335,85 @@ Chain build_chain(const TransitionGenerator& gen, const Model& model, const Buil
     space.decode(key, tuple.data());
     for (int k = 0; k < space.count(); ++k) c.labels[k][s] = tuple[k];
     for (size_t e = 0; e < n_events; ++e) c.events[e][s] = ev[e];
+    if ((s & 65535) == 0) check_interrupt();
   }
   if (c.col.capacity() > c.col.size() + c.col.size() / 8) {  // merged duplicates left much unused: copy
     c.col.shrink_to_fit();
     c.val.shrink_to_fit();
-  }
-  if (!dense) {
-    c.keys_.swap(queue);
   }
   c.report.max_row_error = max_err;
   if (max_err > 1e-14)
     throw std::logic_error(detail::cat("internal error: a row of ", continuous ? "G sums to 0 +- " : "P sums to 1 +- ",
                                        max_err, " (> 1e-14)"));
   c.report.seconds_assemble = since(t0);
+}
 
-  // --- 3. communicating classes.
-  t0 = Clock::now();
+}  // namespace
+
+Chain build_chain(const TransitionGenerator& gen, const Model& model, const BuildOptions& options) {
+  Chain c = skeleton(gen, model, options);
+  std::vector<int64_t> queue;
+  std::unordered_map<int64_t, int32_t> hashed;
+  const int64_t emitted = explore(c, gen, {&gen}, options, queue, hashed);
+  if (c.report.hashed_index)
+    assemble(c, gen, queue, emitted, [&](int64_t key) { return hashed.find(key)->second; });
+  else
+    assemble(c, gen, queue, emitted, [&](int64_t key) { return ChainIndex::rank(c)[static_cast<size_t>(key)]; });
+  if (c.report.hashed_index) ChainIndex::keys(c).swap(queue);
+  const auto t0 = Clock::now();
   classify(c);
   c.report.seconds_classes = since(t0);
   return c;
+}
+
+std::vector<Chain> build_scenario_chains(const Scenario& scenario, const BuildOptions& options) {
+  scenario.validate();
+  std::vector<std::unique_ptr<TransitionGenerator>> gens;
+  std::vector<const TransitionGenerator*> explorers;
+  for (const Phase& ph : scenario.phases) {
+    gens.push_back(queue_generator(ph.model));
+    explorers.push_back(gens.back().get());
+  }
+  for (size_t i = 1; i < gens.size(); ++i)
+    if (!(gens[i]->space() == gens[0]->space()))
+      throw ModelError(detail::cat("phase[", i, "]"),
+                       detail::cat("phase[", i, "] has another state space than phase[0] (the phases of a scenario "
+                                   "share one state space: same buffer, grid, source kind and modulator size)"));
+  std::vector<Chain> chains;
+  std::vector<int64_t> queue;
+  std::unordered_map<int64_t, int32_t> hashed;
+  Chain first = skeleton(*gens[0], scenario.phases[0].model, options);
+  explore(first, *gens[0], explorers, options, queue, hashed);
+  for (size_t i = 0; i < gens.size(); ++i) {
+    Chain c;
+    if (i == 0) {
+      c = std::move(first);
+    } else {
+      c = skeleton(*gens[i], scenario.phases[i].model, options);
+      c.n = chains[0].n;
+      ChainIndex::rank(c) = ChainIndex::rank(chains[0]);
+      c.report.seconds_explore = 0.0;
+    }
+    int64_t emitted = 0;
+    {
+      Successors succ;
+      for (int64_t key : queue) {
+        succ.clear();
+        gens[i]->successors(key, succ, nullptr);
+        emitted += static_cast<int64_t>(succ.size()) + (c.time == TimeKind::Continuous);
+      }
+    }
+    if (c.report.hashed_index)
+      assemble(c, *gens[i], queue, emitted, [&](int64_t key) { return hashed.find(key)->second; });
+    else
+      assemble(c, *gens[i], queue, emitted, [&](int64_t key) { return ChainIndex::rank(c)[static_cast<size_t>(key)]; });
+    if (c.report.hashed_index) ChainIndex::keys(c) = queue;
+    const auto t0 = Clock::now();
+    classify(c);
+    c.report.seconds_classes = since(t0);
+    chains.push_back(std::move(c));
+  }
+  return chains;
 }
 
 void classify(Chain& c) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "aqmchain/model/model.hpp"
+#include "aqmchain/model/scenario.hpp"
 #include "aqmchain/state/descriptor.hpp"
 #include "aqmchain/state/generator.hpp"
 
@@ -89,7 +90,7 @@ class Chain {
   int32_t index_of(const std::vector<int32_t>& values) const;
 
  private:
-  friend Chain build_chain(const TransitionGenerator&, const Model&, const BuildOptions&);
+  friend struct ChainIndex;  // the builder
   std::vector<int32_t> rank_;   ///< dense index: key -> state (-1: unreachable); empty when hashed
   std::vector<int64_t> keys_;   ///< hashed index: sorted keys of the states
 };
@@ -99,6 +100,13 @@ Chain build_chain(const Model& model, const BuildOptions& options = {});
 /// The same for any generator; `model` supplies what analysis reads (buffer,
 /// grid, service, policy).  Used for models assembled from components by hand.
 Chain build_chain(const TransitionGenerator& generator, const Model& model, const BuildOptions& options = {});
+
+/// One chain per phase of `scenario` (validated first), all on the same states:
+/// the union of the states reachable under any phase's parameters, numbered
+/// once, so a probability vector of one phase's chain is one of every other's.
+/// Each chain has its phase's matrix, events and model.  A phase's chain may have
+/// transient states (reachable only under another phase).
+std::vector<Chain> build_scenario_chains(const Scenario& scenario, const BuildOptions& options = {});
 
 /// Communicating-class analysis of the CSR graph (Tarjan, O(nnz)): fills
 /// report.closed_classes, report.transient_states and recurrent_state.

@@ -25,6 +25,15 @@ class StateSpace {
   int add(std::string name, int32_t size, bool coarsen = true);
 
   int count() const { return static_cast<int>(components_.size()); }
+  /// Same components (names, sizes, coarsen flags) in the same order.
+  bool operator==(const StateSpace& o) const {
+    if (count() != o.count()) return false;
+    for (int i = 0; i < count(); ++i) {
+      const Component &a = component(i), &b = o.component(i);
+      if (a.name != b.name || a.size != b.size || a.coarsen != b.coarsen) return false;
+    }
+    return true;
+  }
   const Component& component(int i) const { return components_.at(static_cast<size_t>(i)); }
   const std::vector<Component>& components() const { return components_; }
   /// Position of the component called `name`, or -1.
