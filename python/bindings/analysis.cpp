@@ -38,6 +38,7 @@ Metrics metrics(const Chain& c, const std::vector<double>& pi, const std::string
   o.tagged.tail_mass = tail_mass;
   o.tagged.max_steps = max_steps;
   o.tagged.memory_limit_bytes = memory_limit;
+  InterruptGuard interrupt;
   py::gil_scoped_release release;
   return compute_metrics(c, pi, o);
 }

@@ -37,6 +37,23 @@ inline py::dict pairs(const std::vector<std::pair<std::string, double>>& v) {
 /// (names, types and defaults are written once, in the def_readwrite calls).
 py::list option_names(py::object cls);
 
+/// While alive on the main thread, Ctrl-C (SIGINT) asks the core's long loops to
+/// stop (they throw aqm::Interrupted, raised as KeyboardInterrupt) instead of
+/// waiting for the GIL to come back.  Use before py::gil_scoped_release in
+/// call_guard<InterruptGuard, py::gil_scoped_release>.
+class InterruptGuard {
+ public:
+  InterruptGuard();
+  ~InterruptGuard();
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+ private:
+  bool installed_ = false;
+  void* previous_ = nullptr;  // struct sigaction
+};
+
+void init_main_thread();
 void define_errors(py::module_& m);
 void define_model(py::module_& m);
 void define_state(py::module_& m);

@@ -4,11 +4,25 @@
 // into the Python hierarchy.
 #include "common.hpp"
 
+#include <csignal>
+#include <thread>
+
 #include "aqmchain/aqmchain.hpp"
 
 namespace aqmpy {
 
 namespace {
+std::thread::id& main_thread() {
+  static std::thread::id id = std::this_thread::get_id();  // first call: at import, on the importing thread
+  return id;
+}
+extern "C" void on_sigint(int) { aqm::request_interrupt(); }
+}  // namespace
+
+void init_main_thread() { main_thread(); }
+
+namespace {
+
 void raise(const char* type, const std::string& msg, const std::string* param = nullptr) {
   py::object t = py::module_::import("aqmchain._core").attr(type);
   py::object inst = t(msg);
@@ -40,8 +54,32 @@ void define_errors(py::module_& m) {
       raise("ReducibleChainError", e.what());
     } catch (const aqm::SolverError& e) {
       raise("SolverError", e.what());
+    } catch (const aqm::Interrupted&) {
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
     }
   });
+}
+
+InterruptGuard::InterruptGuard() {
+  if (std::this_thread::get_id() != main_thread()) return;
+  aqm::clear_interrupt();
+  auto* old = new struct sigaction;
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGINT, &sa, old) == 0) {
+    installed_ = true;
+    previous_ = old;
+  } else {
+    delete old;
+  }
+}
+
+InterruptGuard::~InterruptGuard() {
+  if (!installed_) return;
+  auto* old = static_cast<struct sigaction*>(previous_);
+  sigaction(SIGINT, old, nullptr);
+  delete old;
 }
 
 py::list option_names(py::object cls) {
@@ -60,6 +98,7 @@ py::list option_names(py::object cls) {
 }  // namespace aqmpy
 
 PYBIND11_MODULE(_core, m) {
+  aqmpy::init_main_thread();
   m.doc() = "aqmchain C++ core (model, state space and builder, solvers, analysis, simulator)";
   aqmpy::define_errors(m);
   aqmpy::define_model(m);

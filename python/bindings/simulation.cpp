@@ -73,7 +73,7 @@ void define_simulator(py::module_& m) {
       .def_readonly("slots_per_second", &SimResult::slots_per_second)
       .def_readonly("threads", &SimResult::threads);
 
-  m.def("simulate", &simulate, py::arg("model"), py::arg("options"), py::call_guard<py::gil_scoped_release>());
+  m.def("simulate", &simulate, py::arg("model"), py::arg("options"), py::call_guard<InterruptGuard, py::gil_scoped_release>());
 }
 
 }  // namespace aqmpy

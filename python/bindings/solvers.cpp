@@ -88,11 +88,11 @@ void define_solvers(py::module_& m) {
   define_result(m);
   py::class_<DirectSolver>(m, "DirectSolver")
       .def(py::init<StationaryOptions>(), py::arg("options") = StationaryOptions{})
-      .def("solve", &DirectSolver::solve, py::arg("chain"), py::call_guard<py::gil_scoped_release>())
+      .def("solve", &DirectSolver::solve, py::arg("chain"), py::call_guard<InterruptGuard, py::gil_scoped_release>())
       .def_property_readonly("analyses", &DirectSolver::analyses)
       .def_property_readonly("solves", &DirectSolver::solves);
   m.def("solve_stationary", &solve_stationary, py::arg("chain"), py::arg("options") = StationaryOptions{},
-        py::call_guard<py::gil_scoped_release>());
+        py::call_guard<InterruptGuard, py::gil_scoped_release>());
 }
 
 }  // namespace aqmpy

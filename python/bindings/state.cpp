@@ -109,7 +109,7 @@ void define_state(py::module_& m) {
            py::arg("pi"), "||pi P - pi||_1 (discrete) or ||pi G||_1 / max |G_ii| (continuous)");
 
   m.def("build_chain", &build, py::arg("model"), py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
-        py::call_guard<py::gil_scoped_release>());
+        py::call_guard<InterruptGuard, py::gil_scoped_release>());
   m.def(
       "build_scenario_chains",
       [](const Scenario& s, double memory_limit) {
@@ -118,7 +118,7 @@ void define_state(py::module_& m) {
         return build_scenario_chains(s, o);
       },
       py::arg("scenario"), py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
-      py::call_guard<py::gil_scoped_release>(), "One chain per phase, all on the union of the phases' reachable states.");
+      py::call_guard<InterruptGuard, py::gil_scoped_release>(), "One chain per phase, all on the union of the phases' reachable states.");
 }
 
 }  // namespace aqmpy

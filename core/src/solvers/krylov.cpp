@@ -27,6 +27,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "aqmchain/interrupt.hpp"
 #include "aqmchain/model/queue_generator.hpp"
 
 namespace aqm::detail {
@@ -343,6 +344,7 @@ void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t 
   };
   true_res = residual_of(x);
   while (!converged) {
+    check_interrupt();
     if (!std::isfinite(true_res)) break;
     if (true_res <= 0.5 * o.tol) {
       converged = true;

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "aqmchain/interrupt.hpp"
 #include "aqmchain/solvers/stationary.hpp"
 #include "solvers/multilevel.hpp"
 
@@ -247,6 +248,7 @@ void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResu
   double res = INFINITY, best = INFINITY;
   const long stall = 100;  // give up when the best residual has not halved for this many cycles
   while (it < maxit) {
+    check_interrupt();
     cycle(lv, 0, x, o.smoothing_sweeps, o.smoothing_sweeps, o.cycle_gamma);
     ++it;
     res = stationary_residual(c, x);

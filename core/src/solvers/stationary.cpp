@@ -5,6 +5,7 @@
 #include <umfpack.h>
 
 #include "aqmchain/operators/operator.hpp"
+#include "aqmchain/interrupt.hpp"
 #include "solvers/krylov.hpp"
 #include "solvers/multilevel.hpp"
 
@@ -399,6 +400,7 @@ void solve_power(const Chain& c, const StationaryOptions& o, StationaryResult& r
   double res = INFINITY;
   long it = 0;
   while (it < maxit) {
+    check_interrupt();
     left_multiply(c, x.data(), y.data());
     ++it;
     long double s = 0.0L, d = 0.0L;
@@ -435,6 +437,7 @@ void solve_gauss_seidel(const Chain& c, const StationaryOptions& o, StationaryRe
   long it = 0;
   double res = INFINITY;
   while (it < maxit) {
+    check_interrupt();
     detail::gauss_seidel_sweep(c.n, PT.outerIndexPtr(), PT.innerIndexPtr(), PT.valuePtr(), diag.data(), x);
     ++it;
     if (it % o.check_every == 0 || it == maxit) {
@@ -487,6 +490,7 @@ void solve_arnoldi(const Chain& c, const StationaryOptions& o, StationaryResult&
     iparam[6] = 1;  // mode 1: standard problem
     a_int ido = 0, info = 1;  // info = 1: use resid as the start vector
     while (true) {
+      check_interrupt();
       dnaupd_c(&ido, "I", n, "LR", nev, atol, resid.data(), ncv, V.data(), n, iparam, ipntr, workd.data(),
                workl.data(), lworkl, &info);
       if (ido != -1 && ido != 1) break;
