@@ -151,13 +151,13 @@ class Comparison:
         return "\n".join(lines)
 
     def plot(self, path: str) -> None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        """Write the queue pmf overlay (chain line, simulation points with 95 % bars) to ``path``.
+        Draws on a :class:`matplotlib.figure.Figure`: no backend is chosen or changed."""
+        from matplotlib.figure import Figure
 
         a, s = self.analytic, self.simulated
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig = Figure(figsize=(7, 4))
+        ax = fig.add_subplot()
         k = np.arange(len(a.queue_pmf))
         ax.semilogy(k, np.maximum(a.queue_pmf, 1e-300), lw=1.5, label="chain (analytic)")
         has = s.queue_pmf > 0
@@ -171,7 +171,6 @@ class Comparison:
         ax.legend(loc="lower left")
         fig.tight_layout()
         fig.savefig(path, dpi=120)
-        plt.close(fig)
 
 
 def compare(model: _core.Model, *, solver: dict | None = None, **sim_options: Any) -> Comparison:
