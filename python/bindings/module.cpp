@@ -60,11 +60,12 @@ py::list option_names(py::object cls) {
 }  // namespace aqmpy
 
 PYBIND11_MODULE(_core, m) {
-  m.doc() = "aqmchain C++ core (model, state space and builder, solvers, analysis, simulator)";
+  m.doc() = "aqmchain C++ core (model, state space and builder, solvers, transient kernels, analysis, simulator)";
   aqmpy::define_errors(m);
   aqmpy::define_model(m);
   aqmpy::define_state(m);
   aqmpy::define_solvers(m);
+  aqmpy::define_transient(m);
   aqmpy::define_analysis(m);
   aqmpy::define_simulator(m);
 }
