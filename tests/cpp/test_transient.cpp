@@ -275,3 +275,29 @@ TEST(Transient, PoissonWeightsBoundTheirTails) {
     }
   }
 }
+
+TEST(Transient, OneStateAndZeroGenerator) {
+  Csr g;
+  g.n = 1;
+  g.rowptr = {0, 1};
+  g.col = {0};
+  g.val = {0.0};
+  for (auto kernel : {&krylov_expv, &uniformization}) {
+    TransientResult r;
+    const auto out = run(kernel, g.op(), {1.0}, {0.0, 2.0, 1e9}, TransientOptions{}, &r);
+    ASSERT_TRUE(r.converged()) << r.note;
+    for (const auto& p : out) EXPECT_EQ(p, std::vector<double>{1.0});
+    EXPECT_EQ(r.t_reached, 1e9);
+  }
+}
+
+TEST(Transient, InterruptStopsBothKernels) {
+  const Csr g = birth_death(30, 1.0, 1.0);
+  std::vector<double> p0(g.n, 0.0);
+  p0[0] = 1.0;
+  request_interrupt();
+  EXPECT_THROW(krylov_expv(g.op(), p0, {5.0}), Interrupted);
+  EXPECT_THROW(uniformization(g.op(), p0, {5.0}), Interrupted);
+  clear_interrupt();
+  EXPECT_TRUE(krylov_expv(g.op(), p0, {5.0}).converged());
+}
