@@ -301,3 +301,20 @@ TEST(Transient, InterruptStopsBothKernels) {
   clear_interrupt();
   EXPECT_TRUE(krylov_expv(g.op(), p0, {5.0}).converged());
 }
+
+TEST(Transient, ExactBreakdownWithZeroThreshold) {
+  // p0 is stationary for the symmetric two-state chain: G v_1 = 0, h_21 = 0 exactly.
+  Csr g;
+  g.n = 2;
+  g.rowptr = {0, 2, 4};
+  g.col = {0, 1, 0, 1};
+  g.val = {-1.0, 1.0, 1.0, -1.0};
+  TransientOptions o;
+  o.breakdown = 0.0;
+  TransientResult r;
+  const auto out = run(&krylov_expv, g.op(), {0.5, 0.5}, {1.0, 100.0}, o, &r);
+  ASSERT_TRUE(r.converged()) << r.note;
+  EXPECT_TRUE(r.breakdown);
+  EXPECT_EQ(r.breakdown_dim, 1);
+  for (const auto& p : out) EXPECT_NEAR(p[0], 0.5, 1e-15);
+}

@@ -155,7 +155,7 @@ TransientResult krylov_expv(const GeneratorOperator& G, const std::vector<double
         H(i, j) = h;
       }
       const double s = p.norm();
-      if (s <= break_tol) {  // happy breakdown: K_{j+1} is invariant up to s
+      if (!(s > break_tol)) {  // happy breakdown: K_{j+1} is invariant up to s (also s = 0 with breakdown = 0)
         happy = true;
         mb = j + 1;
         h_break = s;
