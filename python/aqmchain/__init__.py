@@ -19,7 +19,9 @@ from ._core import (  # noqa: E402
     Model,
     ModelError,
     OptionError,
+    Phase,
     ReducibleChainError,
+    Scenario,
     Service,
     Source,
     SimOptions,
@@ -31,6 +33,7 @@ from ._core import (  # noqa: E402
 )
 from .modelfile import load_config, load_model, model_from_dict, model_to_dict
 from .policies import PolicyComparison, compare_policies
+from .scenario import load_scenario, make_scenario
 from .simulation import Comparison, SimulationResult, compare, simulate
 from .stationary import (
     DirectSolver,
@@ -42,6 +45,7 @@ from .stationary import (
     state_labels,
     transition_matrix,
 )
+from .transient import TRANSIENT_METHODS, TRANSIENT_METRICS, TransientInfo, TransientResult, solve_transient, time_grid
 
 __version__ = "0.1.0"
 
@@ -53,4 +57,6 @@ __all__ = [
     "load_config", "load_model", "model_from_dict", "model_to_dict",
     "solve_stationary", "state_labels", "transition_matrix",
     "simulate", "SimulationResult", "compare", "Comparison", "compare_policies", "PolicyComparison",
+    "Phase", "Scenario", "load_scenario", "make_scenario",
+    "solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS",
 ]

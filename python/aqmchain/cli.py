@@ -18,7 +18,9 @@ from . import _checks, _core, _output
 from .modelfile import load_config
 from .policies import compare_policies
 from .simulation import Comparison, simulate
-from .stationary import NonConvergenceError, solve_stationary
+from .scenario import load_scenario
+from .stationary import METHODS, NonConvergenceError, solve_stationary
+from .transient import TRANSIENT_METHODS, TRANSIENT_METRICS, solve_transient, time_grid
 
 EXIT_OK, EXIT_INPUT, EXIT_SOLVE = 0, 2, 3
 GIB = 1024.0**3
@@ -189,6 +191,78 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _parse_times(text: str, integer: bool) -> list[float]:
+    """--times: "10,100,1000", "log:START:STOP:NUM" or "lin:START:STOP:NUM"."""
+    try:
+        if text.startswith(("log:", "lin:")):
+            kind, a, b, n = text.split(":")
+            t = time_grid("log" if kind == "log" else "linear", float(a), float(b), int(float(n)), integer=integer)
+            return [float(x) for x in t]
+        return [float(x) for x in text.split(",") if x.strip()]
+    except (ValueError, _core.ModelError, _core.OptionError) as exc:
+        raise _opt_error("--times", "a list '10,100,1000' or 'log:START:STOP:NUM' / 'lin:START:STOP:NUM' with "
+                         "0 <= START <= STOP (START > 0 for log)", text) from exc
+
+
+def _cmd_transient(args: argparse.Namespace) -> int:
+    for opt in ("--json", "--csv", "--plot"):
+        _check_output(opt, getattr(args, opt[2:]))
+    model, solver = _config(args)
+    target = load_scenario(args.scenario, args.model) if args.scenario else model
+    discrete = model.time == "discrete"
+    times = _parse_times(args.times, integer=discrete and args.method in ("auto", "step"))
+    pmf_times = _parse_times(args.pmf_times, integer=False) if args.pmf_times else []
+    last = [0.0]
+
+    def progress(t: float, end: float) -> None:
+        if not args.quiet and (t >= end or t - last[0] >= 0.1 * end):
+            last[0] = t
+            print(f"aqmchain: transient: t = {t:g} of {end:g}", file=sys.stderr, flush=True)
+
+    kwargs = {"method": args.method, "pmf_times": pmf_times, "progress": progress,
+              "memory_limit_gb": solver.get("memory_limit_gb")}
+    if args.tol is not None:
+        kwargs["tol"] = args.tol
+    if args.steady_tol is not None:
+        kwargs["steady_tol"] = args.steady_tol
+    status = EXIT_OK
+    try:
+        result = solve_transient(target, times, **kwargs)
+    except NonConvergenceError as exc:
+        print(f"aqmchain: {exc}", file=sys.stderr)
+        result, status = exc.result, EXIT_SOLVE
+    payload = result.to_dict()
+    if status != EXIT_OK:
+        payload["error"] = result.info.note
+    if args.json:
+        _write_json(args.json, payload)
+    if args.csv:
+        cols = ["time", "phase", *TRANSIENT_METRICS]
+        rows = [",".join(cols)]
+        for k, t in enumerate(result.times):
+            rows.append(",".join([repr(float(t)), str(int(result.phase[k]))] +
+                                 [repr(float(result.metrics[m][k])) for m in TRANSIENT_METRICS]))
+        _write("--csv", args.csv, "\n".join(rows) + "\n")
+    if args.plot:
+        fig = result.plot()
+        fig.axes[0].set_title(Path(args.model).name + (f" + {Path(args.scenario).name}" if args.scenario else ""))
+        try:
+            fig.savefig(args.plot, dpi=120, bbox_inches="tight")
+        except OSError as exc:
+            raise _opt_error("--plot", "a writable PNG path", f"{args.plot} ({exc.strerror or exc})") from None
+    if not args.quiet:
+        i = result.info
+        steady = [f"{t:g}" for t in i.steady_at if t >= 0]
+        print(f"transient ({i.method}): {result.states} states, {len(result.times)} output times, "
+              f"{i.iterations} steps, {i.matvecs} products, {i.seconds.get('transient_total', 0.0):.2f} s"
+              + (f"; steady state detected at t = {', '.join(steady)}" if steady else ""),
+              file=_summary_stream(args))
+        if len(result.times):
+            print(f"  at t = {result.times[-1]:g}: mean queue {result.mean_queue[-1]:.6g}, "
+                  f"mean avg {result.mean_avg[-1]:.6g}, loss {result.loss[-1]:.6g}", file=_summary_stream(args))
+    return status
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="aqmchain", description="Exact Markov-chain analysis of AQM router queues.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -196,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("model", help="TOML model file (docs/model-file.md)")
     s.add_argument("--json", metavar="OUT",
                    help="write the JSON result here ('-' for stdout; the summary then goes to stderr)")
-    s.add_argument("--method", choices=["auto", "direct", "arnoldi", "gauss_seidel", "power", "multilevel"])
+    s.add_argument("--method", choices=list(METHODS))
     s.add_argument("--tol", type=float, help="target for ||pi P - pi||_1 (default 1e-12)")
     s.add_argument("--max-iter", dest="max_iter", type=int, help="sweeps / products / restarts, 0..1e9 (0: default)")
     s.add_argument("--memory-limit-gb", type=float, help="refuse state spaces above this many GB (default 8)")
@@ -225,6 +299,23 @@ def build_parser() -> argparse.ArgumentParser:
     po.add_argument("model", help="TOML model file (docs/model-file.md)")
     po.add_argument("--json", metavar="OUT", help="write the table as JSON ('-' for stdout)")
     po.set_defaults(func=_cmd_policies)
+    tr = sub.add_parser("transient", help="metrics over time from an initial law, for a model or a load scenario")
+    tr.add_argument("model", help="TOML model file (docs/model-file.md)")
+    tr.add_argument("--scenario", metavar="FILE", help="scenario file of [[phase]] tables (docs/transient.md)")
+    tr.add_argument("--times", required=True,
+                    help="output times: '10,100,1000', 'log:1:1e6:50' or 'lin:0:9000:91' (slots are rounded)")
+    tr.add_argument("--method", choices=list(TRANSIENT_METHODS), default="auto",
+                    help="auto (step for slotted models, krylov for continuous-time ones), step, krylov, "
+                         "uniformization")
+    tr.add_argument("--tol", type=float, help="krylov / uniformization error target (default 1e-8)")
+    tr.add_argument("--steady-tol", dest="steady_tol", type=float,
+                    help="step: stop once ||p_t - p_t/2||_1 is below this (default 1e-10; 0: never)")
+    tr.add_argument("--pmf-times", dest="pmf_times", help="times (among --times) at which to keep the queue pmf")
+    tr.add_argument("--json", metavar="OUT", help="write times, one list per metric and the accounts ('-': stdout)")
+    tr.add_argument("--csv", metavar="OUT", help="write one row per output time ('-': stdout)")
+    tr.add_argument("--plot", metavar="PNG", help="mean queue and mean avg over time, phase boundaries marked")
+    tr.add_argument("-q", "--quiet", action="store_true")
+    tr.set_defaults(func=_cmd_transient)
     e = sub.add_parser("estimate", help="upper bounds on states, transitions and memory, without building")
     e.add_argument("model", help="TOML model file (docs/model-file.md)")
     e.set_defaults(func=_cmd_estimate)

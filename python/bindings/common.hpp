@@ -58,6 +58,8 @@ void define_errors(py::module_& m);
 void define_model(py::module_& m);
 void define_state(py::module_& m);
 void define_solvers(py::module_& m);
+void define_transient(py::module_& m);
+void define_transient_analysis(py::module_& m);
 void define_analysis(py::module_& m);
 void define_simulator(py::module_& m);
 

@@ -99,11 +99,13 @@ py::list option_names(py::object cls) {
 
 PYBIND11_MODULE(_core, m) {
   aqmpy::init_main_thread();
-  m.doc() = "aqmchain C++ core (model, state space and builder, solvers, analysis, simulator)";
+  m.doc() = "aqmchain C++ core (model, state space and builder, solvers, transient kernels, analysis, simulator)";
   aqmpy::define_errors(m);
   aqmpy::define_model(m);
   aqmpy::define_state(m);
   aqmpy::define_solvers(m);
+  aqmpy::define_transient(m);
   aqmpy::define_analysis(m);
+  aqmpy::define_transient_analysis(m);
   aqmpy::define_simulator(m);
 }

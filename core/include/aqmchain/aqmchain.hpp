@@ -12,6 +12,8 @@
 #include "aqmchain/state/chain.hpp"
 #include "aqmchain/operators/operator.hpp"
 #include "aqmchain/solvers/stationary.hpp"
+#include "aqmchain/solvers/transient.hpp"
 #include "aqmchain/analysis/metrics.hpp"
 #include "aqmchain/analysis/response.hpp"
+#include "aqmchain/analysis/transient_analysis.hpp"
 #include "aqmchain/simulation/simulator.hpp"

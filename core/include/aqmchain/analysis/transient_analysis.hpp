@@ -1,0 +1,78 @@
+// Transient analysis of a model or a piecewise-constant scenario (SPEC 6):
+// the law of the chain at a grid of times from a given initial law, and the
+// metrics of each law (mean and variance of q and n, mean avg, loss, AQM drop
+// and mark probabilities, throughput) plus the queue pmf at chosen times.
+//
+// Methods: "step" (slotted models: exact p_0 P^t by stepping, with steady-state
+// detection), "krylov" and "uniformization" (p_0 exp(t G) for a continuous-time
+// model's G, or for G = P - I of a slotted one: the slotted chain observed at
+// the jumps of a rate-1 Poisson clock), "auto" (step for slotted models,
+// krylov for continuous-time ones).  Phases run in order, each from the law the
+// previous one ended with, on one state space (state/chain.hpp:
+// build_scenario_chains).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "aqmchain/model/scenario.hpp"
+#include "aqmchain/solvers/stepping.hpp"
+#include "aqmchain/solvers/transient.hpp"
+#include "aqmchain/state/chain.hpp"
+
+namespace aqm {
+
+/// Names of the scalar metrics reported over time, in the order of
+/// TransientAnalysis::values (written once; the bindings and the CLI read it).
+inline const std::vector<std::string>& transient_metric_names() {
+  static const std::vector<std::string> names = {
+      "mean_queue", "var_queue", "mean_system", "var_system", "mean_avg", "arrival_rate",
+      "throughput", "loss",      "loss_aqm",    "loss_overflow", "mark_prob"};
+  return names;
+}
+
+struct TransientAnalysisOptions {
+  TransientMethod method = TransientMethod::Auto;
+  TransientOptions kernel;  ///< krylov / uniformization: tol, basis, budgets, projection
+  StepOptions step;         ///< step: steady-state detection, step budget
+  /// Times at which the queue pmf is kept (each must be one of the output times).
+  std::vector<double> pmf_times;
+  /// Called after each output time with (time reached, last time); runs on the
+  /// computing thread.
+  std::function<void(double, double)> progress;
+  void validate() const;
+};
+
+struct TransientAnalysis : ConvergenceReport<TransientMethod> {
+  std::vector<double> times;               ///< output times (absolute)
+  std::vector<int32_t> phase;              ///< phase whose parameters hold just after each time
+  std::vector<std::vector<double>> values;  ///< values[m][k]: metric transient_metric_names()[m] at times[k]
+  std::vector<double> pmf_times;
+  std::vector<std::vector<double>> queue_pmf;  ///< queue pmf at each of pmf_times
+  std::vector<double> final_law;           ///< the law at the last time reached
+  size_t outputs = 0;                      ///< times[0 .. outputs) were produced
+  // accounts, summed over the phases
+  long steps = 0;                          ///< slots stepped / Krylov steps / Poisson chunks
+  long rejected_steps = 0;
+  double error_sum = 0.0;                  ///< Krylov local error estimates / truncation bounds
+  double hump = 1.0, roundoff = 0.0, clipped_mass = 0.0;
+  std::vector<double> steady_at;           ///< per phase: time steady state was detected, or -1
+  std::vector<double> phase_boundaries;    ///< start of each phase, then the end of the last
+};
+
+/// The default initial law: the empty system (every component 0) with the
+/// modulator in its stationary law.
+std::vector<double> empty_system_law(const Chain& chain);
+/// All mass on the state with these component values (descriptor order); ModelError
+/// naming 'p0' when the tuple is out of range or not a state of the chain.
+std::vector<double> point_law(const Chain& chain, const std::vector<int32_t>& values);
+
+/// One phase per chain (chains from build_scenario_chains, or a single chain with a
+/// one-phase scenario of duration >= the last time).  `p0` empty: empty_system_law.
+/// Non-convergence (a budget) is the status, with the outputs produced so far.
+TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, const Scenario& scenario,
+                                    const std::vector<double>& p0, const std::vector<double>& times,
+                                    const TransientAnalysisOptions& options = {});
+
+}  // namespace aqm

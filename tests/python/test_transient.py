@@ -1,0 +1,211 @@
+"""Transient analysis against independent oracles: dense P^t written in the test
+(oracle.reference_chain), scipy's matrix exponential, the stationary solution at
+large t, and the two exponential kernels against each other."""
+
+import json
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse
+
+import aqmchain
+from aqmchain import _core
+from conftest import model_of
+from oracle import reference_chain, source_matrices
+
+MMBP = {"buffer": 12, "mu": 0.5, "w": 0.3, "k": 2, "mapping": "split",
+        "source": {"kind": "mmbp", "matrix": [[0.9, 0.1], [0.2, 0.8]], "arrival": [0.2, 0.7]},
+        "drop": "red", "min_th": 3, "max_th": 9, "p_max": 0.2}
+
+
+def empty_law(states, spec):
+    """n = 0, avg index 0, modulator stationary (computed here from the modulator matrix)."""
+    M, _ = source_matrices(spec["source"])
+    w, v = np.linalg.eig(M.T)
+    pi_m = np.real(v[:, np.argmin(np.abs(w - 1))])
+    pi_m /= pi_m.sum()
+    p = np.zeros(len(states))
+    for i, (n, g, m) in enumerate(states):
+        if n == 0 and g == 0:
+            p[i] = pi_m[m]
+    return p
+
+
+def oracle_series(spec, times, P=None, p=None):
+    states, P0 = reference_chain(spec)
+    P = P0 if P is None else P
+    p = empty_law(states, spec) if p is None else p
+    n = np.array([s[0] for s in states])
+    q = np.maximum(n - 1, 0)
+    out, t_now = [], 0
+    for t in times:
+        p = p @ np.linalg.matrix_power(P, int(t - t_now))
+        t_now = t
+        out.append((p @ q, p @ q**2 - (p @ q) ** 2, p @ n))
+    return np.array(out), p, states
+
+
+def test_stepping_matches_dense_matrix_powers():
+    times = [0, 1, 2, 5, 17, 100, 333]
+    ref, _, _ = oracle_series(MMBP, times)
+    r = aqmchain.solve_transient(model_of(MMBP), times, steady_tol=0)
+    assert r.info.method == "step" and r.info.status == "converged"
+    assert r.info.iterations == 333
+    np.testing.assert_allclose(r.mean_queue, ref[:, 0], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(r.var_queue, ref[:, 1], rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(r.mean_system, ref[:, 2], rtol=1e-12, atol=1e-14)
+    assert r.mean_queue[0] == 0.0 and r.mean_avg[0] == 0.0
+
+
+def test_large_t_equals_stationary_and_steady_state_stops_stepping():
+    model = model_of(MMBP)
+    st = aqmchain.solve_stationary(model)
+    r = aqmchain.solve_transient(model, [10, 10**6, 10**9], steady_tol=1e-13)
+    assert r.info.steady_at[0] > 0 and r.info.iterations < 100_000  # stopped long before 1e9 slots
+    assert abs(r.mean_queue[-1] - st.mean_queue) < 1e-8 * max(1.0, st.mean_queue)
+    assert np.abs(r.final_law - st.pi).sum() < 1e-8
+    assert r.loss[-1] == pytest.approx(st.loss, rel=1e-8)
+    # starting from the stationary law nothing moves
+    r2 = aqmchain.solve_transient(model, [0, 50, 5000], p0=st, steady_tol=0)
+    np.testing.assert_allclose(r2.mean_queue, st.mean_queue, rtol=1e-10)
+
+
+def test_point_state_and_vector_initial_laws():
+    model = model_of(MMBP)
+    chain = aqmchain.build_chain(model)
+    r = aqmchain.solve_transient(chain, [0, 3], p0={"level": 5, "avg_index": 2, "modulator": 1}, steady_tol=0)
+    assert r.mean_system[0] == 5.0 and r.mean_queue[0] == 4.0
+    s = chain.index_of([5, 2, 1])
+    p = np.zeros(chain.n)
+    p[s] = 1.0
+    r2 = aqmchain.solve_transient(chain, [0, 3], p0=p, steady_tol=0)
+    np.testing.assert_allclose(r2.mean_queue, r.mean_queue, rtol=1e-14)
+    with pytest.raises(aqmchain.ModelError, match="p0"):
+        aqmchain.solve_transient(chain, [1], p0=np.ones(3))
+    with pytest.raises(aqmchain.ModelError, match="p0"):
+        aqmchain.solve_transient(chain, [1], p0={"level": 999})
+    with pytest.raises(aqmchain.ModelError, match="p0"):
+        aqmchain.solve_transient(chain, [1], p0=-p)
+
+
+def test_scenario_phases_on_the_union_state_space_match_dense_stepping():
+    light = dict(MMBP, source={"kind": "mmbp", "matrix": [[0.9, 0.1], [0.2, 0.8]], "arrival": [0.05, 0.2]})
+    heavy = dict(light, mu=0.3)
+    sc = aqmchain.make_scenario(model_of(light), [{"slots": 40}, {"slots": 30, "mu": 0.3}, {"slots": 50}])
+    times = [0, 10, 40, 41, 55, 70, 100, 120]
+    r = aqmchain.solve_transient(sc, times, steady_tol=0, pmf_times=[55])
+    # oracle: dense matrices of both parameter sets on the union of their states
+    s_light, P_light = reference_chain(light)
+    s_heavy, P_heavy = reference_chain(heavy)
+    union = sorted(set(s_light) | set(s_heavy))
+    idx = {s: i for i, s in enumerate(union)}
+
+    def embed(states, P):
+        E = np.zeros((len(union), len(union)))
+        ii = [idx[s] for s in states]
+        E[np.ix_(ii, ii)] = P
+        # states reachable only under the other phase: their rows come from the oracle below
+        return E
+
+    # rows of states outside a phase's own reachable set: build them with the oracle's slot kernel
+    from oracle import grid_points, slot
+    def full(spec):
+        pts = grid_points(spec["buffer"], spec["k"], spec["mapping"])
+        M, lam = source_matrices(spec["source"])
+        P = np.zeros((len(union), len(union)))
+        for s in union:
+            for t, pr in slot(spec, s, pts, M, lam).items():
+                P[idx[s], idx[t]] += pr
+        return P
+    P1, P2 = full(light), full(heavy)
+    assert np.allclose(P1.sum(axis=1), 1) and np.allclose(P2.sum(axis=1), 1)
+    p = empty_law(union, light)
+    q = np.maximum(np.array([s[0] for s in union]) - 1, 0)
+    ref, t_now = [], 0
+    for t in times:
+        while t_now < t:
+            p = p @ (P2 if 40 <= t_now < 70 else P1)
+            t_now += 1
+        ref.append(p @ q)
+        if t == 55:
+            pmf55 = np.bincount(q, weights=p, minlength=MMBP["buffer"])
+    np.testing.assert_allclose(r.mean_queue, ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(r.phase, [0, 0, 1, 1, 1, 2, 2, 2])
+    np.testing.assert_allclose(r.queue_pmf[55.0], pmf55, atol=1e-14)
+    assert r.phase_boundaries.tolist() == [0, 40, 70, 120]
+
+
+def test_krylov_on_a_slotted_model_is_exp_of_p_minus_i():
+    model = model_of(MMBP)
+    chain = aqmchain.build_chain(model)
+    P = aqmchain.transition_matrix(chain).toarray()
+    p0 = _core.empty_system_law(chain)
+    times = [0.5, 3.0, 40.0]
+    q = np.maximum(chain.labels["level"] - 1, 0)
+    for method in ("krylov", "uniformization"):
+        r = aqmchain.solve_transient(chain, times, method=method, tol=1e-12)
+        ref = [p0 @ scipy.linalg.expm(t * (P - np.eye(chain.n))) @ q for t in times]
+        np.testing.assert_allclose(r.mean_queue, ref, rtol=1e-9)
+        assert r.info.method == method
+
+
+def test_continuous_model_krylov_uniformization_and_scipy_agree():
+    doc = {"model": {"buffer": 30, "time": "continuous"}, "source": {"kind": "poisson", "rate": 0.9},
+           "service": {"kind": "exponential", "mu": 1.0},
+           "aqm": {"drop": "red", "min_th": 5, "max_th": 20, "p_max": 0.2, "w": 0.5}, "grid": {"k": 2}}
+    model = aqmchain.model_from_dict(doc)[0]
+    chain = aqmchain.build_chain(model)
+    G = aqmchain.transition_matrix(chain)
+    p0 = _core.empty_system_law(chain)
+    times = [0.1, 1.0, 10.0, 200.0]
+    from scipy.sparse.linalg import expm_multiply
+    q = np.maximum(chain.labels["level"] - 1, 0)
+    ref = np.array([expm_multiply(G.T * t, p0) @ q for t in times])
+    a = aqmchain.solve_transient(chain, times, tol=1e-10)
+    b = aqmchain.solve_transient(chain, times, method="uniformization", tol=1e-10)
+    assert a.info.method == "krylov"
+    np.testing.assert_allclose(a.mean_queue, ref, rtol=1e-7)
+    np.testing.assert_allclose(b.mean_queue, a.mean_queue, rtol=1e-8)
+    # long horizon: the stationary solution
+    st = aqmchain.solve_stationary(chain)
+    c = aqmchain.solve_transient(chain, [1e5], tol=1e-10)
+    assert c.mean_queue[-1] == pytest.approx(st.mean_queue, rel=1e-7)
+    with pytest.raises(aqmchain.OptionError, match="step"):
+        aqmchain.solve_transient(chain, [1.0], method="step")
+
+
+def test_budgets_raise_with_the_partial_result():
+    model = model_of(MMBP)
+    with pytest.raises(aqmchain.NonConvergenceError) as exc:
+        aqmchain.solve_transient(model, [1, 2, 50], max_steps=10, steady_tol=0)
+    r = exc.value.result
+    assert r.info.status == "not_converged" and list(r.times) == [1, 2] and len(r.mean_queue) == 2
+    with pytest.raises(aqmchain.NonConvergenceError) as exc:
+        aqmchain.solve_transient(model, [1, 2, 500], method="krylov", max_steps=1)
+    assert exc.value.result.info.status != "converged"
+
+
+def test_bad_times_and_options_name_the_parameter():
+    model = model_of(MMBP)
+    for times, match in (([3, 1], "times"), ([-1], "times"), ([1.5], "times"), ([], "times"),
+                         ([float("nan")], "times")):
+        with pytest.raises((aqmchain.ModelError, aqmchain.OptionError), match=match):
+            aqmchain.solve_transient(model, times)
+    with pytest.raises(aqmchain.OptionError, match="pmf_times"):
+        aqmchain.solve_transient(model, [1, 2], pmf_times=[3])
+    with pytest.raises(aqmchain.OptionError, match="method"):
+        aqmchain.solve_transient(model, [1], method="euler")
+    with pytest.raises(aqmchain.OptionError, match="steady_tol"):
+        aqmchain.solve_transient(model, [1], steady_tol=2.0)
+    sc = aqmchain.make_scenario(model, [{"slots": 10}])
+    with pytest.raises(aqmchain.ModelError, match="times"):
+        aqmchain.solve_transient(sc, [11])
+
+
+def test_time_grid():
+    t = aqmchain.time_grid("log", 1, 1e6, 50, integer=True)
+    assert t[0] == 1 and t[-1] == 1e6 and np.all(np.diff(t) > 0) and np.all(t == np.rint(t))
+    assert len(aqmchain.time_grid("linear", 0, 10, 11)) == 11
+    with pytest.raises(aqmchain.OptionError, match="start"):
+        aqmchain.time_grid("log", 0, 10, 5)
