@@ -179,8 +179,7 @@ TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, con
                              start + static_cast<double>(a.reached));
       }
     } else {
-      const MarkovOperator op(c);
-      const GeneratorOperator G = GeneratorOperator::from_markov(op);
+      const GeneratorOperator G = GeneratorOperator::from_chain(c);
       std::vector<double> local;
       for (size_t j = k; j < k_end; ++j) local.push_back(times[j] - start);
       const size_t n_out = local.size();

@@ -2,9 +2,12 @@
 // and outputs shared by krylov_expv (expm.cpp) and uniformization (uniformization.cpp).
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "aqmchain/errors.hpp"
 #include "aqmchain/operators/operator.hpp"
+#include "aqmchain/solvers/stepping.hpp"
+#include "aqmchain/state/chain.hpp"
 #include "solvers/transient_common.hpp"
 
 namespace aqm {
@@ -72,6 +75,54 @@ GeneratorOperator GeneratorOperator::from_markov(const MarkovOperator& op) {
   g.rate = rate * max_out;
   const MarkovOperator* p = &op;
   g.product = [p](const double* x, double* y) { p->apply_generator(x, y); };
+  return g;
+}
+
+GeneratorOperator GeneratorOperator::from_chain(const Chain& c) {
+  const bool discrete = c.time == TimeKind::Discrete;
+  auto T = std::make_shared<TransposedCsr>(CsrOperator(c.n, c.rowptr.data(), c.col.data(), c.val.data()));
+  GeneratorOperator g;
+  g.n = c.n;
+  // rows of T are columns of the matrix: ||G||_1 = max_j sum_i |G_ij|; rate = max_i |G_ii|
+  double norm1 = 0.0;
+  for (int32_t j = 0; j < T->n; ++j) {
+    double s = 0.0;
+    bool diag = false;
+    for (int32_t e = T->rowptr[j]; e < T->rowptr[j + 1]; ++e) {
+      const double v = T->val[e];
+      const bool d = T->col[e] == j;
+      diag = diag || d;
+      s += d && discrete ? std::abs(v - 1.0) : std::abs(v);
+    }
+    if (discrete && !diag) s += 1.0;  // P_jj = 0: G_jj = -1
+    norm1 = std::max(norm1, s);
+  }
+  double rate = 0.0;
+  for (int32_t i = 0; i < c.n; ++i)
+    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e)
+      if (c.col[e] == i) rate = std::max(rate, discrete ? 1.0 - c.val[e] : -c.val[e]);
+  if (discrete) rate = std::max(rate, 0.0);
+  g.norm1 = norm1;
+  g.rate = rate;
+  if (discrete) {
+    // diagonal-free rows still leave with probability 1 (P_ii = 0): rate at least that
+    for (int32_t i = 0; i < c.n; ++i) {
+      bool has = false;
+      for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) has = has || c.col[e] == i;
+      if (!has) {
+        g.rate = std::max(g.rate, 1.0);
+        break;
+      }
+    }
+    g.product = [T](const double* x, double* y) {
+      T->apply(x, y);
+      const int32_t n = T->n;
+#pragma omp parallel for schedule(static) if (n > 50000)
+      for (int32_t i = 0; i < n; ++i) y[i] -= x[i];
+    };
+  } else {
+    g.product = [T](const double* x, double* y) { T->apply(x, y); };
+  }
   return g;
 }
 

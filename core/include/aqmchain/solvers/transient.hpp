@@ -28,6 +28,7 @@
 namespace aqm {
 
 class MarkovOperator;
+class Chain;
 
 enum class TransientMethod {
   Auto,            ///< chosen by the caller's layer (the raw-generator entry point runs Krylov)
@@ -71,6 +72,10 @@ struct GeneratorOperator {
   /// sums 0 within `row_tol` times the row's largest entry.
   static GeneratorOperator from_csr(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
                                     double row_tol = 1e-10);
+  /// G of a built chain (its generator, or P - I of a slotted chain) through a
+  /// transposed copy of the matrix: the product is a gather over rows of G^T,
+  /// split over threads.  Owns the copy (about nnz x 12 bytes).
+  static GeneratorOperator from_chain(const Chain& chain);
 
  private:
   mutable long applications_ = 0;
