@@ -1,0 +1,222 @@
+// The simulator's slot loop (see engine.hpp for the order of events and of the draws).
+#include "simulation/engine.hpp"
+
+#include <string>
+
+namespace aqm::sim {
+
+namespace {
+constexpr double kTableMaxBytes = 64.0 * 1024 * 1024;
+constexpr double kTableEntryBytes = sizeof(int32_t) + sizeof(uint64_t);
+}  // namespace
+
+double target_table_bytes(const Model& m, double total_slots) {
+  const double entries = static_cast<double>(m.grid.size(m.buffer)) * m.buffer;
+  const double bytes = entries * kTableEntryBytes;
+  return bytes <= kTableMaxBytes && total_slots > entries ? bytes : 0.0;
+}
+
+SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max_response)
+    : N(m.buffer),
+      M(m.source.states()),
+      filter(m.aqm),
+      per_slot(m.aqm.update == UpdateRule::PerSlot),
+      ecn(m.aqm.ecn),
+      policy(m.aqm.policy),
+      drop(m.resolved_drop()),
+      discretised(disc),
+      max_r(max_response) {
+  for (double l : m.source.arrival) lam53.push_back(std::min(l, 1.0) * kTwo53);
+  mcdf.resize(M);
+  for (int i = 0; i < M; ++i) {
+    double c = 0;
+    for (int j = 0; j < M; ++j) mcdf[i].push_back(c += m.source.matrix[i][j]);
+    mcdf[i].back() = 1.0;
+  }
+  pi = M > 1 ? m.source.modulator_stationary() : std::vector<double>{1.0};
+  mu_thr = threshold(m.service.mu);
+  switch (drop.kind) {
+    case DropFunction::Kind::None: drop_kind = DropKind::None; break;
+    case DropFunction::Kind::RED:
+      drop_kind = DropKind::Red;
+      red_lo = drop.lo, red_hi = drop.hi, red_pmax = drop.p_max;
+      break;
+    default: drop_kind = DropKind::Any;
+  }
+  if (!discretised) return;
+  grid.emplace(m.grid.resolve(m.buffer), m.grid.mapping);
+  points = grid->points();
+  pdrop.resize(points.size());
+  for (size_t i = 0; i < points.size(); ++i) pdrop[i] = drop(points[i]);
+  if (target_table) {
+    const size_t G = points.size();
+    tgt_lo.resize(G * N);
+    tgt_thr.resize(G * N);
+    for (size_t g = 0; g < G; ++g)
+      for (int q = 0; q < N; ++q) {
+        const GridTarget t = grid->map(filter.next(points[g], q));
+        tgt_lo[g * N + q] = t.lo;
+        tgt_thr[g * N + q] = threshold(t.p_lo);
+      }
+  }
+}
+
+namespace {
+
+/// Remove FIFO position j (0 = head) of a FIFO of n packets, shifting the shorter side.
+void erase(int64_t* buf, uint64_t mask, uint64_t& head, int n, int j) {
+  if (j < n - 1 - j) {
+    for (int i = j; i > 0; --i) buf[(head + i) & mask] = buf[(head + i - 1) & mask];
+    ++head;
+  } else {
+    for (int i = j; i < n - 1; ++i) buf[(head + i) & mask] = buf[(head + i + 1) & mask];
+  }
+}
+
+/// Grow the response histogram to hold `bin` (under the shared budget); without a
+/// budget it keeps its length.  Returns the (possibly moved) data.
+[[gnu::noinline, gnu::cold]] int64_t* grow_response(Tally& T, int64_t bin, int64_t r, int64_t max_r, int64_t& hsize) {
+  std::vector<int64_t>& h = *T.hist_r;
+  if (!T.budget) return h.data();
+  const int64_t len = std::min<int64_t>(max_r, std::max<int64_t>(bin + 1, 2 * static_cast<int64_t>(h.size())));
+  const int64_t grow = 8 * (len - static_cast<int64_t>(h.size()));
+  if (T.budget->bytes_left.fetch_sub(grow) < grow)
+    throw StateSpaceTooLarge(
+        "max_response",
+        detail::cat("simulate: the response-time histograms outgrew the memory budget (a response time of ", r,
+                    " slots needs ", len, " bins per batch; memory_limit_bytes = ", T.budget->limit / 1e9,
+                    " GB): lower 'max_response' (longer response times go to its last bin) or 'batches'"));
+  h.resize(static_cast<size_t>(len), 0);
+  hsize = len;
+  return h.data();
+}
+
+enum class AvgKind { NoDrop, Red, AnyDrop, Grid };
+
+template <bool Modulated, AvgKind K>
+void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, const int64_t t_end, Tally& T) {
+  Xoshiro256 rng = rng_ref;  // a local copy stays in registers
+  const int N = P.N;
+  const uint64_t mask = s.mask;
+  int64_t* const buf = s.buf.data();
+  uint64_t head = s.head;
+  int n = s.n, m = s.m, g = s.g;
+  double avg = s.avg;
+  const bool per_slot = P.per_slot;
+  const double ecn = P.ecn;
+  const uint64_t mu_thr = P.mu_thr;
+  const bool pushout = P.policy != DropPolicy::Tail;
+  const bool table = !P.tgt_lo.empty();
+  double lam53 = P.lam53[static_cast<size_t>(m)];
+  int64_t c_arr = 0, c_aqm = 0, c_mark = 0, c_ovf = 0, c_dep = 0, c_adm = 0, c_push = 0, sum_r = 0;
+  __int128 sum_r2 = 0;
+  double sum_avg = 0.0;
+  int64_t* const hn = T.hist_n;
+  int64_t hsize = static_cast<int64_t>(T.hist_r->size());
+  int64_t* hr = T.hist_r->data();
+  const int64_t last_bin = P.max_r - 1;
+
+  for (; t <= t_end; ++t) {
+    const int q = n > 0 ? n - 1 : 0;
+    // 2. modulator move
+    if constexpr (Modulated) {
+      const double u = rng.uniform();
+      const double* c = P.mcdf[static_cast<size_t>(m)].data();
+      int j = 0;
+      while (j < P.M - 1 && u >= c[j]) ++j;
+      m = j;
+      lam53 = P.lam53[static_cast<size_t>(m)];
+    }
+    // 1. filter update: the candidate avg_t (taken when the filter advances) and p(avg_t)
+    double cand, p;
+    int gc = 0;
+    if constexpr (K == AvgKind::Grid) {
+      const uint64_t k = rng.next() >> 11;
+      int32_t lo;
+      uint64_t thr;
+      if (table) {
+        const size_t i = static_cast<size_t>(g) * static_cast<size_t>(N) + static_cast<size_t>(q);
+        lo = P.tgt_lo[i];
+        thr = P.tgt_thr[i];
+      } else {
+        const GridTarget gt = P.grid->map(P.filter.next(P.points[static_cast<size_t>(g)], q));
+        lo = gt.lo;
+        thr = threshold(gt.p_lo);
+      }
+      gc = lo + static_cast<int>(k >= thr);
+      cand = P.points[static_cast<size_t>(gc)];
+      p = P.pdrop[static_cast<size_t>(gc)];
+    } else {
+      cand = P.filter.next(avg, q);
+      if constexpr (K == AvgKind::NoDrop) p = 0.0;
+      else if constexpr (K == AvgKind::Red) p = P.red(cand);
+      else p = P.drop(cand);
+    }
+    // 3.-4. arrival and its fate: one uniform against disjoint intervals (engine.hpp)
+    const double u = static_cast<double>(rng.next() >> 11);
+    const double lp = lam53 * p;
+    const bool arr = u < lam53;
+    const bool full = n == N;
+    const bool decision = !full & (u < lp);
+    const bool mark = decision & (u < lp * ecn);
+    const bool dropped = decision & !mark;
+    const bool ovf = full & arr;
+    const bool adm = arr & !full & !dropped;
+    // 5. departure of the packet in service at the start of the slot
+    const bool dep = (n > 0) & ((rng.next() >> 11) < mu_thr);
+    const bool adv = per_slot | arr;
+    avg = adv ? cand : avg;
+    if constexpr (K == AvgKind::Grid) g = adv ? gc : g;
+    buf[(head + static_cast<uint64_t>(n)) & mask] = t;  // the arrival's slot; kept only if admitted
+    if (pushout && (dropped | ovf) && n > 1) [[unlikely]] {
+      // admit the arrival, discard a waiting packet (never the one in service)
+      const int waiting = n - 1;
+      const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
+      erase(buf, mask, head, n, std::min(j, waiting));
+      buf[(head + static_cast<uint64_t>(n - 1)) & mask] = t;
+      ++c_push;
+      ++c_adm;
+    }
+    const int64_t r = dep ? t - buf[head & mask] : 0;
+    head += dep;
+    n += static_cast<int>(adm) - static_cast<int>(dep);
+    // 6. observation
+    c_arr += arr;
+    c_aqm += dropped;
+    c_mark += mark;
+    c_ovf += ovf;
+    c_adm += adm;
+    c_dep += dep;
+    sum_r += r;
+    sum_r2 += static_cast<__int128>(r) * r;
+    int64_t bin = r < last_bin ? r : last_bin;  // 0 without a departure
+    if (bin >= hsize) [[unlikely]] {
+      hr = grow_response(T, bin, r, P.max_r, hsize);
+      bin = std::min(bin, hsize - 1);
+    }
+    ++hr[bin];
+    ++hn[n];
+    sum_avg += avg;
+  }
+  s.n = n, s.m = m, s.g = g, s.avg = avg, s.head = head;
+  T.arrivals += c_arr, T.aqm += c_aqm, T.marks += c_mark, T.overflow += c_ovf;
+  T.departures += c_dep, T.admitted += c_adm, T.pushed += c_push;
+  T.sum_r += sum_r, T.sum_r2 += sum_r2, T.sum_avg += sum_avg;
+  rng_ref = rng;
+}
+
+template <bool Mod>
+ChunkFn pick(const SlotParams& P) {
+  if (P.discretised) return &chunk<Mod, AvgKind::Grid>;
+  switch (P.drop_kind) {
+    case SlotParams::DropKind::None: return &chunk<Mod, AvgKind::NoDrop>;
+    case SlotParams::DropKind::Red: return &chunk<Mod, AvgKind::Red>;
+    default: return &chunk<Mod, AvgKind::AnyDrop>;
+  }
+}
+
+}  // namespace
+
+ChunkFn chunk_function(const SlotParams& P) { return P.M > 1 ? pick<true>(P) : pick<false>(P); }
+
+}  // namespace aqm::sim
