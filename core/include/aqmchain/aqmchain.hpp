@@ -15,3 +15,4 @@
 #include "aqmchain/analysis/metrics.hpp"
 #include "aqmchain/analysis/response.hpp"
 #include "aqmchain/simulation/simulator.hpp"
+#include "aqmchain/simulation/ensemble.hpp"

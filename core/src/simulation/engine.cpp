@@ -10,6 +10,15 @@ constexpr double kTableMaxBytes = 64.0 * 1024 * 1024;
 constexpr double kTableEntryBytes = sizeof(int32_t) + sizeof(uint64_t);
 }  // namespace
 
+double t975(int dof) {
+  // Student t quantile 0.975: exact table for small dof, Cornish-Fisher expansion beyond.
+  static const double table[] = {0, 12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281};
+  if (dof <= 10) return table[std::max(dof, 1)];
+  const double z = 1.959963984540054, v = dof;
+  return z + (z * z * z + z) / (4 * v) + (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * v * v) +
+         (3 * std::pow(z, 7) + 19 * std::pow(z, 5) + 17 * z * z * z - 15 * z) / (384 * v * v * v);
+}
+
 double target_table_bytes(const Model& m, double total_slots) {
   const double entries = static_cast<double>(m.grid.size(m.buffer)) * m.buffer;
   const double bytes = entries * kTableEntryBytes;

@@ -53,6 +53,9 @@ inline uint64_t threshold(double p) {
   return static_cast<uint64_t>(std::ceil(p * kTwo53));
 }
 
+/// Student t quantile 0.975 with `dof` degrees of freedom.
+double t975(int dof);
+
 /// Whether discretised runs precompute the grid target of every (grid point, queue)
 /// pair: when the table is at most 64 MiB and the run has more slots than the table
 /// has entries.  Its bytes (0 when not used).

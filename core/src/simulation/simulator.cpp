@@ -216,15 +216,6 @@ void run(const sim::SlotParams& P, sim::ChunkFn step, const SimOptions& o, int64
 
 // ------------------------------------------------------------------ statistics
 
-double t975(int dof) {
-  // Student t quantile 0.975: exact table for small dof, Cornish-Fisher expansion beyond.
-  static const double table[] = {0, 12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281};
-  if (dof <= 10) return table[std::max(dof, 1)];
-  const double z = 1.959963984540054, v = dof;
-  return z + (z * z * z + z) / (4 * v) + (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * v * v) +
-         (3 * std::pow(z, 7) + 19 * std::pow(z, 5) + 17 * z * z * z - 15 * z) / (384 * v * v * v);
-}
-
 /// Half-width from batch values (NaN-free: batches without data are skipped).
 double half_width(const std::vector<double>& x) {
   std::vector<double> v;
@@ -236,7 +227,7 @@ double half_width(const std::vector<double>& x) {
   m /= v.size();
   for (double a : v) s2 += (a - m) * (a - m);
   s2 /= (v.size() - 1);
-  return t975(static_cast<int>(v.size()) - 1) * std::sqrt(static_cast<double>(s2 / v.size()));
+  return sim::t975(static_cast<int>(v.size()) - 1) * std::sqrt(static_cast<double>(s2 / v.size()));
 }
 
 template <class F>
