@@ -14,12 +14,16 @@ from ._core import (  # noqa: E402
     Aqm,
     Chain,
     DropFunction,
+    EnsembleOptions,
+    EnsembleResult,
     GridSpec,
     HurstReport,
     Model,
     ModelError,
     OptionError,
+    Phase,
     ReducibleChainError,
+    Scenario,
     Service,
     Source,
     SimOptions,
@@ -31,7 +35,7 @@ from ._core import (  # noqa: E402
 )
 from .modelfile import load_config, load_model, model_from_dict, model_to_dict
 from .policies import PolicyComparison, compare_policies
-from .simulation import Comparison, SimulationResult, compare, simulate
+from .simulation import Comparison, SimulationResult, compare, simulate, simulate_scenario
 from .stationary import (
     DirectSolver,
     NonConvergenceError,
@@ -53,4 +57,5 @@ __all__ = [
     "load_config", "load_model", "model_from_dict", "model_to_dict",
     "solve_stationary", "state_labels", "transition_matrix",
     "simulate", "SimulationResult", "compare", "Comparison", "compare_policies", "PolicyComparison",
+    "Phase", "Scenario", "simulate_scenario", "EnsembleOptions", "EnsembleResult",
 ]

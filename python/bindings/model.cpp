@@ -2,6 +2,7 @@
 #include "common.hpp"
 
 #include "aqmchain/model/model.hpp"
+#include "aqmchain/model/scenario.hpp"
 
 namespace aqmpy {
 
@@ -164,6 +165,33 @@ void define_aqm_grid_model(py::module_& m) {
       .def("validate", &Model::validate)
       .def("resolved_drop", &Model::resolved_drop);
 }
+
+void define_scenario(py::module_& m) {
+  py::class_<Phase>(m, "Phase", "One phase of a scenario: a duration (slots, or time units in continuous time), "
+                                "the model that holds during it, a free-text label.")
+      .def(py::init([](double duration, Model model, std::string label) {
+             return Phase{duration, std::move(model), std::move(label)};
+           }),
+           py::arg("duration"), py::arg("model"), py::arg("label") = "")
+      .def_readonly("duration", &Phase::duration)
+      .def_readonly("model", &Phase::model)
+      .def_readonly("label", &Phase::label)
+      .def("__repr__", [](const Phase& p) { return detail::cat("Phase(duration=", p.duration, ", label='", p.label, "')"); });
+
+  py::class_<Scenario>(m, "Scenario", "A piecewise-constant scenario: phases run in order (validated on construction).")
+      .def(py::init([](std::vector<Phase> phases) {
+             Scenario s{std::move(phases)};
+             s.validate();
+             return s;
+           }),
+           py::arg("phases"))
+      .def_readonly("phases", &Scenario::phases)
+      .def("validate", &Scenario::validate)
+      .def("total_duration", &Scenario::total_duration)
+      .def("boundaries", &Scenario::boundaries, "Start of each phase followed by the total duration.")
+      .def("phase_at", &Scenario::phase_at, py::arg("t"), "Index of the phase active at time t.")
+      .def("__len__", [](const Scenario& s) { return s.phases.size(); });
+}
 }  // namespace
 
 static void define_model_enums(py::module_& m) {
@@ -189,6 +217,7 @@ void define_model(py::module_& m) {
   define_service(m);
   define_drop(m);
   define_aqm_grid_model(m);
+  define_scenario(m);
 }
 
 }  // namespace aqmpy
