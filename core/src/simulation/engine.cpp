@@ -1,6 +1,7 @@
 // The simulator's slot loop (see engine.hpp for the order of events and of the draws).
 #include "simulation/engine.hpp"
 
+#include <cstring>
 #include <string>
 
 namespace aqm::sim {
@@ -71,6 +72,23 @@ SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max
 }
 
 namespace {
+
+/// c ? a : b by masks: exact, and without a branch on a condition the predictor cannot
+/// learn (an arrival under the per-arrival filter rule).
+inline double select(bool c, double a, double b) {
+  uint64_t ua, ub;
+  std::memcpy(&ua, &a, 8);
+  std::memcpy(&ub, &b, 8);
+  const uint64_t m = -static_cast<uint64_t>(c);
+  const uint64_t u = (ua & m) | (ub & ~m);
+  double out;
+  std::memcpy(&out, &u, 8);
+  return out;
+}
+inline int select(bool c, int a, int b) {
+  const int m = -static_cast<int>(c);
+  return (a & m) | (b & ~m);
+}
 
 /// Remove FIFO position j (0 = head) of a FIFO of n packets, shifting the shorter side.
 void erase(int64_t* buf, uint64_t mask, uint64_t& head, int n, int j) {
@@ -174,8 +192,8 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
     // 5. departure of the packet in service at the start of the slot
     const bool dep = (n > 0) & ((rng.next() >> 11) < mu_thr);
     const bool adv = per_slot | arr;
-    avg = adv ? cand : avg;
-    if constexpr (K == AvgKind::Grid) g = adv ? gc : g;
+    avg = select(adv, cand, avg);
+    if constexpr (K == AvgKind::Grid) g = select(adv, gc, g);
     buf[(head + static_cast<uint64_t>(n)) & mask] = t;  // the arrival's slot; kept only if admitted
     if (pushout && (dropped | ovf) && n > 1) [[unlikely]] {
       // admit the arrival, discard a waiting packet (never the one in service)
@@ -186,7 +204,9 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
       ++c_push;
       ++c_adm;
     }
-    const int64_t r = dep ? t - buf[head & mask] : 0;
+    // response time of the departing packet, 0 without a departure (masked, not branched:
+    // a departure is a coin toss the branch predictor cannot learn)
+    const int64_t r = (t - buf[head & mask]) & -static_cast<int64_t>(dep);
     head += dep;
     n += static_cast<int>(adm) - static_cast<int>(dep);
     // 6. observation
