@@ -100,27 +100,42 @@ void erase(int64_t* buf, uint64_t mask, uint64_t& head, int n, int j) {
   }
 }
 
-/// Grow the response histogram to hold `bin` (under the shared budget); without a
-/// budget it keeps its length.  Returns the (possibly moved) data.
-[[gnu::noinline, gnu::cold]] int64_t* grow_response(Tally& T, int64_t bin, int64_t r, int64_t max_r, int64_t& hsize) {
+/// A response time r at or above the histogram's current limit: grow the histogram
+/// (doubling, under the shared budget) to hold r, or, for r >= max_r - 1, count it in the
+/// last bin and add r, r^2 to the tail sums.  Returns the (possibly moved) data; `hsize`
+/// and `lim` (the smallest r that comes here next time) follow.
+[[gnu::noinline, gnu::cold]] int64_t* response_tail(Tally& T, int64_t r, int64_t max_r, int64_t& hsize,
+                                                    int64_t& lim) {
   std::vector<int64_t>& h = *T.hist_r;
-  if (!T.budget) return h.data();
-  const int64_t len = std::min<int64_t>(max_r, std::max<int64_t>(bin + 1, 2 * static_cast<int64_t>(h.size())));
-  const int64_t grow = 8 * (len - static_cast<int64_t>(h.size()));
-  if (T.budget->bytes_left.fetch_sub(grow) < grow)
-    throw StateSpaceTooLarge(
-        "max_response",
-        detail::cat("simulate: the response-time histograms outgrew the memory budget (a response time of ", r,
-                    " slots needs ", len, " bins per batch; memory_limit_bytes = ", T.budget->limit / 1e9,
-                    " GB): lower 'max_response' (longer response times go to its last bin) or 'batches'"));
-  h.resize(static_cast<size_t>(len), 0);
-  hsize = len;
+  const int64_t last = max_r - 1;
+  const int64_t want = r >= last ? max_r : std::min<int64_t>(max_r, std::max<int64_t>(r + 1, 2 * hsize));
+  if (want > hsize) {
+    const int64_t grow = 8 * (want - hsize);
+    if (T.budget->bytes_left.fetch_sub(grow) < grow)
+      throw StateSpaceTooLarge(
+          "max_response",
+          detail::cat("simulate: the response-time histograms outgrew the memory budget (a response time of ", r,
+                      " slots needs ", want, " bins per batch; memory_limit_bytes = ", T.budget->limit / 1e9,
+                      " GB): lower 'max_response' (longer response times go to its last bin) or 'batches'"));
+    h.resize(static_cast<size_t>(want), 0);
+    hsize = want;
+  }
+  if (r >= last) {
+    ++h[static_cast<size_t>(last)];
+    T.tail_r += r;
+    T.tail_r2 += static_cast<__int128>(r) * r;
+  } else {
+    ++h[static_cast<size_t>(r)];
+  }
+  lim = hsize == max_r ? last : hsize;
   return h.data();
 }
 
 enum class AvgKind { NoDrop, Red, AnyDrop, Grid };
 
-template <bool Modulated, AvgKind K>
+/// Plain: the filter advances in every slot and no arrival is ECN-capable (the common
+/// case: no mark test and no selection of avg on the critical path).
+template <bool Modulated, AvgKind K, bool Record, bool Plain>
 void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, const int64_t t_end, Tally& T) {
   Xoshiro256 rng = rng_ref;  // a local copy stays in registers
   const int N = P.N;
@@ -135,14 +150,20 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
   const bool pushout = P.policy != DropPolicy::Tail;
   const bool table = !P.tgt_lo.empty();
   double lam53 = P.lam53[static_cast<size_t>(m)];
-  int64_t c_arr = 0, c_aqm = 0, c_mark = 0, c_ovf = 0, c_dep = 0, c_adm = 0, c_push = 0, sum_r = 0;
-  __int128 sum_r2 = 0;
+  // admissions and departures follow at the end: admitted = arrivals - AQM drops - overflows
+  // + push-outs (the arrival that pushes a waiting packet out is admitted), departed = n at
+  // the start + admitted - pushed out - n at the end
+  const int n0 = n;
+  int64_t c_arr = 0, c_aqm = 0, c_mark = 0, c_ovf = 0, c_push = 0;
   double sum_avg = 0.0;
   int64_t* const hn = T.hist_n;
-  int64_t hsize = static_cast<int64_t>(T.hist_r->size());
-  int64_t* hr = T.hist_r->data();
-  const int64_t last_bin = P.max_r - 1;
-
+  int64_t hsize = 0, lim = 0;
+  int64_t* hr = nullptr;
+  if constexpr (Record) {
+    hsize = static_cast<int64_t>(T.hist_r->size());
+    hr = T.hist_r->data();
+    lim = hsize == P.max_r ? P.max_r - 1 : hsize;
+  }
   for (; t <= t_end; ++t) {
     const int q = n > 0 ? n - 1 : 0;
     // 2. modulator move
@@ -185,15 +206,21 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
     const bool arr = u < lam53;
     const bool full = n == N;
     const bool decision = !full & (u < lp);
-    const bool mark = decision & (u < lp * ecn);
+    bool mark = false;
+    if constexpr (!Plain) mark = decision & (u < lp * ecn);
     const bool dropped = decision & !mark;
     const bool ovf = full & arr;
     const bool adm = arr & !full & !dropped;
     // 5. departure of the packet in service at the start of the slot
     const bool dep = (n > 0) & ((rng.next() >> 11) < mu_thr);
-    const bool adv = per_slot | arr;
-    avg = select(adv, cand, avg);
-    if constexpr (K == AvgKind::Grid) g = select(adv, gc, g);
+    if constexpr (Plain) {
+      avg = cand;
+      if constexpr (K == AvgKind::Grid) g = gc;
+    } else {
+      const bool adv = per_slot | arr;
+      avg = select(adv, cand, avg);
+      if constexpr (K == AvgKind::Grid) g = select(adv, gc, g);
+    }
     buf[(head + static_cast<uint64_t>(n)) & mask] = t;  // the arrival's slot; kept only if admitted
     if (pushout && (dropped | ovf) && n > 1) [[unlikely]] {
       // admit the arrival, discard a waiting packet (never the one in service)
@@ -202,11 +229,16 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
       erase(buf, mask, head, n, std::min(j, waiting));
       buf[(head + static_cast<uint64_t>(n - 1)) & mask] = t;
       ++c_push;
-      ++c_adm;
     }
-    // response time of the departing packet, 0 without a departure (masked, not branched:
-    // a departure is a coin toss the branch predictor cannot learn)
-    const int64_t r = (t - buf[head & mask]) & -static_cast<int64_t>(dep);
+    if constexpr (Record) {
+      // response time of the departing packet, 0 without a departure (masked, not branched:
+      // a departure is a coin toss the branch predictor cannot learn); bin 0 is the sink
+      const int64_t r = (t - buf[head & mask]) & -static_cast<int64_t>(dep);
+      if (r >= lim) [[unlikely]]
+        hr = response_tail(T, r, P.max_r, hsize, lim);
+      else
+        ++hr[r];
+    }
     head += dep;
     n += static_cast<int>(adm) - static_cast<int>(dep);
     // 6. observation
@@ -214,38 +246,48 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
     c_aqm += dropped;
     c_mark += mark;
     c_ovf += ovf;
-    c_adm += adm;
-    c_dep += dep;
-    sum_r += r;
-    sum_r2 += static_cast<__int128>(r) * r;
-    int64_t bin = r < last_bin ? r : last_bin;  // 0 without a departure
-    if (bin >= hsize) [[unlikely]] {
-      hr = grow_response(T, bin, r, P.max_r, hsize);
-      bin = std::min(bin, hsize - 1);
-    }
-    ++hr[bin];
     ++hn[n];
     sum_avg += avg;
   }
   s.n = n, s.m = m, s.g = g, s.avg = avg, s.head = head;
   T.arrivals += c_arr, T.aqm += c_aqm, T.marks += c_mark, T.overflow += c_ovf;
-  T.departures += c_dep, T.admitted += c_adm, T.pushed += c_push;
-  T.sum_r += sum_r, T.sum_r2 += sum_r2, T.sum_avg += sum_avg;
+  const int64_t c_adm = c_arr - c_aqm - c_ovf + c_push;
+  T.departures += n0 + c_adm - c_push - n, T.admitted += c_adm, T.pushed += c_push;
+  T.sum_avg += sum_avg;
   rng_ref = rng;
 }
 
-template <bool Mod>
+template <bool Mod, bool Rec, bool Plain>
 ChunkFn pick(const SlotParams& P) {
-  if (P.discretised) return &chunk<Mod, AvgKind::Grid>;
+  if (P.discretised) return &chunk<Mod, AvgKind::Grid, Rec, Plain>;
   switch (P.drop_kind) {
-    case SlotParams::DropKind::None: return &chunk<Mod, AvgKind::NoDrop>;
-    case SlotParams::DropKind::Red: return &chunk<Mod, AvgKind::Red>;
-    default: return &chunk<Mod, AvgKind::AnyDrop>;
+    case SlotParams::DropKind::None: return &chunk<Mod, AvgKind::NoDrop, Rec, Plain>;
+    case SlotParams::DropKind::Red: return &chunk<Mod, AvgKind::Red, Rec, Plain>;
+    default: return &chunk<Mod, AvgKind::AnyDrop, Rec, Plain>;
   }
+}
+
+template <bool Mod, bool Rec>
+ChunkFn pick(const SlotParams& P) {
+  return P.per_slot && P.ecn == 0.0 ? pick<Mod, Rec, true>(P) : pick<Mod, Rec, false>(P);
 }
 
 }  // namespace
 
-ChunkFn chunk_function(const SlotParams& P) { return P.M > 1 ? pick<true>(P) : pick<false>(P); }
+ChunkFn chunk_function(const SlotParams& P, bool record) {
+  if (record) return P.M > 1 ? pick<true, true>(P) : pick<false, true>(P);
+  return P.M > 1 ? pick<true, false>(P) : pick<false, false>(P);
+}
+
+void response_sums(const std::vector<int64_t>& h, int64_t max_r, const Tally& T, int64_t& sum_r, __int128& sum_r2) {
+  __int128 s1 = T.tail_r, s2 = T.tail_r2;
+  const size_t end = std::min(h.size(), static_cast<size_t>(max_r - 1));  // the last bin holds the tail
+  for (size_t k = 1; k < end; ++k) {
+    s1 += static_cast<__int128>(k) * h[k];
+    s2 += static_cast<__int128>(k) * k * h[k];
+  }
+  sum_r = static_cast<int64_t>(s1);
+  sum_r2 = s2;
+}
 
 }  // namespace aqm::sim

@@ -132,16 +132,25 @@ struct ResponseBudget {
 /// What a stretch of slots adds up.
 struct Tally {
   int64_t arrivals = 0, aqm = 0, marks = 0, overflow = 0, departures = 0, admitted = 0, pushed = 0;
-  int64_t sum_r = 0;
-  __int128 sum_r2 = 0;
   long double sum_avg = 0;
-  int64_t* hist_n = nullptr;               ///< N + 1 bins, n at the end of each slot
-  std::vector<int64_t>* hist_r = nullptr;  ///< response times R >= 1; bin 0 collects the slots without a departure
-  ResponseBudget* budget = nullptr;        ///< growth of hist_r (nullptr: it does not grow, long R go to its last bin)
+  int64_t* hist_n = nullptr;  ///< N + 1 bins, n at the end of each slot
+  /// Response times (recording loops only): hist_r[r] counts R = r for r < max_r - 1, the
+  /// last bin R >= max_r - 1, whose sum and sum of squares are tail_r, tail_r2; bin 0
+  /// collects the slots without a departure (R >= 1).  Grows under `budget`.
+  std::vector<int64_t>* hist_r = nullptr;
+  int64_t tail_r = 0;
+  __int128 tail_r2 = 0;
+  ResponseBudget* budget = nullptr;
 };
 
 /// Slots t0..t1 (inclusive, at most 4096 of them: the avg sum of the stretch is a double).
 using ChunkFn = void (*)(const SlotParams&, SimState&, Xoshiro256&, int64_t t0, int64_t t1, Tally&);
-ChunkFn chunk_function(const SlotParams& P);
+/// The loop for P's source kind and avg mode; `record`: with response times (hist_r and
+/// budget set in the tally), else without them (warm-up, scenario ensembles).
+ChunkFn chunk_function(const SlotParams& P, bool record);
+
+/// Sum and sum of squares of the response times a recording tally saw (histogram and tail).
+void response_sums(const std::vector<int64_t>& hist_r, int64_t max_r, const Tally& T, int64_t& sum_r,
+                   __int128& sum_r2);
 
 }  // namespace aqm::sim

@@ -127,7 +127,7 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
     std::vector<sim::ChunkFn> step;
     for (size_t i = 0; i < phases; ++i) {
       P.push_back(std::make_unique<sim::SlotParams>(sc.phases[i].model, o.discretised, use_table[i], 2));
-      step.push_back(sim::chunk_function(*P.back()));
+      step.push_back(sim::chunk_function(*P.back(), false));  // response times are not reported here
     }
     const std::vector<Xoshiro256> streams_ = replication_streams(o.seed, o.replications);
     const auto t0 = std::chrono::steady_clock::now();
@@ -145,10 +145,9 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
       Record rec(T);
       sim::SimState s(N);
       s.start(P.front()->pi, rng);
-      std::vector<int64_t> hn(static_cast<size_t>(N) + 1, 0), hr(2, 0);
+      std::vector<int64_t> hn(static_cast<size_t>(N) + 1, 0);
       sim::Tally tally;
       tally.hist_n = hn.data();
-      tally.hist_r = &hr;  // two bins, no growth: response times are not reported here
       int64_t t = 0, seen_arrivals = 0, seen_losses = 0;
       size_t k = 0;
       for (size_t i = 0; i < phases && k < T; ++i) {

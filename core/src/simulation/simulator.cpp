@@ -148,7 +148,7 @@ struct Batch {
 /// The slots of one replication, in stretches of at most 4096 slots (each ends on a
 /// batch boundary and a time-series sample where there is one), with a stop and
 /// interrupt check between stretches.
-void run(const sim::SlotParams& P, sim::ChunkFn step, const SimOptions& o, int64_t warmup, Xoshiro256 rng,
+void run(const sim::SlotParams& P, sim::ChunkFn warm_step, sim::ChunkFn step, const SimOptions& o, int64_t warmup, Xoshiro256 rng,
          std::vector<Batch>& batches, TimeSeries* ts, sim::ResponseBudget& budget, const std::atomic<bool>& stop) {
   const int64_t measured = o.slots - warmup;
   const int64_t per_batch = measured / o.batches;
@@ -170,12 +170,12 @@ void run(const sim::SlotParams& P, sim::ChunkFn step, const SimOptions& o, int64
     ts->drops.reserve(samples);
   }
   int64_t t = 1, ts_drops = 0;
-  auto stretch = [&](sim::Tally& T, int64_t end) {
+  auto stretch = [&](sim::ChunkFn fn, sim::Tally& T, int64_t end) {
     while (t <= end) {
       int64_t last = std::min(end, t + 4095);
       if (every > 0) last = std::min(last, (t + every - 1) / every * every);  // the next sample slot
       const int64_t drops_before = T.aqm + T.overflow;
-      step(P, s, rng, t, last, T);
+      fn(P, s, rng, t, last, T);
       ts_drops += T.aqm + T.overflow - drops_before;
       t = last + 1;
       if (every > 0 && last % every == 0) {
@@ -190,12 +190,11 @@ void run(const sim::SlotParams& P, sim::ChunkFn step, const SimOptions& o, int64
     }
     return true;
   };
-  {  // warm-up: tallied into scratch histograms that are dropped
-    std::vector<int64_t> hn(P.N + 1, 0), hr(hist_r0, 0);
+  {  // warm-up: no response times; tallied into a scratch histogram that is dropped
+    std::vector<int64_t> hn(P.N + 1, 0);
     sim::Tally warm;
     warm.hist_n = hn.data();
-    warm.hist_r = &hr;
-    if (!stretch(warm, warmup)) return;
+    if (!stretch(warm_step, warm, warmup)) return;
   }
   for (int b = 0; b < o.batches; ++b) {
     Batch& B = batches[b];
@@ -204,12 +203,13 @@ void run(const sim::SlotParams& P, sim::ChunkFn step, const SimOptions& o, int64
     T.hist_n = B.hist_n.data();
     T.hist_r = &B.hist_r;
     T.budget = &budget;
-    const bool go_on = stretch(T, end);
+    const bool go_on = stretch(step, T, end);
     B.slots = t - first;
     B.arrivals = T.arrivals, B.aqm = T.aqm, B.marks = T.marks, B.overflow = T.overflow;
     B.departures = T.departures, B.admitted = T.admitted, B.pushed = T.pushed;
-    B.sum_avg = T.sum_avg, B.sum_r = T.sum_r, B.sum_r2 = T.sum_r2;
+    B.sum_avg = T.sum_avg;
     B.hist_r[0] = 0;  // bin 0 counted the slots without a departure (R >= 1)
+    sim::response_sums(B.hist_r, o.max_response, T, B.sum_r, B.sum_r2);
     if (!go_on) return;
   }
 }
@@ -306,7 +306,7 @@ SimResult simulate_impl(const Model& model, const SimOptions& o, const SimMemory
   const double total_slots = static_cast<double>(o.slots) * o.replications;
   const sim::SlotParams P(model, o.discretised, o.discretised && sim::target_table_bytes(model, total_slots) > 0.0,
                           o.max_response);
-  const sim::ChunkFn step = sim::chunk_function(P);
+  const sim::ChunkFn step = sim::chunk_function(P, true), warm_step = sim::chunk_function(P, false);
   const int64_t warmup = o.warmup < 0 ? o.slots / 10 : o.warmup;
   const std::vector<Xoshiro256> streams = replication_streams(o.seed, o.replications);
   const auto t0 = std::chrono::steady_clock::now();
@@ -329,7 +329,7 @@ SimResult simulate_impl(const Model& model, const SimOptions& o, const SimMemory
     // stop the other replications, rethrow after the join.
     try {
       for (int r; !stop && (r = next++) < o.replications;)
-        run(P, step, o, warmup, streams[r], per_rep[r], r == 0 ? &res.series : nullptr, budget, stop);
+        run(P, warm_step, step, o, warmup, streams[r], per_rep[r], r == 0 ? &res.series : nullptr, budget, stop);
     } catch (...) {
       std::lock_guard<std::mutex> lock(failure_mutex);
       if (!failure) failure = std::current_exception();
