@@ -122,6 +122,7 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
                              largest, "'"));
   }
 
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     std::vector<std::unique_ptr<sim::SlotParams>> P;
     std::vector<sim::ChunkFn> step;
@@ -130,7 +131,6 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
       step.push_back(sim::chunk_function(*P.back(), false));  // response times are not reported here
     }
     const std::vector<Xoshiro256> streams_ = replication_streams(o.seed, o.replications);
-    const auto t0 = std::chrono::steady_clock::now();
 
     Sums sums(T);
     std::map<int, Record> pending;  // finished replications waiting for their turn in the sums
