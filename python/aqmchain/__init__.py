@@ -14,6 +14,8 @@ from ._core import (  # noqa: E402
     Aqm,
     Chain,
     DropFunction,
+    EnsembleOptions,
+    EnsembleResult,
     GridSpec,
     HurstReport,
     Model,
@@ -34,7 +36,7 @@ from ._core import (  # noqa: E402
 from .modelfile import load_config, load_model, model_from_dict, model_to_dict
 from .policies import PolicyComparison, compare_policies
 from .scenario import load_scenario, make_scenario
-from .simulation import Comparison, SimulationResult, compare, simulate
+from .simulation import Comparison, SimulationResult, compare, simulate, simulate_scenario
 from .stationary import (
     DirectSolver,
     NonConvergenceError,
@@ -59,4 +61,5 @@ __all__ = [
     "simulate", "SimulationResult", "compare", "Comparison", "compare_policies", "PolicyComparison",
     "Phase", "Scenario", "load_scenario", "make_scenario",
     "solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS",
+    "simulate_scenario", "EnsembleOptions", "EnsembleResult",
 ]

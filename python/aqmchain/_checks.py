@@ -253,6 +253,17 @@ def _wrap_init(cls: Any, check: Callable[..., dict], after: Callable[[Any], None
     setattr(cls, "__init__", __init__)
 
 
+def _wrap_args(cls: Any, check: Callable[..., dict]) -> None:
+    """Positional or keyword arguments, checked and passed on as keywords."""
+    orig = cls.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        orig(self, **check(*args, **kwargs))
+
+    __init__.__doc__ = orig.__doc__
+    setattr(cls, "__init__", __init__)
+
+
 def _wrap_options(cls: Any, check: Callable[..., dict]) -> None:
     """Options classes are built empty (the C++ defaults), then each checked keyword is
     assigned through the class's own property and the whole is validated in C++."""
@@ -314,6 +325,44 @@ def _simopt_checked(*, slots: Any, warmup: Any = -1, replications: Any = 4, seed
     return sim_options(slots, warmup, replications, seed, batches, discretised, sample_every, threads)
 
 
+def _ensemble_kwargs(**kwargs: Any) -> dict:
+    """Types of the EnsembleOptions fields (names and defaults come from the C++ class;
+    ranges are checked by its validate())."""
+    if not kwargs:
+        return {}
+    names = list(_core.EnsembleOptions.option_names())
+    defaults = _core.EnsembleOptions()
+    out = {}
+    for key, value in kwargs.items():
+        if key not in names:
+            raise model_error(key, f"one of the options {', '.join(names)}", f"an unknown option {key!r}")
+        default = getattr(defaults, key)
+        if isinstance(default, bool):
+            out[key] = boolean(key, value)
+        elif isinstance(default, int):
+            lo, hi = (0, UINT64_MAX) if key == "seed" else (-INT32_MAX - 1, INT32_MAX)
+            out[key] = integer(key, value, lo, hi, allow_integral_float=True)
+        else:
+            out[key] = real(key, value)
+    return out
+
+
+def _phase_kwargs(duration: Any, model: Any, label: Any = "") -> dict:
+    if not isinstance(model, _core.Model):
+        raise model_error("phase.model", "an aqmchain.Model", model)
+    return {"duration": real("phase.duration", duration), "model": model, "label": string("phase.label", label)}
+
+
+def _scenario_kwargs(phases: Any) -> dict:
+    if isinstance(phases, (str, bytes, dict)) or not hasattr(phases, "__iter__"):
+        raise model_error("scenario.phase", "a list of aqmchain.Phase", phases)
+    phases = list(phases)
+    for i, p in enumerate(phases):
+        if not isinstance(p, _core.Phase):
+            raise model_error(f"phase[{i}]", "an aqmchain.Phase", p)
+    return {"phases": phases}
+
+
 def _stationary_kwargs(**options: Any) -> dict:
     return solver_options(options)
 
@@ -333,6 +382,9 @@ def install() -> None:
     _wrap_init(_core.GridSpec, _grid_kwargs)
     _wrap_options(_core.SimOptions, _simopt_kwargs)
     _wrap_options(_core.StationaryOptions, _stationary_kwargs)
+    _wrap_options(_core.EnsembleOptions, _ensemble_kwargs)
+    for cls, check in ((_core.Phase, _phase_kwargs), (_core.Scenario, _scenario_kwargs)):
+        _wrap_args(cls, check)
     svc_init = _core.Service.__init__
 
     def service_init(self: Any, mu: Any = None, **kwargs: Any) -> None:

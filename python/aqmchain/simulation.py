@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _checks, _core
 
-__all__ = ["simulate", "SimulationResult", "compare", "Comparison"]
+__all__ = ["simulate", "SimulationResult", "compare", "Comparison", "simulate_scenario"]
 
 SCALARS = ("arrival_rate", "throughput", "loss", "loss_aqm", "loss_overflow", "mark_prob", "pushed_out_prob",
            "mean_system", "var_system", "mean_queue", "var_queue", "mean_avg", "mean_response", "var_response")
@@ -96,6 +96,37 @@ def simulate(model: _core.Model, *, slots: int = 10_000_000, replications: int =
                             seed=seed, batches=batches, discretised=discretised, sample_every=sample_every,
                             threads=threads)
     return SimulationResult(model, opts, _core.simulate(model, opts))
+
+
+def simulate_scenario(scenario: _core.Scenario, times: Any, **options: Any) -> _core.EnsembleResult:
+    """Ensemble of independent replications of a piecewise-constant scenario, observed at ``times``.
+
+    ``times`` are output slots (whole numbers, strictly increasing, in [1, total duration]);
+    the state is observed at the end of each of them (after t slots).  Every replication
+    starts from the empty system with avg 0 and the modulator drawn from its stationary law,
+    and carries its state across the phase boundaries.  ``options`` are the fields of
+    :class:`EnsembleOptions` (``replications``, ``seed``, ``threads``, ``discretised``,
+    ``memory_limit_bytes``; defaults from the C++ core).  Replication r uses the
+    xoshiro256** stream of ``seed`` jumped r times, so the result does not depend on
+    ``threads``.
+
+    Returns an :class:`EnsembleResult`: per output slot ``mean_queue`` (waiting packets),
+    ``mean_system``, ``mean_avg`` with 95 % half-widths (``*_hw``, Student t over the
+    replications) and ``var_queue``; per interval ending there ``arrivals``, ``losses``
+    (mean per replication) and ``loss_rate`` (lost / arrived) with half-widths.
+    Continuous-time scenarios are refused (they are solved, not simulated).
+    """
+    if not isinstance(scenario, _core.Scenario):
+        raise _checks.model_error("scenario", "an aqmchain.Scenario", scenario)
+    if isinstance(times, (str, bytes, dict)):
+        raise _checks.model_error("times", "a list of output slots", times)
+    try:
+        t = np.asarray(times, dtype=float)
+    except (TypeError, ValueError):
+        raise _checks.model_error("times", "a list of output slots (numbers)", times) from None
+    if t.ndim != 1:
+        raise _checks.model_error("times", "a one-dimensional list of output slots", times)
+    return _core.simulate_scenario(scenario, t, _core.EnsembleOptions(**options))
 
 
 class Comparison:

@@ -164,16 +164,21 @@ void define_aqm_grid_model(py::module_& m) {
       .def_readonly("grid", &Model::grid)
       .def("validate", &Model::validate)
       .def("resolved_drop", &Model::resolved_drop);
+}
 
-  py::class_<Phase>(m, "Phase", "One phase of a scenario: a duration (slots, or time units) and its model.")
-      .def(py::init([](double duration, const Model& model, std::string label) {
-             return Phase{duration, model, std::move(label)};
+void define_scenario(py::module_& m) {
+  py::class_<Phase>(m, "Phase", "One phase of a scenario: a duration (slots, or time units in continuous time), "
+                                "the model that holds during it, a free-text label.")
+      .def(py::init([](double duration, Model model, std::string label) {
+             return Phase{duration, std::move(model), std::move(label)};
            }),
            py::arg("duration"), py::arg("model"), py::arg("label") = "")
       .def_readonly("duration", &Phase::duration)
       .def_readonly("model", &Phase::model)
-      .def_readonly("label", &Phase::label);
-  py::class_<Scenario>(m, "Scenario", "Piecewise-constant phases that share one state space.")
+      .def_readonly("label", &Phase::label)
+      .def("__repr__", [](const Phase& p) { return detail::cat("Phase(duration=", p.duration, ", label='", p.label, "')"); });
+
+  py::class_<Scenario>(m, "Scenario", "A piecewise-constant scenario: phases run in order (validated on construction).")
       .def(py::init([](std::vector<Phase> phases) {
              Scenario s{std::move(phases)};
              s.validate();
@@ -182,9 +187,10 @@ void define_aqm_grid_model(py::module_& m) {
            py::arg("phases"))
       .def_readonly("phases", &Scenario::phases)
       .def("validate", &Scenario::validate)
-      .def_property_readonly("total_duration", &Scenario::total_duration)
-      .def_property_readonly("boundaries", &Scenario::boundaries)
-      .def("phase_at", &Scenario::phase_at, py::arg("t"));
+      .def("total_duration", &Scenario::total_duration)
+      .def("boundaries", &Scenario::boundaries, "Start of each phase followed by the total duration.")
+      .def("phase_at", &Scenario::phase_at, py::arg("t"), "Index of the phase active at time t.")
+      .def("__len__", [](const Scenario& s) { return s.phases.size(); });
 }
 }  // namespace
 
@@ -211,6 +217,7 @@ void define_model(py::module_& m) {
   define_service(m);
   define_drop(m);
   define_aqm_grid_model(m);
+  define_scenario(m);
 }
 
 }  // namespace aqmpy

@@ -2,6 +2,7 @@
 // calls below), estimates, pmfs, time series.
 #include "common.hpp"
 
+#include "aqmchain/simulation/ensemble.hpp"
 #include "aqmchain/simulation/simulator.hpp"
 
 namespace aqmpy {
@@ -74,6 +75,57 @@ void define_simulator(py::module_& m) {
       .def_readonly("threads", &SimResult::threads);
 
   m.def("simulate", &simulate, py::arg("model"), py::arg("options"), py::call_guard<InterruptGuard, py::gil_scoped_release>());
+
+  py::class_<EnsembleOptions>(m, "EnsembleOptions",
+                              "Options of simulate_scenario; keyword arguments set the fields (checked in Python, "
+                              "validated here).")
+      .def(py::init<>())
+      .def_readwrite("replications", &EnsembleOptions::replications)
+      .def_readwrite("seed", &EnsembleOptions::seed)
+      .def_readwrite("threads", &EnsembleOptions::threads)
+      .def_readwrite("discretised", &EnsembleOptions::discretised)
+      .def_readwrite("memory_limit_bytes", &EnsembleOptions::memory_limit_bytes)
+      .def("validate", &EnsembleOptions::validate)
+      .def_static("option_names", [m]() { return option_names(m.attr("EnsembleOptions")); });
+
+  using ER = EnsembleResult;
+  py::class_<ER> er(m, "EnsembleResult",
+                    "Ensemble of scenario replications: per output slot the mean and 95 % half-width (_hw) of "
+                    "the queue q, the system n and avg, the variance of q; per interval ending there the mean "
+                    "arrivals and losses per replication and the loss rate (numpy arrays, read-only).");
+  const std::pair<const char*, std::vector<double> ER::*> arrays[] = {
+      {"mean_queue", &ER::mean_queue},   {"mean_queue_hw", &ER::mean_queue_hw}, {"var_queue", &ER::var_queue},
+      {"mean_system", &ER::mean_system}, {"mean_system_hw", &ER::mean_system_hw},
+      {"mean_avg", &ER::mean_avg},       {"mean_avg_hw", &ER::mean_avg_hw},
+      {"arrivals", &ER::arrivals},       {"arrivals_hw", &ER::arrivals_hw},
+      {"losses", &ER::losses},           {"losses_hw", &ER::losses_hw},
+      {"loss_rate", &ER::loss_rate},     {"loss_rate_hw", &ER::loss_rate_hw}};
+  for (const auto& [name, field] : arrays) {
+    auto f = field;
+    er.def_property_readonly(name, [f](py::object self) { return view(self.cast<const ER&>().*f, self); });
+  }
+  er.def_property_readonly("times", [](py::object self) { return view(self.cast<const ER&>().times, self); })
+      .def_readonly("replications", &ER::replications)
+      .def_readonly("threads", &ER::threads)
+      .def_readonly("seconds", &ER::seconds)
+      .def_static("array_names", [arrays]() {
+        py::list out;
+        out.append("times");
+        for (const auto& a : arrays) out.append(a.first);
+        return out;
+      });
+
+  m.def(
+      "simulate_scenario",
+      [](const Scenario& scenario, py::array_t<double, py::array::c_style | py::array::forcecast> times,
+         const EnsembleOptions& options) {
+        if (times.ndim() != 1) fail_param("times", "a one-dimensional list of output slots", detail::cat(times.ndim(), " dimensions"));
+        std::vector<double> t(times.data(), times.data() + times.size());
+        InterruptGuard interrupt;
+        py::gil_scoped_release release;
+        return simulate_scenario(scenario, t, options);
+      },
+      py::arg("scenario"), py::arg("times"), py::arg("options"));
 }
 
 }  // namespace aqmpy

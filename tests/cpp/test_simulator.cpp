@@ -123,3 +123,72 @@ TEST(Simulator, CountOptionsAreBounded) {
   expect_param([](SimOptions& o) { o.warmup = -5; }, "warmup");
   expect_param([](SimOptions& o) { o.memory_limit_bytes = 0; }, "memory_limit_bytes");
 }
+
+TEST(Simulator, StopsWhenInterrupted) {
+  SimOptions o;
+  o.slots = 100000000;
+  o.replications = 2;
+  request_interrupt();
+  EXPECT_THROW(simulate(geo(10, 0.4, 0.5), o), Interrupted);
+  Scenario sc;
+  sc.phases.push_back(Phase{1e9, geo(10, 0.4, 0.5), ""});
+  EXPECT_THROW(simulate_scenario(sc, {1e9}, EnsembleOptions{}), Interrupted);
+  clear_interrupt();
+  o.slots = 100000;
+  EXPECT_NO_THROW(simulate(geo(10, 0.4, 0.5), o));
+}
+
+TEST(Ensemble, GeoGeo1TransientMeanAndThreadIndependence) {
+  // Geo/Geo/1/N from empty, no AQM: E n_1 = alpha exactly (one slot, no departure possible).
+  Scenario sc;
+  sc.phases.push_back(Phase{50, geo(60, 0.3, 0.5), "a"});
+  sc.phases.push_back(Phase{50, geo(60, 0.6, 0.5), "b"});
+  EnsembleOptions o;
+  o.replications = 3000;
+  o.threads = 1;
+  const auto a = simulate_scenario(sc, {1, 50, 100}, o);
+  EXPECT_LT(std::abs(a.mean_system[0] - 0.3), 4 * a.mean_system_hw[0] / 1.96);
+  EXPECT_LT(std::abs(a.arrivals[0] - 0.3), 4 * a.arrivals_hw[0] / 1.96);
+  EXPECT_GT(a.mean_system[2], a.mean_system[1]);
+  EXPECT_EQ(a.mean_queue[0], 0.0);
+  o.threads = 3;
+  const auto b = simulate_scenario(sc, {1, 50, 100}, o);
+  EXPECT_EQ(a.mean_queue, b.mean_queue);
+  EXPECT_EQ(a.mean_avg, b.mean_avg);
+  EXPECT_EQ(a.losses, b.losses);
+  EXPECT_EQ(b.threads, 3);
+}
+
+TEST(Ensemble, BadInputIsNamed) {
+  Scenario sc;
+  sc.phases.push_back(Phase{100, geo(10, 0.4, 0.5), ""});
+  auto expect_param = [&](const std::vector<double>& times, EnsembleOptions o, const std::string& param,
+                          const Scenario* other = nullptr) {
+    try {
+      simulate_scenario(other ? *other : sc, times, o);
+      ADD_FAILURE() << "no error for " << param;
+    } catch (const ModelError& e) {
+      EXPECT_EQ(e.param(), param) << e.what();
+    }
+  };
+  EnsembleOptions o;
+  expect_param({}, o, "times");
+  expect_param({3, 2}, o, "times[1]");
+  expect_param({101}, o, "times[0]");
+  expect_param({0.5}, o, "times[0]");
+  o.replications = 1;
+  expect_param({10}, o, "replications");
+  o = {};
+  o.threads = -2;
+  expect_param({10}, o, "threads");
+  o = {};
+  o.memory_limit_bytes = 100;
+  EXPECT_THROW(simulate_scenario(sc, {10}, o), StateSpaceTooLarge);
+  Scenario cont;
+  Model m = geo(10, 0.4, 0.5);
+  m.time = TimeKind::Continuous;
+  m.source = Source::poisson(0.4);
+  m.service = Service::exponential(1.0);
+  cont.phases.push_back(Phase{10, m, ""});
+  expect_param({5}, EnsembleOptions{}, "phase[0].time", &cont);
+}

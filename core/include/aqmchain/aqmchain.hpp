@@ -17,3 +17,4 @@
 #include "aqmchain/analysis/response.hpp"
 #include "aqmchain/analysis/transient_analysis.hpp"
 #include "aqmchain/simulation/simulator.hpp"
+#include "aqmchain/simulation/ensemble.hpp"

@@ -1,7 +1,9 @@
 // Slotted simulator (SPEC 7): the order of events of SPEC 3 with real packets.
 #include "aqmchain/simulation/simulator.hpp"
 
+#include "aqmchain/interrupt.hpp"
 #include "aqmchain/model/filter.hpp"
+#include "simulation/engine.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -23,23 +25,10 @@ uint64_t splitmix64(uint64_t& x) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
-inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 }  // namespace
 
 Xoshiro256::Xoshiro256(uint64_t seed) {
   for (auto& s : s_) s = splitmix64(seed);
-}
-
-uint64_t Xoshiro256::next() {
-  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
 }
 
 void Xoshiro256::jump() {
@@ -60,6 +49,17 @@ void Xoshiro256::jump() {
   s_[1] = s1;
   s_[2] = s2;
   s_[3] = s3;
+}
+
+std::vector<Xoshiro256> replication_streams(uint64_t seed, int replications) {
+  std::vector<Xoshiro256> v;
+  v.reserve(static_cast<size_t>(std::max(replications, 0)));
+  Xoshiro256 rng(seed);
+  for (int r = 0; r < replications; ++r) {
+    if (r > 0) rng.jump();
+    v.push_back(rng);
+  }
+  return v;
 }
 
 // ------------------------------------------------------------------ options
@@ -124,7 +124,10 @@ SimMemory sim_memory(const Model& m, const SimOptions& o) {
   const double bins = static_cast<double>(expected_response_bins(m, o));
   const double response = RB * 2.0 * bins * 8.0 + bins * (16.0 + 16.0);
   const double series = o.sample_every > 0 ? static_cast<double>(o.slots / o.sample_every) * (8 + 4 + 8 + 8) : 0.0;
-  const double grid = o.discretised ? static_cast<double>(m.grid.size(m.buffer)) * 8.0 * 3.0 : 0.0;
+  // grid points, p at them, and the table of update targets when it is used
+  const double grid = o.discretised ? static_cast<double>(m.grid.size(m.buffer)) * 8.0 * 3.0 +
+                                          sim::target_table_bytes(m, static_cast<double>(o.slots) * o.replications)
+                                    : 0.0;
   r.parts = {{"model.buffer", buffer}, {"max_response", response}, {"sample_every", series}, {"grid.k", grid}};
   for (const auto& p : r.parts) r.total += p.second;
   return r;
@@ -142,244 +145,76 @@ struct Batch {
   std::vector<int64_t> hist_n, hist_r;
 };
 
-struct Setup {
-  const Model& model;
-  const SimOptions& o;
-  int N, M;
-  double mu, ecn;
-  EwmaFilter filter;
-  bool discretised;
-  DropPolicy policy;
-  DropFunction drop;
-  Grid grid;
-  std::vector<double> pdrop;                 // discretised: p at the grid points
-  std::vector<std::vector<double>> mcdf;     // cumulative modulator rows
-  std::vector<double> lam;
-  int64_t warmup;
-
-  Setup(const Model& m, const SimOptions& opt)
-      : model(m),
-        o(opt),
-        N(m.buffer),
-        M(m.source.states()),
-        mu(m.service.mu),
-        ecn(m.aqm.ecn),
-        filter(m.aqm),
-        discretised(opt.discretised),
-        policy(m.aqm.policy),
-        drop(m.resolved_drop()),
-        grid(opt.discretised ? Grid(m.grid.resolve(m.buffer), m.grid.mapping)
-                             : Grid({0.0, static_cast<double>(m.buffer)}, Mapping::Split)),  // unused
-        lam(m.source.arrival),
-        warmup(opt.warmup < 0 ? opt.slots / 10 : opt.warmup) {
-    if (discretised) {
-      pdrop.resize(grid.size());
-      for (int i = 0; i < grid.size(); ++i) pdrop[i] = drop(grid.points()[i]);
-    }
-    mcdf.resize(M);
-    for (int i = 0; i < M; ++i) {
-      double c = 0;
-      for (int j = 0; j < M; ++j) mcdf[i].push_back(c += m.source.matrix[i][j]);
-      mcdf[i].back() = 1.0;
-    }
-  }
-};
-
-/// FIFO of arrival slots with O(1) push/pop and removal of a waiting packet
-/// by shifting the shorter side.
-class Fifo {
- public:
-  explicit Fifo(int cap) {
-    size_t c = 1;
-    while (c < static_cast<size_t>(cap) + 1) c <<= 1;
-    buf_.assign(c, 0);
-    mask_ = c - 1;
-  }
-  int size() const { return n_; }
-  void push(int64_t a) { buf_[(head_ + n_++) & mask_] = a; }
-  int64_t pop() {
-    const int64_t a = buf_[head_];
-    head_ = (head_ + 1) & mask_;
-    --n_;
-    return a;
-  }
-  /// Remove position j (0 = head).
-  void erase(int j) {
-    if (j < n_ - 1 - j) {
-      for (int i = j; i > 0; --i) buf_[(head_ + i) & mask_] = buf_[(head_ + i - 1) & mask_];
-      head_ = (head_ + 1) & mask_;
-    } else {
-      for (int i = j; i < n_ - 1; ++i) buf_[(head_ + i) & mask_] = buf_[(head_ + i + 1) & mask_];
-    }
-    --n_;
-  }
-
- private:
-  std::vector<int64_t> buf_;
-  size_t mask_ = 0, head_ = 0;
-  int n_ = 0;
-};
-
-/// Shared between the replications: a stop request (another one failed) and the
-/// bytes the response histograms may still take.
-struct Shared {
-  std::atomic<bool> stop{false};
-  std::atomic<int64_t> response_bytes_left{0};
-  double limit = 0.0;
-};
-
-void run(const Setup& S, Xoshiro256 rng, std::vector<Batch>& batches, TimeSeries* ts, Shared& sh) {
-  const SimOptions& o = S.o;
-  const int64_t measured = o.slots - S.warmup;
+/// The slots of one replication, in stretches of at most 4096 slots (each ends on a
+/// batch boundary and a time-series sample where there is one), with a stop and
+/// interrupt check between stretches.
+void run(const sim::SlotParams& P, sim::ChunkFn warm_step, sim::ChunkFn step, const SimOptions& o, int64_t warmup, Xoshiro256 rng,
+         std::vector<Batch>& batches, TimeSeries* ts, sim::ResponseBudget& budget, const std::atomic<bool>& stop) {
+  const int64_t measured = o.slots - warmup;
   const int64_t per_batch = measured / o.batches;
+  const size_t hist_r0 = static_cast<size_t>(std::min<int64_t>(2, o.max_response));
   batches.assign(o.batches, Batch{});
-  for (auto& b : batches) b.hist_n.assign(S.N + 1, 0);
-  Fifo fifo(S.N);
-  int n = 0, m = 0;
-  // Start: empty system, avg 0, modulator drawn from its stationary law.
-  if (S.M > 1) {
-    const auto pi = S.model.source.modulator_stationary();
-    double u = rng.uniform(), c = 0;
-    m = S.M - 1;
-    for (int i = 0; i < S.M; ++i)
-      if (u < (c += pi[i])) {
-        m = i;
-        break;
-      }
+  for (auto& b : batches) {
+    b.hist_n.assign(P.N + 1, 0);
+    b.hist_r.assign(hist_r0, 0);
   }
-  double avg = 0.0;
-  int g = 0;
-  int64_t ts_drops = 0;
-  double chunk_avg = 0.0;
-  Batch* cur = nullptr;
-  int bi = -1;
-  int64_t next_batch = S.warmup;
-  const int64_t max_r = o.max_response;
-  if (ts && o.sample_every > 0) {  // exact size: counted by sim_memory
-    const size_t samples = static_cast<size_t>(o.slots / o.sample_every);
+  sim::SimState s(P.N);
+  // Start: empty system, avg 0, modulator drawn from its stationary law.
+  s.start(P.pi, rng);
+  const int64_t every = ts ? o.sample_every : 0;
+  if (every > 0) {  // exact size: counted by sim_memory
+    const size_t samples = static_cast<size_t>(o.slots / every);
     ts->slot.reserve(samples);
     ts->level.reserve(samples);
     ts->avg.reserve(samples);
     ts->drops.reserve(samples);
   }
-  for (int64_t t = 1; t <= o.slots; ++t) {
-    if ((t & 0xFFFF) == 0 && sh.stop.load(std::memory_order_relaxed)) return;
-    if (t > next_batch && bi + 1 < o.batches) {  // slot t belongs to a new batch
-      cur = &batches[++bi];
-      next_batch = bi + 1 < o.batches ? S.warmup + (bi + 1) * per_batch : o.slots;
-    }
-    const int n_prev = n;
-    const int q_prev = n_prev > 0 ? n_prev - 1 : 0;
-    // 2. modulator, 3. arrival (drawn before the filter: it is independent of it)
-    if (S.M > 1) {
-      const double u = rng.uniform();
-      const auto& c = S.mcdf[m];
-      int j = 0;
-      while (j < S.M - 1 && u >= c[j]) ++j;
-      m = j;
-    }
-    const double lam = S.lam[m];
-    const bool arrival = lam >= 1.0 || (lam > 0.0 && rng.uniform() < lam);
-    // 1. filter update (every slot, or only in slots with an arrival)
-    if (S.filter.advances(arrival)) {
-      if (S.discretised) {
-        const GridTarget gt = S.grid.map(S.filter.next(S.grid.points()[g], q_prev));
-        g = (gt.p_lo >= 1.0 || rng.uniform() < gt.p_lo) ? gt.lo : gt.lo + 1;
-        avg = S.grid.points()[g];
-      } else {
-        avg = S.filter.next(avg, q_prev);
+  int64_t t = 1, ts_drops = 0;
+  auto stretch = [&](sim::ChunkFn fn, sim::Tally& T, int64_t end) {
+    while (t <= end) {
+      int64_t last = std::min(end, t + 4095);
+      if (every > 0) last = std::min(last, (t + every - 1) / every * every);  // the next sample slot
+      const int64_t drops_before = T.aqm + T.overflow;
+      fn(P, s, rng, t, last, T);
+      ts_drops += T.aqm + T.overflow - drops_before;
+      t = last + 1;
+      if (every > 0 && last % every == 0) {
+        ts->slot.push_back(last);
+        ts->level.push_back(s.n);
+        ts->avg.push_back(s.avg);
+        ts->drops.push_back(ts_drops);
+        ts_drops = 0;
       }
+      if (stop.load(std::memory_order_relaxed)) return false;
+      check_interrupt();
     }
-    // 4. rejection test
-    if (arrival) {
-      bool reject = false;
-      if (n_prev == S.N) {
-        reject = true;
-        if (cur) ++cur->overflow;
-      } else {
-        const double p = S.discretised ? S.pdrop[g] : S.drop(avg);
-        if (p > 0.0 && (p >= 1.0 || rng.uniform() < p)) {
-          if (S.ecn > 0.0 && (S.ecn >= 1.0 || rng.uniform() < S.ecn)) {
-            if (cur) ++cur->marks;
-          } else {
-            reject = true;
-            if (cur) ++cur->aqm;
-          }
-        }
-      }
-      if (cur) ++cur->arrivals;
-      if (reject) ++ts_drops;
-      const int waiting = n - 1;
-      if (!reject) {
-        fifo.push(t);
-        ++n;
-        if (cur) ++cur->admitted;
-      } else if (S.policy != DropPolicy::Tail && waiting > 0) {
-        // admit the arrival, discard a waiting packet (never the one in service)
-        const int j = S.policy == DropPolicy::Front
-                          ? 1
-                          : 1 + static_cast<int>(rng.uniform() * waiting);
-        fifo.erase(std::min(j, waiting));
-        fifo.push(t);
-        if (cur) {
-          ++cur->admitted;
-          ++cur->pushed;
-        }
-      }
-    }
-    // 5. departure of the packet in service at the start of the slot
-    if (n_prev >= 1 && (S.mu >= 1.0 || rng.uniform() < S.mu)) {
-      const int64_t r = t - fifo.pop();
-      --n;
-      if (cur) {
-        ++cur->departures;
-        cur->sum_r += r;
-        cur->sum_r2 += static_cast<__int128>(r) * r;
-        const int64_t bin = std::min(r, max_r - 1);
-        if (static_cast<int64_t>(cur->hist_r.size()) <= bin) {
-          const int64_t len = std::min<int64_t>(max_r, std::max<int64_t>(bin + 1, 2 * cur->hist_r.size()));
-          const int64_t grow = 8 * (len - static_cast<int64_t>(cur->hist_r.size()));
-          if (sh.response_bytes_left.fetch_sub(grow) < grow)
-            throw StateSpaceTooLarge(
-                "max_response",
-                detail::cat("simulate: the response-time histograms outgrew the memory budget (a response time of ", r,
-                            " slots needs ", len, " bins per batch; memory_limit_bytes = ", sh.limit / 1e9,
-                            " GB): lower 'max_response' (longer response times go to its last bin) or 'batches'"));
-          cur->hist_r.resize(len, 0);
-        }
-        ++cur->hist_r[bin];
-      }
-    }
-    // 6. observation
-    if (cur) {
-      ++cur->slots;
-      ++cur->hist_n[n];
-      chunk_avg += avg;  // flushed to the long double batch sum every 4096 slots
-      if ((cur->slots & 4095) == 0 || t == next_batch) {
-        cur->sum_avg += chunk_avg;
-        chunk_avg = 0.0;
-      }
-    }
-    if (ts && o.sample_every > 0 && t % o.sample_every == 0) {
-      ts->slot.push_back(t);
-      ts->level.push_back(n);
-      ts->avg.push_back(avg);
-      ts->drops.push_back(ts_drops);
-      ts_drops = 0;
-    }
+    return true;
+  };
+  {  // warm-up: no response times; tallied into a scratch histogram that is dropped
+    std::vector<int64_t> hn(P.N + 1, 0);
+    sim::Tally warm;
+    warm.hist_n = hn.data();
+    if (!stretch(warm_step, warm, warmup)) return;
+  }
+  for (int b = 0; b < o.batches; ++b) {
+    Batch& B = batches[b];
+    const int64_t first = t, end = b + 1 < o.batches ? warmup + (b + 1) * per_batch : o.slots;
+    sim::Tally T;
+    T.hist_n = B.hist_n.data();
+    T.hist_r = &B.hist_r;
+    T.budget = &budget;
+    const bool go_on = stretch(step, T, end);
+    B.slots = t - first;
+    B.arrivals = T.arrivals, B.aqm = T.aqm, B.marks = T.marks, B.overflow = T.overflow;
+    B.departures = T.departures, B.admitted = T.admitted, B.pushed = T.pushed;
+    B.sum_avg = T.sum_avg;
+    B.hist_r[0] = 0;  // bin 0 counted the slots without a departure (R >= 1)
+    sim::response_sums(B.hist_r, o.max_response, T, B.sum_r, B.sum_r2);
+    if (!go_on) return;
   }
 }
 
 // ------------------------------------------------------------------ statistics
-
-double t975(int dof) {
-  // Student t quantile 0.975: exact table for small dof, Cornish-Fisher expansion beyond.
-  static const double table[] = {0, 12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281};
-  if (dof <= 10) return table[std::max(dof, 1)];
-  const double z = 1.959963984540054, v = dof;
-  return z + (z * z * z + z) / (4 * v) + (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * v * v) +
-         (3 * std::pow(z, 7) + 19 * std::pow(z, 5) + 17 * z * z * z - 15 * z) / (384 * v * v * v);
-}
 
 /// Half-width from batch values (NaN-free: batches without data are skipped).
 double half_width(const std::vector<double>& x) {
@@ -392,7 +227,7 @@ double half_width(const std::vector<double>& x) {
   m /= v.size();
   for (double a : v) s2 += (a - m) * (a - m);
   s2 /= (v.size() - 1);
-  return t975(static_cast<int>(v.size()) - 1) * std::sqrt(static_cast<double>(s2 / v.size()));
+  return sim::t975(static_cast<int>(v.size()) - 1) * std::sqrt(static_cast<double>(s2 / v.size()));
 }
 
 template <class F>
@@ -468,18 +303,24 @@ std::string memory_breakdown(const SimMemory& need) {
 }
 
 SimResult simulate_impl(const Model& model, const SimOptions& o, const SimMemory& need) {
-  const Setup S(model, o);
+  const double total_slots = static_cast<double>(o.slots) * o.replications;
+  const sim::SlotParams P(model, o.discretised, o.discretised && sim::target_table_bytes(model, total_slots) > 0.0,
+                          o.max_response);
+  const sim::ChunkFn step = sim::chunk_function(P, true), warm_step = sim::chunk_function(P, false);
+  const int64_t warmup = o.warmup < 0 ? o.slots / 10 : o.warmup;
+  const std::vector<Xoshiro256> streams = replication_streams(o.seed, o.replications);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::vector<Batch>> per_rep(o.replications);
   SimResult res;
   const int threads = need.threads;
-  Shared sh;
-  sh.limit = o.memory_limit_bytes;
+  std::atomic<bool> stop{false};
+  sim::ResponseBudget budget;
+  budget.limit = o.memory_limit_bytes;
   double response_part = 0.0;
   for (const auto& [k, v] : need.parts)
     if (k == "max_response") response_part = v;
   // The response histograms may use the budget the rest of the estimate leaves.
-  sh.response_bytes_left = static_cast<int64_t>(std::max(0.0, o.memory_limit_bytes - (need.total - response_part)));
+  budget.bytes_left = static_cast<int64_t>(std::max(0.0, o.memory_limit_bytes - (need.total - response_part)));
   std::atomic<int> next{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;
@@ -487,15 +328,12 @@ SimResult simulate_impl(const Model& model, const SimOptions& o, const SimMemory
     // An exception must not leave a std::thread (std::terminate): keep the first,
     // stop the other replications, rethrow after the join.
     try {
-      for (int r; !sh.stop && (r = next++) < o.replications;) {
-        Xoshiro256 rng(o.seed);
-        for (int j = 0; j < r; ++j) rng.jump();
-        run(S, rng, per_rep[r], r == 0 ? &res.series : nullptr, sh);
-      }
+      for (int r; !stop && (r = next++) < o.replications;)
+        run(P, warm_step, step, o, warmup, streams[r], per_rep[r], r == 0 ? &res.series : nullptr, budget, stop);
     } catch (...) {
       std::lock_guard<std::mutex> lock(failure_mutex);
       if (!failure) failure = std::current_exception();
-      sh.stop = true;
+      stop = true;
     }
   };
   std::vector<std::thread> pool;

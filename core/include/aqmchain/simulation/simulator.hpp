@@ -21,15 +21,30 @@ namespace aqm {
 class Xoshiro256 {
  public:
   explicit Xoshiro256(uint64_t seed);
-  uint64_t next();
+  uint64_t next() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
   /// Uniform in [0, 1) with 53 random bits.
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
   /// Advance by 2^128 steps (independent sub-stream).
   void jump();
 
  private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   uint64_t s_[4];
 };
+
+/// The starting points of replications 0..replications-1: the stream of `seed` advanced
+/// by r jumps for replication r.
+std::vector<Xoshiro256> replication_streams(uint64_t seed, int replications);
 
 /// Bounds checked by SimOptions::validate() (ModelError naming the option).
 struct SimLimits {

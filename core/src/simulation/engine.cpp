@@ -1,0 +1,293 @@
+// The simulator's slot loop (see engine.hpp for the order of events and of the draws).
+#include "simulation/engine.hpp"
+
+#include <cstring>
+#include <string>
+
+namespace aqm::sim {
+
+namespace {
+constexpr double kTableMaxBytes = 64.0 * 1024 * 1024;
+constexpr double kTableEntryBytes = sizeof(int32_t) + sizeof(uint64_t);
+}  // namespace
+
+double t975(int dof) {
+  // Student t quantile 0.975: exact table for small dof, Cornish-Fisher expansion beyond.
+  static const double table[] = {0, 12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281};
+  if (dof <= 10) return table[std::max(dof, 1)];
+  const double z = 1.959963984540054, v = dof;
+  return z + (z * z * z + z) / (4 * v) + (5 * std::pow(z, 5) + 16 * z * z * z + 3 * z) / (96 * v * v) +
+         (3 * std::pow(z, 7) + 19 * std::pow(z, 5) + 17 * z * z * z - 15 * z) / (384 * v * v * v);
+}
+
+double target_table_bytes(const Model& m, double total_slots) {
+  const double entries = static_cast<double>(m.grid.size(m.buffer)) * m.buffer;
+  const double bytes = entries * kTableEntryBytes;
+  return bytes <= kTableMaxBytes && total_slots > entries ? bytes : 0.0;
+}
+
+SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max_response)
+    : N(m.buffer),
+      M(m.source.states()),
+      filter(m.aqm),
+      per_slot(m.aqm.update == UpdateRule::PerSlot),
+      ecn(m.aqm.ecn),
+      policy(m.aqm.policy),
+      drop(m.resolved_drop()),
+      discretised(disc),
+      max_r(max_response) {
+  for (double l : m.source.arrival) lam53.push_back(std::min(l, 1.0) * kTwo53);
+  mcdf.resize(M);
+  for (int i = 0; i < M; ++i) {
+    double c = 0;
+    for (int j = 0; j < M; ++j) mcdf[i].push_back(c += m.source.matrix[i][j]);
+    mcdf[i].back() = 1.0;
+  }
+  pi = M > 1 ? m.source.modulator_stationary() : std::vector<double>{1.0};
+  mu_thr = threshold(m.service.mu);
+  switch (drop.kind) {
+    case DropFunction::Kind::None: drop_kind = DropKind::None; break;
+    case DropFunction::Kind::RED:
+      drop_kind = DropKind::Red;
+      red_lo = drop.lo, red_hi = drop.hi, red_pmax = drop.p_max;
+      break;
+    default: drop_kind = DropKind::Any;
+  }
+  if (!discretised) return;
+  grid.emplace(m.grid.resolve(m.buffer), m.grid.mapping);
+  points = grid->points();
+  pdrop.resize(points.size());
+  for (size_t i = 0; i < points.size(); ++i) pdrop[i] = drop(points[i]);
+  if (target_table) {
+    const size_t G = points.size();
+    tgt_lo.resize(G * N);
+    tgt_thr.resize(G * N);
+    for (size_t g = 0; g < G; ++g)
+      for (int q = 0; q < N; ++q) {
+        const GridTarget t = grid->map(filter.next(points[g], q));
+        tgt_lo[g * N + q] = t.lo;
+        tgt_thr[g * N + q] = threshold(t.p_lo);
+      }
+  }
+}
+
+namespace {
+
+/// c ? a : b by masks: exact, and without a branch on a condition the predictor cannot
+/// learn (an arrival under the per-arrival filter rule).
+inline double select(bool c, double a, double b) {
+  uint64_t ua, ub;
+  std::memcpy(&ua, &a, 8);
+  std::memcpy(&ub, &b, 8);
+  const uint64_t m = -static_cast<uint64_t>(c);
+  const uint64_t u = (ua & m) | (ub & ~m);
+  double out;
+  std::memcpy(&out, &u, 8);
+  return out;
+}
+inline int select(bool c, int a, int b) {
+  const int m = -static_cast<int>(c);
+  return (a & m) | (b & ~m);
+}
+
+/// Remove FIFO position j (0 = head) of a FIFO of n packets, shifting the shorter side.
+void erase(int64_t* buf, uint64_t mask, uint64_t& head, int n, int j) {
+  if (j < n - 1 - j) {
+    for (int i = j; i > 0; --i) buf[(head + i) & mask] = buf[(head + i - 1) & mask];
+    ++head;
+  } else {
+    for (int i = j; i < n - 1; ++i) buf[(head + i) & mask] = buf[(head + i + 1) & mask];
+  }
+}
+
+/// A response time r at or above the histogram's current limit: grow the histogram
+/// (doubling, under the shared budget) to hold r, or, for r >= max_r - 1, count it in the
+/// last bin and add r, r^2 to the tail sums.  Returns the (possibly moved) data; `hsize`
+/// and `lim` (the smallest r that comes here next time) follow.
+[[gnu::noinline, gnu::cold]] int64_t* response_tail(Tally& T, int64_t r, int64_t max_r, int64_t& hsize,
+                                                    int64_t& lim) {
+  std::vector<int64_t>& h = *T.hist_r;
+  const int64_t last = max_r - 1;
+  const int64_t want = r >= last ? max_r : std::min<int64_t>(max_r, std::max<int64_t>(r + 1, 2 * hsize));
+  if (want > hsize) {
+    const int64_t grow = 8 * (want - hsize);
+    if (T.budget->bytes_left.fetch_sub(grow) < grow)
+      throw StateSpaceTooLarge(
+          "max_response",
+          detail::cat("simulate: the response-time histograms outgrew the memory budget (a response time of ", r,
+                      " slots needs ", want, " bins per batch; memory_limit_bytes = ", T.budget->limit / 1e9,
+                      " GB): lower 'max_response' (longer response times go to its last bin) or 'batches'"));
+    h.resize(static_cast<size_t>(want), 0);
+    hsize = want;
+  }
+  if (r >= last) {
+    ++h[static_cast<size_t>(last)];
+    T.tail_r += r;
+    T.tail_r2 += static_cast<__int128>(r) * r;
+  } else {
+    ++h[static_cast<size_t>(r)];
+  }
+  lim = hsize == max_r ? last : hsize;
+  return h.data();
+}
+
+enum class AvgKind { NoDrop, Red, AnyDrop, Grid };
+
+/// Plain: the filter advances in every slot and no arrival is ECN-capable (the common
+/// case: no mark test and no selection of avg on the critical path).
+template <bool Modulated, AvgKind K, bool Record, bool Plain>
+void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, const int64_t t_end, Tally& T) {
+  Xoshiro256 rng = rng_ref;  // a local copy stays in registers
+  const int N = P.N;
+  const uint64_t mask = s.mask;
+  int64_t* const buf = s.buf.data();
+  uint64_t head = s.head;
+  int n = s.n, m = s.m, g = s.g;
+  double avg = s.avg;
+  const bool per_slot = P.per_slot;
+  const double ecn = P.ecn;
+  const uint64_t mu_thr = P.mu_thr;
+  const bool pushout = P.policy != DropPolicy::Tail;
+  const bool table = !P.tgt_lo.empty();
+  double lam53 = P.lam53[static_cast<size_t>(m)];
+  // admissions and departures follow at the end: admitted = arrivals - AQM drops - overflows
+  // + push-outs (the arrival that pushes a waiting packet out is admitted), departed = n at
+  // the start + admitted - pushed out - n at the end
+  const int n0 = n;
+  int64_t c_arr = 0, c_aqm = 0, c_mark = 0, c_ovf = 0, c_push = 0;
+  double sum_avg = 0.0;
+  int64_t* const hn = T.hist_n;
+  int64_t hsize = 0, lim = 0;
+  int64_t* hr = nullptr;
+  if constexpr (Record) {
+    hsize = static_cast<int64_t>(T.hist_r->size());
+    hr = T.hist_r->data();
+    lim = hsize == P.max_r ? P.max_r - 1 : hsize;
+  }
+  for (; t <= t_end; ++t) {
+    const int q = n > 0 ? n - 1 : 0;
+    // 2. modulator move
+    if constexpr (Modulated) {
+      const double u = rng.uniform();
+      const double* c = P.mcdf[static_cast<size_t>(m)].data();
+      int j = 0;
+      while (j < P.M - 1 && u >= c[j]) ++j;
+      m = j;
+      lam53 = P.lam53[static_cast<size_t>(m)];
+    }
+    // 1. filter update: the candidate avg_t (taken when the filter advances) and p(avg_t)
+    double cand, p;
+    int gc = 0;
+    if constexpr (K == AvgKind::Grid) {
+      const uint64_t k = rng.next() >> 11;
+      int32_t lo;
+      uint64_t thr;
+      if (table) {
+        const size_t i = static_cast<size_t>(g) * static_cast<size_t>(N) + static_cast<size_t>(q);
+        lo = P.tgt_lo[i];
+        thr = P.tgt_thr[i];
+      } else {
+        const GridTarget gt = P.grid->map(P.filter.next(P.points[static_cast<size_t>(g)], q));
+        lo = gt.lo;
+        thr = threshold(gt.p_lo);
+      }
+      gc = lo + static_cast<int>(k >= thr);
+      cand = P.points[static_cast<size_t>(gc)];
+      p = P.pdrop[static_cast<size_t>(gc)];
+    } else {
+      cand = P.filter.next(avg, q);
+      if constexpr (K == AvgKind::NoDrop) p = 0.0;
+      else if constexpr (K == AvgKind::Red) p = P.red(cand);
+      else p = P.drop(cand);
+    }
+    // 3.-4. arrival and its fate: one uniform against disjoint intervals (engine.hpp)
+    const double u = static_cast<double>(rng.next() >> 11);
+    const double lp = lam53 * p;
+    const bool arr = u < lam53;
+    const bool full = n == N;
+    const bool decision = !full & (u < lp);
+    bool mark = false;
+    if constexpr (!Plain) mark = decision & (u < lp * ecn);
+    const bool dropped = decision & !mark;
+    const bool ovf = full & arr;
+    const bool adm = arr & !full & !dropped;
+    // 5. departure of the packet in service at the start of the slot
+    const bool dep = (n > 0) & ((rng.next() >> 11) < mu_thr);
+    if constexpr (Plain) {
+      avg = cand;
+      if constexpr (K == AvgKind::Grid) g = gc;
+    } else {
+      const bool adv = per_slot | arr;
+      avg = select(adv, cand, avg);
+      if constexpr (K == AvgKind::Grid) g = select(adv, gc, g);
+    }
+    buf[(head + static_cast<uint64_t>(n)) & mask] = t;  // the arrival's slot; kept only if admitted
+    if (pushout && (dropped | ovf) && n > 1) [[unlikely]] {
+      // admit the arrival, discard a waiting packet (never the one in service)
+      const int waiting = n - 1;
+      const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
+      erase(buf, mask, head, n, std::min(j, waiting));
+      buf[(head + static_cast<uint64_t>(n - 1)) & mask] = t;
+      ++c_push;
+    }
+    if constexpr (Record) {
+      // response time of the departing packet, 0 without a departure (masked, not branched:
+      // a departure is a coin toss the branch predictor cannot learn); bin 0 is the sink
+      const int64_t r = (t - buf[head & mask]) & -static_cast<int64_t>(dep);
+      if (r >= lim) [[unlikely]]
+        hr = response_tail(T, r, P.max_r, hsize, lim);
+      else
+        ++hr[r];
+    }
+    head += dep;
+    n += static_cast<int>(adm) - static_cast<int>(dep);
+    // 6. observation
+    c_arr += arr;
+    c_aqm += dropped;
+    c_mark += mark;
+    c_ovf += ovf;
+    ++hn[n];
+    sum_avg += avg;
+  }
+  s.n = n, s.m = m, s.g = g, s.avg = avg, s.head = head;
+  T.arrivals += c_arr, T.aqm += c_aqm, T.marks += c_mark, T.overflow += c_ovf;
+  const int64_t c_adm = c_arr - c_aqm - c_ovf + c_push;
+  T.departures += n0 + c_adm - c_push - n, T.admitted += c_adm, T.pushed += c_push;
+  T.sum_avg += sum_avg;
+  rng_ref = rng;
+}
+
+template <bool Mod, bool Rec, bool Plain>
+ChunkFn pick(const SlotParams& P) {
+  if (P.discretised) return &chunk<Mod, AvgKind::Grid, Rec, Plain>;
+  switch (P.drop_kind) {
+    case SlotParams::DropKind::None: return &chunk<Mod, AvgKind::NoDrop, Rec, Plain>;
+    case SlotParams::DropKind::Red: return &chunk<Mod, AvgKind::Red, Rec, Plain>;
+    default: return &chunk<Mod, AvgKind::AnyDrop, Rec, Plain>;
+  }
+}
+
+template <bool Mod, bool Rec>
+ChunkFn pick(const SlotParams& P) {
+  return P.per_slot && P.ecn == 0.0 ? pick<Mod, Rec, true>(P) : pick<Mod, Rec, false>(P);
+}
+
+}  // namespace
+
+ChunkFn chunk_function(const SlotParams& P, bool record) {
+  if (record) return P.M > 1 ? pick<true, true>(P) : pick<false, true>(P);
+  return P.M > 1 ? pick<true, false>(P) : pick<false, false>(P);
+}
+
+void response_sums(const std::vector<int64_t>& h, int64_t max_r, const Tally& T, int64_t& sum_r, __int128& sum_r2) {
+  __int128 s1 = T.tail_r, s2 = T.tail_r2;
+  const size_t end = std::min(h.size(), static_cast<size_t>(max_r - 1));  // the last bin holds the tail
+  for (size_t k = 1; k < end; ++k) {
+    s1 += static_cast<__int128>(k) * h[k];
+    s2 += static_cast<__int128>(k) * k * h[k];
+  }
+  sum_r = static_cast<int64_t>(s1);
+  sum_r2 = s2;
+}
+
+}  // namespace aqm::sim

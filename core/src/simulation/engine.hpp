@@ -1,0 +1,156 @@
+// Internal: the simulator's slot loop, shared by simulate() and simulate_scenario().
+//
+// One slot follows the order of events of docs/conventions.md ("Time and the order of
+// events in a slot"):
+// filter update, modulator move, arrival, rejection test (overflow, else an AQM drop or
+// ECN mark with probability p(avg_t)), departure of the packet in service at the start of
+// the slot, observation.  The loop is written without data-dependent branches on the
+// common path; the random numbers it draws per slot, in this order, are
+//
+//   1. modulator move (modulated sources only): one uniform, compared with the
+//      cumulative row of the modulator matrix;
+//   2. grid mapping (discretised avg only): one uniform, compared with the split
+//      probability of the target (drawn in every slot, also when the target is a single
+//      grid point or, under the per-arrival rule, when no packet arrives);
+//   3. arrival and its fate: ONE uniform u compared with the disjoint intervals
+//        [0, lam p e)        arrival, AQM decision, ECN-capable: marked
+//        [lam p e, lam p)    arrival, AQM decision, not ECN-capable: dropped
+//        [lam p, lam)        arrival, no AQM decision: admitted (if the buffer has room)
+//        [lam, 1)            no arrival
+//      (lam = arrival probability of the slot, p = p(avg_t), e = ECN-capable probability;
+//      when the buffer is full every arrival, u < lam, overflows).  The intervals have
+//      lengths lam p e, lam p (1 - e), lam (1 - p), 1 - lam, which are exactly the
+//      probabilities of the three independent draws "arrival", "drop decision", "ECN
+//      capable" of the model; so the law is the model's, not an approximation;
+//   4. departure: one uniform, compared with mu, drawn in every slot (used only when the
+//      system held a packet at the start of the slot);
+//   5. push-out victim (random discard policy, only when a rejected arrival finds
+//      waiting packets): one uniform.
+// A bare Bernoulli source with continuous avg therefore takes two draws per slot.
+// Comparisons are made on the integer k = x >> 11 of a 64-bit draw x (u = k 2^-53):
+// u < p  <=>  k < p 2^53  <=>  k < ceil(p 2^53), and the scaling by 2^53 is exact.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "aqmchain/model/filter.hpp"
+#include "aqmchain/model/model.hpp"
+#include "aqmchain/simulation/simulator.hpp"
+
+namespace aqm::sim {
+
+constexpr double kTwo53 = 9007199254740992.0;
+
+/// ceil(p 2^53) in [0, 2^53]: with k = x >> 11 of a draw x, k < threshold(p) iff u < p.
+inline uint64_t threshold(double p) {
+  if (!(p > 0.0)) return 0;
+  if (p >= 1.0) return uint64_t{1} << 53;
+  return static_cast<uint64_t>(std::ceil(p * kTwo53));
+}
+
+/// Student t quantile 0.975 with `dof` degrees of freedom.
+double t975(int dof);
+
+/// Whether discretised runs precompute the grid target of every (grid point, queue)
+/// pair: when the table is at most 64 MiB and the run has more slots than the table
+/// has entries.  Its bytes (0 when not used).
+double target_table_bytes(const Model& m, double total_slots);
+
+/// Everything the slot loop reads about one model (one phase of a scenario).
+struct SlotParams {
+  int N = 0, M = 1;
+  std::vector<double> lam53;               ///< arrival probability per modulator state, times 2^53
+  std::vector<std::vector<double>> mcdf;   ///< cumulative modulator rows (last entry 1)
+  std::vector<double> pi;                  ///< stationary modulator law (initial state)
+  uint64_t mu_thr = 0;                     ///< departure iff k < mu_thr
+  EwmaFilter filter;
+  bool per_slot = true;
+  double ecn = 0.0;
+  DropPolicy policy = DropPolicy::Tail;
+  DropFunction drop;
+  enum class DropKind { None, Red, Any } drop_kind = DropKind::Any;
+  double red_lo = 0.0, red_hi = 0.0, red_pmax = 0.0;
+  bool discretised = false;
+  std::vector<double> points, pdrop;       ///< discretised: grid points and p at them
+  std::optional<Grid> grid;
+  /// Discretised: the target of the update from grid point g with q waiting packets,
+  /// entry g * N + q: grid index `lo` and the threshold of ceil(p_lo 2^53) (lo + 1
+  /// above it).  Empty: mapped in the loop.
+  std::vector<int32_t> tgt_lo;
+  std::vector<uint64_t> tgt_thr;
+  int64_t max_r = 2;                       ///< response histogram length
+
+  SlotParams(const Model& m, bool discretised, bool target_table, int64_t max_response);
+
+  /// RED exactly as DropFunction::operator() writes it.
+  double red(double avg) const {
+    return avg < red_lo ? 0.0 : (avg < red_hi ? red_pmax * (avg - red_lo) / (red_hi - red_lo) : 1.0);
+  }
+};
+
+/// The simulated system: n, avg (or its grid index), modulator, and the FIFO of the
+/// arrival slots of the packets in the system (head = the packet in service).
+struct SimState {
+  int n = 0, m = 0, g = 0;
+  double avg = 0.0;
+  uint64_t head = 0, mask = 0;
+  std::vector<int64_t> buf;
+  explicit SimState(int N) {
+    size_t c = 1;
+    while (c < static_cast<size_t>(N) + 1) c <<= 1;  // N + 1 slots: an unconditional write at head + n never hits a packet
+    buf.assign(c, 0);
+    mask = c - 1;
+  }
+  /// Empty system, avg 0, modulator drawn from `pi` (one uniform when it has several states).
+  void start(const std::vector<double>& pi, Xoshiro256& rng) {
+    n = 0, g = 0, avg = 0.0, head = 0, m = 0;
+    if (pi.size() > 1) {
+      const double u = rng.uniform();
+      double c = 0;
+      m = static_cast<int>(pi.size()) - 1;
+      for (size_t i = 0; i < pi.size(); ++i)
+        if (u < (c += pi[i])) {
+          m = static_cast<int>(i);
+          break;
+        }
+    }
+  }
+  int queue() const { return n > 0 ? n - 1 : 0; }
+};
+
+/// Bytes the response histograms may still take (shared by the replications).
+struct ResponseBudget {
+  std::atomic<int64_t> bytes_left{0};
+  double limit = 0.0;
+};
+
+/// What a stretch of slots adds up.
+struct Tally {
+  int64_t arrivals = 0, aqm = 0, marks = 0, overflow = 0, departures = 0, admitted = 0, pushed = 0;
+  long double sum_avg = 0;
+  int64_t* hist_n = nullptr;  ///< N + 1 bins, n at the end of each slot
+  /// Response times (recording loops only): hist_r[r] counts R = r for r < max_r - 1, the
+  /// last bin R >= max_r - 1, whose sum and sum of squares are tail_r, tail_r2; bin 0
+  /// collects the slots without a departure (R >= 1).  Grows under `budget`.
+  std::vector<int64_t>* hist_r = nullptr;
+  int64_t tail_r = 0;
+  __int128 tail_r2 = 0;
+  ResponseBudget* budget = nullptr;
+};
+
+/// Slots t0..t1 (inclusive, at most 4096 of them: the avg sum of the stretch is a double).
+using ChunkFn = void (*)(const SlotParams&, SimState&, Xoshiro256&, int64_t t0, int64_t t1, Tally&);
+/// The loop for P's source kind and avg mode; `record`: with response times (hist_r and
+/// budget set in the tally), else without them (warm-up, scenario ensembles).
+ChunkFn chunk_function(const SlotParams& P, bool record);
+
+/// Sum and sum of squares of the response times a recording tally saw (histogram and tail).
+void response_sums(const std::vector<int64_t>& hist_r, int64_t max_r, const Tally& T, int64_t& sum_r,
+                   __int128& sum_r2);
+
+}  // namespace aqm::sim

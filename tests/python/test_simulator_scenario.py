@@ -1,0 +1,238 @@
+"""Ensembles of simulated replications of piecewise-constant scenarios against the exact transient law.
+
+With ``discretised=True`` the chain is the simulator's exact law, so the ensemble mean at
+time t estimates p_t = p_0 P_1^t1 P_2^t2 ... (p_0: empty system, avg 0, modulator
+stationary) computed densely here with numpy.  The checks compare within a few 95 %
+half-widths: they fail when the law is wrong, and no value is pinned to a seed.
+"""
+
+import numpy as np
+import pytest
+
+import aqmchain
+
+BUFFER, K = 10, 2
+MMBP = ([[0.9, 0.1], [0.3, 0.7]], [0.3, 0.8])
+
+
+def model(alpha=None, mu=0.5, ecn=0.2, buffer=BUFFER, time="discrete"):
+    source = aqmchain.Source.mmbp(*MMBP) if alpha is None else aqmchain.Source.bernoulli(alpha)
+    if time == "continuous":
+        source, service = aqmchain.Source.poisson(0.4), aqmchain.Service.exponential(1.0)
+    else:
+        service = aqmchain.Service(mu)
+    return aqmchain.Model(buffer=buffer, source=source, service=service, time=time,
+                          aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.red(2, 8, 0.3), w=0.2, ecn=ecn),
+                          grid=aqmchain.GridSpec(k=K))
+
+
+class DenseLaw:
+    """The chain of each phase as a dense matrix on the product space (n, avg index, modulator),
+    so that phases whose reachable sets differ share one index; stepped from p_0."""
+
+    def __init__(self, scenario):
+        m0 = scenario.phases[0].model
+        self.M = m0.source.states
+        self.G = len(m0.grid.resolve(m0.buffer))
+        self.S = (m0.buffer + 1) * self.G * self.M
+        level = np.repeat(np.arange(m0.buffer + 1), self.G * self.M)
+        self.q = np.maximum(level - 1, 0).astype(float)
+        self.n = level.astype(float)
+        self.avg = np.tile(np.repeat(np.asarray(m0.grid.resolve(m0.buffer)), self.M), m0.buffer + 1)
+        self.steps = []  # (slots, P, arrival weight, loss weight) per phase
+        for ph in scenario.phases:
+            chain = aqmchain.build_chain(ph.model)
+            lab = aqmchain.state_labels(chain)
+            key = (lab["level"] * self.G + lab["avg_index"]) * self.M + lab["modulator"]
+            coo = aqmchain.transition_matrix(chain).tocoo()
+            P = np.zeros((self.S, self.S))
+            P[key[coo.row], key[coo.col]] = coo.data
+            ev = chain.events
+            arr, loss = np.zeros(self.S), np.zeros(self.S)
+            arr[key] = ev["arrival"]
+            loss[key] = np.asarray(ev["aqm_drop"]) + np.asarray(ev["overflow"])
+            self.steps.append((int(ph.duration), P, arr, loss))
+        self.p0 = np.zeros(self.S)
+        self.p0[np.arange(self.M)] = m0.source.modulator_stationary()  # n = 0, avg index 0
+
+    def at(self, times):
+        """Per output time: E q, Var q, E q^4-ish moments, E n, E avg; per interval E arrivals, E losses."""
+        times = list(times)
+        out = {k: [] for k in ("mq", "vq", "m4q", "mn", "ma", "arr", "loss")}
+        p, t, k, arr, loss = self.p0.copy(), 0, 0, 0.0, 0.0
+        for slots, P, wa, wl in self.steps:
+            for _ in range(slots):
+                if k == len(times):
+                    break
+                arr += p @ wa
+                loss += p @ wl
+                p = p @ P
+                t += 1
+                assert abs(p.sum() - 1) < 1e-12  # the phases' chains cover every state the scenario reaches
+                if t == times[k]:
+                    mq = p @ self.q
+                    out["mq"].append(mq)
+                    out["vq"].append(p @ (self.q - mq) ** 2)
+                    out["m4q"].append(p @ (self.q - mq) ** 4)
+                    out["mn"].append(p @ self.n)
+                    out["ma"].append(p @ self.avg)
+                    out["arr"].append(arr)
+                    out["loss"].append(loss)
+                    arr = loss = 0.0
+                    k += 1
+        return {key: np.array(v) for key, v in out.items()}
+
+
+def z(sim, hw, exact):
+    """|sim - exact| in standard errors (a zero half-width: every replication agreed, so must the law)."""
+    d = np.abs(np.asarray(sim) - exact)
+    return np.where(hw > 0, d / np.where(hw > 0, hw / 1.96, 1.0), np.where(d < 1e-12, 0.0, np.inf))
+
+
+def check_against_law(res, law, label, zmax=4.5):
+    R = res.replications
+    assert np.all(z(res.mean_queue, res.mean_queue_hw, law["mq"]) < zmax), (label, res.mean_queue, law["mq"])
+    assert np.all(z(res.mean_system, res.mean_system_hw, law["mn"]) < zmax), label
+    assert np.all(z(res.mean_avg, res.mean_avg_hw, law["ma"]) < zmax), label
+    assert np.all(z(res.arrivals, res.arrivals_hw, law["arr"]) < zmax), label
+    has_loss = res.losses_hw > 0
+    assert np.all(z(res.losses, res.losses_hw, law["loss"])[has_loss] < zmax), label
+    # variance of q: standard error sqrt((m4 - var^2) / R)
+    se = np.sqrt(np.maximum(law["m4q"] - law["vq"] ** 2, 1e-30) / R)
+    assert np.all(np.abs(res.var_queue - law["vq"]) < zmax * se + 1e-12), label
+
+
+def test_single_phase_matches_the_exact_transient_law():
+    sc = aqmchain.Scenario([aqmchain.Phase(300, model())])
+    times = [1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 300]
+    res = aqmchain.simulate_scenario(sc, times, replications=4000, seed=5, discretised=True)
+    law = DenseLaw(sc).at(times)
+    assert res.replications == 4000 and list(res.times) == times
+    assert res.mean_queue[0] == 0.0 and res.mean_queue_hw[0] == 0.0  # n <= 1 after one slot
+    check_against_law(res, law, "single phase")
+    # the check can fail: a law with a different service rate is far outside
+    other = DenseLaw(aqmchain.Scenario([aqmchain.Phase(300, model(mu=0.45))])).at(times)
+    assert np.max(z(res.mean_queue, res.mean_queue_hw, other["mq"])) > 6
+
+
+def test_two_phase_load_step_rises_then_falls_and_follows_the_law():
+    low, high = model(alpha=0.25), model(alpha=0.85)
+    sc = aqmchain.Scenario([aqmchain.Phase(200, low, "low"), aqmchain.Phase(200, high, "high"),
+                            aqmchain.Phase(200, low, "low again")])
+    times = np.arange(10, 601, 10)
+    res = aqmchain.simulate_scenario(sc, times, replications=2000, seed=8, discretised=True)
+    i200, i400, i600 = 19, 39, 59
+    assert res.mean_queue[i400] - res.mean_queue[i200] > 10 * (res.mean_queue_hw[i400] + res.mean_queue_hw[i200])
+    assert res.mean_queue[i400] - res.mean_queue[i600] > 10 * (res.mean_queue_hw[i400] + res.mean_queue_hw[i600])
+    assert res.losses[i400] > res.losses[i200] and res.loss_rate[i400] > 0.1
+    check_against_law(res, DenseLaw(sc).at(times), "load step")
+
+
+def test_state_carries_across_a_phase_boundary():
+    # The slots right after the boundary follow p_b P_2^s: the queue built up in the first
+    # phase is still there (no restart from the empty system), and the second phase's
+    # parameters hold from slot b + 1 on.
+    high, low = model(alpha=0.9), model(alpha=0.1)
+    sc = aqmchain.Scenario([aqmchain.Phase(100, high), aqmchain.Phase(100, low)])
+    times = [98, 99, 100, 101, 102, 103, 105, 110, 130, 200]
+    res = aqmchain.simulate_scenario(sc, times, replications=4000, seed=2, discretised=True)
+    law = DenseLaw(sc).at(times)
+    check_against_law(res, law, "boundary")
+    # one slot changes n by at most one in every replication
+    assert np.all(np.abs(np.diff(res.mean_system[:6])) <= 1.0)
+    # a system restarted empty at the boundary, or switched one slot late, is rejected
+    late = DenseLaw(aqmchain.Scenario([aqmchain.Phase(101, high), aqmchain.Phase(99, low)])).at(times)
+    assert np.max(z(res.mean_queue, res.mean_queue_hw, late["mq"])) > 6
+    fresh = DenseLaw(aqmchain.Scenario([aqmchain.Phase(100, low)])).at([1, 2, 3, 5, 10, 30, 100])
+    assert res.mean_queue[3] - fresh["mq"][0] > 10 * res.mean_queue_hw[3]
+
+
+def test_continuous_avg_ensemble_is_close_to_the_chain():
+    # continuous avg is not the chain's exact law; the means agree to the grid's resolution
+    sc = aqmchain.Scenario([aqmchain.Phase(150, model(alpha=0.6))])
+    times = [50, 100, 150]
+    res = aqmchain.simulate_scenario(sc, times, replications=3000, seed=4)
+    law = DenseLaw(sc).at(times)
+    assert np.all(np.abs(res.mean_queue - law["mq"]) < 0.1 * law["mq"] + res.mean_queue_hw)
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    sc = aqmchain.Scenario([aqmchain.Phase(500, model(alpha=0.5)), aqmchain.Phase(500, model(alpha=0.9))])
+    times = np.arange(1, 1001, 7)
+    runs = [aqmchain.simulate_scenario(sc, times, replications=37, seed=11, threads=th, discretised=d)
+            for d in (False, True) for th in (1, 2, 5)]
+    for a, b in ((runs[0], runs[1]), (runs[0], runs[2]), (runs[3], runs[4]), (runs[3], runs[5])):
+        for name in aqmchain.EnsembleResult.array_names():
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert runs[1].threads == 2 and runs[2].threads == 5
+    other = aqmchain.simulate_scenario(sc, times, replications=37, seed=12)
+    assert not np.array_equal(other.mean_queue, runs[0].mean_queue)
+
+
+def test_output_arrays_and_intervals():
+    sc = aqmchain.Scenario([aqmchain.Phase(50, model(alpha=0.5)), aqmchain.Phase(70, model(alpha=0.7))])
+    res = aqmchain.simulate_scenario(sc, np.array([10.0, 50, 51, 120]), replications=50)
+    assert res.times.dtype == np.int64 and list(res.times) == [10, 50, 51, 120]
+    for name in aqmchain.EnsembleResult.array_names():
+        arr = getattr(res, name)
+        assert arr.shape == (4,) and not arr.flags.writeable
+    # interval (50, 51] holds one slot: at most one arrival per replication
+    assert 0 <= res.arrivals[2] <= 1 and res.arrivals[0] <= 10
+    assert np.all(res.var_queue >= 0) and np.all(res.mean_queue <= res.mean_system)
+    assert res.seconds >= 0 and res.replications == 50
+
+
+def expect(param, fn):
+    with pytest.raises(aqmchain.ModelError) as exc:
+        fn()
+    assert param in str(exc.value), str(exc.value)
+    return exc.value
+
+
+def test_bad_inputs_name_the_parameter():
+    sc = aqmchain.Scenario([aqmchain.Phase(100, model(alpha=0.5))])
+    run = aqmchain.simulate_scenario
+    expect("times", lambda: run(sc, []))
+    assert expect("times[1]", lambda: run(sc, [5, 5])).param == "times[1]"
+    expect("times[2]", lambda: run(sc, [5, 6, 4]))
+    expect("times[0]", lambda: run(sc, [0]))
+    expect("times[1]", lambda: run(sc, [5, 101]))
+    expect("times[0]", lambda: run(sc, [2.5]))
+    expect("times[0]", lambda: run(sc, [float("nan")]))
+    expect("times", lambda: run(sc, [[1, 2], [3, 4]]))
+    expect("times", lambda: run(sc, ["a"]))
+    expect("times", lambda: run(sc, "10"))
+    assert expect("replications", lambda: run(sc, [10], replications=1)).param == "replications"
+    expect("replications", lambda: run(sc, [10], replications=2.5))
+    expect("threads", lambda: run(sc, [10], threads=-1))
+    expect("discretised", lambda: run(sc, [10], discretised="yes"))
+    expect("seed", lambda: run(sc, [10], seed=-1))
+    expect("memory_limit_bytes", lambda: run(sc, [10], memory_limit_bytes=0))
+    expect("replicas", lambda: run(sc, [10], replicas=10))
+    expect("scenario", lambda: run(model(alpha=0.5), [10]))
+    with pytest.raises(aqmchain.StateSpaceTooLarge):
+        run(sc, np.arange(1, 101), memory_limit_bytes=1000)
+    # continuous-time scenarios are solved, not simulated
+    cont = aqmchain.Scenario([aqmchain.Phase(10.0, model(time="continuous"))])
+    expect("time", lambda: run(cont, [5]))
+    # scenario construction: named phase errors
+    expect("phase[1].buffer", lambda: aqmchain.Scenario([aqmchain.Phase(10, model(alpha=0.5)),
+                                                         aqmchain.Phase(10, model(alpha=0.5, buffer=12))]))
+    expect("phase[0].duration", lambda: aqmchain.Scenario([aqmchain.Phase(0, model(alpha=0.5))]))
+    expect("phase[0].slots", lambda: aqmchain.Scenario([aqmchain.Phase(2.5, model(alpha=0.5))]))
+    expect("scenario.phase", lambda: aqmchain.Scenario([]))
+    expect("phase[1]", lambda: aqmchain.Scenario([aqmchain.Phase(10, model(alpha=0.5)), "x"]))
+    expect("phase.model", lambda: aqmchain.Phase(10, "not a model"))
+    expect("phase.duration", lambda: aqmchain.Phase("ten", model(alpha=0.5)))
+
+
+def test_scenario_binding():
+    a, b = model(alpha=0.3), model(alpha=0.9)
+    sc = aqmchain.Scenario([aqmchain.Phase(3000, a, "low"), aqmchain.Phase(duration=3000, model=b, label="high"),
+                            aqmchain.Phase(3000, a)])
+    assert len(sc) == 3 and sc.total_duration() == 9000
+    assert list(sc.boundaries()) == [0, 3000, 6000, 9000]
+    assert sc.phase_at(2999) == 0 and sc.phase_at(3000) == 1 and sc.phase_at(9000) == 2
+    assert [p.label for p in sc.phases] == ["low", "high", ""]
+    assert sc.phases[1].model.source.arrival == [0.9] and sc.phases[0].duration == 3000
+    sc.validate()
