@@ -209,3 +209,25 @@ def test_time_grid():
     assert len(aqmchain.time_grid("linear", 0, 10, 11)) == 11
     with pytest.raises(aqmchain.OptionError, match="start"):
         aqmchain.time_grid("log", 0, 10, 5)
+
+
+def test_scenario_mean_queue_within_the_simulator_ensemble_band():
+    """The chain's mean queue over a load step against independent simulator replications
+    of the same scenario (discretised avg: the chain is the simulator's exact law)."""
+    light = dict(MMBP, source={"kind": "bernoulli", "alpha": 0.2}, buffer=15)
+    base = model_of(light)
+    sc = aqmchain.make_scenario(base, [{"slots": 60, "alpha": 0.2}, {"slots": 60, "alpha": 0.7},
+                                       {"slots": 80, "alpha": 0.2}])
+    times = np.arange(10, 201, 10)
+    r = aqmchain.solve_transient(sc, times)
+    sim = aqmchain.simulate_scenario(sc, times, replications=6000, seed=7, discretised=True)
+    z = np.abs(r.mean_queue - sim.mean_queue) / (sim.mean_queue_hw / 1.96)
+    assert np.all(z < 4.5), z.max()
+    zavg = np.abs(r.mean_avg - sim.mean_avg) / np.maximum(sim.mean_avg_hw / 1.96, 1e-12)
+    assert np.all(zavg < 4.5), zavg.max()
+    # the comparison has power: the heavy phase one step later is far outside the band
+    late = aqmchain.make_scenario(base, [{"slots": 70, "alpha": 0.2}, {"slots": 60, "alpha": 0.7},
+                                         {"slots": 70, "alpha": 0.2}])
+    r2 = aqmchain.solve_transient(late, times)
+    z2 = np.abs(r2.mean_queue - sim.mean_queue) / (sim.mean_queue_hw / 1.96)
+    assert z2.max() > 10

@@ -230,7 +230,8 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
         res.loss_rate[i] = static_cast<double>(rate);
         res.loss_rate_hw[i] = static_cast<double>(tq * std::sqrt(var / R) / (sums.arr[i] / R));
       } else {
-        res.loss_rate[i] = res.loss_rate_hw[i] = NAN;
+        res.loss_rate[i] = 0.0;  // no arrival: nothing was lost; the interval is unbounded
+        res.loss_rate_hw[i] = INFINITY;
       }
     }
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -44,7 +44,8 @@ struct EnsembleOptions {
 /// interval (t_{i-1}, t_i] (t_{-1} = 0): the mean number of arrivals and of lost packets
 /// (AQM drops + overflow drops; ECN marks are not losses) per replication, and the loss
 /// rate sum(lost) / sum(arrivals) over the replications with its half-width by the delta
-/// method (NaN when no replication had an arrival in the interval).
+/// method (0 with an infinite half-width when no replication had an arrival in the
+/// interval: no number is ever NaN).
 struct EnsembleResult {
   std::vector<int64_t> times;
   std::vector<double> mean_queue, mean_queue_hw, var_queue;
