@@ -87,6 +87,7 @@ struct Reduced {
   mutable long precond_applications = 0;
 
   void matvec(const double* x, double* y) const {
+#pragma omp parallel for schedule(static) if (n > 50000)
     for (int32_t j = 0; j < n; ++j) {
       double s = 0.0;
       for (int32_t e = rp[j]; e < rp[j + 1]; ++e) s += v[e] * x[ci[e]];
@@ -241,7 +242,9 @@ Reduced reduce(const Chain& c, const std::vector<int32_t>& block_of, int32_t k) 
 
 double dot(const std::vector<double>& a, const double* b, int32_t n) {
   double s = 0.0;
-  for (int32_t i = 0; i < n; ++i) s += a[i] * b[i];
+  const double* ap = a.data();
+#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 50000)
+  for (int32_t i = 0; i < n; ++i) s += ap[i] * b[i];
   return s;
 }
 
@@ -336,8 +339,13 @@ void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t 
   auto candidate = [&](int steps) {  // xc = x + M^{-1} V y
     solve_y(steps);
     std::fill(w.begin(), w.end(), 0.0);
-    for (int i = 0; i < steps; ++i)
-      for (int32_t l = 0; l < n; ++l) w[l] += y[i] * V[i][l];
+    for (int i = 0; i < steps; ++i) {
+      const double yi = y[i];
+      const double* vi = V[i].data();
+      double* wp = w.data();
+#pragma omp parallel for schedule(static) if (n > 50000)
+      for (int32_t l = 0; l < n; ++l) wp[l] += yi * vi[l];
+    }
     R.precond(w.data(), z.data());
     for (int32_t l = 0; l < n; ++l) xc[l] = x[l] + z[l];
     xc[R.K] = 0.0;
@@ -375,12 +383,25 @@ void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t 
       R.matvec(z.data(), w.data());
       ++operator_applications;
       ++its;
-      for (int i = 0; i <= j; ++i) {  // modified Gram-Schmidt
-        const double hij = dot(V[i], w.data(), n);
+      // modified Gram-Schmidt, each update fused with the next projection (one
+      // sweep per basis vector, row chunks split over threads)
+      double next = dot(V[0], w.data(), n);
+      for (int i = 0; i <= j; ++i) {
+        const double hij = next;
         h(i, j) = hij;
-        for (int32_t l = 0; l < n; ++l) w[l] -= hij * V[i][l];
+        const double* vi = V[i].data();
+        const double* vn = i < j ? V[i + 1].data() : nullptr;
+        double acc = 0.0;
+        double* wp = w.data();
+#pragma omp parallel for reduction(+ : acc) schedule(static) if (n > 50000)
+        for (int32_t l = 0; l < n; ++l) {
+          const double v = wp[l] - hij * vi[l];
+          wp[l] = v;
+          acc += vn ? vn[l] * v : v * v;
+        }
+        next = acc;
       }
-      const double hnext = std::sqrt(dot(w, w.data(), n));
+      const double hnext = std::sqrt(next);
       for (int i = 0; i < j; ++i) {  // previous rotations on column j
         const double a = h(i, j), bb = h(i + 1, j);
         h(i, j) = cs[i] * a + sn[i] * bb;
