@@ -35,7 +35,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "aqmchain/model/filter.hpp"
@@ -43,6 +46,34 @@
 #include "aqmchain/simulation/simulator.hpp"
 
 namespace aqm::sim {
+
+/// Runs replication(r) for r = 0 .. count - 1 on `threads` threads (the calling one
+/// included), each claiming the next r.  replication returns false to stop early.
+/// An exception must not leave a std::thread (std::terminate): the first one is
+/// kept, `stop` is raised so the other replications end, and it is rethrown after
+/// the join.
+template <class F>
+void run_replications(int threads, int count, std::atomic<bool>& stop, F&& replication) {
+  std::atomic<int> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto worker = [&]() {
+    try {
+      for (int r; !stop && (r = next++) < count;)
+        if (!replication(r)) break;
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      stop = true;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
 
 constexpr double kTwo53 = 9007199254740992.0;
 

@@ -136,9 +136,7 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
     std::map<int, Record> pending;  // finished replications waiting for their turn in the sums
     int next_merge = 0;
     std::mutex merge_mutex;
-    std::atomic<int> next{0};
     std::atomic<bool> stop{false};
-    std::exception_ptr failure;
 
     auto replicate = [&](int r) -> bool {
       Xoshiro256 rng = streams_[static_cast<size_t>(r)];
@@ -178,21 +176,7 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
       }
       return true;
     };
-    auto worker = [&]() {
-      try {
-        for (int r; !stop && (r = next++) < o.replications;)
-          if (!replicate(r)) break;
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(merge_mutex);
-        if (!failure) failure = std::current_exception();
-        stop = true;
-      }
-    };
-    std::vector<std::thread> pool;
-    for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
-    worker();
-    for (auto& th : pool) th.join();
-    if (failure) std::rethrow_exception(failure);
+    sim::run_replications(threads, o.replications, stop, replicate);
 
     EnsembleResult res;
     res.times = out;

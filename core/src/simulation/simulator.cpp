@@ -321,26 +321,10 @@ SimResult simulate_impl(const Model& model, const SimOptions& o, const SimMemory
     if (k == "max_response") response_part = v;
   // The response histograms may use the budget the rest of the estimate leaves.
   budget.bytes_left = static_cast<int64_t>(std::max(0.0, o.memory_limit_bytes - (need.total - response_part)));
-  std::atomic<int> next{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  auto worker = [&]() {
-    // An exception must not leave a std::thread (std::terminate): keep the first,
-    // stop the other replications, rethrow after the join.
-    try {
-      for (int r; !stop && (r = next++) < o.replications;)
-        run(P, warm_step, step, o, warmup, streams[r], per_rep[r], r == 0 ? &res.series : nullptr, budget, stop);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(failure_mutex);
-      if (!failure) failure = std::current_exception();
-      stop = true;
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
-  if (failure) std::rethrow_exception(failure);
+  sim::run_replications(threads, o.replications, stop, [&](int r) {
+    run(P, warm_step, step, o, warmup, streams[r], per_rep[r], r == 0 ? &res.series : nullptr, budget, stop);
+    return true;
+  });
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.threads = threads;
   res.slots_per_second = static_cast<double>(o.slots) * o.replications / std::max(res.seconds, 1e-9);
