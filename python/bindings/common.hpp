@@ -37,6 +37,21 @@ inline py::dict pairs(const std::vector<std::pair<std::string, double>>& v) {
 /// (names, types and defaults are written once, in the def_readwrite calls).
 py::list option_names(py::object cls);
 
+/// The static option_names() and defaults() of an options class (read from its
+/// read-write fields and a default-constructed instance: written once, in C++).
+template <class C>
+py::class_<C>& def_option_statics(py::class_<C>& cls) {
+  py::object type = cls;
+  cls.def_static("option_names", [type]() { return option_names(type); });
+  cls.def_static("defaults", [type]() {
+    py::object o = type();
+    py::dict d;
+    for (const auto& name : option_names(type)) d[name] = o.attr(name);
+    return d;
+  });
+  return cls;
+}
+
 /// While alive on the main thread, Ctrl-C (SIGINT) asks the core's long loops to
 /// stop (they throw aqm::Interrupted, raised as KeyboardInterrupt) instead of
 /// waiting for the GIL to come back.  Use before py::gil_scoped_release in

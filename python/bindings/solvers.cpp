@@ -25,8 +25,9 @@ void define_enums(py::module_& m) {
 }
 
 void define_options(py::module_& m) {
-  py::class_<StationaryOptions>(m, "StationaryOptions",
-                                "Options of the stationary solvers; keyword arguments set the fields (checked in Python, validated here).")
+  py::class_<StationaryOptions> options_class(m, "StationaryOptions",
+                                "Options of the stationary solvers; keyword arguments set the fields (checked in Python, validated here).");
+  options_class
       .def(py::init<>())
       .def_property(
           "method", [](const StationaryOptions& o) { return to_string(o.method); },
@@ -49,14 +50,8 @@ void define_options(py::module_& m) {
       .def_readwrite("arnoldi_max_gb", &StationaryOptions::arnoldi_max_gb)
       .def_readwrite("krylov_basis", &StationaryOptions::krylov_basis)
       .def_readwrite("x0", &StationaryOptions::x0)
-      .def("validate", &StationaryOptions::validate)
-      .def_static("option_names", [m]() { return option_names(m.attr("StationaryOptions")); })
-      .def_static("defaults", [m]() {
-        py::object o = m.attr("StationaryOptions")();
-        py::dict d;
-        for (const auto& name : option_names(m.attr("StationaryOptions"))) d[name] = o.attr(name);
-        return d;
-      });
+      .def("validate", &StationaryOptions::validate);
+  def_option_statics(options_class);
   m.def("stationary_methods", &methods, "Names of the stationary methods.");
 }
 

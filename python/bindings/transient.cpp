@@ -22,9 +22,10 @@ using IntArray = py::array_t<int32_t, py::array::c_style | py::array::forcecast>
 using RealArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
 
 void define_options(py::module_& m) {
-  py::class_<TransientOptions>(m, "TransientOptions",
+  py::class_<TransientOptions> options_class(m, "TransientOptions",
                                "Options of the transient kernels (Krylov, uniformisation); fields are set by keyword "
-                               "or attribute and checked by validate().")
+                               "or attribute and checked by validate().");
+  options_class
       .def(py::init<>())
       .def_readwrite("tol", &TransientOptions::tol)
       .def_readwrite("krylov_dim", &TransientOptions::krylov_dim)
@@ -32,14 +33,8 @@ void define_options(py::module_& m) {
       .def_readwrite("max_applications", &TransientOptions::max_applications)
       .def_readwrite("breakdown", &TransientOptions::breakdown)
       .def_readwrite("project", &TransientOptions::project)
-      .def("validate", &TransientOptions::validate)
-      .def_static("option_names", [m]() { return option_names(m.attr("TransientOptions")); })
-      .def_static("defaults", [m]() {
-        py::object o = m.attr("TransientOptions")();
-        py::dict d;
-        for (const auto& name : option_names(m.attr("TransientOptions"))) d[name] = o.attr(name);
-        return d;
-      });
+      .def("validate", &TransientOptions::validate);
+  def_option_statics(options_class);
 }
 
 void define_result(py::module_& m) {

@@ -9,18 +9,13 @@ namespace aqmpy {
 using namespace aqm;
 
 void define_transient_analysis(py::module_& m) {
-  py::class_<StepOptions>(m, "StepOptions", "Options of exact slotted stepping.")
+  py::class_<StepOptions> options_class(m, "StepOptions", "Options of exact slotted stepping.");
+  options_class
       .def(py::init<>())
       .def_readwrite("steady_tol", &StepOptions::steady_tol)
       .def_readwrite("max_steps", &StepOptions::max_steps)
-      .def("validate", &StepOptions::validate)
-      .def_static("option_names", [m]() { return option_names(m.attr("StepOptions")); })
-      .def_static("defaults", [m]() {
-        py::object o = m.attr("StepOptions")();
-        py::dict d;
-        for (const auto& name : option_names(m.attr("StepOptions"))) d[name] = o.attr(name);
-        return d;
-      });
+      .def("validate", &StepOptions::validate);
+  def_option_statics(options_class);
 
   py::class_<TransientAnalysisOptions>(m, "TransientAnalysisOptions", "Options of analyse_transient.")
       .def(py::init<>())
