@@ -305,8 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--times", required=True,
                     help="output times: '10,100,1000', 'log:1:1e6:50' or 'lin:0:9000:91' (slots are rounded)")
     tr.add_argument("--method", choices=list(TRANSIENT_METHODS), default="auto",
-                    help="auto (step for slotted models, krylov for continuous-time ones), step, krylov, "
-                         "uniformization")
+                    help="auto (step for slotted models; for continuous-time ones uniformization up to about "
+                         "1e5 products, Lambda t, krylov above), step, krylov, uniformization")
     tr.add_argument("--tol", type=float, help="krylov / uniformization error target (default 1e-8)")
     tr.add_argument("--steady-tol", dest="steady_tol", type=float,
                     help="step: stop once ||p_t - p_t/2||_1 is below this (default 1e-10; 0: never)")

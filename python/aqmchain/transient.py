@@ -195,8 +195,9 @@ def solve_transient(model: Any, times: Iterable[float], method: str = "auto", *,
     """Metrics over time of ``model`` (a Model, a built Chain, or a Scenario / list of
     ``(duration, model[, label])`` phases) at the sorted output ``times``.
 
-    ``method``: one of :data:`TRANSIENT_METHODS` ("auto": step for slotted models,
-    krylov for continuous-time ones).  ``p0``: initial law: ``None``/"empty" (empty
+    ``method``: one of :data:`TRANSIENT_METHODS` ("auto": step for slotted models; for
+    continuous-time ones uniformization when it needs at most 1e5 products (about
+    Lambda t), krylov above; ``info.note`` says which and why).  ``p0``: initial law: ``None``/"empty" (empty
     system, avg 0, modulator stationary), a dict of component values (a point state),
     a :class:`StationaryResult`, or a probability vector over the chain's states.
     ``tol``: Krylov local error / uniformisation truncation target (default

@@ -162,14 +162,17 @@ def test_continuous_model_krylov_uniformization_and_scipy_agree():
     from scipy.sparse.linalg import expm_multiply
     q = np.maximum(chain.labels["level"] - 1, 0)
     ref = np.array([expm_multiply(G.T * t, p0) @ q for t in times])
-    a = aqmchain.solve_transient(chain, times, tol=1e-10)
-    b = aqmchain.solve_transient(chain, times, method="uniformization", tol=1e-10)
+    a = aqmchain.solve_transient(chain, times, method="krylov", tol=1e-10)
+    b = aqmchain.solve_transient(chain, times, tol=1e-10)
+    # auto: uniformization here (Lambda t is small), and it says so
+    assert b.info.method == "uniformization" and "uniformization needs about" in b.info.note
     assert a.info.method == "krylov"
     np.testing.assert_allclose(a.mean_queue, ref, rtol=1e-7)
     np.testing.assert_allclose(b.mean_queue, a.mean_queue, rtol=1e-8)
     # long horizon: the stationary solution
     st = aqmchain.solve_stationary(chain)
     c = aqmchain.solve_transient(chain, [1e5], tol=1e-10)
+    assert c.info.method == "krylov"  # Lambda t above 1e5 products: auto runs krylov
     assert c.mean_queue[-1] == pytest.approx(st.mean_queue, rel=1e-7)
     with pytest.raises(aqmchain.OptionError, match="step"):
         aqmchain.solve_transient(chain, [1.0], method="step")

@@ -15,6 +15,10 @@
 namespace aqm {
 
 namespace {
+/// Auto (continuous time) runs uniformization when it needs at most this many
+/// products (about Lambda t: no orthogonalisation, a truncation error that is a
+/// bound), Krylov above (stiff or very long horizons).
+constexpr double kAutoUniformizationProducts = 1e5;
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -103,7 +107,23 @@ TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, con
                                             " time units, got ", times[k]));
   }
   TransientMethod method = o.method;
-  if (method == TransientMethod::Auto) method = discrete ? TransientMethod::Step : TransientMethod::Krylov;
+  double uniformization_products = 0.0;  // sum over phases of Lambda x the time stepped in it
+  if (method == TransientMethod::Auto && !discrete) {
+    const auto b = scenario.boundaries();
+    for (size_t i = 0; i < chains.size(); ++i) {
+      const double span = std::max(0.0, std::min(b[i + 1], times.back()) - b[i]);
+      double lambda = 0.0;
+      const Chain& c = *chains[i];
+      for (int32_t s = 0; s < c.n; ++s)
+        for (int32_t e = c.rowptr[s]; e < c.rowptr[s + 1]; ++e)
+          if (c.col[e] == s) lambda = std::max(lambda, -c.val[e]);
+      uniformization_products += lambda * span;
+    }
+  }
+  if (method == TransientMethod::Auto)
+    method = discrete ? TransientMethod::Step
+                      : uniformization_products <= kAutoUniformizationProducts ? TransientMethod::Uniformization
+                                                                               : TransientMethod::Krylov;
   if (method == TransientMethod::Step) {
     if (!discrete)
       throw OptionError("transient method 'step' needs a slotted (discrete-time) model; use krylov or uniformization");
@@ -121,6 +141,9 @@ TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, con
   TransientAnalysis r;
   r.requested = o.method;
   r.method = method;
+  if (o.method == TransientMethod::Auto && !discrete)
+    r.note = detail::cat("auto: ", to_string(method), " (uniformization needs about ", uniformization_products,
+                         " products; it is chosen up to ", kAutoUniformizationProducts, ")");
   r.times = times;
   r.phase_boundaries = scenario.boundaries();
   r.pmf_times = o.pmf_times;
@@ -199,7 +222,7 @@ TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, con
       if (!x.converged()) {
         stopped = true;
         r.status = x.status;
-        r.note = detail::cat("phase ", i, ": ", x.note);
+        r.note = (r.note.empty() ? "" : r.note + "; ") + detail::cat("phase ", i, ": ", x.note);
       } else {
         p = x.p;
       }
