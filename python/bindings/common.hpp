@@ -37,6 +37,25 @@ inline py::dict pairs(const std::vector<std::pair<std::string, double>>& v) {
 /// (names, types and defaults are written once, in the def_readwrite calls).
 py::list option_names(py::object cls);
 
+/// The fields every solver family's result shares (aqm::ConvergenceReport): status,
+/// methods (names from the core's to_string), note, residual, iterations, operator
+/// applications, seconds and extra as dicts.
+template <class R>
+py::class_<R>& def_report(py::class_<R>& cls) {
+  cls.def_property_readonly("converged", &R::converged)
+      .def_property_readonly("status", [](const R& r) { return to_string(r.status); })
+      .def_property_readonly("requested", [](const R& r) { return to_string(r.requested); })
+      .def_property_readonly("method", [](const R& r) { return to_string(r.method); })
+      .def_readonly("fallback", &R::fallback)
+      .def_readonly("note", &R::note)
+      .def_readonly("residual", &R::residual)
+      .def_readonly("iterations", &R::iterations)
+      .def_readonly("operator_applications", &R::operator_applications)
+      .def_property_readonly("seconds", [](const R& r) { return pairs(r.seconds); })
+      .def_property_readonly("extra", [](const R& r) { return pairs(r.extra); });
+  return cls;
+}
+
 /// The static option_names() and defaults() of an options class (read from its
 /// read-write fields and a default-constructed instance: written once, in C++).
 template <class C>

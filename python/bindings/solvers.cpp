@@ -56,23 +56,13 @@ void define_options(py::module_& m) {
 }
 
 void define_result(py::module_& m) {
-  py::class_<StationaryResult>(m, "StationaryResult")
+  py::class_<StationaryResult> stationary_result(m, "StationaryResult");
+  def_report(stationary_result)
       .def_property_readonly("pi", [](py::object self) { return view(self.cast<const StationaryResult&>().pi, self); })
-      .def_property_readonly("converged", &StationaryResult::converged)
-      .def_property_readonly("status", [](const StationaryResult& r) { return to_string(r.status); })
-      .def_property_readonly("requested", [](const StationaryResult& r) { return to_string(r.requested); })
-      .def_property_readonly("method", [](const StationaryResult& r) { return to_string(r.method); })
-      .def_readonly("fallback", &StationaryResult::fallback)
-      .def_readonly("note", &StationaryResult::note)
-      .def_readonly("residual", &StationaryResult::residual)
       .def_readonly("mass_error", &StationaryResult::mass_error)
       .def_readonly("clipped_mass", &StationaryResult::clipped_mass)
-      .def_readonly("iterations", &StationaryResult::iterations)
-      .def_readonly("operator_applications", &StationaryResult::operator_applications)
       .def_property_readonly("matvecs", [](const StationaryResult& r) { return r.operator_applications; },
-                             "alias of operator_applications")
-      .def_property_readonly("seconds", [](const StationaryResult& r) { return pairs(r.seconds); })
-      .def_property_readonly("extra", [](const StationaryResult& r) { return pairs(r.extra); });
+                             "alias of operator_applications");
 }
 
 }  // namespace

@@ -38,18 +38,10 @@ void define_options(py::module_& m) {
 }
 
 void define_result(py::module_& m) {
-  py::class_<TransientResult>(m, "TransientResult", "Accounts of a transient kernel run.")
+  py::class_<TransientResult> transient_result(m, "TransientResult", "Accounts of a transient kernel run.");
+  def_report(transient_result)
       .def_property_readonly("p", [](py::object self) { return view(self.cast<const TransientResult&>().p, self); },
                              "the vector at t_reached")
-      .def_property_readonly("converged", &TransientResult::converged)
-      .def_property_readonly("status", [](const TransientResult& r) { return to_string(r.status); })
-      .def_property_readonly("requested", [](const TransientResult& r) { return to_string(r.requested); })
-      .def_property_readonly("method", [](const TransientResult& r) { return to_string(r.method); })
-      .def_readonly("fallback", &TransientResult::fallback)
-      .def_readonly("note", &TransientResult::note)
-      .def_readonly("residual", &TransientResult::residual)
-      .def_readonly("iterations", &TransientResult::iterations)
-      .def_readonly("operator_applications", &TransientResult::operator_applications)
       .def_readonly("t_reached", &TransientResult::t_reached)
       .def_readonly("outputs", &TransientResult::outputs)
       .def_readonly("steps", &TransientResult::steps)
@@ -70,9 +62,7 @@ void define_result(py::module_& m) {
       .def_readonly("rate", &TransientResult::rate)
       .def_readonly("poisson_mean_max", &TransientResult::poisson_mean_max)
       .def_readonly("poisson_left", &TransientResult::poisson_left)
-      .def_readonly("poisson_right", &TransientResult::poisson_right)
-      .def_property_readonly("seconds", [](const TransientResult& r) { return pairs(r.seconds); })
-      .def_property_readonly("extra", [](const TransientResult& r) { return pairs(r.extra); });
+      .def_readonly("poisson_right", &TransientResult::poisson_right);
 }
 
 TransientMethod method_of(py::object v) {

@@ -45,15 +45,8 @@ void define_transient_analysis(py::module_& m) {
           })
       .def("validate", &TransientAnalysisOptions::validate);
 
-  py::class_<TransientAnalysis>(m, "TransientAnalysis", "Metrics over time and the accounts of a transient analysis.")
-      .def_property_readonly("converged", &TransientAnalysis::converged)
-      .def_property_readonly("status", [](const TransientAnalysis& r) { return to_string(r.status); })
-      .def_property_readonly("requested", [](const TransientAnalysis& r) { return to_string(r.requested); })
-      .def_property_readonly("method", [](const TransientAnalysis& r) { return to_string(r.method); })
-      .def_readonly("note", &TransientAnalysis::note)
-      .def_readonly("residual", &TransientAnalysis::residual)
-      .def_readonly("iterations", &TransientAnalysis::iterations)
-      .def_readonly("operator_applications", &TransientAnalysis::operator_applications)
+  py::class_<TransientAnalysis> transient_analysis(m, "TransientAnalysis", "Metrics over time and the accounts of a transient analysis.");
+  def_report(transient_analysis)
       .def_readonly("outputs", &TransientAnalysis::outputs)
       .def_readonly("steps", &TransientAnalysis::steps)
       .def_readonly("rejected_steps", &TransientAnalysis::rejected_steps)

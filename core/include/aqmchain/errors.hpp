@@ -63,6 +63,24 @@ inline std::string short_num(double x) {
   os << x;
   return os.str();
 }
+/// OptionError "<family> option 'name' must be in [lo, hi]<what>, got v" unless
+/// lo <= v <= hi (a NaN fails too).
+template <class T>
+void require_option_in(const char* family, const char* name, T v, T lo, T hi, const char* what = "") {
+  if (!(v >= lo && v <= hi))
+    throw OptionError(cat(family, " option '", name, "' must be in [", lo, ", ", hi, "]", what, ", got ", v));
+}
+/// The enumerator of `all` whose to_string() is `s`; else OptionError
+/// "<family> option 'method' must be one of ..., got 's'".
+template <class E, size_t N>
+E enum_from(const char* family, const std::string& s, const E (&all)[N]) {
+  std::string names;
+  for (E e : all) {
+    if (to_string(e) == s) return e;
+    names += (names.empty() ? "" : ", ") + to_string(e);
+  }
+  throw OptionError(cat(family, " option 'method' must be one of ", names, ", got '", s, "'"));
+}
 }  // namespace detail
 
 /// Throw ModelError("param must be <bound>, got <value>").

@@ -548,21 +548,13 @@ std::string to_string(Method m) {
   return "?";
 }
 
-Method method_from(const std::string& s) {
-  std::string names;
-  for (Method m : kAllMethods) {
-    if (to_string(m) == s) return m;
-    names += (names.empty() ? "" : ", ") + to_string(m);
-  }
-  throw OptionError("solver option 'method' must be one of " + names + ", got '" + s + "'");
-}
+Method method_from(const std::string& s) { return detail::enum_from("solver", s, kAllMethods); }
 
 namespace {
 /// "solver option 'name' must be in [lo, hi], got v" unless lo <= v <= hi.
 template <class T>
 void require_in(const char* name, T v, T lo, T hi, const char* what = "") {
-  if (v < lo || v > hi)
-    throw OptionError(detail::cat("solver option '", name, "' must be in [", lo, ", ", hi, "]", what, ", got ", v));
+  detail::require_option_in("solver", name, v, lo, hi, what);
 }
 }  // namespace
 

@@ -23,19 +23,13 @@ std::string to_string(TransientMethod m) {
 }
 
 TransientMethod transient_method_from(const std::string& s) {
-  std::string names;
-  for (TransientMethod m : kAllTransientMethods) {
-    if (to_string(m) == s) return m;
-    names += (names.empty() ? "" : ", ") + to_string(m);
-  }
-  throw OptionError("transient option 'method' must be one of " + names + ", got '" + s + "'");
+  return detail::enum_from("transient", s, kAllTransientMethods);
 }
 
 namespace {
 template <class T>
 void require_in(const char* name, T v, T lo, T hi, const char* what = "") {
-  if (!(v >= lo && v <= hi))
-    throw OptionError(detail::cat("transient option '", name, "' must be in [", lo, ", ", hi, "]", what, ", got ", v));
+  detail::require_option_in("transient", name, v, lo, hi, what);
 }
 }  // namespace
 
