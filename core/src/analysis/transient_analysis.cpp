@@ -112,12 +112,7 @@ TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, con
     const auto b = scenario.boundaries();
     for (size_t i = 0; i < chains.size(); ++i) {
       const double span = std::max(0.0, std::min(b[i + 1], times.back()) - b[i]);
-      double lambda = 0.0;
-      const Chain& c = *chains[i];
-      for (int32_t s = 0; s < c.n; ++s)
-        for (int32_t e = c.rowptr[s]; e < c.rowptr[s + 1]; ++e)
-          if (c.col[e] == s) lambda = std::max(lambda, -c.val[e]);
-      uniformization_products += lambda * span;
+      uniformization_products += exit_rate(*chains[i]) * span;
     }
   }
   if (method == TransientMethod::Auto)

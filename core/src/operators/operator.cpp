@@ -37,10 +37,7 @@ void CsrOperator::diagonal(double* d) const {
 namespace {
 /// Uniformised P = I + G / Lambda of a generator, with a diagonal entry in every row.
 double uniformise(const Chain& c, std::vector<int32_t>& rp, std::vector<int32_t>& ci, std::vector<double>& v) {
-  double lambda = 0.0;
-  for (int32_t i = 0; i < c.n; ++i)
-    for (int32_t k = c.rowptr[i]; k < c.rowptr[i + 1]; ++k)
-      if (c.col[k] == i) lambda = std::max(lambda, -c.val[k]);
+  double lambda = exit_rate(c);
   if (!(lambda > 0.0)) lambda = 1.0;  // G = 0: every state absorbing, P = I
   rp.assign(static_cast<size_t>(c.n) + 1, 0);
   ci.clear();

@@ -91,23 +91,9 @@ GeneratorOperator GeneratorOperator::from_chain(const Chain& c) {
     if (discrete && !diag) s += 1.0;  // P_jj = 0: G_jj = -1
     norm1 = std::max(norm1, s);
   }
-  double rate = 0.0;
-  for (int32_t i = 0; i < c.n; ++i)
-    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e)
-      if (c.col[e] == i) rate = std::max(rate, discrete ? 1.0 - c.val[e] : -c.val[e]);
-  if (discrete) rate = std::max(rate, 0.0);
   g.norm1 = norm1;
-  g.rate = rate;
+  g.rate = exit_rate(c);
   if (discrete) {
-    // diagonal-free rows still leave with probability 1 (P_ii = 0): rate at least that
-    for (int32_t i = 0; i < c.n; ++i) {
-      bool has = false;
-      for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) has = has || c.col[e] == i;
-      if (!has) {
-        g.rate = std::max(g.rate, 1.0);
-        break;
-      }
-    }
     g.product = [T](const double* x, double* y) {
       T->apply(x, y);
       const int32_t n = T->n;

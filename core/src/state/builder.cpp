@@ -427,6 +427,18 @@ void left_multiply(const Chain& c, const double* x, double* y) {
   CsrOperator(c.n, c.rowptr.data(), c.col.data(), c.val.data()).apply(x, y);
 }
 
+double exit_rate(const Chain& c) {
+  const bool discrete = c.time == TimeKind::Discrete;
+  double rate = 0.0;
+  for (int32_t i = 0; i < c.n; ++i) {
+    double out = discrete ? 1.0 : 0.0;  // no diagonal entry: P_ii = 0, resp. G_ii = 0
+    for (int32_t k = c.rowptr[i]; k < c.rowptr[i + 1]; ++k)
+      if (c.col[k] == i) out = discrete ? 1.0 - c.val[k] : -c.val[k];
+    rate = std::max(rate, out);
+  }
+  return rate;
+}
+
 double stationary_residual(const Chain& c, const std::vector<double>& pi) {
   if (static_cast<int32_t>(pi.size()) != c.n)
     throw std::invalid_argument(detail::cat("pi has ", pi.size(), " entries, the chain ", c.n, " states"));
@@ -437,10 +449,7 @@ double stationary_residual(const Chain& c, const std::vector<double>& pi) {
     for (int32_t i = 0; i < c.n; ++i) r += std::abs(y[i] - pi[i]);
     return static_cast<double>(r);
   }
-  double lambda = 0.0;
-  for (int32_t i = 0; i < c.n; ++i)
-    for (int32_t k = c.rowptr[i]; k < c.rowptr[i + 1]; ++k)
-      if (c.col[k] == i) lambda = std::max(lambda, -c.val[k]);
+  const double lambda = exit_rate(c);
   for (int32_t i = 0; i < c.n; ++i) r += std::abs(y[i]);
   return lambda > 0 ? static_cast<double>(r) / lambda : static_cast<double>(r);
 }

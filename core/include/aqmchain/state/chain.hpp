@@ -116,6 +116,10 @@ void classify(Chain& chain);
 /// y = x P (row vector times P), i.e. y = P^T x.
 void left_multiply(const Chain& c, const double* x, double* y);
 
+/// The largest rate of leaving a state: max_i |G_ii| (continuous), or max_i (1 - P_ii)
+/// (discrete; 1 for a row without a diagonal entry).  The uniformisation rate.
+double exit_rate(const Chain& c);
+
 /// ||pi P - pi||_1 (discrete) or ||pi G||_1 / max_i |G_ii| (continuous: the
 /// residual of the uniformised chain P = I + G / max_i |G_ii|).
 double stationary_residual(const Chain& c, const std::vector<double>& pi);
