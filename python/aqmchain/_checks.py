@@ -43,7 +43,7 @@ SOLVER_INT_BOUNDS: dict[str, tuple[int, int]] = {
     "auto_krylov_min_states": (0, 2**31 - 1),
 }
 SIM_INT_BOUNDS: dict[str, tuple[int, int]] = {
-    "slots": (1, 10**12),
+    "slots": (1, 10**13),
     "replications": (1, 10_000),
     "batches": (1, 10_000),
     "seed": (0, UINT64_MAX),

@@ -211,7 +211,8 @@ def _cmd_transient(args: argparse.Namespace) -> int:
     target = load_scenario(args.scenario, args.model) if args.scenario else model
     discrete = model.time == "discrete"
     times = _parse_times(args.times, integer=discrete and args.method in ("auto", "step"))
-    pmf_times = _parse_times(args.pmf_times, integer=False) if args.pmf_times else []
+    pmf_times = _parse_times(args.pmf_times, integer=discrete and args.method in ("auto", "step")) \
+        if args.pmf_times else []
     last = [0.0]
 
     def progress(t: float, end: float) -> None:

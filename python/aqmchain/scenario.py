@@ -97,6 +97,10 @@ def _phase_doc(base: dict, phase: dict, i: int) -> tuple[dict, float, str]:
         if sec == "aqm" and "drop" in changes["aqm"]:  # a new drop function brings its own keys
             table = {k: v for k, v in table.items() if k in _AQM_COMMON}
             doc["aqm"] = table
+        if sec == "source":  # an SSMP source takes q or mean: a phase's one replaces the base's other
+            for a, b in (("q", "mean"), ("mean", "q")):
+                if a in changes["source"] and b not in changes["source"]:
+                    table.pop(b, None)
         table.update(changes[sec])
     return doc, length, label
 

@@ -29,6 +29,8 @@ TRANSIENT_METRICS: tuple[str, ...] = tuple(_core.transient_metric_names())
 #: Kernel options (Krylov / uniformisation) and stepping options with their defaults.
 KERNEL_DEFAULTS: dict[str, Any] = _core.TransientOptions.defaults()
 STEP_DEFAULTS: dict[str, Any] = _core.StepOptions.defaults()
+#: Largest step budget of the Krylov and uniformization kernels (TransientOptions::validate).
+KERNEL_MAX_STEPS = 10**9
 
 
 def time_grid(kind: str, start: float, stop: float, num: int, *, integer: bool = False) -> np.ndarray:
@@ -202,8 +204,9 @@ def solve_transient(model: Any, times: Iterable[float], method: str = "auto", *,
     a :class:`StationaryResult`, or a probability vector over the chain's states.
     ``tol``: Krylov local error / uniformisation truncation target (default
     :data:`KERNEL_DEFAULTS` ["tol"]).  ``steady_tol``: stepping stops once
-    ||p_t - p_{t/2}||_1 is below it (0 disables).  ``max_steps`` / ``max_applications``:
-    budgets; when one runs out :class:`NonConvergenceError` carries the partial result.
+    ||p_t - p_{t/2}||_1 is below it (0 disables).  ``max_steps`` (slots for
+    stepping; Krylov steps or Poisson chunks for the kernels, at most 1e9) /
+    ``max_applications``: budgets; when one runs out :class:`NonConvergenceError` carries the partial result.
     ``progress(t, last)`` is called after each output time.
     """
     if method not in TRANSIENT_METHODS:
@@ -223,7 +226,9 @@ def solve_transient(model: Any, times: Iterable[float], method: str = "auto", *,
     if krylov_dim is not None:
         kernel.krylov_dim = _checks.integer("krylov_dim", krylov_dim, 1, 1000)
     if max_steps is not None:
-        kernel.max_steps = step.max_steps = _checks.integer("max_steps", max_steps, 1, 10**15)
+        # slots for stepping (any int64); the kernels' steps are bounded by their own maximum
+        step.max_steps = _checks.integer("max_steps", max_steps, 1, _checks.INT64_MAX)
+        kernel.max_steps = min(step.max_steps, KERNEL_MAX_STEPS)
     if max_applications is not None:
         kernel.max_applications = _checks.integer("max_applications", max_applications, 0, 10**12)
     kernel.project = bool(project)

@@ -73,7 +73,7 @@ def test_integer_of_thousands_of_digits(tmp_path):
 
 @pytest.mark.parametrize("opt,value,bound", [("--seed", "-1", ">= 0"), ("--seed", str(2**64), "<="),
                                              ("--replications", "2147483648", "<= 10000"),
-                                             ("--slots", str(10**13), "<="), ("--batches", "0", ">= 1")])
+                                             ("--slots", str(10**13 + 1), "<="), ("--batches", "0", ">= 1")])
 def test_simulation_options_out_of_range(root, opt, value, bound):
     for cmd in ("simulate", "compare"):
         expect_2(*run_cli(cmd, root / "examples" / "red_geo.toml", opt, value), opt, value, bound)
@@ -306,7 +306,7 @@ def test_solver_count_bounds(tmp_path, key, value, bound):
 
 @pytest.mark.parametrize("opt,value,bound", [("--replications", "10001", "<= 10000"),
                                              ("--batches", "10001", "<= 10000"),
-                                             ("--slots", str(10**12 + 1), "<= 1000000000000")])
+                                             ("--slots", str(10**13 + 1), "<= 10000000000000")])
 def test_simulation_count_bounds(root, opt, value, bound):
     expect_2(*run_cli("simulate", root / "examples" / "red_geo.toml", opt, value), opt, bound)
 

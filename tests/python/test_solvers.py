@@ -169,3 +169,20 @@ def test_auto_runs_krylov_first_on_large_chains_and_transient_states_get_zero():
     assert r.info.method == "direct"
     with pytest.raises(aqmchain.OptionError, match="auto_krylov_min_states"):
         aqmchain.solve_stationary(chain, auto_krylov_min_states=-1)
+
+
+def test_krylov_never_fixes_a_transient_state_from_x0():
+    # x0 with its largest entry on the transient state: the fixed state must still be recurrent
+    chain = aqmchain.build_chain(model_of(MODELS["ssmp_dsred_arrival"]))
+    ref = aqmchain.solve_stationary(chain, method="direct", response="none")
+    P = aqmchain.transition_matrix(chain).tolil()
+    P.setdiag(0)
+    A = P.tocsr()
+    A.eliminate_zeros()
+    transient = int(np.flatnonzero(np.asarray((A != 0).sum(axis=0)).ravel() == 0)[0])
+    x0 = np.full(chain.n, 1.0 / chain.n)
+    x0[transient] = 0.5
+    x0 /= x0.sum()
+    r = aqmchain.solve_stationary(chain, method="krylov", x0=x0, response="none")
+    assert r.info.status == "converged" and r.info.extra["fixed_state"] != transient
+    assert np.abs(r.pi - ref.pi).sum() < 1e-10

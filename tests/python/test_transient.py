@@ -234,3 +234,30 @@ def test_scenario_mean_queue_within_the_simulator_ensemble_band():
     r2 = aqmchain.solve_transient(late, times)
     z2 = np.abs(r2.mean_queue - sim.mean_queue) / (sim.mean_queue_hw / 1.96)
     assert z2.max() > 10
+
+
+def test_steady_state_detection_is_not_fooled_by_a_periodic_chain():
+    """A modulator that alternates deterministically (arrivals every other slot, mu = 1)
+    started from one state: p_t = p_{t/2} at every even t, yet the law alternates, so
+    stepping must not stop (an odd output time would get the even law)."""
+    m = aqmchain.Model(buffer=3, source=aqmchain.Source.mmbp([[0, 1], [1, 0]], [1.0, 0.0]),
+                       service=aqmchain.Service(1.0), aqm=aqmchain.Aqm(w=1.0), grid=aqmchain.GridSpec(k=1))
+    chain = aqmchain.build_chain(m)
+    P = aqmchain.transition_matrix(chain).toarray()
+    start = {"level": 0, "avg_index": 0, "modulator": 0}
+    p0 = _core.point_law(chain, [0, 0, 0])
+    times = [4095, 4096, 10**5 - 1, 10**5]
+    r = aqmchain.solve_transient(chain, times, p0=start, steady_tol=1e-10)
+    ref = [p0 @ np.linalg.matrix_power(P, t) @ np.asarray(chain.labels["level"]) for t in times]
+    np.testing.assert_allclose(r.mean_system, ref, atol=1e-12)
+    assert r.info.steady_at == [-1.0] and r.info.iterations == 10**5
+
+
+def test_final_law_of_a_stopped_kernel_is_the_law_it_reached():
+    model = model_of(MMBP)
+    chain = aqmchain.build_chain(model)
+    with pytest.raises(aqmchain.NonConvergenceError) as exc:
+        aqmchain.solve_transient(chain, [0.5, 400.0], method="uniformization", max_steps=1, tol=1e-12)
+    r = exc.value.result
+    p0 = _core.empty_system_law(chain)
+    assert np.abs(r.final_law - p0).sum() > 1e-3 or len(r.times) == 0

@@ -69,3 +69,24 @@ def test_scenario_phase_changes_are_relative_to_the_base_model(root):
         aqmchain.make_scenario(m0, [])
     with pytest.raises(aqmchain.ModelError, match=r"phase\[0\]\.grid"):
         aqmchain.make_scenario(m0, [{"slots": 5, "grid": {"k": 3}}])
+
+
+def test_a_phase_giving_ssmp_mean_replaces_the_base_q(root):
+    base = aqmchain.load_model(root / "examples" / "dsred_ssmp.toml")
+    doc = aqmchain.model_to_dict(base)
+    assert "q" in doc["source"]
+    sc = aqmchain.make_scenario(doc, [{"slots": 5, "mean": 0.3}, {"slots": 5, "q": doc["source"]["q"]}])
+    m0, m1 = (p.model for p in sc.phases)
+    # an independent check of the mean: the stationary arrival probability of the modulator
+    pi = np.asarray(m0.source.modulator_stationary())
+    assert pi @ np.asarray(m0.source.arrival) == pytest.approx(0.3, rel=1e-9)
+    assert m1.source.q == pytest.approx(base.source.q)
+
+
+def test_pmf_times_are_rounded_like_the_times(root, tmp_path):
+    out = tmp_path / "t.json"
+    code, _, err = run_cli("transient", root / LOAD / "red.toml", "--times", "log:1:1000:7", "--pmf-times",
+                           "log:1:1000:7", "--json", out, "-q")
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    assert doc["queue_pmf"]["times"] == doc["times"] and len(doc["queue_pmf"]["pmf"]) == 7

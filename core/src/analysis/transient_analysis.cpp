@@ -102,7 +102,7 @@ TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, con
       throw ModelError("times", detail::cat("parameter 'times' must hold finite times >= 0, got ", times[k]));
     if (k > 0 && times[k] < times[k - 1])
       throw ModelError("times", detail::cat("parameter 'times' must be sorted: ", times[k], " after ", times[k - 1]));
-    if (times[k] > total * (1 + 1e-12))
+    if (times[k] > total)
       throw ModelError("times", detail::cat("parameter 'times' must end within the scenario's ", total,
                                             " time units, got ", times[k]));
   }
@@ -172,7 +172,7 @@ TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, con
   size_t k = 0;  // next output
   double kernel_seconds = 0.0;
   bool stopped = false;
-  for (size_t i = 0; i < chains.size() && !stopped; ++i) {
+  for (size_t i = 0; i < chains.size() && !stopped && k < times.size(); ++i) {
     const double start = r.phase_boundaries[i], end = std::min(r.phase_boundaries[i + 1], last);
     if (start > last) break;
     const bool is_last = i + 1 == chains.size() || r.phase_boundaries[i + 1] >= last;
@@ -214,12 +214,11 @@ TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, con
       r.clipped_mass = std::max(r.clipped_mass, x.clipped_mass);
       r.operator_applications += x.operator_applications;
       for (const auto& e : x.extra) r.extra.push_back({detail::cat("phase", i, "_", e.first), e.second});
+      if (!x.p.empty()) p = x.p;  // the law at the last time the kernel reached
       if (!x.converged()) {
         stopped = true;
         r.status = x.status;
         r.note = (r.note.empty() ? "" : r.note + "; ") + detail::cat("phase ", i, ": ", x.note);
-      } else {
-        p = x.p;
       }
     }
     kernel_seconds += since(t0);

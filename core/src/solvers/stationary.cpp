@@ -364,13 +364,29 @@ void solve_multilevel_finished(const Chain& c, const StationaryOptions& o, Stati
              (r.note.empty() ? "" : " (" + r.note + ")");
 }
 
+std::vector<int32_t> closed_class(const Chain& c);  // below
+
 /// Krylov with a recurrent fixed state; re-solved once from its own answer with
 /// k = argmax pi when pi_k / max pi < 1e-8 (the reduced system's conditioning
 /// grows like 1 / pi_k).
 void solve_krylov_finished(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
   const auto blocks = detail::slow_component_blocks(c);
+  // The fixed state must be recurrent (on a chain with transient states, fixing one of
+  // them makes the reduced system singular): the most probable state of x0 among the
+  // states in recurrent_state's closed class, else recurrent_state.
   int32_t k = c.recurrent_state;
-  if (!o.x0.empty()) k = static_cast<int32_t>(std::max_element(o.x0.begin(), o.x0.end()) - o.x0.begin());
+  if (!o.x0.empty()) {
+    const std::vector<int32_t> keep = closed_class(c);  // empty: every state is recurrent
+    int32_t best_x0 = -1;
+    auto consider = [&](int32_t s) {
+      if (best_x0 < 0 || o.x0[s] > o.x0[best_x0]) best_x0 = s;
+    };
+    if (keep.empty())
+      for (int32_t s = 0; s < c.n; ++s) consider(s);
+    else
+      for (int32_t s : keep) consider(s);
+    if (best_x0 >= 0 && o.x0[best_x0] > 0.0) k = best_x0;
+  }
   detail::solve_krylov(c, blocks, k, o, r);
   finish(c, r, o.tol);
   const auto it = std::max_element(r.pi.begin(), r.pi.end());

@@ -68,9 +68,14 @@ StepAccount step_slots(const TransposedCsr& PT, std::vector<double>& p, int64_t 
     if ((t & 1023) == 0) check_interrupt();
     if (o.steady_tol > 0.0 && t == next_check) {
       if (!snap.empty()) {
-        long double d = 0.0L;
-        for (size_t i = 0; i < p.size(); ++i) d += std::abs(p[i] - snap[i]);
-        if (d <= o.steady_tol) {
+        // ||p_t - p_{t/2}|| and ||p_t - p_{t-1}|| (q holds p_{t-1} after the swap):
+        // the second keeps a periodic chain whose period divides t/2 from looking steady
+        long double d = 0.0L, d1 = 0.0L;
+        for (size_t i = 0; i < p.size(); ++i) {
+          d += std::abs(p[i] - snap[i]);
+          d1 += std::abs(p[i] - q[i]);
+        }
+        if (d <= o.steady_tol && d1 <= o.steady_tol) {
           a.steady = true;
           a.steady_slot = t;
           a.steady_change = static_cast<double>(d);

@@ -23,8 +23,9 @@ struct TransposedCsr {
 };
 
 struct StepOptions {
-  /// Steady-state detection: stop stepping once ||p_t - p_{t/2}||_1 <= steady_tol,
-  /// compared at t = 2^j slots after the start (j >= 10), and hold p_t from then on.
+  /// Steady-state detection: stop stepping once ||p_t - p_{t/2}||_1 and
+  /// ||p_t - p_{t-1}||_1 are both <= steady_tol, compared at t = 2^j slots after the
+  /// start (j >= 11), and hold p_t from then on.
   /// 0 disables it (every slot is stepped).
   double steady_tol = 1e-10;
   /// Budget of steps per call (0: none); past it the call stops, not converged.
