@@ -15,7 +15,7 @@ import warnings
 from pathlib import Path
 
 from . import _checks, _core, _output
-from .modelfile import load_config
+from .modelfile import load_config, load_document, model_from_dict
 from .policies import compare_policies
 from .simulation import Comparison, simulate
 from .scenario import load_scenario
@@ -84,9 +84,10 @@ def _summary_stream(args: argparse.Namespace):
     return sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
 
 
-def _config(args: argparse.Namespace) -> tuple[_core.Model, dict]:
-    """Load the model file; remember where each solver option came from (for messages)."""
-    model, solver = load_config(args.model)
+def _config(args: argparse.Namespace, doc: dict | None = None) -> tuple[_core.Model, dict]:
+    """Load the model file (or use its parsed document); remember where each solver option
+    came from (for messages)."""
+    model, solver = load_config(args.model) if doc is None else model_from_dict(doc)
     args.names = {k: f"solver.{k}" for k in solver}
     args.names.setdefault("memory_limit_gb", "solver.memory_limit_gb")
     return model, solver
@@ -207,8 +208,9 @@ def _parse_times(text: str, integer: bool) -> list[float]:
 def _cmd_transient(args: argparse.Namespace) -> int:
     for opt in ("--json", "--csv", "--plot"):
         _check_output(opt, getattr(args, opt[2:]))
-    model, solver = _config(args)
-    target = load_scenario(args.scenario, args.model) if args.scenario else model
+    doc = load_document(args.model)  # read once: the model and the scenario's base
+    model, solver = _config(args, doc)
+    target = load_scenario(args.scenario, doc) if args.scenario else model
     discrete = model.time == "discrete"
     times = _parse_times(args.times, integer=discrete and args.method in ("auto", "step"))
     pmf_times = _parse_times(args.pmf_times, integer=discrete and args.method in ("auto", "step")) \

@@ -17,8 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import _checks, _core
-from ._core import ModelError, OptionError
-from .stationary import NonConvergenceError, StationaryResult, build_chain
+from .stationary import NonConvergenceError, StationaryResult, _limit_bytes, build_chain
 
 __all__ = ["solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS"]
 
@@ -84,8 +83,7 @@ class TransientResult:
     time to the queue pmf there."""
 
     def __init__(self, raw: Any, scenario: _core.Scenario, chain: _core.Chain, tol: float, build_seconds: dict):
-        self._raw = raw
-        self.times = np.asarray(raw.times, dtype=float)[: raw.outputs]
+        self.times = np.asarray(raw.times, dtype=float)
         self.phase = np.asarray(raw.phase, dtype=np.int32)
         self.phase_boundaries = np.asarray(raw.phase_boundaries, dtype=float)
         self.phase_labels = [p.label for p in scenario.phases]
@@ -148,8 +146,6 @@ class TransientResult:
 
 
 def _scenario_and_chains(model: Any, last: float, memory_limit_gb: float | None):
-    from .stationary import _limit_bytes
-
     if isinstance(model, StationaryResult):
         model = model.chain
     if isinstance(model, _core.Chain):
@@ -203,7 +199,8 @@ def solve_transient(model: Any, times: Iterable[float], method: str = "auto", *,
     system, avg 0, modulator stationary), a dict of component values (a point state),
     a :class:`StationaryResult`, or a probability vector over the chain's states.
     ``tol``: Krylov local error / uniformisation truncation target (default
-    :data:`KERNEL_DEFAULTS` ["tol"]).  ``steady_tol``: stepping stops once
+    :data:`KERNEL_DEFAULTS` ["tol"]).  ``steady_tol`` (default
+    :data:`STEP_DEFAULTS` ["steady_tol"]): stepping stops once
     ||p_t - p_{t/2}||_1 is below it (0 disables).  ``max_steps`` (slots for
     stepping; Krylov steps or Poisson chunks for the kernels, at most 1e9) /
     ``max_applications``: budgets; when one runs out :class:`NonConvergenceError` carries the partial result.

@@ -45,7 +45,8 @@ py::dict series(const SimResult& r) {
 }  // namespace
 
 void define_simulator(py::module_& m) {
-  py::class_<SimOptions>(m, "SimOptions", "Options of the simulator; keyword arguments set the fields (checked in Python, validated here).")
+  py::class_<SimOptions> simoptions_class(m, "SimOptions", "Options of the simulator; keyword arguments set the fields (checked in Python, validated here).");
+  simoptions_class
       .def(py::init<>())
       .def_readwrite("slots", &SimOptions::slots)
       .def_readwrite("warmup", &SimOptions::warmup)
@@ -57,8 +58,8 @@ void define_simulator(py::module_& m) {
       .def_readwrite("threads", &SimOptions::threads)
       .def_readwrite("max_response", &SimOptions::max_response)
       .def_readwrite("memory_limit_bytes", &SimOptions::memory_limit_bytes)
-      .def("validate", &SimOptions::validate)
-      .def_static("option_names", [m]() { return option_names(m.attr("SimOptions")); });
+      .def("validate", &SimOptions::validate);
+  def_option_statics(simoptions_class);
 
   py::class_<Estimate>(m, "Estimate")
       .def_readonly("value", &Estimate::value)
@@ -76,17 +77,18 @@ void define_simulator(py::module_& m) {
 
   m.def("simulate", &simulate, py::arg("model"), py::arg("options"), py::call_guard<InterruptGuard, py::gil_scoped_release>());
 
-  py::class_<EnsembleOptions>(m, "EnsembleOptions",
+  py::class_<EnsembleOptions> ensembleoptions_class(m, "EnsembleOptions",
                               "Options of simulate_scenario; keyword arguments set the fields (checked in Python, "
-                              "validated here).")
+                              "validated here).");
+  ensembleoptions_class
       .def(py::init<>())
       .def_readwrite("replications", &EnsembleOptions::replications)
       .def_readwrite("seed", &EnsembleOptions::seed)
       .def_readwrite("threads", &EnsembleOptions::threads)
       .def_readwrite("discretised", &EnsembleOptions::discretised)
       .def_readwrite("memory_limit_bytes", &EnsembleOptions::memory_limit_bytes)
-      .def("validate", &EnsembleOptions::validate)
-      .def_static("option_names", [m]() { return option_names(m.attr("EnsembleOptions")); });
+      .def("validate", &EnsembleOptions::validate);
+  def_option_statics(ensembleoptions_class);
 
   using ER = EnsembleResult;
   py::class_<ER> er(m, "EnsembleResult",

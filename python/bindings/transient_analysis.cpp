@@ -69,9 +69,7 @@ void define_transient_analysis(py::module_& m) {
       })
       .def_property_readonly("final_law", [](py::object self) { return view(self.cast<const TransientAnalysis&>().final_law, self); })
       .def_property_readonly("steady_at", [](const TransientAnalysis& r) { return r.steady_at; })
-      .def_property_readonly("phase_boundaries", [](const TransientAnalysis& r) { return r.phase_boundaries; })
-      .def_property_readonly("seconds", [](const TransientAnalysis& r) { return pairs(r.seconds); })
-      .def_property_readonly("extra", [](const TransientAnalysis& r) { return pairs(r.extra); });
+      .def_property_readonly("phase_boundaries", [](const TransientAnalysis& r) { return r.phase_boundaries; });
 
   m.def("transient_metric_names", &transient_metric_names, "Scalar metrics reported over time, in order.");
   m.def(

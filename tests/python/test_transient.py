@@ -2,12 +2,9 @@
 (oracle.reference_chain), scipy's matrix exponential, the stationary solution at
 large t, and the two exponential kernels against each other."""
 
-import json
-
 import numpy as np
 import pytest
 import scipy.linalg
-import scipy.sparse
 
 import aqmchain
 from aqmchain import _core
@@ -95,20 +92,13 @@ def test_scenario_phases_on_the_union_state_space_match_dense_stepping():
     sc = aqmchain.make_scenario(model_of(light), [{"slots": 40}, {"slots": 30, "mu": 0.3}, {"slots": 50}])
     times = [0, 10, 40, 41, 55, 70, 100, 120]
     r = aqmchain.solve_transient(sc, times, steady_tol=0, pmf_times=[55])
-    # oracle: dense matrices of both parameter sets on the union of their states
-    s_light, P_light = reference_chain(light)
-    s_heavy, P_heavy = reference_chain(heavy)
+    # oracle: the states reachable under either parameter set, and both dense matrices on
+    # that union, row by row from the oracle's slot kernel
+    s_light, _ = reference_chain(light)
+    s_heavy, _ = reference_chain(heavy)
     union = sorted(set(s_light) | set(s_heavy))
     idx = {s: i for i, s in enumerate(union)}
 
-    def embed(states, P):
-        E = np.zeros((len(union), len(union)))
-        ii = [idx[s] for s in states]
-        E[np.ix_(ii, ii)] = P
-        # states reachable only under the other phase: their rows come from the oracle below
-        return E
-
-    # rows of states outside a phase's own reachable set: build them with the oracle's slot kernel
     from oracle import grid_points, slot
     def full(spec):
         pts = grid_points(spec["buffer"], spec["k"], spec["mapping"])
@@ -186,7 +176,8 @@ def test_budgets_raise_with_the_partial_result():
     assert r.info.status == "not_converged" and list(r.times) == [1, 2] and len(r.mean_queue) == 2
     with pytest.raises(aqmchain.NonConvergenceError) as exc:
         aqmchain.solve_transient(model, [1, 2, 500], method="krylov", max_steps=1)
-    assert exc.value.result.info.status != "converged"
+    r = exc.value.result
+    assert r.info.status == "not_converged" and len(r.times) < 3 and len(r.mean_queue) == len(r.times)
 
 
 def test_bad_times_and_options_name_the_parameter():
@@ -260,4 +251,4 @@ def test_final_law_of_a_stopped_kernel_is_the_law_it_reached():
         aqmchain.solve_transient(chain, [0.5, 400.0], method="uniformization", max_steps=1, tol=1e-12)
     r = exc.value.result
     p0 = _core.empty_system_law(chain)
-    assert np.abs(r.final_law - p0).sum() > 1e-3 or len(r.times) == 0
+    assert len(r.times) >= 1 and np.abs(r.final_law - p0).sum() > 1e-3

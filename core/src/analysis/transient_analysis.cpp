@@ -234,6 +234,7 @@ TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, con
   // partial result: only what was produced
   for (auto& v : r.values) v.resize(r.outputs);
   r.phase.resize(r.outputs);
+  r.times.resize(r.outputs);
   r.residual = r.error_sum;
   r.seconds.push_back({"kernel", kernel_seconds - metrics_seconds});
   r.seconds.push_back({"metrics", metrics_seconds});

@@ -18,6 +18,7 @@ void CsrOperator::apply(const double* x, double* y) const {
 }
 
 void CsrOperator::apply_transpose(const double* x, double* y) const {
+#pragma omp parallel for schedule(static) if (n_ > 50000)
   for (int32_t i = 0; i < n_; ++i) {
     double s = 0.0;
     for (int32_t k = rowptr_[i]; k < rowptr_[i + 1]; ++k) s += val_[k] * x[col_[k]];

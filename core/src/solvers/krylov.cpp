@@ -28,6 +28,7 @@
 #include <numeric>
 
 #include "aqmchain/interrupt.hpp"
+#include "aqmchain/operators/operator.hpp"
 #include "aqmchain/model/queue_generator.hpp"
 
 namespace aqm::detail {
@@ -87,12 +88,7 @@ struct Reduced {
   mutable long precond_applications = 0;
 
   void matvec(const double* x, double* y) const {
-#pragma omp parallel for schedule(static) if (n > 50000)
-    for (int32_t j = 0; j < n; ++j) {
-      double s = 0.0;
-      for (int32_t e = rp[j]; e < rp[j + 1]; ++e) s += v[e] * x[ci[e]];
-      y[j] = s;
-    }
+    CsrOperator(n, rp.data(), ci.data(), v.data()).apply_transpose(x, y);  // y = B x, a gather over rows
   }
 
   /// z = M^{-1} r, M = (D + L) D^{-1} (D + U) over the blocks.

@@ -26,12 +26,7 @@ TransposedCsr::TransposedCsr(const CsrOperator& P) : n(P.rows()) {
 }
 
 void TransposedCsr::apply(const double* x, double* y) const {
-#pragma omp parallel for schedule(static) if (n > 50000)
-  for (int32_t j = 0; j < n; ++j) {
-    double s = 0.0;
-    for (int32_t e = rowptr[j]; e < rowptr[j + 1]; ++e) s += val[e] * x[col[e]];
-    y[j] = s;
-  }
+  CsrOperator(n, rowptr.data(), col.data(), val.data()).apply_transpose(x, y);  // rows of P^T: a gather
 }
 
 void StepOptions::validate() const {

@@ -44,34 +44,6 @@ void TransientOptions::validate() const {
 
 // ------------------------------------------------------------------ the generator operator
 
-GeneratorOperator GeneratorOperator::from_markov(const MarkovOperator& op) {
-  // G = rate (P - I) for the operator's row-stochastic P (the uniformised P of a
-  // continuous chain with rate Lambda, or the slot chain's P with rate 1).
-  const CsrOperator& P = op.stochastic();
-  const int32_t n = P.rows();
-  const double rate = op.rate();
-  std::vector<double> colsum(static_cast<size_t>(n), 0.0);
-  double max_out = 0.0;  // max_i (1 - P_ii)
-  for (int32_t i = 0; i < n; ++i) {
-    double pii = 0.0;
-    for (int32_t k = P.rowptr()[i]; k < P.rowptr()[i + 1]; ++k) {
-      if (P.col()[k] == i)
-        pii += P.val()[k];
-      else
-        colsum[P.col()[k]] += std::abs(P.val()[k]);
-    }
-    colsum[i] += std::abs(1.0 - pii);
-    max_out = std::max(max_out, 1.0 - pii);
-  }
-  GeneratorOperator g;
-  g.n = n;
-  g.norm1 = rate * (n ? *std::max_element(colsum.begin(), colsum.end()) : 0.0);
-  g.rate = rate * max_out;
-  const MarkovOperator* p = &op;
-  g.product = [p](const double* x, double* y) { p->apply_generator(x, y); };
-  return g;
-}
-
 GeneratorOperator GeneratorOperator::from_chain(const Chain& c) {
   const bool discrete = c.time == TimeKind::Discrete;
   auto T = std::make_shared<TransposedCsr>(CsrOperator(c.n, c.rowptr.data(), c.col.data(), c.val.data()));

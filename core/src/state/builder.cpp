@@ -201,8 +201,8 @@ Chain skeleton(const TransitionGenerator& gen, const Model& model, const BuildOp
 /// Explore the keys reachable from the initial states of every generator in
 /// `explorers` under any of them (one generator for a plain chain, one per phase
 /// for a scenario); number them in key order into c (index) and `queue` (keys).
-/// Returns an upper bound on the transitions of `gen`'s matrix.
-int64_t explore(Chain& c, const TransitionGenerator& gen, const std::vector<const TransitionGenerator*>& explorers,
+/// Returns, per generator of `explorers`, an upper bound on its matrix's transitions.
+std::vector<int64_t> explore(Chain& c, const TransitionGenerator& gen, const std::vector<const TransitionGenerator*>& explorers,
                 const BuildOptions& options, std::vector<int64_t>& queue, std::unordered_map<int64_t, int32_t>& hashed) {
   const ChainEstimate est = estimate_chain(gen);
   const double limit = options.memory_limit_bytes;
@@ -237,12 +237,13 @@ int64_t explore(Chain& c, const TransitionGenerator& gen, const std::vector<cons
       else if (mark(k)) queue.push_back(k);
   }
   Successors succ;
-  int64_t emitted = 0;  // transitions emitted, duplicates included: an upper bound on nnz
+  // transitions emitted by each generator, duplicates included: upper bounds on the nnz
+  std::vector<int64_t> emitted(explorers.size(), 0);
   for (size_t head = 0; head < queue.size(); ++head) {
-    for (const TransitionGenerator* g : explorers) {
+    for (size_t gi = 0; gi < explorers.size(); ++gi) {
       succ.clear();
-      g->successors(queue[head], succ, nullptr);
-      if (g == &gen) emitted += static_cast<int64_t>(succ.size()) + (c.time == TimeKind::Continuous);
+      explorers[gi]->successors(queue[head], succ, nullptr);
+      emitted[gi] += static_cast<int64_t>(succ.size()) + (c.time == TimeKind::Continuous);
       for (const auto& [k, p] : succ) {
         if (k < 0 || k >= est.product_states)
           throw std::logic_error("internal error: a transition leaves the state space");
@@ -354,7 +355,7 @@ Chain build_chain(const TransitionGenerator& gen, const Model& model, const Buil
   Chain c = skeleton(gen, model, options);
   std::vector<int64_t> queue;
   std::unordered_map<int64_t, int32_t> hashed;
-  const int64_t emitted = explore(c, gen, {&gen}, options, queue, hashed);
+  const int64_t emitted = explore(c, gen, {&gen}, options, queue, hashed)[0];
   if (c.report.hashed_index)
     assemble(c, gen, queue, emitted, [&](int64_t key) { return hashed.find(key)->second; });
   else
@@ -383,7 +384,7 @@ std::vector<Chain> build_scenario_chains(const Scenario& scenario, const BuildOp
   std::vector<int64_t> queue;
   std::unordered_map<int64_t, int32_t> hashed;
   Chain first = skeleton(*gens[0], scenario.phases[0].model, options);
-  explore(first, *gens[0], explorers, options, queue, hashed);
+  const std::vector<int64_t> emitted_by = explore(first, *gens[0], explorers, options, queue, hashed);
   for (size_t i = 0; i < gens.size(); ++i) {
     Chain c;
     if (i == 0) {
@@ -394,15 +395,7 @@ std::vector<Chain> build_scenario_chains(const Scenario& scenario, const BuildOp
       ChainIndex::rank(c) = ChainIndex::rank(chains[0]);
       c.report.seconds_explore = 0.0;
     }
-    int64_t emitted = 0;
-    {
-      Successors succ;
-      for (int64_t key : queue) {
-        succ.clear();
-        gens[i]->successors(key, succ, nullptr);
-        emitted += static_cast<int64_t>(succ.size()) + (c.time == TimeKind::Continuous);
-      }
-    }
+    const int64_t emitted = emitted_by[i];
     if (c.report.hashed_index)
       assemble(c, *gens[i], queue, emitted, [&](int64_t key) { return hashed.find(key)->second; });
     else

@@ -27,7 +27,6 @@
 
 namespace aqm {
 
-class MarkovOperator;
 class Chain;
 
 enum class TransientMethod {
@@ -63,9 +62,6 @@ struct GeneratorOperator {
   long applications() const { return applications_; }
   void reset_applications() const { applications_ = 0; }
 
-  /// G of a MarkovOperator (a continuous chain's G, or P - I of a slotted chain),
-  /// by reference: `op` must outlive the result.
-  static GeneratorOperator from_markov(const MarkovOperator& op);
   /// A generator given as CSR arrays (rows = "from" state), viewed (not copied):
   /// the arrays must outlive the result.  Checks the arrays (ModelError naming
   /// 'rowptr', 'col' or 'val'): sizes, column range, off-diagonals >= 0, and row
