@@ -203,10 +203,10 @@ def command_line(note: str = "") -> str:
             f"{time.strftime('%Y-%m-%d')}{note}.")
 
 
-def write_block(marker: str, md: str, keep_commands: bool = False, note: str = "") -> None:
+def write_block(marker: str, md: str, keep_commands: bool = False, note: str = "", page: str = "performance.md") -> None:
     """Replace the text between <!-- BENCH:marker --> and <!-- /BENCH:marker --> in
-    docs/performance.md by the command line(s) and the table ``md``."""
-    doc = ROOT / "docs" / "performance.md"
+    docs/<page> by the command line(s) and the table ``md``."""
+    doc = ROOT / "docs" / page
     head, rest = doc.read_text().split(f"<!-- BENCH:{marker} -->", 1)
     prev, tail = rest.split(f"<!-- /BENCH:{marker} -->", 1)
     cmds = [ln for ln in prev.splitlines() if ln.startswith("Command")] if keep_commands else []

@@ -39,10 +39,12 @@ from .scenario import load_scenario, make_scenario
 from .simulation import Comparison, SimulationResult, compare, simulate, simulate_scenario
 from .stationary import (
     DirectSolver,
+    ErrorEstimate,
     NonConvergenceError,
     SolverInfo,
     StationaryResult,
     build_chain,
+    refine_grid,
     solve_stationary,
     state_labels,
     transition_matrix,
@@ -57,7 +59,7 @@ __all__ = [
     "NonConvergenceError", "SolverInfo", "StationaryResult", "DirectSolver",
     "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean",
     "load_config", "load_model", "model_from_dict", "model_to_dict",
-    "solve_stationary", "state_labels", "transition_matrix",
+    "solve_stationary", "state_labels", "transition_matrix", "refine_grid", "ErrorEstimate",
     "simulate", "SimulationResult", "compare", "Comparison", "compare_policies", "PolicyComparison",
     "Phase", "Scenario", "load_scenario", "make_scenario",
     "solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS",

@@ -305,10 +305,19 @@ def _aqm_kwargs(*, drop: Any = None, w: Any = 0.002, update: Any = "per_slot", p
     return k
 
 
-def _grid_kwargs(*, k: Any = 4, points: Any = None, mapping: Any = "split") -> dict:
-    out = {"k": integer("grid.k", k, 1, INT32_MAX), "mapping": string("grid.mapping", mapping)}
+def _grid_kwargs(*, k: Any = 4, points: Any = None, mapping: Any = "split", refine: Any = "none",
+                 **refine_options: Any) -> dict:
+    """Types only: ranges and defaults of the refinement options live in the core."""
+    out = {"k": integer("grid.k", k, 1, INT32_MAX), "mapping": string("grid.mapping", mapping),
+           "refine": string("grid.refine", refine)}
     if points is not None:
         out["points"] = reals("grid.points", points)
+    known = _core.GridSpec.refine_defaults()
+    for name, value in refine_options.items():
+        if name not in known:
+            raise TypeError(f"GridSpec() got an unexpected keyword argument '{name}'")
+        out[name] = (integer(f"grid.{name}", value, -INT32_MAX, INT32_MAX) if isinstance(known[name], int)
+                     else real(f"grid.{name}", value))
     return out
 
 

@@ -120,10 +120,11 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     est = _core.estimate_chain(model)
     if not args.quiet:
         print(f"model {args.model}: buffer {model.buffer}, source {model.source!r}, drop {model.aqm.drop.kind}, "
-              f"w {model.aqm.w}, grid k={model.grid.k} ({model.grid.mapping}); "
-              f"at most {est['product_states']} states", file=sys.stderr)
+              f"w {model.aqm.w}, grid k={model.grid.k} ({model.grid.mapping}, refine {model.grid.refine}); "
+              f"at most {est['product_states']} states" + (" before refinement" if model.grid.refine == "auto" else ""),
+              file=sys.stderr)
     try:
-        result = solve_stationary(model, **solver)
+        result = solve_stationary(model, error_estimate=args.error_estimate, **solver)
     except NonConvergenceError as exc:
         print(f"aqmchain: {exc}", file=sys.stderr)
         if args.json:
@@ -133,6 +134,9 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         return EXIT_SOLVE
     if not args.quiet:
         print(result.summary(), file=_summary_stream(args))
+        if result.error_estimate is not None:
+            print("\ndiscretisation error estimate (grids with 4x, 2x, 1x the steps):\n"
+                  + result.error_estimate.table(), file=_summary_stream(args))
     if args.json:
         _write_json(args.json, _capped_dict(result))
     return EXIT_OK
@@ -277,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tol", type=float, help="target for ||pi P - pi||_1 (default 1e-12)")
     s.add_argument("--max-iter", dest="max_iter", type=int, help="sweeps / products / restarts, 0..1e9 (0: default)")
     s.add_argument("--memory-limit-gb", type=float, help="refuse state spaces above this many GB (default 8)")
+    s.add_argument("--error-estimate", dest="error_estimate", action="store_true",
+                   help="also solve on grids with 2x and 4x the avg steps and extrapolate every metric to step 0 "
+                        "(value, extrapolated, error; JSON key error_estimate)")
     s.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     s.set_defaults(func=_cmd_solve)
     def sim_args(sp: argparse.ArgumentParser, slots: int) -> None:

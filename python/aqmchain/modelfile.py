@@ -37,6 +37,10 @@ _SOLVER_DEFAULTS = {k: v for k, v in _core.StationaryOptions.defaults().items() 
 _SOLVER_KEYS = set(_SOLVER_DEFAULTS) | {"memory_limit_gb"}
 _SOURCE_KINDS = {"discrete": ("bernoulli", "ssmp", "mmbp"), "continuous": ("poisson", "mmpp")}
 _SERVICE_KINDS = {"discrete": "geometric", "continuous": "exponential"}
+# Model files refine the avg grid automatically unless they give points or a mapping other
+# than split (GridSpec() itself defaults to the plain grid it describes).
+FILE_REFINE_DEFAULT = "auto"
+_REFINE_DEFAULTS = _core.GridSpec.refine_defaults()
 
 
 def _err(key: str, bound: str, value: Any) -> ModelError:
@@ -227,8 +231,12 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
     aqm = _aqm(_Section("aqm", doc.get("aqm", {})))
     g = _Section("grid", doc.get("grid", {}))
     pts = g.numbers("points")
-    grid = _core.GridSpec(k=g.integer("k", 4, lo=1, hi=_checks.INT32_MAX), points=pts or [],
-                          mapping=g.string("mapping", ("split", "nearest", "flags"), "split"))
+    mapping = g.string("mapping", ("split", "nearest", "flags"), "split")
+    refine = g.string("refine", ("auto", "none"), FILE_REFINE_DEFAULT if not pts and mapping == "split" else "none")
+    refine_opts = {key: (g.integer(key, default, lo=-_checks.INT32_MAX, hi=_checks.INT32_MAX) if isinstance(default, int) else g.number(key, default))
+                   for key, default in _REFINE_DEFAULTS.items()}
+    grid = _core.GridSpec(k=g.integer("k", 4, lo=1, hi=_checks.INT32_MAX), points=pts or [], mapping=mapping,
+                          refine=refine, **refine_opts)
     g.finish()
     sv = _Section("solver", doc.get("solver", {}))
     solver: dict[str, Any] = {}
@@ -353,8 +361,10 @@ def model_to_dict(model: _core.Model) -> dict:
     elif d.kind == "table":
         aqm.update(points=[list(p) for p in d.points])
     aqm.update(w=model.aqm.w, update=model.aqm.update, policy=model.aqm.policy, ecn=model.aqm.ecn)
-    grid: dict[str, Any] = {"k": model.grid.k, "mapping": model.grid.mapping}
+    grid: dict[str, Any] = {"k": model.grid.k, "mapping": model.grid.mapping, "refine": model.grid.refine}
     if model.grid.points:
         grid["points"] = list(model.grid.points)
+    if model.grid.refine == "auto":
+        grid.update({key: getattr(model.grid, key) for key in _REFINE_DEFAULTS})
     return {"model": {"buffer": model.buffer, "time": model.time}, "source": source,
             "service": {"kind": model.service.kind, "mu": model.service.mu}, "aqm": aqm, "grid": grid}

@@ -15,7 +15,8 @@ import numpy as np
 from . import _checks, _core
 from ._core import OptionError
 
-__all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "build_chain", "DirectSolver"]
+__all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "build_chain", "DirectSolver",
+           "refine_grid", "ErrorEstimate", "ERROR_ESTIMATE_FACTORS"]
 
 GIB = 1024.0**3
 #: Scalar metric names, defined once in the bindings: (name, exists only with response times).
@@ -23,6 +24,10 @@ SCALAR_METRICS: tuple[tuple[str, bool], ...] = tuple(tuple(x) for x in _core.Met
 #: Solver option names and defaults, defined once in the C++ core.
 OPTION_DEFAULTS: dict[str, Any] = _core.StationaryOptions.defaults()
 METHODS: tuple[str, ...] = tuple(_core.stationary_methods())
+#: The error estimate's grids: the grid used, with 4x and 2x its steps (every 4th / 2nd point).
+ERROR_ESTIMATE_FACTORS: tuple[int, ...] = (4, 2, 1)
+#: Scalar metrics that are diagnostics, not quantities with a discretisation error.
+_NOT_EXTRAPOLATED = frozenset({"response_truncated", "littles_law_error"})
 
 
 class NonConvergenceError(RuntimeError):
@@ -63,7 +68,10 @@ def _limit_bytes(memory_limit_gb: float | None) -> float:
 
 
 def build_chain(model: _core.Model, memory_limit_gb: float | None = None) -> _core.Chain:
-    """Build the DTMC of ``model`` (reachable states from the empty system)."""
+    """Build the chain of ``model`` (reachable states from the empty system); an automatic
+    grid is resolved first (:func:`refine_grid`, a pre-solve on a coarse grid)."""
+    if model.grid.refine == "auto":
+        model = refine_grid(model, memory_limit_gb=memory_limit_gb)[0]
     chain = _core.build_chain(model, _limit_bytes(memory_limit_gb))
     for msg in chain.report["warnings"]:
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
@@ -117,6 +125,8 @@ class StationaryResult:
         self.response_note = metrics.response_note
         self.response_method = metrics.response_method or None
         self.time_unit = "slots" if chain.time == "discrete" else "time units"
+        self.grid: dict[str, Any] | None = None  #: what the automatic grid did (refine_grid's report)
+        self.error_estimate: ErrorEstimate | None = None
         if metrics.response_available:
             # continuous time: R has a density, not a pmf (mean and variance only)
             self.response_pmf = metrics.response_pmf if chain.time == "discrete" else None
@@ -165,6 +175,8 @@ class StationaryResult:
             "response_pmf": lst(self.response_pmf), "response_note": self.response_note or None,
             "response_method": self.response_method,
             "avg_grid": lst(self.avg_grid), "avg_pmf": lst(self.avg_pmf),
+            **({"grid": self.grid} if self.grid is not None else {}),
+            **(self.error_estimate.to_json() if self.error_estimate is not None else {}),
             "solver": {
                 "method": self.info.method, "requested": self.info.requested, "fallback": self.info.fallback,
                 "status": self.info.status, "residual": self.info.residual, "mass_error": self.info.mass_error,
@@ -219,8 +231,98 @@ def state_labels(chain: _core.Chain) -> dict[str, np.ndarray]:
     return labels
 
 
+def refine_grid(model: _core.Model | _core.Scenario | list, *, memory_limit_gb: float | None = None,
+                **options: Any) -> tuple[Any, dict[str, Any]]:
+    """Resolve an automatic grid (``GridSpec(refine="auto")``): pre-solve on a coarse uniform
+    grid, find where avg's mass sits, refine there where p(avg) jumps or is steep.
+
+    ``model`` is a model, a scenario (one grid for all phases) or a list of models.
+    Returns ``(refined, report)``: the model(s) on an explicit grid (the input unchanged
+    when its grid is not automatic) and a dict (``refined``, ``points``, ``min_step``,
+    ``refined_ranges`` [lo, hi, smallest step], ``mass_ranges``, ``jumps``,
+    ``estimated_states``, ``budget_limited``, ``presolve_states``, ``presolve_seconds``,
+    ``note``).  Solver ``options`` are used by the pre-solve (its tol relaxed to 1e-8).
+    """
+    if isinstance(model, _core.Scenario):
+        models = [p.model for p in model.phases]
+    elif isinstance(model, (list, tuple)):
+        models = list(model)
+    else:
+        models = [model]
+    if not models or not all(isinstance(m, _core.Model) for m in models):
+        raise _checks.model_error("model", "an aqmchain.Model, a Scenario or a list of models", model)
+    opts = _options(dict(options))
+    grid, report = _core.refine_grid(models, opts, _limit_bytes(memory_limit_gb))
+    report = dict(report, refine=models[0].grid.refine)
+    if not report["refined"]:
+        return model, report
+    refined = [m.with_grid(grid) for m in models]
+    if isinstance(model, _core.Scenario):
+        return _core.Scenario([_core.Phase(p.duration, m, p.label) for p, m in zip(model.phases, refined)]), report
+    return (refined if isinstance(model, (list, tuple)) else refined[0]), report
+
+
+class ErrorEstimate:
+    """Discretisation error of every scalar metric, from the grid used and the grids with
+    2x and 4x its steps: ``metrics[name]`` is an :class:`aqmchain._core.Extrapolation`
+    (``value`` on the grid used, ``extrapolated`` to step 0, ``error`` the half-width of
+    the interval around ``extrapolated`` meant to hold the limit, observed ``order``,
+    ``method``); ``grids`` lists each grid's step factor, points, states and seconds."""
+
+    def __init__(self, metrics: dict[str, Any], grids: list[dict[str, Any]]):
+        self.metrics, self.grids = metrics, grids
+
+    def __getitem__(self, name: str):
+        return self.metrics[name]
+
+    def interval(self, name: str) -> tuple[float, float]:
+        e = self.metrics[name]
+        return e.extrapolated - e.error, e.extrapolated + e.error
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error_estimate": {name: {"value": e.value, "extrapolated": e.extrapolated, "error": e.error,
+                                          "order": e.order, "method": e.method} for name, e in self.metrics.items()},
+                "error_estimate_grids": self.grids}
+
+    def table(self) -> str:
+        rows = [f"{'metric':<16} {'value':>14} {'extrapolated':>14} {'error':>10} {'order':>6}  method"]
+        for name, e in self.metrics.items():
+            rows.append(f"{name:<16} {e.value:>14.7g} {e.extrapolated:>14.7g} {e.error:>10.2e} {e.order:>6.2f}  {e.method}")
+        return "\n".join(rows)
+
+
+def _error_estimate(result: StationaryResult, options: dict, memory_limit_gb, response, response_tail) -> ErrorEstimate:
+    model = result.chain.model
+    if model.grid.mapping != "split":
+        raise OptionError(f"option 'error_estimate' needs grid.mapping = 'split' (coarsened grids of the same "
+                          f"family), got mapping '{model.grid.mapping}'")
+    points = [float(x) for x in result.avg_grid]
+    keep = model.resolved_drop().breakpoints(model.buffer)
+    coarse_options = {k: v for k, v in options.items() if k != "x0"}
+    runs, grids = [], []
+    for factor in ERROR_ESTIMATE_FACTORS[:-1]:
+        pts = _core.coarsen_points(points, factor, keep)
+        r = solve_stationary(model.with_grid(_core.GridSpec(points=pts)), memory_limit_gb=memory_limit_gb,
+                             response=response, response_tail=response_tail, **coarse_options)
+        runs.append(r)
+        grids.append({"step_factor": factor, "points": len(pts), "states": int(r.states),
+                      "seconds": float(sum(r.info.seconds.values()))})
+    runs.append(result)
+    grids.append({"step_factor": 1, "points": len(points), "states": int(result.states),
+                  "seconds": float(sum(result.info.seconds.values()))})
+    h = [float(f) for f in ERROR_ESTIMATE_FACTORS]
+    metrics = {}
+    for name, _ in SCALAR_METRICS:
+        vals = [getattr(r, name) for r in runs]
+        if name in _NOT_EXTRAPOLATED or any(v is None or not np.isfinite(v) for v in vals):
+            continue
+        metrics[name] = _core.extrapolate(h, [float(v) for v in vals])
+    return ErrorEstimate(metrics, grids)
+
+
 def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float | None = None,
-                     response: str = "auto", response_tail: float = 1e-12, **options: Any) -> StationaryResult:
+                     response: str = "auto", response_tail: float = 1e-12, error_estimate: bool = False,
+                     **options: Any) -> StationaryResult:
     """Stationary distribution and metrics of ``model`` (or of an already built chain).
 
     Options (all keyword): ``method`` (one of :data:`METHODS`), ``tol`` (target for ||pi P - pi||_1, default 1e-12),
@@ -236,13 +338,29 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     under front/random, stopped when the mass still in the system is below
     ``response_tail``), ``"tagged"`` (tagged chain for every policy), ``"none"``.
 
+    Grids: a model with ``GridSpec(refine="auto")`` is first refined (:func:`refine_grid`);
+    ``result.grid`` reports what the grid became.  ``error_estimate=True`` also solves on
+    the grids with 2x and 4x the steps and extrapolates every scalar metric to step 0
+    (``result.error_estimate``, an :class:`ErrorEstimate`).
+
     Raises :class:`NonConvergenceError` (with ``.result``) when the residual target
     is not met, :class:`ReducibleChainError` when there is no unique stationary
     vector, :class:`ModelError` / :class:`OptionError` on bad input.
     """
+    if not isinstance(error_estimate, bool):
+        raise _checks.option_error("error_estimate", "True or False", error_estimate)
     opts = _options(options)
-    chain = model if isinstance(model, _core.Chain) else build_chain(model, memory_limit_gb)
-    return _finish(chain, _core.solve_stationary(chain, opts), opts, memory_limit_gb, response, response_tail)
+    if isinstance(model, _core.Chain):
+        chain, grid = model, None
+    else:
+        # the pre-solve runs with the default solver options: it only has to locate avg's mass
+        model, grid = refine_grid(model, memory_limit_gb=memory_limit_gb)
+        chain = build_chain(model, memory_limit_gb)
+        grid["states"] = int(chain.n)
+    result = _finish(chain, _core.solve_stationary(chain, opts), opts, memory_limit_gb, response, response_tail, grid)
+    if error_estimate:
+        result.error_estimate = _error_estimate(result, options, memory_limit_gb, response, response_tail)
+    return result
 
 
 def _options(options: dict) -> _core.StationaryOptions:
@@ -252,13 +370,16 @@ def _options(options: dict) -> _core.StationaryOptions:
     return _core.StationaryOptions(**options)
 
 
-def _finish(chain, raw, opts, memory_limit_gb, response, response_tail) -> StationaryResult:
+def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=None) -> StationaryResult:
     rep = chain.report
     build_seconds = {"build_explore": rep["seconds_explore"], "build_assemble": rep["seconds_assemble"],
                      "build_classes": rep["seconds_classes"]}
     metrics = _core.compute_metrics(chain, raw.pi, response=response, tail_mass=float(response_tail),
                                     memory_limit=_limit_bytes(memory_limit_gb))
     result = StationaryResult(chain.model, chain, raw, metrics, opts.tol, build_seconds)
+    result.grid = grid
+    if grid is not None and grid.get("refined"):
+        result.info.seconds["grid_presolve"] = grid["presolve_seconds"]
     if not raw.converged:
         raise NonConvergenceError(
             f"stationary solve did not converge ({raw.method}): residual {raw.residual:.3e} > tol {opts.tol:.1e}; "
@@ -289,6 +410,9 @@ class DirectSolver:
         return self._solver.analyses
 
     def solve(self, model: _core.Model | _core.Chain) -> StationaryResult:
+        grid = None
+        if not isinstance(model, _core.Chain):
+            model, grid = refine_grid(model, memory_limit_gb=self._memory_limit_gb)
         chain = model if isinstance(model, _core.Chain) else build_chain(model, self._memory_limit_gb)
         return _finish(chain, self._solver.solve(chain), self._opts, self._memory_limit_gb, self._response,
-                       self._response_tail)
+                       self._response_tail, grid)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import _checks, _core
-from .stationary import NonConvergenceError, StationaryResult, _limit_bytes, build_chain
+from .stationary import NonConvergenceError, StationaryResult, _limit_bytes, build_chain, refine_grid
 
 __all__ = ["solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS"]
 
@@ -154,12 +154,15 @@ def _scenario_and_chains(model: Any, last: float, memory_limit_gb: float | None)
             dur = float(math.ceil(dur))
         return _core.Scenario([_core.Phase(dur, model.model)]), [model]
     if isinstance(model, _core.Model):
-        chain = build_chain(model, memory_limit_gb)
+        # an automatic grid is resolved from the model's stationary law (refine_grid)
+        chain = build_chain(refine_grid(model, memory_limit_gb=memory_limit_gb)[0], memory_limit_gb)
         return _scenario_and_chains(chain, last, memory_limit_gb)
     if isinstance(model, (list, tuple)):
         phases = [p if isinstance(p, _core.Phase) else _core.Phase(*p) for p in model]
         model = _core.Scenario(phases)
     if isinstance(model, _core.Scenario):
+        # one automatic grid for all phases: the finest step any phase's stationary law asks for
+        model = refine_grid(model, memory_limit_gb=memory_limit_gb)[0]
         return model, _core.build_scenario_chains(model, _limit_bytes(memory_limit_gb))
     raise _checks.model_error("model", "a Model, Chain, StationaryResult, Scenario or list of phases", model)
 

@@ -1,6 +1,8 @@
 // Bindings of the analysis layer: metrics (and response times) from a stationary vector.
 #include "common.hpp"
 
+#include "aqmchain/analysis/extrapolation.hpp"
+#include "aqmchain/analysis/grid_refinement.hpp"
 #include "aqmchain/analysis/metrics.hpp"
 
 namespace aqmpy {
@@ -64,6 +66,41 @@ void define_analysis(py::module_& m) {
       .def_readonly("response_method", &Metrics::response_method)
       .def_readonly("response_steps", &Metrics::response_steps)
       .def_readonly("response_states", &Metrics::response_states);
+
+  py::class_<Extrapolation>(m, "Extrapolation", "A metric's discretisation error estimate from a grid sequence.")
+      .def_readonly("value", &Extrapolation::value)
+      .def_readonly("extrapolated", &Extrapolation::extrapolated)
+      .def_readonly("error", &Extrapolation::error)
+      .def_readonly("order", &Extrapolation::order)
+      .def_readonly("method", &Extrapolation::method)
+      .def("__repr__", [](const Extrapolation& e) {
+        return detail::cat("Extrapolation(value=", e.value, ", extrapolated=", e.extrapolated, ", error=", e.error,
+                           ", order=", e.order, ", method='", e.method, "')");
+      });
+  m.def("extrapolate", &extrapolate, py::arg("h"), py::arg("values"),
+        "Observed order and Richardson extrapolation in the grid step (a line fit when the order is not clean).");
+  m.def(
+      "refine_grid",
+      [](const std::vector<Model>& models, const StationaryOptions& presolve, double memory_limit) {
+        BuildOptions b;
+        b.memory_limit_bytes = memory_limit;
+        RefinedGrid g;
+        {
+          InterruptGuard interrupt;
+          py::gil_scoped_release release;
+          g = refine_grid(models, presolve, b);
+        }
+        const GridReport& r = g.report;
+        py::dict d;
+        d["refined"] = r.refined, d["presolve_states"] = r.presolve_states, d["presolve_seconds"] = r.presolve_seconds;
+        d["mass_ranges"] = r.mass_ranges, d["jumps"] = r.jumps, d["points"] = r.points, d["min_step"] = r.min_step;
+        d["max_step"] = r.max_step, d["refined_ranges"] = r.refined_ranges, d["estimated_states"] = r.estimated_states;
+        d["budget_factor"] = r.budget_factor, d["budget_limited"] = r.budget_limited, d["note"] = r.note;
+        return py::make_tuple(g.grid, d);
+      },
+      py::arg("models"), py::arg("presolve") = StationaryOptions{},
+      py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
+      "The automatic grid of `models` (one model or a scenario's phases): (GridSpec with points, report dict).");
 
   m.def("compute_metrics", &metrics, py::arg("chain"), py::arg("pi"), py::arg("response") = "auto",
         py::arg("tail_mass") = ResponseOptions{}.tail_mass, py::arg("max_steps") = ResponseOptions{}.max_steps,

@@ -1,6 +1,8 @@
 // Bindings of the model layer: sources, service, drop functions, AQM, grid, model.
 #include "common.hpp"
 
+#include <tuple>
+
 #include "aqmchain/model/model.hpp"
 #include "aqmchain/model/scenario.hpp"
 
@@ -98,6 +100,8 @@ void define_drop(py::module_& m) {
       .def_readonly("coeffs", &DropFunction::coeffs)
       .def_readonly("points", &DropFunction::points)
       .def("__call__", &drop_call, py::arg("avg"), "p(avg), elementwise for arrays")
+      .def("breakpoints", &DropFunction::breakpoints, py::arg("buffer"),
+           "Kinks and jumps of p(avg) inside (0, buffer), sorted.")
       .def("__repr__", [](const DropFunction& f) { return "DropFunction." + f.name() + "(...)"; });
 }
 
@@ -114,11 +118,15 @@ Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::
   return a;
 }
 
-GridSpec make_grid(int k, std::vector<double> points, const std::string& mapping) {
+GridSpec make_grid(int k, std::vector<double> points, const std::string& mapping, const std::string& refine,
+                   double step_min, double p_step, double growth, double mass_tol, double state_budget, int presolve_k) {
   GridSpec g;
   g.k = k;
   g.points = std::move(points);
   g.mapping = mapping_from(mapping);
+  g.refine = refine_from(refine);
+  g.refine_options = RefineOptions{step_min, p_step, growth, mass_tol, state_budget, presolve_k};
+  g.refine_options.validate("grid");
   return g;
 }
 
@@ -145,13 +153,50 @@ void define_aqm_grid_model(py::module_& m) {
       .def_property_readonly("update", [](const Aqm& a) { return to_string(a.update); })
       .def_property_readonly("policy", [](const Aqm& a) { return to_string(a.policy); });
 
-  py::class_<GridSpec>(m, "GridSpec", "avg grid: uniform step 1/k, custom points, or the seeds' flags.")
+  const RefineOptions ro{};
+  py::class_<GridSpec>(m, "GridSpec",
+                       "avg grid: uniform step 1/k, custom points, the seeds' flags, or refine='auto' (a pre-solve "
+                       "locates avg's mass and the grid is refined there where p(avg) jumps or is steep).")
       .def(py::init(&make_grid), py::kw_only(), py::arg("k") = GridSpec{}.k, py::arg("points") = std::vector<double>{},
-           py::arg("mapping") = to_string(GridSpec{}.mapping))
+           py::arg("mapping") = to_string(GridSpec{}.mapping), py::arg("refine") = to_string(GridSpec{}.refine),
+           py::arg("step_min") = ro.step_min, py::arg("p_step") = ro.p_step, py::arg("growth") = ro.growth,
+           py::arg("mass_tol") = ro.mass_tol, py::arg("state_budget") = ro.state_budget,
+           py::arg("presolve_k") = ro.presolve_k)
       .def_readonly("k", &GridSpec::k)
       .def_readonly("points", &GridSpec::points)
       .def_property_readonly("mapping", [](const GridSpec& g) { return to_string(g.mapping); })
+      .def_property_readonly("refine", [](const GridSpec& g) { return to_string(g.refine); })
+      .def_property_readonly("step_min", [](const GridSpec& g) { return g.refine_options.step_min; })
+      .def_property_readonly("p_step", [](const GridSpec& g) { return g.refine_options.p_step; })
+      .def_property_readonly("growth", [](const GridSpec& g) { return g.refine_options.growth; })
+      .def_property_readonly("mass_tol", [](const GridSpec& g) { return g.refine_options.mass_tol; })
+      .def_property_readonly("state_budget", [](const GridSpec& g) { return g.refine_options.state_budget; })
+      .def_property_readonly("presolve_k", [](const GridSpec& g) { return g.refine_options.presolve_k; })
+      .def_static(
+          "refine_defaults",
+          []() {
+            const RefineOptions d{};
+            py::dict o;
+            o["step_min"] = d.step_min, o["p_step"] = d.p_step, o["growth"] = d.growth, o["mass_tol"] = d.mass_tol;
+            o["state_budget"] = d.state_budget, o["presolve_k"] = d.presolve_k;
+            return o;
+          },
+          "Defaults of the automatic grid's options (written once, in the core).")
       .def("resolve", &GridSpec::resolve, py::arg("buffer"));
+
+  m.def(
+      "graded_points",
+      [](int buffer, double coarse_step, const std::vector<std::tuple<double, double, DropFunction>>& foci,
+         const GridSpec& options, double scale) {
+        std::vector<GridFocus> f;
+        for (const auto& [lo, hi, drop] : foci) f.push_back(GridFocus{lo, hi, drop});
+        return graded_points(buffer, coarse_step, f, options.refine_options, scale);
+      },
+      py::arg("buffer"), py::arg("coarse_step"), py::arg("foci"), py::arg("options") = GridSpec{},
+      py::arg("scale") = 1.0,
+      "Points of an automatic grid: foci are (mass_lo, mass_hi, drop) triples; options a GridSpec's refine options.");
+  m.def("coarsen_points", &coarsen_points, py::arg("points"), py::arg("factor"), py::arg("keep") = std::vector<double>{},
+        "Every factor-th point (first, last and `keep` points kept): the grid with factor x the steps.");
 
   py::class_<Model>(m, "Model", "A complete queue model: buffer, source, service, AQM, grid, time kind.")
       .def(py::init(&make_model), py::kw_only(), py::arg("buffer"), py::arg("source"), py::arg("service"),
@@ -163,7 +208,16 @@ void define_aqm_grid_model(py::module_& m) {
       .def_readonly("aqm", &Model::aqm)
       .def_readonly("grid", &Model::grid)
       .def("validate", &Model::validate)
-      .def("resolved_drop", &Model::resolved_drop);
+      .def("resolved_drop", &Model::resolved_drop)
+      .def(
+          "with_grid",
+          [](const Model& md, GridSpec grid) {
+            Model out = md;
+            out.grid = std::move(grid);
+            out.validate();
+            return out;
+          },
+          py::arg("grid"), "A copy of the model on another avg grid.");
 }
 
 void define_scenario(py::module_& m) {

@@ -18,7 +18,7 @@ BASE_DOC = {
     "source": {"kind": "bernoulli", "alpha": 0.5},
     "service": {"mu": 0.5},
     "aqm": {"drop": "red", "min_th": 5, "max_th": 15, "p_max": 0.1, "w": 0.1},
-    "grid": {"k": 2},
+    "grid": {"k": 2, "refine": "none"},
 }
 
 
@@ -29,7 +29,7 @@ def spec_to_doc(spec: dict) -> dict:
                                                    "policy")}
     return {"model": {"buffer": spec["buffer"]}, "source": dict(spec["source"]),
             "service": {"mu": spec["mu"]}, "aqm": aqm,
-            "grid": {"k": spec.get("k", 4), "mapping": spec["mapping"]}}
+            "grid": {"k": spec.get("k", 4), "mapping": spec["mapping"], "refine": "none"}}
 
 
 def model_of(spec: dict) -> "aqmchain.Model":

@@ -25,7 +25,7 @@ KNOWN_KEYS = {
     "service": ["kind", "mu"],
     "aqm": ["drop", "w", "update", "policy", "ecn", "min_th", "max_th", "p_max", "k_l", "k_h", "gamma", "q_max",
             "seg", "coeffs", "points"],
-    "grid": ["k", "points", "mapping"],
+    "grid": ["k", "points", "mapping", "refine", "step_min", "state_budget"],
     "solver": ["method", "tol", "max_iter", "ncv", "refine_steps", "check_every", "memory_limit_gb", "ordering",
                "strategy", "coarse_size", "smoothing_sweeps", "cycle_gamma", "direct_max_gb",
                "auto_direct_max_flops"],
@@ -87,7 +87,9 @@ def valid_doc(draw):
     buffer = draw(st.integers(1, 30))
     doc = {"model": {"buffer": buffer}, "source": draw(source()), "service": {"mu": draw(st.floats(0.05, 1.0))},
            "aqm": draw(aqm(buffer)), "grid": {"k": draw(st.integers(1, 4)),
-                                               "mapping": draw(st.sampled_from(["split", "split", "nearest"]))},
+                                               "mapping": draw(st.sampled_from(["split", "split", "nearest"])),
+                                               # the automatic grid (pre-solve) in a quarter of the documents
+                                               "refine": draw(st.sampled_from(["none", "none", "none", "auto"]))},
            # keeps a mutation that inflates the state space cheap to refuse
            "solver": {"memory_limit_gb": 0.05, "method": draw(st.sampled_from(["auto", "direct"]))}}
     return doc

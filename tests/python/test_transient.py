@@ -143,7 +143,7 @@ def test_krylov_on_a_slotted_model_is_exp_of_p_minus_i():
 def test_continuous_model_krylov_uniformization_and_scipy_agree():
     doc = {"model": {"buffer": 30, "time": "continuous"}, "source": {"kind": "poisson", "rate": 0.9},
            "service": {"kind": "exponential", "mu": 1.0},
-           "aqm": {"drop": "red", "min_th": 5, "max_th": 20, "p_max": 0.2, "w": 0.5}, "grid": {"k": 2}}
+           "aqm": {"drop": "red", "min_th": 5, "max_th": 20, "p_max": 0.2, "w": 0.5}, "grid": {"k": 2, "refine": "none"}}
     model = aqmchain.model_from_dict(doc)[0]
     chain = aqmchain.build_chain(model)
     G = aqmchain.transition_matrix(chain)

@@ -150,6 +150,30 @@ double DropFunction::operator()(double avg) const {
   return 0.0;
 }
 
+std::vector<double> DropFunction::breakpoints(int buffer) const {
+  std::vector<double> b;
+  switch (kind) {
+    case Kind::None: break;
+    case Kind::RED:
+    case Kind::NLRED:
+    case Kind::Polynomial: b = {lo, hi}; break;
+    case Kind::GentleRED: b = {lo, hi, 2.0 * hi}; break;
+    case Kind::DSRED: b = {lo, 0.5 * (lo + hi), hi}; break;
+    case Kind::SRED: {
+      const double top = hi > 0.0 ? hi : buffer;
+      b = {lo, seg > 0.0 ? seg : 0.6 * top, top};
+      break;
+    }
+    case Kind::Table:
+      for (const auto& pt : points) b.push_back(pt.first);
+      break;
+  }
+  std::sort(b.begin(), b.end());
+  b.erase(std::unique(b.begin(), b.end()), b.end());
+  b.erase(std::remove_if(b.begin(), b.end(), [&](double x) { return !(x > 0.0 && x < buffer); }), b.end());
+  return b;
+}
+
 std::string DropFunction::name() const {
   switch (kind) {
     case Kind::None: return "none";

@@ -1,11 +1,13 @@
 // Grid resolution and the mappings of SPEC 4.
 #include "aqmchain/model/grid.hpp"
+#include "aqmchain/model/model.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <sstream>
 
+#include "aqmchain/interrupt.hpp"
 #include "model/validate.hpp"
 
 namespace aqm {
@@ -48,6 +50,8 @@ void check_grid_size(const GridSpec& g, int buffer, const std::string& p) {
 
 std::vector<double> GridSpec::resolve(int buffer) const {
   check_grid_size(*this, buffer, "grid");
+  if (refine == Refine::Auto && points.empty())
+    fail_param("grid.refine", "resolved by a pre-solve first (refine_grid) before the chain is built", "'auto'");
   std::vector<double> g;
   if (mapping == Mapping::Flags) {
     // Seed 001: integer part plus four flags at (2i - 1)/8, i = 1..4; no flag = the integer.
@@ -65,7 +69,28 @@ std::vector<double> GridSpec::resolve(int buffer) const {
   return g;
 }
 
+void RefineOptions::validate(const std::string& p) const {
+  auto in = [&](const char* name, double v, double lo, double hi, bool open_lo) {
+    require_finite(p + "." + name, v);
+    if ((open_lo ? v <= lo : v < lo) || v > hi)
+      fail_param(p + "." + name, detail::cat("in ", open_lo ? "(" : "[", lo, ", ", hi, "]"), v);
+  };
+  in("step_min", step_min, 0.0, 1.0, true);
+  if (step_min < 1e-6) fail_param(p + ".step_min", ">= 1e-6", step_min);
+  in("p_step", p_step, 0.0, 1.0, true);
+  in("growth", growth, 1.01, 2.0, false);
+  in("mass_tol", mass_tol, 0.0, 0.01, true);
+  in("state_budget", state_budget, 1e3, 1e9, false);
+  if (presolve_k < 1 || presolve_k > 64) fail_param(p + ".presolve_k", "in [1, 64]", presolve_k);
+}
+
 void GridSpec::validate(int buffer, const std::string& p) const {
+  if (refine == Refine::Auto) {
+    if (mapping != Mapping::Split)
+      fail_param(p + ".refine", detail::cat("'none' with mapping = \"", to_string(mapping), "\" (refinement needs split)"), "'auto'");
+    if (!points.empty()) fail_param(p + ".points", "absent with refine = \"auto\" (the refinement chooses them)", "a list");
+    refine_options.validate(p);
+  }
   if (mapping == Mapping::Flags) {
     if (!points.empty()) fail_param(p + ".points", "absent with mapping = \"flags\" (flags fix the grid)", "a list");
     check_grid_size(*this, buffer, p);
@@ -124,6 +149,93 @@ GridTarget Grid::map(double y) const {
   if (p_lo <= 1e-12) return {i + 1, 1.0};
   if (mapping_ == Mapping::Nearest) return {p_lo >= 0.5 ? i : i + 1, 1.0};  // ties go to the lower point
   return {i, p_lo};
+}
+
+}  // namespace aqm
+
+// ---------------------------------------------------------------- automatic grids
+
+namespace aqm {
+
+namespace {
+/// Jumps of p larger than `p_step` inside [lo, hi].
+std::vector<double> jumps_in(const GridFocus& f, int buffer, double p_step) {
+  std::vector<double> j;
+  for (double b : f.drop.breakpoints(buffer)) {
+    if (b < f.mass_lo || b > f.mass_hi) continue;
+    const double e = 1e-9 * std::max(1.0, b);
+    if (std::abs(f.drop(b + e) - f.drop(b - e)) > p_step) j.push_back(b);
+  }
+  return j;
+}
+}  // namespace
+
+std::vector<double> graded_points(int buffer, double coarse_step, const std::vector<GridFocus>& foci,
+                                  const RefineOptions& o, double scale) {
+  if (buffer < 1) fail_param("model.buffer", ">= 1", buffer);
+  require_finite("grid.coarse_step", coarse_step);
+  if (!(coarse_step > 0.0)) fail_param("grid.coarse_step", "> 0", coarse_step);
+  require_finite("grid.scale", scale);
+  if (!(scale > 0.0)) fail_param("grid.scale", "> 0", scale);
+  o.validate("grid");
+  const double N = buffer;
+  std::vector<std::vector<double>> jumps;
+  std::vector<double> forced = {0.0, N};
+  for (const GridFocus& f : foci) {
+    jumps.push_back(jumps_in(f, buffer, o.p_step));
+    for (double b : f.drop.breakpoints(buffer)) forced.push_back(b);
+  }
+  std::sort(forced.begin(), forced.end());
+  forced.erase(std::unique(forced.begin(), forced.end()), forced.end());
+  const double h_min = o.step_min * scale, h_max = std::max(coarse_step * scale, h_min);
+  auto step = [&](double x) {
+    double s = coarse_step;
+    for (size_t k = 0; k < foci.size(); ++k) {
+      const GridFocus& f = foci[k];
+      if (x < f.mass_lo || x > f.mass_hi) continue;
+      // central slope over a small interval (inside a jump it is huge: the grading below rules there)
+      const double e = 1e-6 * std::max(1.0, x);
+      const double slope = std::abs(f.drop(std::min(x + e, N)) - f.drop(std::max(x - e, 0.0))) / (2.0 * e);
+      if (slope > 0.0) s = std::min(s, o.p_step / slope);
+      for (double b : jumps[k]) s = std::min(s, o.step_min + (o.growth - 1.0) * std::abs(x - b));
+    }
+    return std::clamp(s * scale, h_min, h_max);
+  };
+  std::vector<double> pts = {0.0};
+  for (size_t seg = 1; seg < forced.size(); ++seg) {
+    const double b = forced[seg];
+    double x = pts.back();
+    for (;;) {
+      check_interrupt();
+      const double s = step(x), r = b - x;
+      if (r <= s * (1.0 + 1e-9)) break;
+      x = r < 1.5 * s ? x + 0.5 * r : x + s;
+      pts.push_back(x);
+      if (static_cast<int64_t>(pts.size()) > kMaxGridIntervals)
+        fail_param("grid.step_min", detail::cat("large enough for at most ", kMaxGridIntervals, " grid intervals"), o.step_min);
+    }
+    pts.push_back(b);
+  }
+  return pts;
+}
+
+std::vector<double> coarsen_points(const std::vector<double>& points, int factor, const std::vector<double>& keep) {
+  if (factor < 1) fail_param("factor", ">= 1", factor);
+  if (points.size() < 2) fail_param("grid.points", "at least 2 points", points.size());
+  std::vector<double> kept(keep);
+  std::sort(kept.begin(), kept.end());
+  std::vector<double> out = {points.front()};
+  size_t since = 0;  // points skipped since the last kept one
+  for (size_t i = 1; i + 1 < points.size(); ++i) {
+    ++since;
+    const bool forced = std::binary_search(kept.begin(), kept.end(), points[i]);
+    if (forced || since == static_cast<size_t>(factor)) {
+      out.push_back(points[i]);
+      since = 0;
+    }
+  }
+  out.push_back(points.back());
+  return out;
 }
 
 }  // namespace aqm

@@ -99,6 +99,12 @@ std::string to_string(UpdateRule u) { return u == UpdateRule::PerSlot ? "per_slo
 std::string to_string(DropPolicy p) {
   return p == DropPolicy::Tail ? "tail" : p == DropPolicy::Front ? "front" : "random";
 }
+std::string to_string(Refine r) { return r == Refine::None ? "none" : "auto"; }
+Refine refine_from(const std::string& s) {
+  if (s == "none") return Refine::None;
+  if (s == "auto") return Refine::Auto;
+  fail_param("grid.refine", "one of none, auto", "'" + s + "'");
+}
 std::string to_string(Mapping m) { return m == Mapping::Split ? "split" : m == Mapping::Nearest ? "nearest" : "flags"; }
 
 UpdateRule update_rule_from(const std::string& s) {

@@ -125,6 +125,11 @@ ChainEstimate estimate_chain(const TransitionGenerator& g) {
 
 ChainEstimate estimate_chain(const Model& model) {
   model.validate();
+  if (model.grid.refine == Refine::Auto) {  // before refinement: the uniform grid 1/k
+    Model coarse = model;
+    coarse.grid.refine = Refine::None;
+    return estimate_chain(*queue_generator(coarse));
+  }
   return estimate_chain(*queue_generator(model));
 }
 

@@ -34,6 +34,9 @@ struct DropFunction {
 
   /// p(avg) in [0, 1].
   double operator()(double avg) const;
+  /// Where p(avg) has a kink or a jump (thresholds, segment points, table points), sorted,
+  /// within (0, buffer).  Grids keep them as points; refinement grades toward the jumps.
+  std::vector<double> breakpoints(int buffer) const;
   void validate(const std::string& prefix = "aqm") const;
   std::string name() const;
 };

@@ -67,6 +67,8 @@ struct Model {
 std::string to_string(UpdateRule);
 std::string to_string(DropPolicy);
 std::string to_string(Mapping);
+std::string to_string(Refine);
+Refine refine_from(const std::string&);
 UpdateRule update_rule_from(const std::string&);
 DropPolicy drop_policy_from(const std::string&);
 Mapping mapping_from(const std::string&);

@@ -37,7 +37,7 @@ struct ChainEstimate {
   int64_t max_nnz = 0;         ///< upper bound on the transitions
   double bytes = 0.0;          ///< upper bound on the builder's peak memory
 };
-ChainEstimate estimate_chain(const Model& model);
+ChainEstimate estimate_chain(const Model& model);  ///< an automatic grid: its uniform 1/k before refinement
 ChainEstimate estimate_chain(const TransitionGenerator& generator);
 
 struct BuildReport {

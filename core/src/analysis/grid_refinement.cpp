@@ -1,0 +1,152 @@
+// Automatic avg grids: pre-solve, mass range, graded points within a state budget.
+#include "aqmchain/analysis/grid_refinement.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "aqmchain/errors.hpp"
+#include "aqmchain/interrupt.hpp"
+
+namespace aqm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// States per pre-solve grid point (the largest over the models): the estimate of how
+/// many (n, modulator) combinations a refined grid point will carry.
+struct Density {
+  int k = 1;
+  std::vector<double> per_point;
+  double estimate(const std::vector<double>& pts) const {
+    double s = 0.0;
+    const long last = static_cast<long>(per_point.size()) - 1;
+    for (double x : pts) s += per_point[static_cast<size_t>(std::clamp(std::lround(x * k), 0L, last))];
+    return s;
+  }
+};
+
+}  // namespace
+
+void describe_grid(const std::vector<double>& pts, int k, GridReport& r) {
+  r.points = static_cast<int64_t>(pts.size());
+  r.min_step = r.max_step = pts.size() > 1 ? pts[1] - pts[0] : 0.0;
+  r.refined_ranges.clear();
+  const double coarse = 1.0 / k;
+  bool open = false;
+  for (size_t i = 1; i < pts.size(); ++i) {
+    const double h = pts[i] - pts[i - 1];
+    r.min_step = std::min(r.min_step, h);
+    r.max_step = std::max(r.max_step, h);
+    if (h < 0.5 * coarse * (1.0 - 1e-9)) {
+      if (!open) r.refined_ranges.push_back({pts[i - 1], pts[i], h});
+      auto& run = r.refined_ranges.back();
+      run[1] = pts[i];
+      run[2] = std::min(run[2], h);
+      open = true;
+    } else {
+      open = false;
+    }
+  }
+}
+
+RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOptions& presolve, const BuildOptions& build) {
+  if (models.empty()) fail_param("models", "at least one model", 0);
+  const Model& first = models.front();
+  for (const Model& m : models) {
+    m.validate();
+    if (m.buffer != first.buffer) fail_param("model.buffer", detail::cat("the same in every model (", first.buffer, ")"), m.buffer);
+  }
+  RefinedGrid out;
+  out.grid = first.grid;
+  if (first.grid.refine == Refine::None) {
+    if (first.grid.mapping != Mapping::Flags) describe_grid(first.grid.resolve(first.buffer), first.grid.k, out.report);
+    return out;
+  }
+  const RefineOptions& o = first.grid.refine_options;
+  const int N = first.buffer;
+  const auto t0 = Clock::now();
+  StationaryOptions so = presolve;
+  so.tol = std::max(so.tol, 1e-8);
+  so.x0.clear();
+  Density density;
+  density.k = o.presolve_k;
+  density.per_point.assign(static_cast<size_t>(o.presolve_k) * N + 1, 0.0);
+  std::vector<GridFocus> foci;
+  const double margin = std::max(1.0, 2.0 / o.presolve_k);
+  for (const Model& m : models) {
+    Model pm = m;
+    pm.grid = GridSpec{};
+    pm.grid.k = o.presolve_k;
+    const Chain c = build_chain(pm, build);
+    const StationaryResult r = solve_stationary(c, so);
+    if (!r.converged() && !(r.residual <= 1e-6))
+      throw SolverError(detail::cat("grid refinement: the pre-solve on the uniform grid 1/", o.presolve_k,
+                                    " did not converge (", to_string(r.method), ", residual ", r.residual,
+                                    "); set grid.refine = \"none\" or choose another solver method"));
+    out.report.presolve_states += c.n;
+    const auto& avg = c.component("avg_index");
+    std::vector<double> mass(c.grid.size(), 0.0), count(c.grid.size(), 0.0);
+    for (size_t s = 0; s < avg.size(); ++s) {
+      mass[static_cast<size_t>(avg[s])] += r.pi[s];
+      count[static_cast<size_t>(avg[s])] += 1.0;
+    }
+    for (size_t i = 0; i < count.size(); ++i) density.per_point[i] = std::max(density.per_point[i], count[i]);
+    double cdf = 0.0, total = 0.0;
+    for (double v : mass) total += v;
+    size_t lo = 0, hi = mass.size() - 1;
+    bool have_lo = false;
+    for (size_t i = 0; i < mass.size(); ++i) {
+      cdf += mass[i] / total;
+      if (!have_lo && cdf >= o.mass_tol) lo = i, have_lo = true;
+      if (cdf >= 1.0 - o.mass_tol) {
+        hi = i;
+        break;
+      }
+    }
+    GridFocus f;
+    f.mass_lo = std::max(0.0, c.grid[lo] - margin);
+    f.mass_hi = std::min(static_cast<double>(N), c.grid[hi] + margin);
+    f.drop = m.resolved_drop();
+    out.report.mass_ranges.emplace_back(f.mass_lo, f.mass_hi);
+    for (double b : f.drop.breakpoints(N)) {
+      const double e = 1e-9 * std::max(1.0, b);
+      if (b >= f.mass_lo && b <= f.mass_hi && std::abs(f.drop(b + e) - f.drop(b - e)) > o.p_step)
+        out.report.jumps.push_back(b);
+    }
+    foci.push_back(std::move(f));
+  }
+  std::sort(out.report.jumps.begin(), out.report.jumps.end());
+  out.report.jumps.erase(std::unique(out.report.jumps.begin(), out.report.jumps.end()), out.report.jumps.end());
+  const auto t1 = Clock::now();
+  out.report.presolve_seconds = std::chrono::duration<double>(t1 - t0).count();
+
+  // Coarsen the refinement (never the coarse step) until the estimate fits the budget.
+  const double coarse = 1.0 / first.grid.k;
+  RefineOptions ro = o;
+  std::vector<double> pts = graded_points(N, coarse, foci, ro);
+  double est = density.estimate(pts);
+  while (est > o.state_budget && ro.step_min < coarse && ro.p_step < 1.0) {
+    ro.step_min = std::min(2.0 * ro.step_min, 1.0);
+    ro.p_step = std::min(2.0 * ro.p_step, 1.0);
+    out.report.budget_factor *= 2.0;
+    pts = graded_points(N, coarse, foci, ro);
+    est = density.estimate(pts);
+  }
+  out.report.budget_limited = out.report.budget_factor > 1.0;
+  if (est > o.state_budget)
+    out.report.note = detail::cat("the grid with step 1/", first.grid.k, " alone needs about ", std::llround(est),
+                                  " states, above grid.state_budget = ", o.state_budget, "; refinement dropped");
+  else if (out.report.budget_limited)
+    out.report.note = detail::cat("grid.state_budget = ", o.state_budget, " bound the refinement: step_min and p_step x",
+                                  out.report.budget_factor);
+  out.report.estimated_states = est;
+  out.report.refined = true;
+  describe_grid(pts, first.grid.k, out.report);
+  out.grid.points = std::move(pts);
+  out.grid.refine = Refine::None;
+  return out;
+}
+
+}  // namespace aqm
