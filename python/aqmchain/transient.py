@@ -93,6 +93,7 @@ class TransientResult:
         self.final_law = np.asarray(raw.final_law)
         self.states = chain.n
         self.nnz = chain.nnz
+        self.avg_grid = np.asarray(chain.grid)  #: the avg grid the chain was built on
         seconds = dict(build_seconds)
         seconds.update({f"transient_{k}": v for k, v in raw.seconds.items()})
         self.info = TransientInfo(
