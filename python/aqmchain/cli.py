@@ -191,7 +191,10 @@ def _cmd_policies(args: argparse.Namespace) -> int:
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
     model, _ = _config(args)
-    est = _core.estimate_chain(model)
+    est = dict(_core.estimate_chain(model))
+    if model.grid.refine == "auto":
+        est["grid"] = (f"automatic: bounds for the uniform grid 1/{model.grid.k} before refinement; the refined "
+                       f"chain is kept within grid.state_budget = {model.grid.state_budget:g} estimated states")
     print(json.dumps(est, indent=1))
     return EXIT_OK
 
