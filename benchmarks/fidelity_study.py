@@ -42,9 +42,9 @@ def models() -> dict:
         "red_w07_mu045": m(red, 0.07, 0.45),
         "red_w002_mu03": m(red, 0.002, 0.3),
         "red_50_150_w02": m(D.red(50, 150, 0.2), 0.02, 0.4),
-        "red_w005_light": m(red, 0.005, 0.6),
+        "red_30_90_w005_light": m(D.red(30, 90, 0.1), 0.005, 0.55),
         "gentle_w005_heavy": m(D.gentle_red(60, 120, 0.1), 0.005, 0.25),
-        "gentle_w02_light": m(D.gentle_red(60, 120, 0.1), 0.02, 0.52),
+        "gentle_w02_critical": m(D.gentle_red(60, 120, 0.1), 0.02, 0.5),
         "sred_w02": m(D.sred(100, 250), 0.02, 0.3),
         "nlred_w005": m(D.nlred(100, 200, 0.1), 0.005, 0.35),
         "dsred_g03_w02": m(D.dsred(100, 200, 0.3), 0.02, 0.3),
@@ -87,8 +87,9 @@ def judge(chain: dict, sim: dict) -> dict:
         covered = hi >= s["value"] - s["hw"] and lo <= s["value"] + s["hw"]
         dev = abs(c["auto"] - s["value"])
         within = dev <= tol / 100 * abs(s["value"]) + s["hw"]
-        out[name] = {"covered": covered, "auto_within": within, "auto_rel": (c["auto"] - s["value"]) / s["value"],
-                     "k4_rel": (c["k4"] - s["value"]) / s["value"]}
+        scale = max(abs(s["value"]), 1e-300)
+        out[name] = {"covered": covered, "auto_within": within, "auto_rel": (c["auto"] - s["value"]) / scale,
+                     "k4_rel": (c["k4"] - s["value"]) / scale}
     return out
 
 
@@ -136,7 +137,7 @@ def plot(results: dict, models_: dict, keys: list[str], path: Path) -> None:
         refined, _ = aqmchain.refine_grid(model)
         pts = list(refined.grid.points)
         keep = model.resolved_drop().breakpoints(model.buffer)
-        hs, vals = [16, 8, 4, 2, 1], {"var_queue": [], "mean_response": []}
+        hs, vals = [16, 8, 4, 2, 1], {"var_queue": [], "var_response": []}
         for f in hs:
             r = aqmchain.solve_stationary(model.with_grid(aqmchain.GridSpec(points=_core.coarsen_points(pts, f, keep))))
             for name in vals:

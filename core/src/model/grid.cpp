@@ -209,7 +209,16 @@ std::vector<double> graded_points(int buffer, double coarse_step, const std::vec
       check_interrupt();
       const double s = step(x), r = b - x;
       if (r <= s * (1.0 + 1e-9)) break;
-      x = r < 1.5 * s ? x + 0.5 * r : x + s;
+      if (s >= h_max * (1.0 - 1e-12)) {
+        // unrefined: the next point of the lattice of multiples of h_max (the uniform grid 1/k
+        // where nothing is refined), so that a grid family shares its coarse points
+        double y = (std::floor(x / h_max + 1e-9) + 1.0) * h_max;
+        if (y - x < 0.5 * h_max) y += h_max;
+        if (b - y < 0.25 * h_max) break;
+        x = y;
+      } else {
+        x = r < 1.5 * s ? x + 0.5 * r : x + s;
+      }
       pts.push_back(x);
       if (static_cast<int64_t>(pts.size()) > kMaxGridIntervals)
         fail_param("grid.step_min", detail::cat("large enough for at most ", kMaxGridIntervals, " grid intervals"), o.step_min);
