@@ -30,7 +30,11 @@ _DROP_KEYS: dict[str, dict[str, bool]] = {  # key -> required
     "polynomial": {"min_th": True, "max_th": True, "coeffs": True},
     "table": {"points": True},
 }
-_AQM_COMMON = {"drop", "w", "update", "policy", "ecn"}
+# Stateful AQM (docs/stateful-aqm.md): names and defaults from the core.
+_STATEFUL_DEFAULTS = _core.Aqm.stateful_defaults()
+_SPACING_KEYS = {"spacing", "count_max"}
+_ADAPTIVE_KEYS = set(_STATEFUL_DEFAULTS) - _SPACING_KEYS - {"adaptive"}
+_AQM_COMMON = {"drop", "w", "update", "policy", "ecn"} | set(_STATEFUL_DEFAULTS)
 # Solver keys: the options the core defines (names and defaults written once, in C++),
 # less the starting vector, plus the builder's memory budget.
 _SOLVER_DEFAULTS = {k: v for k, v in _core.StationaryOptions.defaults().items() if k != "x0"}
@@ -196,10 +200,17 @@ def _aqm(sec: _Section) -> _core.Aqm:
             if len(p) != 2:
                 raise _err(f"aqm.points[{i}]", "a pair [avg, p]", p)
         f = _core.DropFunction.table([tuple(p) for p in pts])
+    stateful = {}
+    for key in sorted(set(_STATEFUL_DEFAULTS) & set(sec.table)):
+        stateful[key] = _checks.stateful_value(key, sec._get(key, None, False), _STATEFUL_DEFAULTS[key])
+    if not stateful.get("adaptive", False):
+        extra = sorted(_ADAPTIVE_KEYS & set(stateful))
+        if extra:
+            raise _err(f"aqm.{extra[0]}", "given only with aqm.adaptive = true", sec.table[extra[0]])
     aqm = _core.Aqm(drop=f, w=sec.number("w", 0.002),
                     update=sec.string("update", ("per_slot", "per_arrival"), "per_slot"),
                     policy=sec.string("policy", ("tail", "front", "random"), "tail"),
-                    ecn=sec.number("ecn", 0.0))
+                    ecn=sec.number("ecn", 0.0), **stateful)
     sec.finish()
     return aqm
 
@@ -361,6 +372,10 @@ def model_to_dict(model: _core.Model) -> dict:
     elif d.kind == "table":
         aqm.update(points=[list(p) for p in d.points])
     aqm.update(w=model.aqm.w, update=model.aqm.update, policy=model.aqm.policy, ecn=model.aqm.ecn)
+    if model.aqm.spacing != "none":
+        aqm.update(spacing=model.aqm.spacing, count_max=model.aqm.count_max)
+    if model.aqm.adaptive:
+        aqm.update({k: getattr(model.aqm, k) for k in sorted(_ADAPTIVE_KEYS | {"adaptive"})})
     grid: dict[str, Any] = {"k": model.grid.k, "mapping": model.grid.mapping, "refine": model.grid.refine}
     if model.grid.points:
         grid["points"] = list(model.grid.points)

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "aqmchain/model/model.hpp"
+#include "aqmchain/model/queue_generator.hpp"
 #include "aqmchain/model/scenario.hpp"
 
 namespace aqmpy {
@@ -105,8 +106,15 @@ void define_drop(py::module_& m) {
       .def("__repr__", [](const DropFunction& f) { return "DropFunction." + f.name() + "(...)"; });
 }
 
-Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::string& policy, double ecn) {
+Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::string& policy, double ecn,
+             const std::string& spacing, int count_max, bool adaptive, int64_t interval, double target_lo,
+             double target_hi, double increment, double decrease, double p_max_high, double p_max_low,
+             const std::string& clock, double p_max_step, double max_clock_states) {
   Aqm a;
+  a.spacing = spacing_from(spacing);
+  a.count_max = count_max;
+  a.adaptive = Adaptive{adaptive,   interval,  target_lo,           target_hi, increment, decrease,
+                        p_max_high, p_max_low, clock_from(clock), p_max_step, max_clock_states};
   a.drop = std::move(drop);
   a.w = w;
   a.update = update_rule_from(update);
@@ -146,7 +154,40 @@ void define_aqm_grid_model(py::module_& m) {
   py::class_<Aqm>(m, "Aqm", "EWMA filter, drop function, drop policy and ECN.")
       .def(py::init(&make_aqm), py::kw_only(), py::arg("drop") = DropFunction::none(), py::arg("w") = Aqm{}.w,
            py::arg("update") = to_string(Aqm{}.update), py::arg("policy") = to_string(Aqm{}.policy),
-           py::arg("ecn") = Aqm{}.ecn)
+           py::arg("ecn") = Aqm{}.ecn, py::arg("spacing") = to_string(Aqm{}.spacing),
+           py::arg("count_max") = Aqm{}.count_max, py::arg("adaptive") = Adaptive{}.enabled,
+           py::arg("interval") = Adaptive{}.interval, py::arg("target_lo") = Adaptive{}.target_lo,
+           py::arg("target_hi") = Adaptive{}.target_hi, py::arg("increment") = Adaptive{}.increment,
+           py::arg("decrease") = Adaptive{}.decrease, py::arg("p_max_high") = Adaptive{}.p_max_high,
+           py::arg("p_max_low") = Adaptive{}.p_max_low, py::arg("clock") = to_string(Adaptive{}.clock),
+           py::arg("p_max_step") = Adaptive{}.p_max_step, py::arg("max_clock_states") = Adaptive{}.max_clock_states)
+      .def_static(
+          "stateful_defaults",
+          []() {
+            const Aqm a{};
+            const Adaptive d{};
+            py::dict o;
+            o["spacing"] = to_string(a.spacing), o["count_max"] = a.count_max, o["adaptive"] = d.enabled;
+            o["interval"] = d.interval, o["target_lo"] = d.target_lo, o["target_hi"] = d.target_hi;
+            o["increment"] = d.increment, o["decrease"] = d.decrease, o["p_max_high"] = d.p_max_high;
+            o["p_max_low"] = d.p_max_low, o["clock"] = to_string(d.clock), o["p_max_step"] = d.p_max_step;
+            o["max_clock_states"] = d.max_clock_states;
+            return o;
+          },
+          "Names and defaults of the stateful-AQM keys (drop spacing, adaptive RED).")
+      .def_property_readonly("spacing", [](const Aqm& a) { return to_string(a.spacing); })
+      .def_readonly("count_max", &Aqm::count_max)
+      .def_property_readonly("adaptive", [](const Aqm& a) { return a.adaptive.enabled; })
+      .def_property_readonly("interval", [](const Aqm& a) { return a.adaptive.interval; })
+      .def_property_readonly("target_lo", [](const Aqm& a) { return a.adaptive.target_lo; })
+      .def_property_readonly("target_hi", [](const Aqm& a) { return a.adaptive.target_hi; })
+      .def_property_readonly("increment", [](const Aqm& a) { return a.adaptive.increment; })
+      .def_property_readonly("decrease", [](const Aqm& a) { return a.adaptive.decrease; })
+      .def_property_readonly("p_max_high", [](const Aqm& a) { return a.adaptive.p_max_high; })
+      .def_property_readonly("p_max_low", [](const Aqm& a) { return a.adaptive.p_max_low; })
+      .def_property_readonly("clock", [](const Aqm& a) { return to_string(a.adaptive.clock); })
+      .def_property_readonly("p_max_step", [](const Aqm& a) { return a.adaptive.p_max_step; })
+      .def_property_readonly("max_clock_states", [](const Aqm& a) { return a.adaptive.max_clock_states; })
       .def_readonly("drop", &Aqm::drop)
       .def_readonly("w", &Aqm::w)
       .def_readonly("ecn", &Aqm::ecn)
@@ -265,6 +306,21 @@ static void define_model_enums(py::module_& m) {
       .value("flags", Mapping::Flags);
 }
 
+void define_stateful(py::module_& m) {
+  m.def(
+      "stateful_info",
+      [](const Model& md) {
+        const StatefulInfo s = stateful_info(md);
+        py::dict o;
+        o["count_cap"] = s.count_cap, o["p_max_values"] = s.pmax, o["p_max_start"] = s.pmax_start;
+        o["phases"] = s.phases;
+        return o;
+      },
+      py::arg("model"),
+      "The chain's view of a stateful AQM: count_cap (count in -1..count_cap), p_max_values (the p_max "
+      "grid), p_max_start (its start index), phases (the exact clock's phase count).");
+}
+
 void define_model(py::module_& m) {
   define_model_enums(m);
   define_sources(m);
@@ -272,6 +328,7 @@ void define_model(py::module_& m) {
   define_drop(m);
   define_aqm_grid_model(m);
   define_scenario(m);
+  define_stateful(m);
 }
 
 }  // namespace aqmpy

@@ -309,3 +309,155 @@ def tagged_response_oracle(spec: dict, pi: np.ndarray, states: list, max_r: int 
         if v.sum() < 1e-15:
             break
     return np.array(pmf), pushed_total, admitted
+
+
+# ------------------------------------------------------------------ stateful AQM (docs/stateful-aqm.md)
+# Written from the rules of the docs page (Floyd & Jacobson's count, ns-3's "wait", adaptive
+# RED's p_max moves), not from the C++: the count cap, the p_max grid and the slot are
+# re-derived here.
+ADAPTIVE_DEFAULTS = {"interval": 5000, "target_lo": 0.4, "target_hi": 0.6, "increment": 0.01, "decrease": 0.9,
+                     "p_max_high": 0.5, "p_max_low": 0.01, "clock": "geometric", "p_max_step": 0.0025}
+
+
+def early_drop(spacing: str, count: int, pb: float) -> tuple[float, int, int]:
+    """(probability of an early decision, count after a decision, count after none) for an
+    arrival that reaches the AQM test with `count` arrivals since the last decision."""
+    if spacing == "none":
+        return pb, count, count
+    if pb == 0:
+        return 0.0, -1, -1
+    if pb >= 1:
+        return 1.0, 0, 0
+    c = count + 1
+    x = c * pb
+    if spacing == "count":
+        pa = 1.0 if x >= 1 else min(1.0, pb / (1 - x))
+    else:  # wait
+        pa = 0.0 if x < 1 else (1.0 if x >= 2 else min(1.0, pb / (2 - x)))
+    return pa, 0, c
+
+
+def adaptive_params(spec: dict) -> dict:
+    return {k: spec.get(k, v) for k, v in ADAPTIVE_DEFAULTS.items()}
+
+
+def pmax_points(spec: dict) -> tuple[list[float], int]:
+    """The p_max grid: start + j h covering what the moves reach, within [0, 1]; start index."""
+    p0 = spec["p_max"]
+    if not spec.get("adaptive", False):
+        return [p0], 0
+    a = adaptive_params(spec)
+    h = a["p_max_step"]
+    hi = max(p0, a["p_max_high"] + min(a["increment"], a["p_max_high"] / 4)) if a["increment"] > 0 else p0
+    lo = min(p0, a["p_max_low"] * a["decrease"]) if a["decrease"] < 1 else p0
+    jlo = max(math.floor((lo - p0) / h), -math.floor(p0 / h + 1e-9))
+    jhi = min(math.ceil((hi - p0) / h), math.floor((1 - p0) / h + 1e-9))
+    pts = [min(1.0, max(0.0, p0 + j * h)) for j in range(jlo, jhi + 1)]
+    pts[-jlo] = p0
+    return pts, -jlo
+
+
+def pmax_move(spec: dict, p: float, avg: float) -> float:
+    a = adaptive_params(spec)
+    lo, hi = spec["min_th"], spec["max_th"]
+    if avg > lo + a["target_hi"] * (hi - lo) and p <= a["p_max_high"]:
+        return min(1.0, p + min(a["increment"], p / 4))
+    if avg < lo + a["target_lo"] * (hi - lo) and p >= a["p_max_low"]:
+        return p * a["decrease"]
+    return p
+
+
+def count_cap(spec: dict, pts: list[float], pmaxes: list[float]) -> int:
+    """Largest count an arrival can leave behind: c p_b < 1 (count) or < 2 (wait) for the
+    smallest nonzero p_b on the grid."""
+    N = spec["buffer"]
+    nonzero = [drop_prob({**spec, "p_max": pm}, g, N) for pm in pmaxes for g in pts]
+    nonzero = [p for p in nonzero if 0 < p < 1]
+    if not nonzero:
+        return 0
+    pmin, reach = min(nonzero), (1.0 if spec["spacing"] == "count" else 2.0)
+    c = 0
+    while (c + 1) * pmin < reach:
+        c += 1
+    return c
+
+
+def stateful_chain(spec: dict):
+    """(states (n, g, m, count + 1, p_max index, phase) sorted, dense P) from the empty system."""
+    N, mu, w, ecn = spec["buffer"], spec["mu"], spec["w"], spec.get("ecn", 0.0)
+    per_arrival = spec.get("update", "per_slot") == "per_arrival"
+    spacing = spec.get("spacing", "none")
+    adaptive = spec.get("adaptive", False)
+    a = adaptive_params(spec)
+    interval, exact = a["interval"], a["clock"] == "exact"
+    pmaxes0, _ = pmax_points(spec)
+    adaptive = adaptive and len(pmaxes0) > 1  # a p_max that cannot move: no clock
+    pts = grid_points(N, spec.get("k", 4), spec["mapping"])
+    pmaxes, k0 = pmax_points(spec)
+    cap = count_cap(spec, pts, pmaxes) if spacing != "none" else 0
+    M, lam = source_matrices(spec["source"])
+    pb_table = [[drop_prob({**spec, "p_max": pm}, g, N) for g in pts] for pm in pmaxes]
+
+    def row(state):
+        n, g, m, c1, k, ph = state
+        c = c1 - 1
+        out: dict = {}
+        q = max(n - 1, 0)
+        y = (1 - w) * pts[g] + w * q
+        ph2 = (ph + 1) % interval if (adaptive and exact) else 0
+        if not adaptive:
+            clocks = [(False, 1.0)]
+        elif exact:
+            clocks = [(ph2 == 0, 1.0)]
+        else:
+            clocks = [(True, 1 / interval), (False, 1 - 1 / interval)]
+        for m2 in range(len(lam)):
+            if M[m, m2] == 0:
+                continue
+            for arrival, pa in ((1, lam[m2]), (0, 1 - lam[m2])):
+                if pa == 0:
+                    continue
+                targets = [(g, 1.0)] if (per_arrival and not arrival) else grid_map(pts, spec["mapping"], y)
+                for g2, pg in targets:
+                    for fires, pf in clocks:
+                        if pf == 0:
+                            continue
+                        if fires and len(pmaxes) > 1:
+                            ktargets = grid_map(pmaxes, "split", pmax_move(spec, pmaxes[k], pts[g2]))
+                        else:
+                            ktargets = [(k, 1.0)]
+                        for k2, pk in ktargets:
+                            base = M[m, m2] * pa * pg * pf * pk
+                            if not arrival or n == N:
+                                outcomes = [(1.0, False, c)]
+                            else:
+                                dec, c_dec, c_none = early_drop(spacing, c, pb_table[k2][g2])
+                                outcomes = [(dec * (1 - ecn), False, c_dec), (dec * ecn, True, c_dec),
+                                            (1 - dec, True, c_none)]
+                            dep = mu if n >= 1 else 0.0
+                            for prob, adm, c2 in outcomes:
+                                assert c2 <= cap
+                                key = lambda n2: (n2, g2, m2, c2 + 1, k2, ph2)  # noqa: E731
+                                moves = [(n + 1, 1 - dep), (n, dep)] if adm else [(n - 1, dep), (n, 1 - dep)]
+                                for n2, pd in moves:
+                                    p = base * prob * pd
+                                    if p > 0:
+                                        out[key(n2)] = out.get(key(n2), 0.0) + p
+        return out
+
+    start = [(0, 0, m, 0, k0, 0) for m in range(len(lam))]
+    seen, queue, rows = set(start), deque(start), {}
+    while queue:
+        s = queue.popleft()
+        rows[s] = row(s)
+        for t in rows[s]:
+            if t not in seen:
+                seen.add(t)
+                queue.append(t)
+    states = sorted(seen)
+    index = {s: i for i, s in enumerate(states)}
+    P = np.zeros((len(states), len(states)))
+    for s, r in rows.items():
+        for t, p in r.items():
+            P[index[s], index[t]] += p
+    return states, P, {"count_cap": cap, "p_max_values": pmaxes, "p_max_start": k0}

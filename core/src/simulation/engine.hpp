@@ -44,6 +44,7 @@
 #include "aqmchain/model/filter.hpp"
 #include "aqmchain/model/model.hpp"
 #include "aqmchain/simulation/simulator.hpp"
+#include "model/stateful.hpp"
 
 namespace aqm::sim {
 
@@ -115,6 +116,10 @@ struct SlotParams {
   std::vector<int32_t> tgt_lo;
   std::vector<uint64_t> tgt_thr;
   int64_t max_r = 2;                       ///< response histogram length
+  /// Stateful AQM (spacing, adaptive p_max): the layout shared with the chain; its p_max
+  /// grid and count cap are used by discretised runs only (continuous runs keep count and
+  /// p_max exactly).
+  std::optional<detail::StatefulLayout> sa;
 
   SlotParams(const Model& m, bool discretised, bool target_table, int64_t max_response);
 
@@ -129,6 +134,11 @@ struct SlotParams {
 struct SimState {
   int n = 0, m = 0, g = 0;
   double avg = 0.0;
+  // stateful AQM: count (-1 = below min_th), p_max (its grid index when discretised), clock phase
+  int64_t count = -1, phase = 0;
+  double pmax = 0.0;
+  int k = 0;
+  bool aqm_ready = false;  ///< set by the first stateful slot after start()
   uint64_t head = 0, mask = 0;
   std::vector<int64_t> buf;
   explicit SimState(int N) {
@@ -140,6 +150,7 @@ struct SimState {
   /// Empty system, avg 0, modulator drawn from `pi` (one uniform when it has several states).
   void start(const std::vector<double>& pi, Xoshiro256& rng) {
     n = 0, g = 0, avg = 0.0, head = 0, m = 0;
+    aqm_ready = false;
     if (pi.size() > 1) {
       const double u = rng.uniform();
       double c = 0;
