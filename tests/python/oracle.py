@@ -342,7 +342,9 @@ def adaptive_params(spec: dict) -> dict:
 
 
 def pmax_points(spec: dict) -> tuple[list[float], int]:
-    """The p_max grid: start + j h covering what the moves reach, within [0, 1]; start index."""
+    """The p_max grid: the points start + j h inside the range the moves reach (lo = p_max_low
+    decrease, hi = p_max_high + min(increment, p_max_high / 4), and the start), within [0, 1];
+    start index."""
     p0 = spec["p_max"]
     if not spec.get("adaptive", False):
         return [p0], 0
@@ -350,8 +352,8 @@ def pmax_points(spec: dict) -> tuple[list[float], int]:
     h = a["p_max_step"]
     hi = max(p0, a["p_max_high"] + min(a["increment"], a["p_max_high"] / 4)) if a["increment"] > 0 else p0
     lo = min(p0, a["p_max_low"] * a["decrease"]) if a["decrease"] < 1 else p0
-    jlo = max(math.floor((lo - p0) / h), -math.floor(p0 / h + 1e-9))
-    jhi = min(math.ceil((hi - p0) / h), math.floor((1 - p0) / h + 1e-9))
+    jlo = math.ceil((lo - p0) / h - 1e-9)  # inside [lo, hi]: the moves reach nothing outside
+    jhi = min(math.floor((hi - p0) / h + 1e-9), math.floor((1 - p0) / h + 1e-9))
     pts = [min(1.0, max(0.0, p0 + j * h)) for j in range(jlo, jhi + 1)]
     pts[-jlo] = p0
     return pts, -jlo

@@ -134,6 +134,11 @@ def test_chain_matches_discretised_simulation(aqm):
     sim = aqmchain.simulate(model, slots=400_000, replications=2, seed=7, discretised=True, threads=1)
     for name in ("mean_queue", "var_queue", "loss_aqm", "mean_response"):
         within(getattr(r, name), sim, name)
+    if "spacing" in aqm:
+        within(r.mean_count, sim, "mean_count")
+    else:
+        within(r.mean_p_max, sim, "mean_p_max")
+        assert sim.mean_p_max != pytest.approx(0.2, abs=1e-3)  # p_max does move
 
 
 # ---------------------------------------------------------------- bad input

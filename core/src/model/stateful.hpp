@@ -85,9 +85,11 @@ struct StatefulLayout {
       const double hi = opt.increment > 0.0 ? std::max(p0, opt.p_max_high + std::min(opt.increment, opt.p_max_high / 4))
                                             : p0;
       const double lo = opt.decrease < 1.0 ? std::min(p0, opt.p_max_low * opt.decrease) : p0;
-      int64_t jlo = static_cast<int64_t>(std::floor((lo - p0) / h)), jhi = static_cast<int64_t>(std::ceil((hi - p0) / h));
-      jlo = std::max(jlo, -static_cast<int64_t>(std::floor(p0 / h + 1e-9)));
-      jhi = std::min(jhi, static_cast<int64_t>(std::floor((1.0 - p0) / h + 1e-9)));
+      // points inside [lo, hi] (moves beyond the end points are clamped to them): a point
+      // below lo could be absorbing (p_max = 0 never moves up again)
+      const int64_t jlo = static_cast<int64_t>(std::ceil((lo - p0) / h - 1e-9));
+      const int64_t jhi = std::min(static_cast<int64_t>(std::floor((hi - p0) / h + 1e-9)),
+                                   static_cast<int64_t>(std::floor((1.0 - p0) / h + 1e-9)));
       if (jhi - jlo + 1 > 100000)
         fail_param("aqm.p_max_step", "large enough for at most 1e5 p_max grid points", h);
       pmax.clear();

@@ -290,7 +290,7 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
   const double fire = S.adaptive ? 1.0 / static_cast<double>(S.opt.interval) : 0.0;
   const int n0 = s.n;
   int64_t c_arr = 0, c_aqm = 0, c_mark = 0, c_ovf = 0, c_push = 0;
-  double sum_avg = 0.0;
+  double sum_avg = 0.0, sum_count = 0.0, sum_pmax = 0.0;
   int64_t hsize = 0, lim = 0;
   int64_t* hr = nullptr;
   if constexpr (Record) {
@@ -382,11 +382,15 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
     c_ovf += ovf;
     ++T.hist_n[s.n];
     sum_avg += s.avg;
+    sum_count += static_cast<double>(s.count);
+    sum_pmax += s.pmax;
   }
   T.arrivals += c_arr, T.aqm += c_aqm, T.marks += c_mark, T.overflow += c_ovf;
   const int64_t c_adm = c_arr - c_aqm - c_ovf + c_push;
   T.departures += n0 + c_adm - c_push - s.n, T.admitted += c_adm, T.pushed += c_push;
   T.sum_avg += sum_avg;
+  T.sum_count += sum_count;
+  T.sum_pmax += sum_pmax;
   rng_ref = rng;
 }
 

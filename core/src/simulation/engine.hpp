@@ -175,6 +175,7 @@ struct ResponseBudget {
 struct Tally {
   int64_t arrivals = 0, aqm = 0, marks = 0, overflow = 0, departures = 0, admitted = 0, pushed = 0;
   long double sum_avg = 0;
+  long double sum_count = 0, sum_pmax = 0;  ///< stateful AQM: count and p_max at slot ends
   int64_t* hist_n = nullptr;  ///< N + 1 bins, n at the end of each slot
   /// Response times (recording loops only): hist_r[r] counts R = r for r < max_r - 1, the
   /// last bin R >= max_r - 1, whose sum and sum of squares are tail_r, tail_r2; bin 0
