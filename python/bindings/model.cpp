@@ -109,8 +109,11 @@ void define_drop(py::module_& m) {
 Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::string& policy, double ecn,
              const std::string& spacing, int count_max, bool adaptive, int64_t interval, double target_lo,
              double target_hi, double increment, double decrease, double p_max_high, double p_max_low,
-             const std::string& clock, double p_max_step, double max_clock_states) {
+             const std::string& clock, double p_max_step, double max_clock_states, const std::string& weight,
+             const std::string& autored_p) {
   Aqm a;
+  a.weight = weight_from(weight);
+  a.autored_p = autored_p_from(autored_p);
   a.spacing = spacing_from(spacing);
   a.count_max = count_max;
   a.adaptive = Adaptive{adaptive,   interval,  target_lo,           target_hi, increment, decrease,
@@ -160,7 +163,8 @@ void define_aqm_grid_model(py::module_& m) {
            py::arg("target_hi") = Adaptive{}.target_hi, py::arg("increment") = Adaptive{}.increment,
            py::arg("decrease") = Adaptive{}.decrease, py::arg("p_max_high") = Adaptive{}.p_max_high,
            py::arg("p_max_low") = Adaptive{}.p_max_low, py::arg("clock") = to_string(Adaptive{}.clock),
-           py::arg("p_max_step") = Adaptive{}.p_max_step, py::arg("max_clock_states") = Adaptive{}.max_clock_states)
+           py::arg("p_max_step") = Adaptive{}.p_max_step, py::arg("max_clock_states") = Adaptive{}.max_clock_states,
+           py::arg("weight") = to_string(Aqm{}.weight), py::arg("autored_p") = to_string(Aqm{}.autored_p))
       .def_static(
           "stateful_defaults",
           []() {
@@ -172,11 +176,14 @@ void define_aqm_grid_model(py::module_& m) {
             o["increment"] = d.increment, o["decrease"] = d.decrease, o["p_max_high"] = d.p_max_high;
             o["p_max_low"] = d.p_max_low, o["clock"] = to_string(d.clock), o["p_max_step"] = d.p_max_step;
             o["max_clock_states"] = d.max_clock_states;
+            o["weight"] = to_string(a.weight), o["autored_p"] = to_string(a.autored_p);
             return o;
           },
           "Names and defaults of the stateful-AQM keys (drop spacing, adaptive RED).")
       .def_property_readonly("spacing", [](const Aqm& a) { return to_string(a.spacing); })
       .def_readonly("count_max", &Aqm::count_max)
+      .def_property_readonly("weight", [](const Aqm& a) { return to_string(a.weight); })
+      .def_property_readonly("autored_p", [](const Aqm& a) { return to_string(a.autored_p); })
       .def_property_readonly("adaptive", [](const Aqm& a) { return a.adaptive.enabled; })
       .def_property_readonly("interval", [](const Aqm& a) { return a.adaptive.interval; })
       .def_property_readonly("target_lo", [](const Aqm& a) { return a.adaptive.target_lo; })

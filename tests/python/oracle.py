@@ -124,6 +124,19 @@ def source_matrices(src: dict) -> tuple[np.ndarray, np.ndarray]:
     return M, lam
 
 
+# ------------------------------------------------------------------ AutoRED's weight (docs/stateful-aqm.md)
+def filter_weight(spec: dict, avg: float, q: int) -> float:
+    """w, or AutoRED's w_t = P (1 - P) (2 x / ln x) / N with x = max(e, 5.923 + q - avg),
+    P = p(avg) or q / N, kept in [w, 1]."""
+    w = spec["w"]
+    if spec.get("weight", "static") != "autored":
+        return w
+    N = spec["buffer"]
+    P = q / N if spec.get("autored_p", "drop") == "queue" else drop_prob(spec, avg, N)
+    x = max(math.e, 5.923 + (q - avg))
+    return min(1.0, max(w, P * (1 - P) * (2 * x / math.log(x)) / N))
+
+
 # ------------------------------------------------------------------ the slot (SPEC 3)
 def slot(spec: dict, state: tuple[int, int, int], pts, M, lam) -> dict[tuple[int, int, int], float]:
     """Distribution of the next state from (n, avg index, modulator)."""
@@ -131,6 +144,7 @@ def slot(spec: dict, state: tuple[int, int, int], pts, M, lam) -> dict[tuple[int
     per_arrival = spec.get("update", "per_slot") == "per_arrival"
     n, g, m = state
     q = max(n - 1, 0)
+    w = filter_weight(spec, pts[g], q)
     y = (1 - w) * pts[g] + w * q  # step 1
     out: dict[tuple[int, int, int], float] = {}
 

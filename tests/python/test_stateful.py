@@ -214,3 +214,54 @@ def test_model_round_trip():
     assert d["aqm"]["spacing"] == "wait" and d["aqm"]["interval"] == 100 and d["aqm"]["clock"] == "exact"
     again = aqmchain.model_from_dict(d)[0]
     assert aqmchain.model_to_dict(again) == d
+
+
+# ---------------------------------------------------------------- AutoRED's dynamic weight
+@pytest.mark.parametrize("reading", ["drop", "queue"])
+@pytest.mark.parametrize("source", ["bernoulli", "mmbp"])
+def test_autored_matrix_equals_rules(reading, source):
+    # w = 0.01 is the floor; P (1 - P) J / N reaches ~0.2 at N = 12
+    spec = {"buffer": 12, "mu": 0.5, "w": 0.01, "k": 2, "mapping": "split", "update": "per_slot",
+            "source": BERN if source == "bernoulli" else MMBP, **RED, "weight": "autored", "autored_p": reading}
+    states, P_ref = reference_chain(spec)
+    chain = aqmchain.build_chain(model_of(spec))
+    lab = aqmchain.state_labels(chain)
+    assert list(zip(lab["level"].tolist(), lab["avg_index"].tolist(), lab["modulator"].tolist())) == states
+    np.testing.assert_allclose(aqmchain.transition_matrix(chain).toarray(), P_ref, rtol=0, atol=1e-14)
+    static = {k: v for k, v in spec.items() if k not in ("weight", "autored_p")}
+    plain = aqmchain.build_chain(model_of(static))
+    assert chain.n != plain.n or (aqmchain.transition_matrix(chain) != aqmchain.transition_matrix(plain)).nnz > 0
+
+
+def test_autored_below_its_floor_is_plain():
+    # P (1 - P) 2x / ln x / N <= 0.25 * 12.4 / 12 < 0.3 = w at N = 12: the weight is w throughout
+    spec = {"buffer": 12, "mu": 0.5, "w": 0.3, "k": 2, "mapping": "split", "source": MMBP, **RED}
+    plain_and(spec, weight="autored")
+    plain_and(spec, weight="autored", autored_p="queue")
+
+
+@pytest.mark.parametrize("reading", ["drop", "queue"])
+def test_autored_chain_matches_discretised_simulation(reading):
+    doc = copy.deepcopy(SIM_DOC)
+    doc["aqm"].update(w=0.02, weight="autored", autored_p=reading)
+    model = aqmchain.model_from_dict(doc)[0]
+    r = aqmchain.solve_stationary(model)
+    sim = aqmchain.simulate(model, slots=400_000, replications=2, seed=11, discretised=True, threads=1)
+    for name in ("mean_queue", "var_queue", "loss_aqm", "mean_avg"):
+        within(getattr(r, name), sim, name)
+
+
+def test_autored_bad_input():
+    doc = copy.deepcopy(BASE_DOC)
+    doc["aqm"].update(weight="sometimes")
+    with pytest.raises(aqmchain.ModelError) as e:
+        aqmchain.model_from_dict(doc)
+    assert e.value.param == "aqm.weight"
+    doc["aqm"].update(weight="static", autored_p="queue")
+    with pytest.raises(aqmchain.ModelError) as e:
+        aqmchain.model_from_dict(doc)
+    assert e.value.param == "aqm.autored_p"
+    doc["aqm"].update(weight="autored", autored_p="drop", adaptive=True)
+    with pytest.raises(aqmchain.ModelError) as e:
+        aqmchain.model_from_dict(doc)
+    assert e.value.param == "aqm.weight"

@@ -51,6 +51,9 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
   drop.validate(p);
   if (count_max < 1 || count_max > 100000000) fail_param(p + ".count_max", "in [1, 1e8]", count_max);
   adaptive.validate(p);
+  if (weight == Weight::AutoRED && adaptive.enabled)
+    fail_param(p + ".weight", "static when aqm.adaptive = true (AutoRED's weight reads p(avg) with a fixed p_max)",
+               "'autored'");
   if (adaptive.enabled && drop.kind != DropFunction::Kind::RED && drop.kind != DropFunction::Kind::GentleRED &&
       drop.kind != DropFunction::Kind::NLRED)
     fail_param(p + ".adaptive", "false unless drop is red, gentle_red or nlred (a drop function with p_max)",
@@ -93,6 +96,9 @@ void Model::validate() const {
     if (aqm.spacing != Spacing::None)
       fail_param("aqm.spacing", "none when model.time = \"continuous\" (the count is per slotted arrival)",
                  "'" + to_string(aqm.spacing) + "'");
+    if (aqm.weight != Weight::Static)
+      fail_param("aqm.weight", "static when model.time = \"continuous\" (the dynamic weight is per slot)",
+                 "'" + to_string(aqm.weight) + "'");
     if (aqm.adaptive.enabled)
       fail_param("aqm.adaptive", "false when model.time = \"continuous\" (the interval is counted in slots)",
                  "true");
@@ -127,6 +133,18 @@ TimeKind time_kind_from(const std::string& s) {
 
 std::string to_string(Spacing s) {
   return s == Spacing::None ? "none" : s == Spacing::Count ? "count" : "wait";
+}
+std::string to_string(Weight w) { return w == Weight::Static ? "static" : "autored"; }
+std::string to_string(AutoredP p) { return p == AutoredP::Drop ? "drop" : "queue"; }
+Weight weight_from(const std::string& s) {
+  if (s == "static") return Weight::Static;
+  if (s == "autored") return Weight::AutoRED;
+  fail_param("aqm.weight", "one of static, autored", "'" + s + "'");
+}
+AutoredP autored_p_from(const std::string& s) {
+  if (s == "drop") return AutoredP::Drop;
+  if (s == "queue") return AutoredP::Queue;
+  fail_param("aqm.autored_p", "one of drop, queue", "'" + s + "'");
 }
 std::string to_string(AdaptiveClock c) { return c == AdaptiveClock::Exact ? "exact" : "geometric"; }
 Spacing spacing_from(const std::string& s) {

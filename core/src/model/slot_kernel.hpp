@@ -36,7 +36,7 @@ struct SlotKernel {
       : N(m.buffer),
         mu(m.service.mu),
         ecn(m.aqm.ecn),
-        filter(m.aqm),
+        filter(m),
         grid(m.grid.resolve(m.buffer), m.grid.mapping),
         space(queue_state_space(m)),
         lam(m.source.arrival) {

@@ -29,7 +29,7 @@ double target_table_bytes(const Model& m, double total_slots) {
 SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max_response)
     : N(m.buffer),
       M(m.source.states()),
-      filter(m.aqm),
+      filter(m),
       per_slot(m.aqm.update == UpdateRule::PerSlot),
       ecn(m.aqm.ecn),
       policy(m.aqm.policy),

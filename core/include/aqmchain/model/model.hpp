@@ -40,6 +40,10 @@ enum class Spacing { None, Count, Wait };
 /// Adaptive RED's interval clock: a phase counter (exact) or an update in each slot with
 /// probability 1/interval (geometric, same mean interval).
 enum class AdaptiveClock { Exact, Geometric };
+/// The EWMA weight: static (w) or AutoRED's dynamic weight (docs/stateful-aqm.md), with
+/// P_t read as the drop function's value p(avg_{t-1}) or as q_{t-1} / N.
+enum class Weight { Static, AutoRED };
+enum class AutoredP { Drop, Queue };
 
 /// Adaptive RED ("Adaptive RED: An Algorithm for Increasing the Robustness of RED's Active
 /// Queue Management"): every `interval` slots p_max moves up by min(increment, p_max/4) if
@@ -68,6 +72,8 @@ struct Aqm {
   Spacing spacing = Spacing::None;
   int count_max = 10000;  ///< largest count the chain may carry (spacing count / wait)
   Adaptive adaptive;
+  Weight weight = Weight::Static;
+  AutoredP autored_p = AutoredP::Drop;
   /// Whether the AQM keeps state beyond avg (spacing or adaptive p_max).
   bool stateful() const { return spacing != Spacing::None || adaptive.enabled; }
   /// `w_is_rate`: continuous time, where w is a rate per unit time (any w > 0).
@@ -98,6 +104,10 @@ std::string to_string(UpdateRule);
 std::string to_string(Spacing);
 std::string to_string(AdaptiveClock);
 Spacing spacing_from(const std::string&);
+std::string to_string(Weight);
+std::string to_string(AutoredP);
+Weight weight_from(const std::string&);
+AutoredP autored_p_from(const std::string&);
 AdaptiveClock clock_from(const std::string&);
 std::string to_string(DropPolicy);
 std::string to_string(Mapping);
