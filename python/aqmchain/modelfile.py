@@ -34,7 +34,8 @@ _DROP_KEYS: dict[str, dict[str, bool]] = {  # key -> required
 _STATEFUL_DEFAULTS = _core.Aqm.stateful_defaults()
 _SPACING_KEYS = {"spacing", "count_max"}
 _WEIGHT_KEYS = {"weight", "autored_p"}
-_ADAPTIVE_KEYS = set(_STATEFUL_DEFAULTS) - _SPACING_KEYS - _WEIGHT_KEYS - {"adaptive"}
+_MAXTH_KEYS = {"dynamic_max_th", "max_th_growth"}
+_ADAPTIVE_KEYS = set(_STATEFUL_DEFAULTS) - _SPACING_KEYS - _WEIGHT_KEYS - _MAXTH_KEYS - {"adaptive"}
 _AQM_COMMON = {"drop", "w", "update", "policy", "ecn"} | set(_STATEFUL_DEFAULTS)
 # Solver keys: the options the core defines (names and defaults written once, in C++),
 # less the starting vector, plus the builder's memory budget.
@@ -204,8 +205,12 @@ def _aqm(sec: _Section) -> _core.Aqm:
     stateful = {}
     for key in sorted(set(_STATEFUL_DEFAULTS) & set(sec.table)):
         stateful[key] = _checks.stateful_value(key, sec._get(key, None, False), _STATEFUL_DEFAULTS[key])
-    if stateful.get("weight", "static") == "static" and "autored_p" in stateful:
-        raise _err("aqm.autored_p", "given only with aqm.weight = \"autored\"", sec.table["autored_p"])
+    dyn = stateful.get("dynamic_max_th", False)
+    if stateful.get("weight", "static") == "static" and not dyn and "autored_p" in stateful:
+        raise _err("aqm.autored_p", "given only with aqm.weight = \"autored\" or aqm.dynamic_max_th = true",
+                   sec.table["autored_p"])
+    if not dyn and "max_th_growth" in stateful:
+        raise _err("aqm.max_th_growth", "given only with aqm.dynamic_max_th = true", sec.table["max_th_growth"])
     if not stateful.get("adaptive", False):
         extra = sorted(_ADAPTIVE_KEYS & set(stateful))
         if extra:
@@ -377,8 +382,10 @@ def model_to_dict(model: _core.Model) -> dict:
     aqm.update(w=model.aqm.w, update=model.aqm.update, policy=model.aqm.policy, ecn=model.aqm.ecn)
     if model.aqm.spacing != "none":
         aqm.update(spacing=model.aqm.spacing, count_max=model.aqm.count_max)
-    if model.aqm.weight != "static":
+    if model.aqm.weight != "static" or model.aqm.dynamic_max_th:
         aqm.update(weight=model.aqm.weight, autored_p=model.aqm.autored_p)
+    if model.aqm.dynamic_max_th:
+        aqm.update(dynamic_max_th=True, max_th_growth=model.aqm.max_th_growth)
     if model.aqm.adaptive:
         aqm.update({k: getattr(model.aqm, k) for k in sorted(_ADAPTIVE_KEYS | {"adaptive"})})
     grid: dict[str, Any] = {"k": model.grid.k, "mapping": model.grid.mapping, "refine": model.grid.refine}

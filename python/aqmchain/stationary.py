@@ -139,6 +139,7 @@ class StationaryResult:
     def _stateful_marginals(self, model, chain, pi) -> None:
         """count_pmf (count -1..cap), p_max_pmf over p_max_values, their means; None when absent."""
         self.count_pmf = self.mean_count = self.p_max_pmf = self.p_max_values = self.mean_p_max = None
+        self.max_th_values = self.max_th_pmf = self.mean_max_th = None
         labels = chain.labels
         if "count" in labels:
             info = _core.stateful_info(model)
@@ -151,6 +152,11 @@ class StationaryResult:
             self.p_max_pmf = np.bincount(np.asarray(labels["pmax_index"]), weights=pi,
                                          minlength=len(self.p_max_values))
             self.mean_p_max = float(np.dot(self.p_max_values, self.p_max_pmf))
+        if "maxth_index" in labels:
+            hi = model.aqm.drop.hi
+            self.max_th_values = np.array([hi, hi * (1 + model.aqm.max_th_growth)])
+            self.max_th_pmf = np.bincount(np.asarray(labels["maxth_index"]), weights=pi, minlength=2)
+            self.mean_max_th = float(np.dot(self.max_th_values, self.max_th_pmf))
 
     def component_pmf(self, name: str) -> np.ndarray:
         """Stationary law of one state component (by its index values), e.g. ``"count"``."""
@@ -203,6 +209,8 @@ class StationaryResult:
                else {}),
             **({"p_max_values": lst(self.p_max_values), "p_max_pmf": lst(self.p_max_pmf),
                 "mean_p_max": self.mean_p_max} if self.p_max_pmf is not None else {}),
+            **({"max_th_values": lst(self.max_th_values), "max_th_pmf": lst(self.max_th_pmf),
+                "mean_max_th": self.mean_max_th} if self.max_th_pmf is not None else {}),
             **({"grid": self.grid} if self.grid is not None else {}),
             **(self.error_estimate.to_json() if self.error_estimate is not None else {}),
             "solver": {

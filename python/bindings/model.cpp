@@ -110,8 +110,10 @@ Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::
              const std::string& spacing, int count_max, bool adaptive, int64_t interval, double target_lo,
              double target_hi, double increment, double decrease, double p_max_high, double p_max_low,
              const std::string& clock, double p_max_step, double max_clock_states, const std::string& weight,
-             const std::string& autored_p) {
+             const std::string& autored_p, bool dynamic_max_th, double max_th_growth) {
   Aqm a;
+  a.dynamic_max_th = dynamic_max_th;
+  a.max_th_growth = max_th_growth;
   a.weight = weight_from(weight);
   a.autored_p = autored_p_from(autored_p);
   a.spacing = spacing_from(spacing);
@@ -164,7 +166,8 @@ void define_aqm_grid_model(py::module_& m) {
            py::arg("decrease") = Adaptive{}.decrease, py::arg("p_max_high") = Adaptive{}.p_max_high,
            py::arg("p_max_low") = Adaptive{}.p_max_low, py::arg("clock") = to_string(Adaptive{}.clock),
            py::arg("p_max_step") = Adaptive{}.p_max_step, py::arg("max_clock_states") = Adaptive{}.max_clock_states,
-           py::arg("weight") = to_string(Aqm{}.weight), py::arg("autored_p") = to_string(Aqm{}.autored_p))
+           py::arg("weight") = to_string(Aqm{}.weight), py::arg("autored_p") = to_string(Aqm{}.autored_p),
+           py::arg("dynamic_max_th") = Aqm{}.dynamic_max_th, py::arg("max_th_growth") = Aqm{}.max_th_growth)
       .def_static(
           "stateful_defaults",
           []() {
@@ -177,6 +180,7 @@ void define_aqm_grid_model(py::module_& m) {
             o["p_max_low"] = d.p_max_low, o["clock"] = to_string(d.clock), o["p_max_step"] = d.p_max_step;
             o["max_clock_states"] = d.max_clock_states;
             o["weight"] = to_string(a.weight), o["autored_p"] = to_string(a.autored_p);
+            o["dynamic_max_th"] = a.dynamic_max_th, o["max_th_growth"] = a.max_th_growth;
             return o;
           },
           "Names and defaults of the stateful-AQM keys (drop spacing, adaptive RED).")
@@ -184,6 +188,8 @@ void define_aqm_grid_model(py::module_& m) {
       .def_readonly("count_max", &Aqm::count_max)
       .def_property_readonly("weight", [](const Aqm& a) { return to_string(a.weight); })
       .def_property_readonly("autored_p", [](const Aqm& a) { return to_string(a.autored_p); })
+      .def_readonly("dynamic_max_th", &Aqm::dynamic_max_th)
+      .def_readonly("max_th_growth", &Aqm::max_th_growth)
       .def_property_readonly("adaptive", [](const Aqm& a) { return a.adaptive.enabled; })
       .def_property_readonly("interval", [](const Aqm& a) { return a.adaptive.interval; })
       .def_property_readonly("target_lo", [](const Aqm& a) { return a.adaptive.target_lo; })

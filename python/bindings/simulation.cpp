@@ -25,6 +25,7 @@ py::dict estimates(const SimResult& r) {
   if (r.stateful) {  // stateful AQM only
     d["mean_count"] = py::make_tuple(r.mean_count.value, r.mean_count.half_width);
     d["mean_p_max"] = py::make_tuple(r.mean_p_max.value, r.mean_p_max.half_width);
+    d["mean_max_th"] = py::make_tuple(r.mean_max_th.value, r.mean_max_th.half_width);
   }
   return d;
 }

@@ -29,7 +29,8 @@ def spec_to_doc(spec: dict) -> dict:
                                                    "policy", "spacing", "count_max", "adaptive", "interval",
                                                    "target_lo", "target_hi", "increment", "decrease",
                                                    "p_max_high", "p_max_low", "clock", "p_max_step",
-                                                   "max_clock_states", "weight", "autored_p")}
+                                                   "max_clock_states", "weight", "autored_p",
+                                                   "dynamic_max_th", "max_th_growth")}
     return {"model": {"buffer": spec["buffer"]}, "source": dict(spec["source"]),
             "service": {"mu": spec["mu"]}, "aqm": aqm,
             "grid": {"k": spec.get("k", 4), "mapping": spec["mapping"], "refine": "none"}}

@@ -398,8 +398,18 @@ def count_cap(spec: dict, pts: list[float], pmaxes: list[float]) -> int:
     return c
 
 
+def maxth_rule(j: int, P: float, q: int, max_th: float) -> int:
+    """FDynamicAutoRED's cur_max_th: back to max_th (0) or raised (1)."""
+    if P < 0.55 and q < max_th and j == 1:
+        return 0
+    if 0.55 <= P < 0.88 and q >= max_th and j == 0:
+        return 1
+    return j
+
+
 def stateful_chain(spec: dict):
-    """(states (n, g, m, count + 1, p_max index, phase) sorted, dense P) from the empty system."""
+    """(states (n, g, m, count + 1, p_max index, max_th index, phase) sorted, dense P) from the
+    empty system."""
     N, mu, w, ecn = spec["buffer"], spec["mu"], spec["w"], spec.get("ecn", 0.0)
     per_arrival = spec.get("update", "per_slot") == "per_arrival"
     spacing = spec.get("spacing", "none")
@@ -413,12 +423,25 @@ def stateful_chain(spec: dict):
     cap = count_cap(spec, pts, pmaxes) if spacing != "none" else 0
     M, lam = source_matrices(spec["source"])
     pb_table = [[drop_prob({**spec, "p_max": pm}, g, N) for g in pts] for pm in pmaxes]
+    dyn = spec.get("dynamic_max_th", False)
+    max_ths = [spec["max_th"], spec["max_th"] * (1 + spec.get("max_th_growth", 0.1))] if dyn else [None]
+    if dyn:
+        pb_table = [[drop_prob({**spec, "max_th": mt}, g, N) for g in pts] for mt in max_ths]
+        pmin = [p for r in pb_table for p in r if 0 < p < 1]
+        if spacing != "none" and pmin:
+            reach, cap = (1.0 if spacing == "count" else 2.0), 0
+            while (cap + 1) * min(pmin) < reach:
+                cap += 1
 
     def row(state):
-        n, g, m, c1, k, ph = state
+        n, g, m, c1, k, j, ph = state
         c = c1 - 1
         out: dict = {}
         q = max(n - 1, 0)
+        j2 = 0
+        if dyn:
+            P = q / N if spec.get("autored_p", "drop") == "queue" else pb_table[j][g]
+            j2 = maxth_rule(j, P, q, spec["max_th"])
         y = (1 - w) * pts[g] + w * q
         ph2 = (ph + 1) % interval if (adaptive and exact) else 0
         if not adaptive:
@@ -447,13 +470,14 @@ def stateful_chain(spec: dict):
                             if not arrival or n == N:
                                 outcomes = [(1.0, False, c)]
                             else:
-                                dec, c_dec, c_none = early_drop(spacing, c, pb_table[k2][g2])
+                                pb = pb_table[j2][g2] if dyn else pb_table[k2][g2]
+                                dec, c_dec, c_none = early_drop(spacing, c, pb)
                                 outcomes = [(dec * (1 - ecn), False, c_dec), (dec * ecn, True, c_dec),
                                             (1 - dec, True, c_none)]
                             dep = mu if n >= 1 else 0.0
                             for prob, adm, c2 in outcomes:
                                 assert c2 <= cap
-                                key = lambda n2: (n2, g2, m2, c2 + 1, k2, ph2)  # noqa: E731
+                                key = lambda n2: (n2, g2, m2, c2 + 1, k2, j2, ph2)  # noqa: E731
                                 moves = [(n + 1, 1 - dep), (n, dep)] if adm else [(n - 1, dep), (n, 1 - dep)]
                                 for n2, pd in moves:
                                     p = base * prob * pd
@@ -461,7 +485,7 @@ def stateful_chain(spec: dict):
                                         out[key(n2)] = out.get(key(n2), 0.0) + p
         return out
 
-    start = [(0, 0, m, 0, k0, 0) for m in range(len(lam))]
+    start = [(0, 0, m, 0, k0, 0, 0) for m in range(len(lam))]
     seen, queue, rows = set(start), deque(start), {}
     while queue:
         s = queue.popleft()

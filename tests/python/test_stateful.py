@@ -25,7 +25,7 @@ def labels_of(chain):
     n = len(lab["level"])
     zero = np.zeros(n, dtype=int)
     cols = [lab["level"], lab["avg_index"], lab["modulator"], lab.get("count", zero), lab.get("pmax_index", zero),
-            lab.get("phase", zero)]
+            lab.get("maxth_index", zero), lab.get("phase", zero)]
     return list(zip(*(c.tolist() for c in cols)))
 
 
@@ -265,3 +265,45 @@ def test_autored_bad_input():
     with pytest.raises(aqmchain.ModelError) as e:
         aqmchain.model_from_dict(doc)
     assert e.value.param == "aqm.weight"
+
+
+# ---------------------------------------------------------------- dynamic max_th
+@pytest.mark.parametrize("reading", ["drop", "queue"])
+@pytest.mark.parametrize("spacing", ["none", "count"])
+def test_dynamic_max_th_matrix_equals_rules(reading, spacing):
+    # p_max 0.7 so that P_t = p(avg) reaches the band [0.55, 0.88) below max_th
+    spec = {"buffer": 12, "mu": 0.5, "w": 0.3, "k": 2, "mapping": "split", "source": MMBP,
+            "drop": "red", "min_th": 2, "max_th": 6, "p_max": 0.7, "dynamic_max_th": True,
+            "max_th_growth": 0.5, "autored_p": reading, "spacing": spacing}
+    chain = compare(spec)
+    lab = aqmchain.state_labels(chain)
+    assert set(lab["maxth_index"].tolist()) == {0, 1}
+
+
+def test_dynamic_max_th_never_triggered_is_plain():
+    # P_t = p(avg) <= p_max = 0.3 < 0.55: cur_max_th stays at max_th
+    spec = {"buffer": 12, "mu": 0.5, "w": 0.3, "k": 2, "mapping": "split", "source": MMBP, **RED}
+    plain_and(spec, dynamic_max_th=True)
+
+
+def test_dynamic_max_th_chain_matches_discretised_simulation():
+    doc = copy.deepcopy(SIM_DOC)
+    doc["aqm"].update(p_max=0.7, dynamic_max_th=True, max_th_growth=0.4)
+    model = aqmchain.model_from_dict(doc)[0]
+    r = aqmchain.solve_stationary(model)
+    assert 12 < r.mean_max_th < 12 * 1.4
+    sim = aqmchain.simulate(model, slots=400_000, replications=2, seed=13, discretised=True, threads=1)
+    for name in ("mean_queue", "var_queue", "loss_aqm", "mean_max_th"):
+        within(getattr(r, name), sim, name)
+
+
+def test_dynamic_max_th_bad_input():
+    doc = copy.deepcopy(BASE_DOC)
+    doc["aqm"].update(max_th_growth=0.2)
+    with pytest.raises(aqmchain.ModelError) as e:
+        aqmchain.model_from_dict(doc)
+    assert e.value.param == "aqm.max_th_growth"
+    doc["aqm"].update(dynamic_max_th=True, max_th_growth=-1.0)
+    with pytest.raises(aqmchain.ModelError) as e:
+        aqmchain.model_from_dict(doc)
+    assert e.value.param == "aqm.max_th_growth"

@@ -51,6 +51,18 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
   drop.validate(p);
   if (count_max < 1 || count_max > 100000000) fail_param(p + ".count_max", "in [1, 1e8]", count_max);
   adaptive.validate(p);
+  if (dynamic_max_th) {
+    require_finite(p + ".max_th_growth", max_th_growth);
+    if (!(max_th_growth > 0.0 && max_th_growth <= 10.0)) fail_param(p + ".max_th_growth", "in (0, 10]", max_th_growth);
+    if (drop.kind != DropFunction::Kind::RED && drop.kind != DropFunction::Kind::GentleRED &&
+        drop.kind != DropFunction::Kind::NLRED)
+      fail_param(p + ".dynamic_max_th", "false unless drop is red, gentle_red or nlred (a drop function with max_th)",
+                 "true with drop = '" + drop.name() + "'");
+    if (adaptive.enabled)
+      fail_param(p + ".dynamic_max_th", "false when aqm.adaptive = true (not combined)", "true");
+    if (weight == Weight::AutoRED)
+      fail_param(p + ".dynamic_max_th", "false when aqm.weight = 'autored' (not combined yet)", "true");
+  }
   if (weight == Weight::AutoRED && adaptive.enabled)
     fail_param(p + ".weight", "static when aqm.adaptive = true (AutoRED's weight reads p(avg) with a fixed p_max)",
                "'autored'");
@@ -99,6 +111,8 @@ void Model::validate() const {
     if (aqm.weight != Weight::Static)
       fail_param("aqm.weight", "static when model.time = \"continuous\" (the dynamic weight is per slot)",
                  "'" + to_string(aqm.weight) + "'");
+    if (aqm.dynamic_max_th)
+      fail_param("aqm.dynamic_max_th", "false when model.time = \"continuous\" (the rule is per slot)", "true");
     if (aqm.adaptive.enabled)
       fail_param("aqm.adaptive", "false when model.time = \"continuous\" (the interval is counted in slots)",
                  "true");

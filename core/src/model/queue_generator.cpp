@@ -25,6 +25,7 @@ StateSpace queue_state_space(const Model& model) {
   const detail::StatefulLayout L(model, g.resolve(model.buffer));
   if (L.spacing != Spacing::None) s.add(component::count, static_cast<int32_t>(L.count_size()), /*coarsen=*/false);
   if (L.adaptive) s.add(component::pmax, static_cast<int32_t>(L.pmax.size()), /*coarsen=*/false);
+  if (L.dyn_maxth) s.add(component::maxth, 2, /*coarsen=*/false);
   if (L.phases > 1) {
     const double product = static_cast<double>(model.buffer + 1) * static_cast<double>(g.size(model.buffer)) *
                            model.source.states() * static_cast<double>(L.count_size()) *

@@ -30,7 +30,7 @@ struct SlotKernel {
   // Stateful AQM (docs/stateful-aqm.md): components count, pmax_index, phase.
   bool stateful = false;
   std::optional<StatefulLayout> sa;
-  int64_t sc = 0, sk = 0, sph = 0;  // strides (0 for an absent component)
+  int64_t sc = 0, sk = 0, sph = 0, smt = 0;  // strides (0 for an absent component)
 
   explicit SlotKernel(const Model& m)
       : N(m.buffer),
@@ -68,6 +68,7 @@ struct SlotKernel {
       sc = stride(component::count);
       sk = stride(component::pmax);
       sph = stride(component::phase);
+      smt = stride(component::maxth);
     }
   }
 
@@ -160,7 +161,13 @@ struct SlotKernel {
     const int64_t c = sc ? (key / sc) % S.count_size() - 1 : -1;
     const int k = sk ? static_cast<int>((key / sk) % static_cast<int64_t>(S.pmax.size())) : 0;
     const int64_t ph = sph ? (key / sph) % S.phases : 0;
-    const int64_t base = key - n * sn - g * sg - m * sm - (c + 1) * sc - k * sk - ph * sph;
+    const int j = smt ? static_cast<int>((key / smt) % 2) : 0;
+    // dynamic max_th: cur_max_th moves first, from P_t = p(avg_{t-1}) (or q / N) and Q_t
+    const int j2 = S.dyn_maxth ? maxth_next(j, S.p_by_queue ? static_cast<double>(std::max(n - 1, 0)) / N
+                                                            : S.mt_pdrop[j][static_cast<size_t>(g)],
+                                            std::max(n - 1, 0), S.mt_drop[0].hi)
+                               : 0;
+    const int64_t base = key - n * sn - g * sg - m * sm - (c + 1) * sc - k * sk - ph * sph - j * smt + j2 * smt;
     // clock outcomes: (fires, probability)
     std::pair<bool, double> clocks[2];
     int nclock = 0;
@@ -220,7 +227,9 @@ struct SlotKernel {
           level(g2, m2, c, k2, w, 1.0, 0.0);
           continue;
         }
-        const SpacingStep st = spacing_step(S.spacing, c, S.pdrop[static_cast<size_t>(k2)][static_cast<size_t>(g2)]);
+        const double pb = S.dyn_maxth ? S.mt_pdrop[j2][static_cast<size_t>(g2)]
+                                      : S.pdrop[static_cast<size_t>(k2)][static_cast<size_t>(g2)];
+        const SpacingStep st = spacing_step(S.spacing, c, pb);
         const double rej = st.decision * (1.0 - ecn);
         e.aqm += w * a * rej;
         e.mark += w * a * st.decision * ecn;

@@ -49,6 +49,14 @@ inline double adaptive_move(const Adaptive& a, double lo_th, double hi_th, doubl
   return p;
 }
 
+/// Dynamic max_th (FDynamicAutoRED): the next index of cur_max_th (0: max_th, 1: raised)
+/// from P_t and the queue Q_t at the start of the slot.
+inline int maxth_next(int j, double P, double q, double max_th) {
+  if (P < 0.55 && q < max_th && j == 1) return 0;
+  if (P >= 0.55 && P < 0.88 && q >= max_th && j == 0) return 1;
+  return j;
+}
+
 /// Everything the chain (and the discretised simulator) needs: the count range and the
 /// p_max grid with the drop probabilities on (p_max grid) x (avg grid).
 struct StatefulLayout {
@@ -62,6 +70,16 @@ struct StatefulLayout {
   std::optional<Grid> pgrid;              ///< split mapping on pmax (>= 2 points)
   std::vector<std::vector<double>> pdrop;  ///< [p_max index][avg index]
   int64_t phases = 1;                     ///< exact clock: interval; else 1
+  /// Dynamic max_th: the drop functions with cur_max_th = max_th and raised, their values
+  /// on the avg grid, and the reading of P_t.
+  bool dyn_maxth = false, p_by_queue = false;
+  int N = 1;
+  DropFunction mt_drop[2];
+  std::vector<double> mt_pdrop[2];
+  /// P_t from avg (grid index g when on the grid, else the value) with cur_max_th index j.
+  double maxth_P(int j, double avg, double q) const {
+    return p_by_queue ? q / static_cast<double>(N) : mt_drop[j](avg);
+  }
 
   int64_t count_size() const { return spacing == Spacing::None ? 1 : count_cap + 2; }
 
@@ -102,6 +120,20 @@ struct StatefulLayout {
     }
     pdrop.assign(pmax.size(), std::vector<double>(avg_points.size()));
     double pmin = 2.0, at = 0.0;
+    if (q.dynamic_max_th) {
+      dyn_maxth = true;
+      p_by_queue = q.autored_p == AutoredP::Queue;
+      N = m.buffer;
+      mt_drop[0] = mt_drop[1] = base;
+      mt_drop[1].hi = base.hi * (1.0 + q.max_th_growth);
+      for (int j = 0; j < 2; ++j) {
+        mt_pdrop[j].resize(avg_points.size());
+        for (size_t i = 0; i < avg_points.size(); ++i) {
+          const double p = mt_pdrop[j][i] = mt_drop[j](avg_points[i]);
+          if (p > 0.0 && p < pmin) pmin = p, at = avg_points[i];
+        }
+      }
+    }
     for (size_t k = 0; k < pmax.size(); ++k) {
       DropFunction d = base;
       d.p_max = pmax[k];

@@ -277,7 +277,7 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
   const detail::StatefulLayout& S = *P.sa;
   const bool disc = P.discretised;
   if (!s.aqm_ready) {
-    s.count = -1, s.phase = 0, s.k = S.pmax_start, s.pmax = S.pmax[static_cast<size_t>(S.pmax_start)];
+    s.count = -1, s.phase = 0, s.k = S.pmax_start, s.pmax = S.pmax[static_cast<size_t>(S.pmax_start)], s.j = 0;
     s.aqm_ready = true;
   }
   s.k = std::min<int>(s.k, static_cast<int>(S.pmax.size()) - 1);
@@ -290,7 +290,7 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
   const double fire = S.adaptive ? 1.0 / static_cast<double>(S.opt.interval) : 0.0;
   const int n0 = s.n;
   int64_t c_arr = 0, c_aqm = 0, c_mark = 0, c_ovf = 0, c_push = 0;
-  double sum_avg = 0.0, sum_count = 0.0, sum_pmax = 0.0;
+  double sum_avg = 0.0, sum_count = 0.0, sum_pmax = 0.0, sum_maxth = 0.0;
   int64_t hsize = 0, lim = 0;
   int64_t* hr = nullptr;
   if constexpr (Record) {
@@ -300,6 +300,12 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
   }
   for (; t <= t_end; ++t) {
     const int n = s.n, q = n > 0 ? n - 1 : 0;
+    // dynamic max_th: from P_t = p(avg_{t-1}) (or q / N) and Q_t
+    if (S.dyn_maxth) {
+      const double Pt = S.p_by_queue ? static_cast<double>(q) / N
+                                     : (disc ? S.mt_pdrop[s.j][static_cast<size_t>(s.g)] : S.mt_drop[s.j](s.avg));
+      s.j = detail::maxth_next(s.j, Pt, q, S.mt_drop[0].hi);
+    }
     // 1. filter candidate
     double cand;
     int gc = 0;
@@ -346,7 +352,11 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
       if (n == N) {
         ovf = true;
       } else {
-        const double pb = disc ? S.pdrop[static_cast<size_t>(s.k)][static_cast<size_t>(s.g)] : drop(s.avg);
+        double pb;
+        if (S.dyn_maxth)
+          pb = disc ? S.mt_pdrop[s.j][static_cast<size_t>(s.g)] : S.mt_drop[s.j](s.avg);
+        else
+          pb = disc ? S.pdrop[static_cast<size_t>(s.k)][static_cast<size_t>(s.g)] : drop(s.avg);
         const detail::SpacingStep st = detail::spacing_step(S.spacing, s.count, pb);
         const bool decision = rng.uniform() < st.decision;
         s.count = decision ? st.after_decision : st.after_none;
@@ -384,6 +394,7 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
     sum_avg += s.avg;
     sum_count += static_cast<double>(s.count);
     sum_pmax += s.pmax;
+    sum_maxth += S.mt_drop[s.j].hi;
   }
   T.arrivals += c_arr, T.aqm += c_aqm, T.marks += c_mark, T.overflow += c_ovf;
   const int64_t c_adm = c_arr - c_aqm - c_ovf + c_push;
@@ -391,6 +402,7 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
   T.sum_avg += sum_avg;
   T.sum_count += sum_count;
   T.sum_pmax += sum_pmax;
+  T.sum_maxth += sum_maxth;
   rng_ref = rng;
 }
 

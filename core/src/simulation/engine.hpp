@@ -137,7 +137,7 @@ struct SimState {
   // stateful AQM: count (-1 = below min_th), p_max (its grid index when discretised), clock phase
   int64_t count = -1, phase = 0;
   double pmax = 0.0;
-  int k = 0;
+  int k = 0, j = 0;  ///< p_max grid index; cur_max_th index (dynamic max_th)
   bool aqm_ready = false;  ///< set by the first stateful slot after start()
   uint64_t head = 0, mask = 0;
   std::vector<int64_t> buf;
@@ -175,7 +175,7 @@ struct ResponseBudget {
 struct Tally {
   int64_t arrivals = 0, aqm = 0, marks = 0, overflow = 0, departures = 0, admitted = 0, pushed = 0;
   long double sum_avg = 0;
-  long double sum_count = 0, sum_pmax = 0;  ///< stateful AQM: count and p_max at slot ends
+  long double sum_count = 0, sum_pmax = 0, sum_maxth = 0;  ///< stateful AQM: count, p_max, cur_max_th at slot ends
   int64_t* hist_n = nullptr;  ///< N + 1 bins, n at the end of each slot
   /// Response times (recording loops only): hist_r[r] counts R = r for r < max_r - 1, the
   /// last bin R >= max_r - 1, whose sum and sum of squares are tail_r, tail_r2; bin 0

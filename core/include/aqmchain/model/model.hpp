@@ -74,8 +74,12 @@ struct Aqm {
   Adaptive adaptive;
   Weight weight = Weight::Static;
   AutoredP autored_p = AutoredP::Drop;
+  /// Dynamic max_th (FDynamicAutoRED's rule, docs/stateful-aqm.md): cur_max_th in
+  /// {max_th, max_th (1 + max_th_growth)}, with P_t read as `autored_p` says.
+  bool dynamic_max_th = false;
+  double max_th_growth = 0.1;
   /// Whether the AQM keeps state beyond avg (spacing or adaptive p_max).
-  bool stateful() const { return spacing != Spacing::None || adaptive.enabled; }
+  bool stateful() const { return spacing != Spacing::None || adaptive.enabled || dynamic_max_th; }
   /// `w_is_rate`: continuous time, where w is a rate per unit time (any w > 0).
   void validate(const std::string& prefix = "aqm", bool w_is_rate = false) const;
 };

@@ -20,6 +20,7 @@ inline const std::string avg = "avg_index";    ///< index of avg on the grid
 inline const std::string modulator = "modulator";  ///< source modulator state
 inline const std::string count = "count";          ///< drop spacing: count + 1 (count in -1..cap)
 inline const std::string pmax = "pmax_index";      ///< adaptive RED: index of p_max on its grid
+inline const std::string maxth = "maxth_index";   ///< dynamic max_th: 0 = max_th, 1 = raised
 inline const std::string phase = "phase";          ///< adaptive RED, exact clock: slots since the last update
 }  // namespace component
 

@@ -110,7 +110,7 @@ struct SimResult {
   Estimate mean_response, var_response;
   /// Stateful AQM only (docs/stateful-aqm.md): time averages of count (spacing) and of
   /// p_max (adaptive) at slot ends; `stateful` says whether they were measured.
-  Estimate mean_count, mean_p_max;
+  Estimate mean_count, mean_p_max, mean_max_th;
   bool stateful = false;
   PmfEstimate system_pmf, queue_pmf, response_pmf;
   int64_t measured_slots = 0;   ///< post-warm-up slots over all replications
