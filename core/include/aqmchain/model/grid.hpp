@@ -22,6 +22,11 @@ struct GridSpec {
   int k = 4;                   ///< uniform step 1/k on [0, N] (ignored when `points` given or Flags)
   std::vector<double> points;  ///< custom grid (0 = g_0 < ... < g_L = N); empty = uniform
   Mapping mapping = Mapping::Split;
+  /// REDwM's second filter variable s (model/filter.hpp, redwm_s_grid): uniform step
+  /// 1/s_k (0: automatic, the finest step of the avg grid), or custom points
+  /// (0 = s_0 < ... , the last at or above s's largest value).  Unused by the EWMA.
+  int s_k = 0;
+  std::vector<double> s_points;
   /// Grid points for buffer size N (throws ModelError above kMaxGridIntervals + 1 points).
   std::vector<double> resolve(int buffer) const;
   /// Number of grid points resolve(buffer) returns, without allocating them.
