@@ -31,6 +31,7 @@ from ._core import (  # noqa: E402
     StateSpaceTooLarge,
     estimate_chain,
     hurst,
+    redwm_s_grid,
     ssmp_q_for_mean,
 )
 from .modelfile import load_config, load_model, model_from_dict, model_to_dict
@@ -55,7 +56,7 @@ __all__ = [
     "Aqm", "Chain", "DropFunction", "GridSpec", "HurstReport", "Model", "Service", "Source",
     "ModelError", "OptionError", "ReducibleChainError", "SolverError", "StateSpaceTooLarge",
     "NonConvergenceError", "SolverInfo", "StationaryResult", "DirectSolver",
-    "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean",
+    "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean", "redwm_s_grid",
     "load_config", "load_model", "model_from_dict", "model_to_dict",
     "solve_stationary", "state_labels", "transition_matrix",
     "simulate", "SimulationResult", "compare", "Comparison", "compare_policies", "PolicyComparison",

@@ -100,6 +100,12 @@ def _phase_doc(base: dict, phase: dict, i: int) -> tuple[dict, float, str]:
         if sec == "aqm" and "drop" in changes["aqm"]:  # a new drop function brings its own keys
             table = {k: v for k, v in table.items() if k in _AQM_COMMON or k in _FILTER_KEYS_ALL}
             doc["aqm"] = table
+        if sec == "aqm":  # REDwM's triple or (a, b): a phase's form replaces the base's other
+            for mine, others in (("triple", ("a", "b")), ("a", ("triple",)), ("b", ("triple",))):
+                if mine in changes["aqm"]:
+                    for o in others:
+                        if o not in changes["aqm"]:
+                            table.pop(o, None)
         if sec == "source":  # an SSMP source takes q or mean: a phase's one replaces the base's other
             for a, b in (("q", "mean"), ("mean", "q")):
                 if a in changes["source"] and b not in changes["source"]:

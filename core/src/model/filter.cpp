@@ -13,11 +13,11 @@ RedwmFilter::RedwmFilter(const Aqm& aqm) : per_slot_(aqm.update == UpdateRule::P
   if (aqm.order_k() > 2)
     fail_param(cat("aqm.a[", aqm.order_k() - 1, "]"),
                "0 for the chain and the discretised simulation, which carry REDwM with k <= 2 (a_1, a_2; the simulation with continuous A takes any order)",
-               aqm.a[static_cast<size_t>(aqm.order_k() - 1)]);
+               shortest(aqm.a[static_cast<size_t>(aqm.order_k() - 1)]));
   if (aqm.order_m() > 1)
     fail_param(cat("aqm.b[", aqm.order_m(), "]"),
                "0 for the chain and the discretised simulation, which carry REDwM with m <= 1 (b_0, b_1; the simulation with continuous A takes any order)",
-               aqm.b[static_cast<size_t>(aqm.order_m())]);
+               shortest(aqm.b[static_cast<size_t>(aqm.order_m())]));
   auto at = [](const std::vector<double>& v, size_t i) { return i < v.size() ? v[i] : 0.0; };
   a1_ = at(aqm.a, 0), a2_ = at(aqm.a, 1), b0_ = at(aqm.b, 0), b1_ = at(aqm.b, 1);
 }
@@ -52,9 +52,21 @@ void uniform_s(const Model& m, double S, double& h, int& k, int64_t& L) {
 
 }  // namespace
 
+namespace {
+/// (a_2 + b_1) N: s's largest value (a_2, b_1 are 0 when the lists are shorter).
+double s_top(const Model& m) {
+  const auto& a = m.aqm.a;
+  const auto& b = m.aqm.b;
+  return ((a.size() > 1 ? a[1] : 0.0) + (b.size() > 1 ? b[1] : 0.0)) * m.buffer;
+}
+}  // namespace
+
 int64_t redwm_s_grid_size(const Model& m) {
-  if (m.aqm.filter != FilterKind::Redwm) return 1;
-  const double S = RedwmFilter(m.aqm).s_max(m.buffer);
+  // A filter beyond the chain's order (k > 2 or m > 1) has no s: the chain and the
+  // discretised simulation refuse it by name (RedwmFilter), the simulation with
+  // continuous A takes it.
+  if (m.aqm.filter != FilterKind::Redwm || m.aqm.order_k() > 2 || m.aqm.order_m() > 1) return 1;
+  const double S = s_top(m);
   const auto& p = m.grid.s_points;
   if (!p.empty()) {
     if (static_cast<int64_t>(p.size()) > kMaxGridIntervals + 1)
@@ -67,7 +79,7 @@ int64_t redwm_s_grid_size(const Model& m) {
     }
     if (p.back() < S * (1.0 - 1e-12))
       fail_param(cat("grid.s_points[", p.size() - 1, "]"),
-                 cat(">= (a_2 + b_1) N = ", S, " (the largest value of s = a_2 A + b_1 q)"), p.back());
+                 cat(">= (a_2 + b_1) N = ", shortest(S), " (the largest value of s = a_2 A + b_1 q)"), shortest(p.back()));
     return static_cast<int64_t>(p.size());
   }
   double h;
@@ -84,7 +96,7 @@ std::vector<double> redwm_s_grid(const Model& m) {
   double h;
   int k;
   int64_t L;
-  uniform_s(m, RedwmFilter(m.aqm).s_max(m.buffer), h, k, L);
+  uniform_s(m, s_top(m), h, k, L);
   std::vector<double> g(static_cast<size_t>(L + 1));
   // i / k exactly as the avg grid forms its points
   for (int64_t i = 0; i <= L; ++i) g[static_cast<size_t>(i)] = k > 0 ? static_cast<double>(i) / k : static_cast<double>(i) * h;

@@ -65,21 +65,21 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
   for (size_t j = 0; j < a.size(); ++j) {
     const std::string name = cat(p, ".a[", j, "]");
     require_finite(name, a[j]);
-    if (!(a[j] >= 0.0)) fail_param(name, cat(">= 0 (a_", j + 1, ", the weight of A_{t-", j + 1, "})"), a[j]);
+    if (!(a[j] >= 0.0)) fail_param(name, cat(">= 0 (a_", j + 1, ", the weight of A_{t-", j + 1, "})"), shortest(a[j]));
     sum += a[j];
-    terms += cat(terms.empty() ? "" : " + ", "a_", j + 1, " ", a[j]);
+    terms += cat(terms.empty() ? "" : " + ", "a_", j + 1, " ", shortest(a[j]));
   }
   for (size_t i = 0; i < b.size(); ++i) {
     const std::string name = cat(p, ".b[", i, "]");
     require_finite(name, b[i]);
-    if (!(b[i] >= 0.0)) fail_param(name, cat(">= 0 (b_", i, ", the weight of q_{t-", i + 1, "})"), b[i]);
+    if (!(b[i] >= 0.0)) fail_param(name, cat(">= 0 (b_", i, ", the weight of q_{t-", i + 1, "})"), shortest(b[i]));
     sum += b[i];
     sum_b += b[i];
-    terms += cat(terms.empty() ? "" : " + ", "b_", i, " ", b[i]);
+    terms += cat(terms.empty() ? "" : " + ", "b_", i, " ", shortest(b[i]));
   }
   if (!(std::abs(static_cast<double>(sum) - 1.0) <= kFilterSumTolerance))
     throw ModelError(p + ".a", cat("parameters '", p, ".a' and '", p, ".b' must sum to 1 (within ", kFilterSumTolerance,
-                                   "), got sum ", static_cast<double>(sum), " = ", terms));
+                                   "), got sum ", shortest(static_cast<double>(sum)), " = ", terms));
   if (!(sum_b > 0.0L))
     fail_param(p + ".b", "a list with a positive sum (the queue must enter the average; b = 0 freezes A at 0)", "all zeros");
 }
@@ -91,17 +91,18 @@ void Aqm::from_triple(const std::vector<double>& t, std::vector<double>& a_out, 
   for (size_t i = 0; i < 3; ++i) {
     const std::string name = cat(p, ".triple[", i, "]");
     require_finite(name, t[i]);
-    if (!(t[i] >= 0.0 && t[i] <= 1.0)) fail_param(name, cat("in [0, 1] (", role[i], ")"), t[i]);
+    if (!(t[i] >= 0.0 && t[i] <= 1.0)) fail_param(name, cat("in [0, 1] (", role[i], ")"), shortest(t[i]));
   }
   const double x = t[0], y = t[1], z = t[2];
   // a_1 = 1 - x - y - z, evaluated left to right: for [w, 0, 0] it is bitwise the EWMA's 1 - w
   const double a1 = 1.0 - x - y - z;
   if (a1 < -kFilterSumTolerance)
     throw ModelError(p + ".triple", cat("parameter '", p, ".triple' must have x + y + z <= 1 (a_1 = 1 - x - y - z >= 0), "
-                                        "got x + y + z = ", x + y + z, " (", x, " + ", y, " + ", z, ")"));
+                                        "got x + y + z = ", shortest(x + y + z), " (", shortest(x), " + ", shortest(y), " + ",
+                                        shortest(z), ")"));
   if (!(x + y > 0.0))
     throw ModelError(p + ".triple", cat("parameter '", p, ".triple' must have x + y > 0 (the queue must enter the average), "
-                                        "got x = ", x, ", y = ", y));
+                                        "got x = ", shortest(x), ", y = ", shortest(y)));
   a_out = {std::max(a1, 0.0), z};
   b_out = {x, y};
 }
