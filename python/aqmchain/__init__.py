@@ -35,6 +35,7 @@ from ._core import (  # noqa: E402
     ssmp_q_for_mean,
 )
 from .modelfile import load_config, load_model, model_from_dict, model_to_dict
+from .optimize import OPTIMIZE_METHODS, OptimizeResult, optimize
 from .policies import PolicyComparison, compare_policies
 from .scenario import load_scenario, make_scenario
 from .simulation import Comparison, SimulationResult, compare, simulate, simulate_scenario
@@ -63,4 +64,5 @@ __all__ = [
     "Phase", "Scenario", "load_scenario", "make_scenario",
     "solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS",
     "simulate_scenario", "EnsembleOptions", "EnsembleResult",
+    "optimize", "OptimizeResult", "OPTIMIZE_METHODS",
 ]
