@@ -324,18 +324,19 @@ def redwm_coefficients(spec: dict) -> tuple[float, float, float, float]:
 
 
 def redwm_s_points(spec: dict) -> list[float]:
-    """s lives in [0, (a2 + b1) N]; given points, or step 1/s_k (default: the finest step of
-    the avg grid, 1/k when uniform) from 0 up to the first point at or above the top."""
+    """s lives in [0, (a2 + b1) N]; given points, or step 1/s_k (default: a quarter of the
+    finest step of the avg grid, 1/(4k) when uniform) from 0 up to the first point at or above
+    the top."""
     if "s_points" in spec:
         return list(spec["s_points"])
     _, a2, _, b1 = redwm_coefficients(spec)
     top = (a2 + b1) * spec["buffer"]
     if "s_k" in spec or spec["mapping"] != "flags":
-        k = spec.get("s_k", spec.get("k", 4))
+        k = spec.get("s_k", 4 * spec.get("k", 4))
         step = lambda i: i / k  # noqa: E731
     else:
         g = grid_points(spec["buffer"], 4, "flags")
-        h = min(b - a for a, b in zip(g, g[1:]))
+        h = min(b - a for a, b in zip(g, g[1:])) / 4
         step = lambda i: i * h  # noqa: E731
     pts = [0.0]
     while pts[-1] < top * (1 - 1e-12):

@@ -2,6 +2,7 @@
 #include "aqmchain/model/filter.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "model/validate.hpp"
 
@@ -36,15 +37,19 @@ double finest_avg_step(const Model& m) {
 /// of the uniform s grid (validated).
 void uniform_s(const Model& m, double S, double& h, int& k, int64_t& L) {
   const bool automatic = m.grid.s_k == 0;
-  if (m.grid.s_k < 0) fail_param("grid.s_k", ">= 1 (or 0: automatic, the finest step of the avg grid)", m.grid.s_k);
+  if (m.grid.s_k < 0)
+    fail_param("grid.s_k", ">= 1 (or 0: automatic, a quarter of the finest step of the avg grid)", m.grid.s_k);
   const bool uniform_avg = m.grid.mapping != Mapping::Flags && m.grid.points.empty();
-  k = automatic ? (uniform_avg ? m.grid.k : 0) : m.grid.s_k;
-  h = k > 0 ? 1.0 / k : finest_avg_step(m);
+  k = automatic ? (uniform_avg && m.grid.k <= std::numeric_limits<int>::max() / kAutoSRefinement
+                       ? kAutoSRefinement * m.grid.k
+                       : 0)
+                : m.grid.s_k;
+  h = k > 0 ? 1.0 / k : finest_avg_step(m) / kAutoSRefinement;
   const double intervals = S > 0.0 ? std::ceil(S / h - 1e-9) : 0.0;
   if (!(intervals <= static_cast<double>(kMaxGridIntervals)))
     fail_param("grid.s_k",
                cat("such that (a_2 + b_1) N x s_k <= 1e7 s-grid intervals (here (a_2 + b_1) N = ", S,
-                   automatic ? "; automatic s_k takes the finest avg step " : "; step ", h,
+                   automatic ? "; automatic s_k takes a quarter of the finest avg step, " : "; step ", h,
                    "): set grid.s_k or grid.s_points"),
                automatic ? cat("0 (automatic, step ", h, ")") : cat(m.grid.s_k));
   L = static_cast<int64_t>(intervals);

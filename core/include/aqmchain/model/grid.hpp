@@ -23,7 +23,7 @@ struct GridSpec {
   std::vector<double> points;  ///< custom grid (0 = g_0 < ... < g_L = N); empty = uniform
   Mapping mapping = Mapping::Split;
   /// REDwM's second filter variable s (model/filter.hpp, redwm_s_grid): uniform step
-  /// 1/s_k (0: automatic, the finest step of the avg grid), or custom points
+  /// 1/s_k (0: automatic, a quarter of the finest step of the avg grid), or custom points
   /// (0 = s_0 < ... , the last at or above s's largest value).  Unused by the EWMA.
   int s_k = 0;
   std::vector<double> s_points;
