@@ -155,11 +155,8 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
   const uint64_t mask = s.mask;
   int64_t* const buf = s.buf.data();
   uint64_t head = s.head;
-  int n = s.n, m = s.m, g = s.g, gs = s.gs;
+  int n = s.n, m = s.m, g = s.g;
   double avg = s.avg;
-  double* const ha = s.ha;
-  double* const hq = s.hq;
-  const int rk = static_cast<int>(P.ra.size()), rm = static_cast<int>(P.rb.size()) - 1;
   const bool per_slot = P.per_slot;
   const double ecn = P.ecn;
   const uint64_t mu_thr = P.mu_thr;
@@ -193,12 +190,13 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
     }
     // 1. filter update: the candidate avg_t (taken when the filter advances) and p(avg_t)
     double cand, p;
-    int gc = 0, gsc = 0;
+    int gc = 0;
+    [[maybe_unused]] int gsc = 0;
     if constexpr (K == AvgKind::RedwmGrid) {
       // the chain's step (SPEC 2.3): A' and s' from the grid values, each mapped on its grid
       const uint64_t kA = rng.next() >> 11, kS = rng.next() >> 11;
       double yA, ys;
-      P.rfilter->next(P.points[static_cast<size_t>(g)], P.spoints[static_cast<size_t>(gs)], q, yA, ys);
+      P.rfilter->next(P.points[static_cast<size_t>(g)], P.spoints[static_cast<size_t>(s.gs)], q, yA, ys);
       const GridTarget ta = P.grid->map(yA), ts = P.sgrid->map(ys);
       gc = ta.lo + static_cast<int>(kA >= threshold(ta.p_lo));
       gsc = ts.lo + static_cast<int>(kS >= threshold(ts.p_lo));
@@ -206,9 +204,10 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
       p = P.pdrop[static_cast<size_t>(gc)];
     } else if constexpr (K == AvgKind::Redwm) {
       // A_t = sum_j a_j A_{t-j} + b_0 q_{t-1} + sum_{i >= 1} b_i q_{t-1-i}
+      const int rk = static_cast<int>(P.ra.size()), rm = static_cast<int>(P.rb.size()) - 1;
       double y = P.rb[0] * q;
-      for (int j = 0; j < rk; ++j) y += P.ra[static_cast<size_t>(j)] * ha[j];
-      for (int i = 1; i <= rm; ++i) y += P.rb[static_cast<size_t>(i)] * hq[i - 1];
+      for (int j = 0; j < rk; ++j) y += P.ra[static_cast<size_t>(j)] * s.ha[j];
+      for (int i = 1; i <= rm; ++i) y += P.rb[static_cast<size_t>(i)] * s.hq[i - 1];
       cand = y;
       p = P.drop(cand);
     } else if constexpr (K == AvgKind::Grid) {
@@ -249,19 +248,20 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
     if constexpr (Plain) {
       avg = cand;
       if constexpr (K == AvgKind::Grid || K == AvgKind::RedwmGrid) g = gc;
-      if constexpr (K == AvgKind::RedwmGrid) gs = gsc;
+      if constexpr (K == AvgKind::RedwmGrid) s.gs = gsc;
     } else {
       const bool adv = per_slot | arr;
       avg = select(adv, cand, avg);
       if constexpr (K == AvgKind::Grid || K == AvgKind::RedwmGrid) g = select(adv, gc, g);
-      if constexpr (K == AvgKind::RedwmGrid) gs = select(adv, gsc, gs);
+      if constexpr (K == AvgKind::RedwmGrid) s.gs = select(adv, gsc, s.gs);
     }
     if constexpr (K == AvgKind::Redwm) {
       if (Plain || per_slot || arr) {  // the filter stepped: shift the histories
-        for (int j = rk - 1; j > 0; --j) ha[j] = ha[j - 1];
-        if (rk > 0) ha[0] = cand;
-        for (int i = rm - 1; i > 0; --i) hq[i] = hq[i - 1];
-        if (rm > 0) hq[0] = q;
+        const int rk = static_cast<int>(P.ra.size()), rm = static_cast<int>(P.rb.size()) - 1;
+        for (int j = rk - 1; j > 0; --j) s.ha[j] = s.ha[j - 1];
+        if (rk > 0) s.ha[0] = cand;
+        for (int i = rm - 1; i > 0; --i) s.hq[i] = s.hq[i - 1];
+        if (rm > 0) s.hq[0] = q;
       }
     }
     buf[(head + static_cast<uint64_t>(n)) & mask] = t;  // the arrival's slot; kept only if admitted
@@ -292,7 +292,7 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
     ++hn[n];
     sum_avg += avg;
   }
-  s.n = n, s.m = m, s.g = g, s.gs = gs, s.avg = avg, s.head = head;
+  s.n = n, s.m = m, s.g = g, s.avg = avg, s.head = head;
   T.arrivals += c_arr, T.aqm += c_aqm, T.marks += c_mark, T.overflow += c_ovf;
   const int64_t c_adm = c_arr - c_aqm - c_ovf + c_push;
   T.departures += n0 + c_adm - c_push - n, T.admitted += c_adm, T.pushed += c_push;
