@@ -90,13 +90,15 @@ struct SlotKernel {
   /// Step 1 of a slot: the filter's targets from cell c with q waiting packets, at most
   /// 4 (REDwM: A and s mapped independently); returns their number.
   int targets(int c, int q, int* tc, double* tp) const {
-    if (!redwm) {
-      const GridTarget t = grid.map(filter.next(grid.points()[c], q));
-      tc[0] = t.lo, tp[0] = t.p_lo;
-      if (t.p_lo >= 1.0) return 1;
-      tc[1] = t.lo + 1, tp[1] = 1.0 - t.p_lo;
-      return 2;
-    }
+    if (redwm) return redwm_targets(c, q, tc, tp);
+    const GridTarget t = grid.map(filter.next(grid.points()[c], q));
+    tc[0] = t.lo, tp[0] = t.p_lo;
+    if (t.p_lo >= 1.0) return 1;
+    tc[1] = t.lo + 1, tp[1] = 1.0 - t.p_lo;
+    return 2;
+  }
+  /// targets() of REDwM, out of line so that the EWMA's stays small enough to inline.
+  [[gnu::noinline]] int redwm_targets(int c, int q, int* tc, double* tp) const {
     const int g = c / S, j = c - g * S;
     double yA, ys;
     rfilter.next(grid.points()[g], sgrid.points()[j], q, yA, ys);
