@@ -261,6 +261,23 @@ def test_discretised_simulation_has_the_chains_law(update, policy, src):
         assert abs(s - a) < 4.5 * hw / 1.96, (name, a, s, hw)
 
 
+def test_chain_converges_to_the_continuous_simulation_as_the_grids_refine():
+    doc = copy.deepcopy(BASE)
+    doc["model"]["buffer"] = 30
+    doc["source"] = {"kind": "bernoulli", "alpha": 0.6}
+    doc["aqm"].update(min_th=6, max_th=20, p_max=0.3, triple=[0.05, 0.03, 0.02])
+    chain = {}
+    for k in (1, 2, 4, 8, 16):  # the s grid follows (step 1/(4k))
+        doc["grid"]["k"] = k
+        model = aqmchain.model_from_dict(doc)[0]
+        chain[k] = aqmchain.solve_stationary(model).mean_queue
+    sim = aqmchain.simulate(model, slots=4_000_000, replications=4, seed=17)
+    err = {k: abs(v - sim.mean_queue) for k, v in chain.items()}
+    assert err[1] > err[2] > err[4] > sim.ci["mean_queue"]  # the grid error, well above the noise at first
+    # at k = 16 within the refinement's own error estimate (the last step's change) plus the noise
+    assert err[16] < abs(chain[16] - chain[8]) + 4.5 * sim.ci["mean_queue"] / 1.96
+
+
 def test_discretised_simulation_refuses_orders_beyond_the_chain():
     doc = copy.deepcopy(BASE)
     doc["aqm"].pop("triple")
