@@ -31,10 +31,12 @@ from ._core import (  # noqa: E402
     StateSpaceTooLarge,
     estimate_chain,
     hurst,
+    redwm_s_grid,
     ssmp_q_for_mean,
     stateful_info,
 )
 from .modelfile import load_config, load_model, model_from_dict, model_to_dict
+from .optimize import OPTIMIZE_METHODS, OptimizeResult, optimize
 from .policies import PolicyComparison, compare_policies
 from .scenario import load_scenario, make_scenario
 from .simulation import Comparison, SimulationResult, compare, simulate, simulate_scenario
@@ -58,11 +60,12 @@ __all__ = [
     "Aqm", "Chain", "DropFunction", "GridSpec", "HurstReport", "Model", "Service", "Source",
     "ModelError", "OptionError", "ReducibleChainError", "SolverError", "StateSpaceTooLarge",
     "NonConvergenceError", "SolverInfo", "StationaryResult", "DirectSolver",
-    "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean", "stateful_info",
+    "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean", "redwm_s_grid", "stateful_info",
     "load_config", "load_model", "model_from_dict", "model_to_dict",
     "solve_stationary", "state_labels", "transition_matrix", "refine_grid", "ErrorEstimate",
     "simulate", "SimulationResult", "compare", "Comparison", "compare_policies", "PolicyComparison",
     "Phase", "Scenario", "load_scenario", "make_scenario",
     "solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS",
     "simulate_scenario", "EnsembleOptions", "EnsembleResult",
+    "optimize", "OptimizeResult", "OPTIMIZE_METHODS",
 ]

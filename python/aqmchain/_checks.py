@@ -307,9 +307,13 @@ def stateful_value(key: str, value: Any, default: Any, *, err: Callable = model_
 
 
 def _aqm_kwargs(*, drop: Any = None, w: Any = 0.002, update: Any = "per_slot", policy: Any = "tail",
-                ecn: Any = 0.0, **stateful: Any) -> dict:
+                ecn: Any = 0.0, filter: Any = "ewma", a: Any = None, b: Any = None, triple: Any = None,
+                **stateful: Any) -> dict:
     k = {"w": real("aqm.w", w), "update": string("aqm.update", update), "policy": string("aqm.policy", policy),
-         "ecn": real("aqm.ecn", ecn)}
+         "ecn": real("aqm.ecn", ecn), "filter": string("aqm.filter", filter)}
+    for key, value in (("a", a), ("b", b), ("triple", triple)):
+        if value is not None:
+            k[key] = coefficients(f"aqm.{key}", value)
     defaults = _core.Aqm.stateful_defaults()
     for key, value in stateful.items():
         if key not in defaults:
@@ -322,13 +326,15 @@ def _aqm_kwargs(*, drop: Any = None, w: Any = 0.002, update: Any = "per_slot", p
     return k
 
 
-def _grid_kwargs(*, k: Any = 4, points: Any = None, mapping: Any = "split", refine: Any = "none",
-                 **refine_options: Any) -> dict:
+def _grid_kwargs(*, k: Any = 4, points: Any = None, mapping: Any = "split", refine: Any = "none", s_k: Any = 0,
+                 s_points: Any = None, **refine_options: Any) -> dict:
     """Types only: ranges and defaults of the refinement options live in the core."""
     out = {"k": integer("grid.k", k, 1, INT32_MAX), "mapping": string("grid.mapping", mapping),
-           "refine": string("grid.refine", refine)}
+           "refine": string("grid.refine", refine), "s_k": integer("grid.s_k", s_k, 0, INT32_MAX)}
     if points is not None:
         out["points"] = reals("grid.points", points)
+    if s_points is not None:
+        out["s_points"] = reals("grid.s_points", s_points)
     known = _core.GridSpec.refine_defaults()
     for name, value in refine_options.items():
         if name not in known:
@@ -336,6 +342,14 @@ def _grid_kwargs(*, k: Any = 4, points: Any = None, mapping: Any = "split", refi
         out[name] = (integer(f"grid.{name}", value, -INT32_MAX, INT32_MAX) if isinstance(known[name], int)
                      else real(f"grid.{name}", value))
     return out
+
+
+def coefficients(param: str, value: Any, *, err: Callable = model_error) -> list:
+    """A list of at most ``Aqm.max_coefficients`` finite numbers (REDwM's a, b or triple)."""
+    v = reals(param, value, err=err)
+    if len(v) > _core.Aqm.max_coefficients:
+        raise err(param, f"a list of at most {_core.Aqm.max_coefficients} coefficients", f"{len(v)} coefficients")
+    return v
 
 
 def _service_kwargs(mu: Any) -> dict:

@@ -1,4 +1,5 @@
-"""Command line: ``aqmchain solve MODEL.toml [--json OUT]``.
+"""Command line: ``aqmchain solve MODEL.toml [--json OUT]`` (and simulate, compare, policies,
+transient, optimize, estimate).
 
 Exit codes: 0 ok, 2 bad input (the message names the key and the value),
 3 the solve failed (non-convergence, reducible chain, back-end failure).
@@ -119,9 +120,11 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     args.memory_limit_gb = solver.get("memory_limit_gb")
     est = _core.estimate_chain(model)
     if not args.quiet:
+        filt = (f"w {model.aqm.w}" if model.aqm.filter == "ewma"
+                else f"REDwM a {list(model.aqm.a)} b {list(model.aqm.b)}")
         print(f"model {args.model}: buffer {model.buffer}, source {model.source!r}, drop {model.aqm.drop.kind}, "
-              f"w {model.aqm.w}, grid k={model.grid.k} ({model.grid.mapping}, refine {model.grid.refine}); "
-              f"at most {est['product_states']} states" + (" before refinement" if model.grid.refine == "auto" else ""),
+              f"{filt}, grid k={model.grid.k} ({model.grid.mapping}, refine {model.grid.refine}); "
+              f"at most {est['reachable_bound']} states" + (" before refinement" if model.grid.refine == "auto" else ""),
               file=sys.stderr)
     try:
         result = solve_stationary(model, error_estimate=args.error_estimate, **solver)
@@ -197,6 +200,60 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
                        f"chain is kept within grid.state_budget = {model.grid.state_budget:g} estimated states")
     print(json.dumps(est, indent=1))
     return EXIT_OK
+
+
+def _floats(option: str, text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise _opt_error(option, "comma-separated numbers", text) from None
+
+
+def _cmd_optimize(args: argparse.Namespace) -> int:
+    from .optimize import optimize
+
+    for opt in ("--json", "--csv"):
+        _check_output(opt, getattr(args, opt[2:]))
+    model, solver = _config(args)
+    params = [p.strip() for p in args.params.split(",") if p.strip()]
+    starts: object = args.starts
+    if args.starts not in ("seed000", "current"):
+        starts = [_floats("--starts", pt) for pt in args.starts.split(";") if pt.strip()]
+    bounds = {}
+    for b in args.bounds or []:
+        name, sep, rng = b.partition("=")
+        lo, sep2, hi = rng.partition(":")
+        if not sep or not sep2:
+            raise _opt_error("--bounds", "NAME=LO:HI", b)
+        bounds[name.strip()] = tuple(_floats("--bounds", f"{lo},{hi}"))
+    kwargs: dict = {"params": params, "objective": args.objective, "method": args.method, "starts": starts,
+                    "solver": solver}
+    if bounds:
+        kwargs["bounds"] = bounds
+    if args.step:
+        kwargs["step"] = _floats("--step", args.step)
+    if args.min_step:
+        kwargs["min_step"] = _floats("--min-step", args.min_step)
+    if args.max_evals is not None:
+        kwargs["max_evals"] = args.max_evals
+
+    def progress(rec: dict) -> None:
+        if args.quiet:
+            return
+        xs = ", ".join(f"{v:.6g}" for v in rec["x"].values())
+        what = f"{args.objective} = {rec['value']:.8g}" if rec["status"] == "ok" else rec["status"]
+        tail = f" ({rec['seconds']:.2f} s, {rec['states']} states)" if rec["status"] != "infeasible" else ""
+        print(f"aqmchain: optimize: start {rec['start'] + 1}, [{xs}]: {what}{tail}"
+              + (f": {rec['message']}" if rec["status"] == "failed" else ""), file=sys.stderr, flush=True)
+
+    result = optimize(model, callback=progress, **kwargs)
+    if args.json:
+        _write_json(args.json, result.to_dict())
+    if args.csv:
+        _write("--csv", args.csv, result.trace_csv())
+    if not args.quiet:
+        print(result.summary(), file=_summary_stream(args))
+    return EXIT_OK if result.success else EXIT_SOLVE
 
 
 def _parse_times(text: str, integer: bool) -> list[float]:
@@ -329,6 +386,24 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--plot", metavar="PNG", help="mean queue and mean avg over time, phase boundaries marked")
     tr.add_argument("-q", "--quiet", action="store_true")
     tr.set_defaults(func=_cmd_transient)
+    op = sub.add_parser("optimize", help="direct search (Hooke-Jeeves, Nelder-Mead) over model parameters, "
+                                         "e.g. the REDwM triple, minimising a metric")
+    op.add_argument("model", help="TOML model file (docs/model-file.md)")
+    op.add_argument("--params", default="triple",
+                    help="'triple' (REDwM's [x, y, z]; default) or comma-separated model-file keys, e.g. aqm.w")
+    op.add_argument("--objective", default="mean_response", help="scalar metric to minimise (mean_response)")
+    op.add_argument("--method", choices=["hooke_jeeves", "nelder_mead"], default="hooke_jeeves")
+    op.add_argument("--starts", default="current",
+                    help="'current' (the model's values), 'seed000' (the REDwM paper's 10 x 10 x 10 grid of "
+                         "triples) or points 'x,y,z;x,y,z'")
+    op.add_argument("--bounds", action="append", metavar="NAME=LO:HI", help="bounds of a parameter (repeatable)")
+    op.add_argument("--step", help="first steps, one per parameter (triple: 0.01,0.001,0.001)")
+    op.add_argument("--min-step", dest="min_step", help="stop below these steps (default step / 64)")
+    op.add_argument("--max-evals", dest="max_evals", type=int, help="budget of solves over all starts")
+    op.add_argument("--json", metavar="OUT", help="write the result, the starts and the trace ('-': stdout)")
+    op.add_argument("--csv", metavar="OUT", help="write the trace, one row per evaluated or refused point")
+    op.add_argument("-q", "--quiet", action="store_true", help="no progress lines, no summary")
+    op.set_defaults(func=_cmd_optimize)
     e = sub.add_parser("estimate", help="upper bounds on states, transitions and memory, without building")
     e.add_argument("model", help="TOML model file (docs/model-file.md)")
     e.set_defaults(func=_cmd_estimate)

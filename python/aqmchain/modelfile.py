@@ -36,7 +36,10 @@ _SPACING_KEYS = {"spacing", "count_max"}
 _WEIGHT_KEYS = {"weight", "autored_p"}
 _MAXTH_KEYS = {"dynamic_max_th", "max_th_growth"}
 _ADAPTIVE_KEYS = set(_STATEFUL_DEFAULTS) - _SPACING_KEYS - _WEIGHT_KEYS - _MAXTH_KEYS - {"adaptive"}
-_AQM_COMMON = {"drop", "w", "update", "policy", "ecn"} | set(_STATEFUL_DEFAULTS)
+_AQM_COMMON = {"drop", "filter", "update", "policy", "ecn"} | set(_STATEFUL_DEFAULTS)
+# Keys each moving average takes (names from the core's FilterKind).
+_FILTER_KEYS: dict[str, set[str]] = {"ewma": {"w"}, "redwm": {"a", "b", "triple"}}
+assert set(_FILTER_KEYS) == set(_core.Aqm.filters)
 # Solver keys: the options the core defines (names and defaults written once, in C++),
 # less the starting vector, plus the builder's memory budget.
 _SOLVER_DEFAULTS = {k: v for k, v in _core.StationaryOptions.defaults().items() if k != "x0"}
@@ -170,13 +173,27 @@ def _source(sec: _Section, time: str) -> _core.Source:
 
 def _aqm(sec: _Section) -> _core.Aqm:
     drop = sec.string("drop", tuple(_DROP_KEYS), default="none")
+    filt = sec.string("filter", tuple(_core.Aqm.filters), default="ewma")
     allowed = _DROP_KEYS[drop]
     for key in sec.table:
-        if key not in _AQM_COMMON and key not in allowed:
-            e = ModelError(f"unknown key 'aqm.{_checks.name(key)}' for drop = \"{drop}\""
-                           f" (it takes: {', '.join(sorted(_AQM_COMMON | set(allowed)))})")
+        if key not in _AQM_COMMON and key not in allowed and key not in _FILTER_KEYS[filt]:
+            other = [f for f, keys in _FILTER_KEYS.items() if key in keys]
+            why = f'filter = "{filt}"' if other else f'drop = "{drop}"'
+            e = ModelError(f"unknown key 'aqm.{_checks.name(key)}' for {why}"
+                           f" (it takes: {', '.join(sorted(_AQM_COMMON | set(allowed) | _FILTER_KEYS[filt]))})")
             e.param = f"aqm.{_checks.name(key)}"
             raise e
+    coef: dict[str, Any] = {}
+    if filt == "redwm":
+        has = {k for k in ("a", "b", "triple") if k in sec.table}
+        if has not in ({"triple"}, {"a", "b"}):
+            key = "aqm.triple" if not has else ("aqm.b" if has == {"a"} else "aqm.a" if has == {"b"} else "aqm.triple")
+            e = ModelError(f"filter = \"redwm\" needs either 'aqm.triple' = [x, y, z] or both 'aqm.a' = [a1, ..., ak] "
+                           f"and 'aqm.b' = [b0, ..., bm] (got: {', '.join(sorted(has)) or 'neither'})")
+            e.param = key
+            raise e
+        for key in sorted(has):
+            coef[key] = _checks.coefficients(f"aqm.{key}", sec.numbers(key, required=True))
     num = lambda k: sec.number(k, required=allowed[k])  # noqa: E731
     if drop == "none":
         f = _core.DropFunction.none()
@@ -215,10 +232,11 @@ def _aqm(sec: _Section) -> _core.Aqm:
         extra = sorted(_ADAPTIVE_KEYS & set(stateful))
         if extra:
             raise _err(f"aqm.{extra[0]}", "given only with aqm.adaptive = true", sec.table[extra[0]])
-    aqm = _core.Aqm(drop=f, w=sec.number("w", 0.002),
+    extra = {"w": sec.number("w", 0.002)} if filt == "ewma" else coef
+    aqm = _core.Aqm(drop=f, filter=filt,
                     update=sec.string("update", ("per_slot", "per_arrival"), "per_slot"),
                     policy=sec.string("policy", ("tail", "front", "random"), "tail"),
-                    ecn=sec.number("ecn", 0.0), **stateful)
+                    ecn=sec.number("ecn", 0.0), **extra, **stateful)
     sec.finish()
     return aqm
 
@@ -252,10 +270,13 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
     pts = g.numbers("points")
     mapping = g.string("mapping", ("split", "nearest", "flags"), "split")
     refine = g.string("refine", ("auto", "none"), FILE_REFINE_DEFAULT if not pts and mapping == "split" else "none")
-    refine_opts = {key: (g.integer(key, default, lo=-_checks.INT32_MAX, hi=_checks.INT32_MAX) if isinstance(default, int) else g.number(key, default))
+    refine_opts = {key: (g.integer(key, default, lo=-_checks.INT32_MAX, hi=_checks.INT32_MAX)
+                         if isinstance(default, int) else g.number(key, default))
                    for key, default in _REFINE_DEFAULTS.items()}
+    s_pts = g.numbers("s_points")
     grid = _core.GridSpec(k=g.integer("k", 4, lo=1, hi=_checks.INT32_MAX), points=pts or [], mapping=mapping,
-                          refine=refine, **refine_opts)
+                          refine=refine, s_k=g.integer("s_k", 0, lo=1, hi=_checks.INT32_MAX), s_points=s_pts or [],
+                          **refine_opts)
     g.finish()
     sv = _Section("solver", doc.get("solver", {}))
     solver: dict[str, Any] = {}
@@ -379,7 +400,11 @@ def model_to_dict(model: _core.Model) -> dict:
         aqm.update(min_th=d.lo, max_th=d.hi, coeffs=list(d.coeffs))
     elif d.kind == "table":
         aqm.update(points=[list(p) for p in d.points])
-    aqm.update(w=model.aqm.w, update=model.aqm.update, policy=model.aqm.policy, ecn=model.aqm.ecn)
+    if model.aqm.filter == "redwm":
+        aqm.update(filter="redwm", a=list(model.aqm.a), b=list(model.aqm.b))
+    else:
+        aqm.update(w=model.aqm.w)
+    aqm.update(update=model.aqm.update, policy=model.aqm.policy, ecn=model.aqm.ecn)
     if model.aqm.spacing != "none":
         aqm.update(spacing=model.aqm.spacing, count_max=model.aqm.count_max)
     if model.aqm.weight != "static" or model.aqm.dynamic_max_th:
@@ -393,5 +418,9 @@ def model_to_dict(model: _core.Model) -> dict:
         grid["points"] = list(model.grid.points)
     if model.grid.refine == "auto":
         grid.update({key: getattr(model.grid, key) for key in _REFINE_DEFAULTS})
+    if model.grid.s_k:
+        grid["s_k"] = model.grid.s_k
+    if model.grid.s_points:
+        grid["s_points"] = list(model.grid.s_points)
     return {"model": {"buffer": model.buffer, "time": model.time}, "source": source,
             "service": {"kind": model.service.kind, "mu": model.service.mu}, "aqm": aqm, "grid": grid}

@@ -34,13 +34,16 @@ from typing import Any, Iterable
 
 from . import _checks, _core
 from ._core import ModelError
-from .modelfile import _DROP_KEYS, _AQM_COMMON, load_document, model_from_dict, model_to_dict
+from .modelfile import _DROP_KEYS, _AQM_COMMON, _FILTER_KEYS, load_document, model_from_dict, model_to_dict
 
 __all__ = ["load_scenario", "make_scenario", "PHASE_KEYS"]
 
 # Short phase keys -> their model-file section.
 _SOURCE_KEYS = ("alpha", "q", "a", "mean", "n", "matrix", "arrival", "rate", "generator", "rates")
-_AQM_KEYS = tuple(sorted(_AQM_COMMON | {k for keys in _DROP_KEYS.values() for k in keys}))
+# REDwM's `a` is written in a [phase.aqm] table (a short `a` is the SSMP source's)
+_FILTER_KEYS_ALL = {k for keys in _FILTER_KEYS.values() for k in keys}
+_AQM_KEYS = tuple(sorted((_AQM_COMMON | _FILTER_KEYS_ALL | {k for keys in _DROP_KEYS.values() for k in keys})
+                         - set(_SOURCE_KEYS)))
 PHASE_KEYS: dict[str, str] = {**{k: "source" for k in _SOURCE_KEYS}, "mu": "service",
                               **{k: "aqm" for k in _AQM_KEYS}}
 _SECTIONS = ("source", "service", "aqm")
@@ -95,8 +98,14 @@ def _phase_doc(base: dict, phase: dict, i: int) -> tuple[dict, float, str]:
             continue
         table = doc.setdefault(sec, {})
         if sec == "aqm" and "drop" in changes["aqm"]:  # a new drop function brings its own keys
-            table = {k: v for k, v in table.items() if k in _AQM_COMMON}
+            table = {k: v for k, v in table.items() if k in _AQM_COMMON or k in _FILTER_KEYS_ALL}
             doc["aqm"] = table
+        if sec == "aqm":  # REDwM's triple or (a, b): a phase's form replaces the base's other
+            for mine, others in (("triple", ("a", "b")), ("a", ("triple",)), ("b", ("triple",))):
+                if mine in changes["aqm"]:
+                    for o in others:
+                        if o not in changes["aqm"]:
+                            table.pop(o, None)
         if sec == "source":  # an SSMP source takes q or mean: a phase's one replaces the base's other
             for a, b in (("q", "mean"), ("mean", "q")):
                 if a in changes["source"] and b not in changes["source"]:

@@ -259,11 +259,14 @@ def transition_matrix(chain: _core.Chain):
 
 def state_labels(chain: _core.Chain) -> dict[str, np.ndarray]:
     """State labels as arrays, one per state component (``level`` = n, ``avg_index``,
-    ``modulator``, and whatever components a model adds), plus the derived ``queue``
-    (q = max(n - 1, 0)) and ``avg`` (the grid value)."""
+    ``modulator``, and whatever components a model adds, e.g. REDwM's ``s_index``), plus
+    the derived ``queue`` (q = max(n - 1, 0)), ``avg`` (the grid value; REDwM's A) and, for
+    REDwM, ``s`` (the value of its second variable on its grid)."""
     labels = {name: np.asarray(values) for name, values in chain.labels.items()}
     labels["queue"] = np.maximum(labels["level"] - 1, 0)
     labels["avg"] = np.asarray(chain.grid)[labels["avg_index"]]
+    if "s_index" in labels:
+        labels["s"] = np.asarray(_core.redwm_s_grid(chain.model))[labels["s_index"]]
     return labels
 
 

@@ -3,6 +3,7 @@
 
 #include <tuple>
 
+#include "aqmchain/model/filter.hpp"
 #include "aqmchain/model/model.hpp"
 #include "aqmchain/model/queue_generator.hpp"
 #include "aqmchain/model/scenario.hpp"
@@ -107,10 +108,11 @@ void define_drop(py::module_& m) {
 }
 
 Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::string& policy, double ecn,
-             const std::string& spacing, int count_max, bool adaptive, int64_t interval, double target_lo,
-             double target_hi, double increment, double decrease, double p_max_high, double p_max_low,
-             const std::string& clock, double p_max_step, double max_clock_states, const std::string& weight,
-             const std::string& autored_p, bool dynamic_max_th, double max_th_growth) {
+             const std::string& filter, std::vector<double> a_coef, std::vector<double> b_coef,
+             std::vector<double> triple, const std::string& spacing, int count_max, bool adaptive, int64_t interval,
+             double target_lo, double target_hi, double increment, double decrease, double p_max_high,
+             double p_max_low, const std::string& clock, double p_max_step, double max_clock_states,
+             const std::string& weight, const std::string& autored_p, bool dynamic_max_th, double max_th_growth) {
   Aqm a;
   a.dynamic_max_th = dynamic_max_th;
   a.max_th_growth = max_th_growth;
@@ -125,6 +127,17 @@ Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::
   a.update = update_rule_from(update);
   a.policy = drop_policy_from(policy);
   a.ecn = ecn;
+  a.filter = filter_kind_from(filter);
+  if (!triple.empty()) {
+    if (a.filter != FilterKind::Redwm)
+      fail_param("aqm.triple", "absent unless aqm.filter = \"redwm\"", "a list");
+    if (!a_coef.empty() || !b_coef.empty())
+      fail_param(a_coef.empty() ? "aqm.b" : "aqm.a", "absent when aqm.triple is given (one form of the coefficients)",
+                 "a list");
+    Aqm::from_triple(triple, a_coef, b_coef);
+  }
+  a.a = std::move(a_coef);
+  a.b = std::move(b_coef);
   // w <= 1 in slotted models, any rate > 0 in continuous ones: the model (which
   // knows its time kind) checks the upper bound; here w > 1 is let through.
   a.validate("aqm", /*w_is_rate=*/w > 1.0);
@@ -132,7 +145,8 @@ Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::
 }
 
 GridSpec make_grid(int k, std::vector<double> points, const std::string& mapping, const std::string& refine,
-                   double step_min, double p_step, double growth, double mass_tol, double state_budget, int presolve_k) {
+                   int s_k, std::vector<double> s_points, double step_min, double p_step, double growth,
+                   double mass_tol, double state_budget, int presolve_k) {
   GridSpec g;
   g.k = k;
   g.points = std::move(points);
@@ -140,6 +154,11 @@ GridSpec make_grid(int k, std::vector<double> points, const std::string& mapping
   g.refine = refine_from(refine);
   g.refine_options = RefineOptions{step_min, p_step, growth, mass_tol, state_budget, presolve_k};
   g.refine_options.validate("grid");
+  g.s_k = s_k;
+  g.s_points = std::move(s_points);
+  if (g.s_k < 0) fail_param("grid.s_k", ">= 1 (or 0: automatic)", g.s_k);
+  if (g.s_k != 0 && !g.s_points.empty())
+    fail_param("grid.s_points", "absent when grid.s_k is given (one form of the s grid)", "a list");
   return g;
 }
 
@@ -156,10 +175,15 @@ Model make_model(int buffer, Source source, Service service, Aqm aqm, GridSpec g
 }
 
 void define_aqm_grid_model(py::module_& m) {
-  py::class_<Aqm>(m, "Aqm", "EWMA filter, drop function, drop policy and ECN.")
+  py::class_<Aqm>(m, "Aqm",
+                  "Moving average (EWMA weight w, or REDwM coefficients a, b / the triple), drop function, drop "
+                  "policy and ECN.")
       .def(py::init(&make_aqm), py::kw_only(), py::arg("drop") = DropFunction::none(), py::arg("w") = Aqm{}.w,
            py::arg("update") = to_string(Aqm{}.update), py::arg("policy") = to_string(Aqm{}.policy),
-           py::arg("ecn") = Aqm{}.ecn, py::arg("spacing") = to_string(Aqm{}.spacing),
+           py::arg("ecn") = Aqm{}.ecn, py::arg("filter") = to_string(Aqm{}.filter),
+           py::arg("a") = std::vector<double>{}, py::arg("b") = std::vector<double>{},
+           py::arg("triple") = std::vector<double>{},
+           py::arg("spacing") = to_string(Aqm{}.spacing),
            py::arg("count_max") = Aqm{}.count_max, py::arg("adaptive") = Adaptive{}.enabled,
            py::arg("interval") = Adaptive{}.interval, py::arg("target_lo") = Adaptive{}.target_lo,
            py::arg("target_hi") = Adaptive{}.target_hi, py::arg("increment") = Adaptive{}.increment,
@@ -167,7 +191,9 @@ void define_aqm_grid_model(py::module_& m) {
            py::arg("p_max_low") = Adaptive{}.p_max_low, py::arg("clock") = to_string(Adaptive{}.clock),
            py::arg("p_max_step") = Adaptive{}.p_max_step, py::arg("max_clock_states") = Adaptive{}.max_clock_states,
            py::arg("weight") = to_string(Aqm{}.weight), py::arg("autored_p") = to_string(Aqm{}.autored_p),
-           py::arg("dynamic_max_th") = Aqm{}.dynamic_max_th, py::arg("max_th_growth") = Aqm{}.max_th_growth)
+           py::arg("dynamic_max_th") = Aqm{}.dynamic_max_th, py::arg("max_th_growth") = Aqm{}.max_th_growth,
+           "filter = 'redwm' takes a = [a_1, ..., a_k] and b = [b_0, ..., b_m], or triple = [x, y, z] "
+           "(b_0 = x, b_1 = y, a_2 = z, a_1 = 1 - x - y - z).")
       .def_static(
           "stateful_defaults",
           []() {
@@ -205,19 +231,41 @@ void define_aqm_grid_model(py::module_& m) {
       .def_readonly("w", &Aqm::w)
       .def_readonly("ecn", &Aqm::ecn)
       .def_property_readonly("update", [](const Aqm& a) { return to_string(a.update); })
-      .def_property_readonly("policy", [](const Aqm& a) { return to_string(a.policy); });
+      .def_property_readonly("policy", [](const Aqm& a) { return to_string(a.policy); })
+      .def_property_readonly("filter", [](const Aqm& a) { return to_string(a.filter); })
+      .def_readonly("a", &Aqm::a)
+      .def_readonly("b", &Aqm::b)
+      .def_property_readonly("order", [](const Aqm& a) { return py::make_tuple(a.order_k(), a.order_m()); },
+                             "REDwM's effective order (k, m): the last non-zero a_k and b_m")
+      .def_static(
+          "triple_coefficients",
+          [](const std::vector<double>& t) {
+            std::vector<double> a, b;
+            Aqm::from_triple(t, a, b);
+            return py::make_tuple(a, b);
+          },
+          py::arg("triple"), "(a, b) of the triple [x, y, z]: b_0 = x, b_1 = y, a_2 = z, a_1 = 1 - x - y - z.")
+      .def_property_readonly_static("filters", [](py::object) {
+        return std::vector<std::string>{to_string(FilterKind::Ewma), to_string(FilterKind::Redwm)};
+      })
+      .def_property_readonly_static("max_coefficients", [](py::object) { return kMaxFilterCoefficients; })
+      .def_property_readonly_static("sum_tolerance", [](py::object) { return kFilterSumTolerance; });
 
   const RefineOptions ro{};
   py::class_<GridSpec>(m, "GridSpec",
                        "avg grid: uniform step 1/k, custom points, the seeds' flags, or refine='auto' (a pre-solve "
-                       "locates avg's mass and the grid is refined there where p(avg) jumps or is steep).")
+                       "locates avg's mass and the grid is refined there where p(avg) jumps or is steep); REDwM's s "
+                       "grid: step 1/s_k (0: automatic) or s_points.")
       .def(py::init(&make_grid), py::kw_only(), py::arg("k") = GridSpec{}.k, py::arg("points") = std::vector<double>{},
            py::arg("mapping") = to_string(GridSpec{}.mapping), py::arg("refine") = to_string(GridSpec{}.refine),
+           py::arg("s_k") = GridSpec{}.s_k, py::arg("s_points") = std::vector<double>{},
            py::arg("step_min") = ro.step_min, py::arg("p_step") = ro.p_step, py::arg("growth") = ro.growth,
            py::arg("mass_tol") = ro.mass_tol, py::arg("state_budget") = ro.state_budget,
            py::arg("presolve_k") = ro.presolve_k)
       .def_readonly("k", &GridSpec::k)
       .def_readonly("points", &GridSpec::points)
+      .def_readonly("s_k", &GridSpec::s_k)
+      .def_readonly("s_points", &GridSpec::s_points)
       .def_property_readonly("mapping", [](const GridSpec& g) { return to_string(g.mapping); })
       .def_property_readonly("refine", [](const GridSpec& g) { return to_string(g.refine); })
       .def_property_readonly("step_min", [](const GridSpec& g) { return g.refine_options.step_min; })
@@ -237,6 +285,8 @@ void define_aqm_grid_model(py::module_& m) {
           },
           "Defaults of the automatic grid's options (written once, in the core).")
       .def("resolve", &GridSpec::resolve, py::arg("buffer"));
+  m.def("redwm_s_grid", &redwm_s_grid, py::arg("model"),
+        "The chain's grid for REDwM's s (SPEC 2.3): [0] for an EWMA model.");
 
   m.def(
       "graded_points",
@@ -313,6 +363,9 @@ static void define_model_enums(py::module_& m) {
       .value("tail", DropPolicy::Tail)
       .value("front", DropPolicy::Front)
       .value("random", DropPolicy::Random);
+  py::enum_<FilterKind>(m, "FilterKind", "The moving average: RED's EWMA or REDwM's recursion.")
+      .value("ewma", FilterKind::Ewma)
+      .value("redwm", FilterKind::Redwm);
   py::enum_<Mapping>(m, "Mapping", "How an avg value is mapped onto the grid.")
       .value("split", Mapping::Split)
       .value("nearest", Mapping::Nearest)

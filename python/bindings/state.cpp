@@ -13,7 +13,12 @@ namespace {
 py::dict estimate_dict(const Model& md) {
   const ChainEstimate e = estimate_chain(md);
   py::dict d;
+  py::dict comps;
+  const StateSpace space = queue_state_space(md);
+  for (const auto& c : space.components()) comps[py::str(c.name)] = c.size;
+  d["components"] = comps;
   d["product_states"] = e.product_states;
+  d["reachable_bound"] = e.reachable_bound;
   d["max_nnz"] = e.max_nnz;
   d["bytes"] = e.bytes;
   return d;

@@ -215,3 +215,108 @@ TEST(Bounds, SubnormalModulatorEntriesAreIrreducible) {
   EXPECT_NEAR(pi[1] / pi[0], 2.0, 1e-14);
   EXPECT_NEAR(pi[2] / (t * pi[1]), 1.0, 1e-12);
 }
+
+// ---------------------------------------------------------------- REDwM (SPEC 2.3)
+
+namespace {
+Model redwm_model(std::vector<double> triple, int N = 20) {
+  Model m;
+  m.buffer = N;
+  m.source = Source::bernoulli(0.5);
+  m.service = Service::geometric(0.5);
+  m.aqm.drop = DropFunction::red(5, 15, 0.1);
+  m.aqm.filter = FilterKind::Redwm;
+  Aqm::from_triple(triple, m.aqm.a, m.aqm.b);
+  m.grid.k = 2;
+  return m;
+}
+std::string error_of(const Model& m) {
+  try {
+    m.validate();
+  } catch (const ModelError& e) {
+    return e.param() + ": " + e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Redwm, TripleReadsAsB0B1A2) {
+  const Model m = redwm_model({0.08, 0.0014, 0.001});
+  ASSERT_EQ(m.aqm.a.size(), 2u);
+  EXPECT_EQ(m.aqm.b, (std::vector<double>{0.08, 0.0014}));
+  EXPECT_EQ(m.aqm.a[1], 0.001);
+  EXPECT_EQ(m.aqm.a[0], 1.0 - 0.08 - 0.0014 - 0.001);
+  EXPECT_NO_THROW(m.validate());
+  EXPECT_EQ(m.aqm.order_k(), 2);
+  EXPECT_EQ(m.aqm.order_m(), 1);
+}
+
+TEST(Redwm, EwmaAsRedwmStepIsBitwiseTheEwmaStep) {
+  for (double w : {0.002, 0.07, 0.3}) {
+    Model m = redwm_model({w, 0.0, 0.0});
+    Aqm e;
+    e.w = w;
+    const EwmaFilter ewma(e);
+    const RedwmFilter red(m.aqm);
+    for (double A : {0.0, 0.25, 17.75, 99.5})
+      for (double q : {0.0, 3.0, 19.0}) {
+        double A2, s2;
+        red.next(A, 0.0, q, A2, s2);
+        EXPECT_EQ(A2, ewma.next(A, q));
+        EXPECT_EQ(s2, 0.0);
+      }
+    EXPECT_EQ(redwm_s_grid(m), std::vector<double>{0.0});
+  }
+}
+
+TEST(Redwm, SGridSpansTheRangeOfS) {
+  Model m = redwm_model({0.2, 0.1, 0.05});  // (a2 + b1) N = 3, avg step 1/2: s step 1/8
+  const auto g = redwm_s_grid(m);
+  ASSERT_EQ(g.size(), 25u);
+  EXPECT_EQ(g[1], 0.125);
+  EXPECT_EQ(g.back(), 3.0);
+  m.grid.s_k = 3;
+  EXPECT_EQ(redwm_s_grid(m).back(), 3.0);
+  EXPECT_EQ(redwm_s_grid(m).size(), 10u);
+  m.grid.s_k = 0;
+  m.grid.s_points = {0.0, 1.0, 2.9};
+  EXPECT_NE(error_of(m).find("grid.s_points[2]: parameter 'grid.s_points[2]' must be >= (a_2 + b_1) N = 3"),
+            std::string::npos)
+      << error_of(m);
+}
+
+TEST(Redwm, ValidationNamesCoefficientBoundAndValue) {
+  Model m = redwm_model({0.2, 0.1, 0.05});
+  m.aqm.a = {0.7, -0.05};
+  EXPECT_NE(error_of(m).find("aqm.a[1]: parameter 'aqm.a[1]' must be >= 0 (a_2"), std::string::npos) << error_of(m);
+  EXPECT_NE(error_of(m).find("got -0.05"), std::string::npos) << error_of(m);
+  m.aqm.a = {0.6, 0.05};
+  EXPECT_NE(error_of(m).find("must sum to 1"), std::string::npos) << error_of(m);
+  EXPECT_NE(error_of(m).find("got sum 0.95 = a_1 0.6 + a_2 0.05 + b_0 0.2 + b_1 0.1"), std::string::npos)
+      << error_of(m);
+  std::vector<double> a, b;
+  try {
+    Aqm::from_triple({0.5, 0.4, 0.3}, a, b);
+    FAIL() << "x + y + z > 1 accepted";
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), "aqm.triple");
+    EXPECT_NE(std::string(e.what()).find("x + y + z = 1.2"), std::string::npos) << e.what();
+  }
+  m = redwm_model({0.2, 0.1, 0.05});
+  m.time = TimeKind::Continuous;
+  m.source = Source::poisson(0.5);
+  m.service = Service::exponential(1.0);
+  EXPECT_NE(error_of(m).find("aqm.filter: parameter 'aqm.filter' must be ewma"), std::string::npos) << error_of(m);
+}
+
+TEST(Redwm, ChainRefusesOrdersBeyondTwoAndOne) {
+  Model m = redwm_model({0.2, 0.1, 0.05});
+  m.aqm.b = {0.2, 0.05, 0.05};
+  EXPECT_NO_THROW(m.validate());  // a valid filter: the simulator with continuous A runs it
+  try {
+    RedwmFilter f(m.aqm);
+    FAIL() << "b_2 != 0 accepted by the chain's filter";
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), "aqm.b[2]");
+  }
+}

@@ -325,6 +325,98 @@ def tagged_response_oracle(spec: dict, pi: np.ndarray, states: list, max_r: int 
     return np.array(pmf), pushed_total, admitted
 
 
+# ------------------------------------------------------------------ REDwM (SPEC 2.3)
+def redwm_coefficients(spec: dict) -> tuple[float, float, float, float]:
+    """(a1, a2, b0, b1) of the spec: from ``triple`` [x, y, z] read as b0 = x, b1 = y, a2 = z,
+    a1 = 1 - x - y - z, or from ``a`` and ``b`` padded with zeros."""
+    if "triple" in spec:
+        x, y, z = spec["triple"]
+        return 1.0 - x - y - z, z, x, y
+    a = list(spec["a"]) + [0.0, 0.0]
+    b = list(spec["b"]) + [0.0, 0.0]
+    return a[0], a[1], b[0], b[1]
+
+
+def redwm_s_points(spec: dict) -> list[float]:
+    """s lives in [0, (a2 + b1) N]; given points, or step 1/s_k (default: a quarter of the
+    avg step 1/k, whatever the avg grid: uniform, refined, custom or flags) from 0 up to the
+    first point at or above the top."""
+    if "s_points" in spec:
+        return list(spec["s_points"])
+    _, a2, _, b1 = redwm_coefficients(spec)
+    top = (a2 + b1) * spec["buffer"]
+    k = spec.get("s_k", 4 * spec.get("k", 4))
+    step = lambda i: i / k  # noqa: E731
+    pts = [0.0]
+    while pts[-1] < top * (1 - 1e-12):
+        pts.append(step(len(pts)))
+    return pts
+
+
+def redwm_slot(spec: dict, state: tuple, pts, spts, M, lam) -> dict:
+    """Next-state law of (n, A index, s index, modulator) under SPEC 2.3 and 3:
+    A' = a1 A + b0 q + s and s' = a2 A + b1 q from the grid values, each mapped on its own
+    grid (s under `flags` by split), independently; per_arrival: no update without arrival."""
+    N, mu, ecn = spec["buffer"], spec["mu"], spec.get("ecn", 0.0)
+    a1, a2, b0, b1 = redwm_coefficients(spec)
+    per_arrival = spec.get("update", "per_slot") == "per_arrival"
+    s_mapping = "split" if spec["mapping"] == "flags" else spec["mapping"]
+    n, g, j, m = state
+    q = max(n - 1, 0)
+    yA = a1 * pts[g] + b0 * q + spts[j]
+    ys = a2 * pts[g] + b1 * q
+    moves = [(gA, gs, pa * ps) for gA, pa in grid_map(pts, spec["mapping"], yA)
+             for gs, ps in grid_map(spts, s_mapping, ys)]
+    out: dict = {}
+
+    def add(key, p):
+        if p > 0:
+            out[key] = out.get(key, 0.0) + p
+
+    for m2 in range(len(lam)):
+        pm = M[m, m2]
+        if pm == 0:
+            continue
+        for arrival, pa in ((1, lam[m2]), (0, 1 - lam[m2])):
+            if pa == 0:
+                continue
+            targets = [(g, j, 1.0)] if (per_arrival and not arrival) else moves
+            for g2, j2, pg in targets:
+                if not arrival or n == N:
+                    admit = 0.0
+                else:
+                    admit = 1 - drop_prob(spec, pts[g2], N) * (1 - ecn)
+                dep = mu if n >= 1 else 0.0
+                base = pm * pa * pg
+                add((n + 1, g2, j2, m2), base * admit * (1 - dep))
+                add((n - 1, g2, j2, m2), base * (1 - admit) * dep)
+                add((n, g2, j2, m2), base * (admit * dep + (1 - admit) * (1 - dep)))
+    return out
+
+
+def redwm_reference_chain(spec: dict):
+    """(states sorted by (n, A index, s index, m), dense P) reachable from the empty system."""
+    pts = grid_points(spec["buffer"], spec.get("k", 4), spec["mapping"])
+    spts = redwm_s_points(spec)
+    M, lam = source_matrices(spec["source"])
+    start = [(0, 0, 0, m) for m in range(len(lam))]
+    seen, queue, rows = set(start), deque(start), {}
+    while queue:
+        s = queue.popleft()
+        rows[s] = redwm_slot(spec, s, pts, spts, M, lam)
+        for t in rows[s]:
+            if t not in seen:
+                seen.add(t)
+                queue.append(t)
+    states = sorted(seen)
+    index = {s: i for i, s in enumerate(states)}
+    P = np.zeros((len(states), len(states)))
+    for s, row in rows.items():
+        for t, p in row.items():
+            P[index[s], index[t]] += p
+    return states, P
+
+
 # ------------------------------------------------------------------ stateful AQM (docs/stateful-aqm.md)
 # Written from the rules of the docs page (Floyd & Jacobson's count, ns-3's "wait", adaptive
 # RED's p_max moves), not from the C++: the count cap, the p_max grid and the slot are
@@ -442,7 +534,8 @@ def stateful_chain(spec: dict):
         if dyn:
             P = q / N if spec.get("autored_p", "drop") == "queue" else pb_table[j][g]
             j2 = maxth_rule(j, P, q, spec["max_th"])
-        y = (1 - w) * pts[g] + w * q
+        wq = filter_weight(spec, pts[g], q)
+        y = (1 - wq) * pts[g] + wq * q
         ph2 = (ph + 1) % interval if (adaptive and exact) else 0
         if not adaptive:
             clocks = [(False, 1.0)]

@@ -307,3 +307,12 @@ def test_dynamic_max_th_bad_input():
     with pytest.raises(aqmchain.ModelError) as e:
         aqmchain.model_from_dict(doc)
     assert e.value.param == "aqm.max_th_growth"
+
+
+def test_redwm_with_stateful_refused():
+    doc = copy.deepcopy(BASE_DOC)
+    doc["aqm"].pop("w")
+    doc["aqm"].update(filter="redwm", triple=[0.08, 0.0014, 0.001], spacing="count")
+    with pytest.raises(aqmchain.ModelError) as e:
+        aqmchain.model_from_dict(doc)
+    assert e.value.param == "aqm.filter"

@@ -76,8 +76,9 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
   std::vector<GridFocus> foci;
   const double margin = std::max(1.0, 2.0 / o.presolve_k);
   for (const Model& m : models) {
-    Model pm = m;
-    pm.grid = GridSpec{};
+    Model pm = m;  // the same model (REDwM's s grid too) on the uniform avg grid 1/presolve_k
+    pm.grid.refine = Refine::None;
+    pm.grid.points.clear();
     pm.grid.k = o.presolve_k;
     const Chain c = build_chain(pm, build);
     const StationaryResult r = solve_stationary(c, so);

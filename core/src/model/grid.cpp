@@ -109,8 +109,9 @@ void GridSpec::validate(int buffer, const std::string& p) const {
 }
 
 Grid::Grid(std::vector<double> points, Mapping mapping) : pts_(std::move(points)), mapping_(mapping) {
-  if (pts_.size() < 2) fail_param("grid.points", "at least 2 points", pts_.size());
-  if (mapping_ != Mapping::Flags) {
+  // One point is a grid too (REDwM's s when a_2 = b_1 = 0: every value maps to it).
+  if (pts_.empty()) fail_param("grid.points", "at least 1 point", pts_.size());
+  if (mapping_ != Mapping::Flags && pts_.size() >= 2) {
     const double h = pts_[1] - pts_[0];
     bool uniform = pts_[0] == 0.0;
     for (size_t i = 1; uniform && i < pts_.size(); ++i)

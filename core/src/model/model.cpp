@@ -6,6 +6,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "aqmchain/model/filter.hpp"
 #include "model/validate.hpp"
 
 namespace aqm {
@@ -70,6 +71,78 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
       drop.kind != DropFunction::Kind::NLRED)
     fail_param(p + ".adaptive", "false unless drop is red, gentle_red or nlred (a drop function with p_max)",
                "true with drop = '" + drop.name() + "'");
+  if (filter == FilterKind::Redwm && (stateful() || weight != Weight::Static))
+    fail_param(p + ".filter", "ewma when a stateful AQM (spacing, adaptive, dynamic_max_th) or AutoRED's weight is "
+               "used (not combined with REDwM)", "'redwm'");
+  if (filter == FilterKind::Ewma) {
+    if (!a.empty() || !b.empty())
+      fail_param(p + (a.empty() ? ".b" : ".a"), "absent unless aqm.filter = \"redwm\" (the EWMA takes w)", "a list");
+    return;
+  }
+  // REDwM (SPEC 2.3): a_j >= 0, b_i >= 0, sum a_j + sum b_i = 1, and the queue enters (sum b_i > 0).
+  if (a.size() > static_cast<size_t>(kMaxFilterCoefficients))
+    fail_param(p + ".a", cat("at most ", kMaxFilterCoefficients, " coefficients a_1 .. a_k"), a.size());
+  if (b.empty() || b.size() > static_cast<size_t>(kMaxFilterCoefficients))
+    fail_param(p + ".b", cat("1 to ", kMaxFilterCoefficients, " coefficients b_0 .. b_m"), b.size());
+  long double sum = 0.0L, sum_b = 0.0L;
+  std::string terms;
+  for (size_t j = 0; j < a.size(); ++j) {
+    const std::string name = cat(p, ".a[", j, "]");
+    require_finite(name, a[j]);
+    if (!(a[j] >= 0.0)) fail_param(name, cat(">= 0 (a_", j + 1, ", the weight of A_{t-", j + 1, "})"), shortest(a[j]));
+    sum += a[j];
+    terms += cat(terms.empty() ? "" : " + ", "a_", j + 1, " ", shortest(a[j]));
+  }
+  for (size_t i = 0; i < b.size(); ++i) {
+    const std::string name = cat(p, ".b[", i, "]");
+    require_finite(name, b[i]);
+    if (!(b[i] >= 0.0)) fail_param(name, cat(">= 0 (b_", i, ", the weight of q_{t-", i + 1, "})"), shortest(b[i]));
+    sum += b[i];
+    sum_b += b[i];
+    terms += cat(terms.empty() ? "" : " + ", "b_", i, " ", shortest(b[i]));
+  }
+  if (!(std::abs(static_cast<double>(sum) - 1.0) <= kFilterSumTolerance))
+    throw ModelError(p + ".a", cat("parameters '", p, ".a' and '", p, ".b' must sum to 1 (within ", kFilterSumTolerance,
+                                   "), got sum ", shortest(static_cast<double>(sum)), " = ", terms));
+  if (!(sum_b > 0.0L))
+    fail_param(p + ".b", "a list with a positive sum (the queue must enter the average; b = 0 freezes A at 0)", "all zeros");
+}
+
+void Aqm::from_triple(const std::vector<double>& t, std::vector<double>& a_out, std::vector<double>& b_out,
+                      const std::string& p) {
+  if (t.size() != 3) fail_param(p + ".triple", "three numbers [x, y, z] (b_0 = x, b_1 = y, a_2 = z)", cat(t.size(), " numbers"));
+  const char* role[] = {"b_0, the weight of q_{t-1}", "b_1, the weight of q_{t-2}", "a_2, the weight of A_{t-2}"};
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string name = cat(p, ".triple[", i, "]");
+    require_finite(name, t[i]);
+    if (!(t[i] >= 0.0 && t[i] <= 1.0)) fail_param(name, cat("in [0, 1] (", role[i], ")"), shortest(t[i]));
+  }
+  const double x = t[0], y = t[1], z = t[2];
+  // a_1 = 1 - x - y - z, evaluated left to right: for [w, 0, 0] it is bitwise the EWMA's 1 - w
+  const double a1 = 1.0 - x - y - z;
+  if (a1 < -kFilterSumTolerance)
+    throw ModelError(p + ".triple", cat("parameter '", p, ".triple' must have x + y + z <= 1 (a_1 = 1 - x - y - z >= 0), "
+                                        "got x + y + z = ", shortest(x + y + z), " (", shortest(x), " + ", shortest(y), " + ",
+                                        shortest(z), ")"));
+  if (!(x + y > 0.0))
+    throw ModelError(p + ".triple", cat("parameter '", p, ".triple' must have x + y > 0 (the queue must enter the average), "
+                                        "got x = ", shortest(x), ", y = ", shortest(y)));
+  a_out = {std::max(a1, 0.0), z};
+  b_out = {x, y};
+}
+
+int Aqm::order_k() const {
+  int k = 0;
+  for (size_t j = 0; j < a.size(); ++j)
+    if (a[j] != 0.0) k = static_cast<int>(j) + 1;
+  return k;
+}
+
+int Aqm::order_m() const {
+  int m = 0;
+  for (size_t i = 0; i < b.size(); ++i)
+    if (b[i] != 0.0) m = static_cast<int>(i);
+  return m;
 }
 
 void Adaptive::validate(const std::string& p) const {
@@ -119,6 +192,9 @@ void Model::validate() const {
     if (grid.mapping != Mapping::Split)
       fail_param("grid.mapping", "split (the default) when model.time = \"continuous\": avg moves between "
                                  "neighbouring grid points at upwind rates", "'" + to_string(grid.mapping) + "'");
+    if (aqm.filter != FilterKind::Ewma)
+      fail_param("aqm.filter", "ewma (the default) when model.time = \"continuous\": REDwM is a recursion over "
+                               "slots and has no continuous-time form here", "'" + to_string(aqm.filter) + "'");
   } else {
     if (source.continuous())
       fail_param("source.kind", "bernoulli, ssmp or mmbp when model.time = \"discrete\"",
@@ -130,6 +206,11 @@ void Model::validate() const {
   aqm.validate("aqm", time == TimeKind::Continuous);
   resolved_drop().validate("aqm");
   grid.validate(buffer, "grid");
+  if (aqm.filter == FilterKind::Ewma && (grid.s_k != 0 || !grid.s_points.empty()))
+    fail_param(grid.s_k != 0 ? "grid.s_k" : "grid.s_points",
+               "absent unless aqm.filter = \"redwm\" (the grid of REDwM's second variable s)",
+               grid.s_k != 0 ? cat(grid.s_k) : std::string("a list"));
+  redwm_s_grid_size(*this);  // validates grid.s_k / grid.s_points against the coefficients
 }
 
 DropFunction Model::resolved_drop() const {
@@ -182,6 +263,12 @@ Refine refine_from(const std::string& s) {
   if (s == "none") return Refine::None;
   if (s == "auto") return Refine::Auto;
   fail_param("grid.refine", "one of none, auto", "'" + s + "'");
+}
+std::string to_string(FilterKind f) { return f == FilterKind::Ewma ? "ewma" : "redwm"; }
+FilterKind filter_kind_from(const std::string& s) {
+  if (s == "ewma") return FilterKind::Ewma;
+  if (s == "redwm") return FilterKind::Redwm;
+  fail_param("aqm.filter", "one of ewma, redwm", "'" + s + "'");
 }
 std::string to_string(Mapping m) { return m == Mapping::Split ? "split" : m == Mapping::Nearest ? "nearest" : "flags"; }
 

@@ -2,6 +2,9 @@
 // discrete time, the rate kernel (SPEC 6) for continuous time.
 #include "aqmchain/model/queue_generator.hpp"
 
+#include <algorithm>
+
+#include "aqmchain/interrupt.hpp"
 #include "model/slot_kernel.hpp"
 #include "model/stateful.hpp"
 
@@ -17,6 +20,8 @@ StateSpace queue_state_space(const Model& model) {
   StateSpace s;
   s.add(component::level, model.buffer + 1);
   s.add(component::avg, static_cast<int32_t>(model.grid.size(model.buffer)));  // counted, not allocated
+  if (model.aqm.filter == FilterKind::Redwm)  // right after avg_index (the slot kernel's filter cell)
+    s.add(component::s, static_cast<int32_t>(redwm_s_grid_size(model)));
   s.add(component::modulator, model.source.states(), /*coarsen=*/false);
   if (!model.aqm.stateful() || model.time != TimeKind::Discrete) return s;
   // docs/stateful-aqm.md: the count, p_max's grid index and the exact clock's phase
@@ -49,6 +54,66 @@ StatefulInfo stateful_info(const Model& model) {
   return {L.count_cap, L.pmax, L.pmax_start, L.phases};
 }
 
+namespace detail {
+
+/// An upper bound on the reachable states of a REDwM chain (SPEC 2.3), far below the
+/// product G S (N + 1) M: A and s are strongly tied.  A state (n', A' = g_i, s' = s_j)
+/// is entered by a filter step from some (A, s, q) with a_1 A + b_0 q + s within one
+/// grid cell of g_i (every mapping moves a value to a neighbouring point at most), and
+/// then s' is a neighbour of a_2 A + b_1 q.  Under per_slot q is within one of n'
+/// (q in [n' - 2, n']), under per_arrival anything.  For each (n', i) the range of
+/// a_2 A + b_1 q over that polygon in (A, q) (a linear programme in two variables:
+/// its extremes lie on vertices) gives the s points that can follow.
+int64_t redwm_reachable_bound(const SlotKernel& K) {
+  const auto& g = K.grid.points();
+  const auto& sg = K.sgrid.points();
+  const double a1 = K.rfilter.a1(), a2 = K.rfilter.a2(), b0 = K.rfilter.b0(), b1 = K.rfilter.b1();
+  const double N = K.N, s_top = sg.back();
+  const int G = K.G;
+  auto count = [&](int i, double q_lo, double q_hi) -> int64_t {
+    const double L = (i > 0 ? g[i - 1] : -1e300) - s_top, U = i + 1 < G ? g[i + 1] : 1e300;
+    const double tol = 1e-9 * (1.0 + N);
+    double lo = 1e300, hi = -1e300;
+    auto visit = [&](double A, double q) {
+      if (A < -tol || A > N + tol || q < q_lo - tol || q > q_hi + tol) return;
+      const double y = a1 * A + b0 * q;
+      if (y < L - tol || y > U + tol) return;
+      const double v = a2 * A + b1 * q;
+      lo = std::min(lo, v), hi = std::max(hi, v);
+    };
+    for (double A : {0.0, N})
+      for (double q : {q_lo, q_hi}) visit(A, q);
+    for (double c : {L, U}) {
+      if (b0 > 0.0)
+        for (double A : {0.0, N}) visit(A, (c - a1 * A) / b0);
+      if (a1 > 0.0)
+        for (double q : {q_lo, q_hi}) visit((c - b0 * q) / a1, q);
+    }
+    if (lo > hi) return 0;
+    const double pad = 1e-9 * (1.0 + hi);
+    // neighbours of the range: the last point <= lo and the first point >= hi
+    const auto j_lo = std::max<ptrdiff_t>(0, std::upper_bound(sg.begin(), sg.end(), lo - pad) - sg.begin() - 1);
+    const auto j_hi = std::min<ptrdiff_t>(static_cast<ptrdiff_t>(sg.size()) - 1,
+                                          std::lower_bound(sg.begin(), sg.end(), hi + pad) - sg.begin());
+    return std::max<int64_t>(1, j_hi - j_lo + 1);
+  };
+  int64_t total = 0;
+  if (K.filter.per_slot()) {
+    for (int n = 0; n <= K.N; ++n) {
+      const double q_lo = std::max(n - 2, 0), q_hi = std::min(n, K.N - 1);
+      for (int i = 0; i < G; ++i) total += count(i, q_lo, q_hi);
+      if ((n & 15) == 0) check_interrupt();
+    }
+  } else {
+    int64_t per_level = 0;
+    for (int i = 0; i < G; ++i) per_level += count(i, 0.0, K.N - 1.0);
+    total = per_level * (K.N + 1);
+  }
+  return std::min(total * K.M, K.space.product());
+}
+
+}  // namespace detail
+
 namespace {
 
 /// n = 0, avg index 0, every modulator state (count -1, p_max at its start, phase 0).
@@ -70,13 +135,14 @@ class SlotGenerator final : public TransitionGenerator {
     return empty_system(K_.space, K_.M, K_.stateful ? K_.sa->pmax_start * K_.sk : 0);
   }
   int max_successors() const override {
-    // (emitted, before merging) <= 2 grid targets (+1 without update) x modulator row x 3 levels
+    // (emitted, before merging) <= 2 grid targets (REDwM: 4) (+1 without update) x modulator row x 3 levels
     size_t row = 1;
     for (const auto& r : K_.mrows) row = std::max(row, r.size());
     if (K_.stateful)  // x 2 clock outcomes x 2 p_max targets x 4 arrival outcomes x 2 levels
       return static_cast<int>(16 * (K_.filter.per_slot() ? 2 : 3) * row);
-    return static_cast<int>(3 * (K_.filter.per_slot() ? 2 : 3) * row);
+    return static_cast<int>(3 * (K_.max_targets() + (K_.filter.per_slot() ? 0 : 1)) * row);
   }
+  int64_t reachable_bound() const override { return K_.redwm ? detail::redwm_reachable_bound(K_) : K_.space.product(); }
   void successors(int64_t key, Successors& out, double* events) const override {
     detail::SlotKernel::Events ev;
     if (K_.stateful) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "aqmchain/model/filter.hpp"
 #include "model/validate.hpp"
 
 namespace aqm {
@@ -37,6 +38,12 @@ void Scenario::validate() const {
                            " modulator states; the phases share one state space)"));
     if (m.grid.k != first.grid.k || m.grid.points != first.grid.points || m.grid.mapping != first.grid.mapping)
       throw ModelError(p + ".grid", cat(p, ".grid must equal phase[0]'s grid (the phases share one state space)"));
+    if (m.aqm.filter != first.aqm.filter)
+      throw ModelError(p + ".aqm.filter", cat(p, ".aqm.filter = \"", to_string(m.aqm.filter), "\" differs from phase[0]'s \"",
+                           to_string(first.aqm.filter), "\" (the filter's state carries over between phases)"));
+    if (m.aqm.filter == FilterKind::Redwm && redwm_s_grid(m) != redwm_s_grid(first))
+      throw ModelError(p + ".grid.s_points", cat(p, ": REDwM's s grid (grid.s_k / grid.s_points and (a_2 + b_1) N) must equal "
+                           "phase[0]'s (the phases share one state space)"));
     if (m.aqm.update != first.aqm.update)
       throw ModelError(p + ".aqm.update", cat(p, ".aqm.update = \"", to_string(m.aqm.update), "\" differs from phase[0]'s \"",
                            to_string(first.aqm.update), "\""));

@@ -17,38 +17,49 @@
 namespace aqm::detail {
 
 struct SlotKernel {
-  int N, G, M;  // buffer, grid points, modulator states
+  // The filter's part of the state is one "cell" c: the avg grid index g for the EWMA,
+  // c = g S + j for REDwM (A on grid point g, s on s-grid point j).  Keys are
+  // n sn + c sc + m sm: the descriptor puts s_index right after avg_index, so the
+  // stride of avg is S times that of s and one stride serves both.
+  int N, G, S, M;  // buffer, avg grid points, s grid points (1 for the EWMA), modulator states
   double mu, ecn;
   EwmaFilter filter;
-  Grid grid;
+  bool redwm;
+  RedwmFilter rfilter;
+  Grid grid, sgrid;
   StateSpace space;
-  int64_t sn, sg, sm;  // key strides of n, avg and the modulator (from the descriptor)
-  bool packed = false;  // sm = 1, sg = M, sn = G M: the descriptor as the queue models build it
-  std::vector<double> pdrop;  // p(g_i)
+  int64_t sn, sc, sm;  // key strides of n, the filter cell and the modulator (from the descriptor)
+  bool packed = false;  // sm = 1, sc = M, sn = G S M: the descriptor as the queue models build it
+  std::vector<double> pdrop;  // p(g_i) of cell c's avg grid point, per cell
   std::vector<std::vector<std::pair<int, double>>> mrows;
   std::vector<double> lam;
-  // Stateful AQM (docs/stateful-aqm.md): components count, pmax_index, phase.
+  // Stateful AQM (docs/stateful-aqm.md): components count, pmax_index, maxth_index, phase
+  // (EWMA filter only: the cell is the avg index).
   bool stateful = false;
   std::optional<StatefulLayout> sa;
-  int64_t sc = 0, sk = 0, sph = 0, smt = 0;  // strides (0 for an absent component)
+  int64_t scnt = 0, sk = 0, sph = 0, smt = 0;  // strides (0 for an absent component)
 
   explicit SlotKernel(const Model& m)
       : N(m.buffer),
         mu(m.service.mu),
         ecn(m.aqm.ecn),
         filter(m),
+        redwm(m.aqm.filter == FilterKind::Redwm),
+        rfilter(redwm ? RedwmFilter(m.aqm) : RedwmFilter(ewma_as_redwm(m.aqm))),
         grid(m.grid.resolve(m.buffer), m.grid.mapping),
+        sgrid(redwm ? redwm_s_grid(m) : std::vector<double>{0.0}, s_mapping(m.grid.mapping)),
         space(queue_state_space(m)),
         lam(m.source.arrival) {
     G = grid.size();
+    S = sgrid.size();
     M = m.source.states();
     sn = space.stride(space.at(component::level));
-    sg = space.stride(space.at(component::avg));
+    sc = space.stride(space.at(redwm ? component::s : component::avg));
     sm = space.stride(space.at(component::modulator));
-    packed = sm == 1 && sg == sm * M && sn == sg * G && space.product() == sn * (N + 1);
+    packed = sm == 1 && sc == sm * M && sn == sc * G * S && space.product() == sn * (N + 1);
     const DropFunction drop = m.resolved_drop();
-    pdrop.resize(G);
-    for (int i = 0; i < G; ++i) pdrop[i] = drop(grid.points()[i]);
+    pdrop.resize(static_cast<size_t>(G) * S);
+    for (int i = 0; i < G; ++i) std::fill_n(pdrop.begin() + static_cast<ptrdiff_t>(i) * S, S, drop(grid.points()[i]));
     mrows.resize(M);
     for (int i = 0; i < M; ++i) {
       // validation accepts rows within 1e-12 of stochastic; normalise so that P's
@@ -65,38 +76,74 @@ struct SlotKernel {
         const int i = space.find(name);
         return i < 0 ? int64_t{0} : space.stride(i);
       };
-      sc = stride(component::count);
+      scnt = stride(component::count);
       sk = stride(component::pmax);
       sph = stride(component::phase);
       smt = stride(component::maxth);
     }
   }
 
-  int64_t id(int n, int g, int m) const { return n * sn + g * sg + m * sm; }
-  void decode(int64_t key, int& n, int& g, int& m) const {
+  /// s is mapped like A, except under `flags` (a grid of A's own): split.
+  static Mapping s_mapping(Mapping avg) { return avg == Mapping::Flags ? Mapping::Split : avg; }
+  /// Placeholder coefficients for the unused REDwM member of an EWMA kernel.
+  static Aqm ewma_as_redwm(const Aqm& a) {
+    Aqm r = a;
+    r.a = {1.0 - a.w};
+    r.b = {a.w};
+    return r;
+  }
+
+  int64_t id(int n, int c, int m) const { return n * sn + c * sc + m * sm; }
+  void decode(int64_t key, int& n, int& c, int& m) const {
     if (packed) {  // the only components, in this order: 2 divisions
       n = static_cast<int>(key / sn);
       const int64_t r2 = key - n * sn;
-      g = static_cast<int>(r2 / sg);
-      m = static_cast<int>(r2 - g * sg);
+      c = static_cast<int>(r2 / sc);
+      m = static_cast<int>(r2 - c * sc);
       return;
     }
     n = static_cast<int>((key / sn) % (N + 1));
-    g = static_cast<int>((key / sg) % G);
+    c = static_cast<int>((key / sc) % (static_cast<int64_t>(G) * S));
     m = static_cast<int>((key / sm) % M);
   }
 
-  /// Steps 1-4 of a slot from (n, g, m), as branches f(g2, m2, weight, a, rej, mark):
-  /// with probability `weight` the filter lands on g2 and the modulator on m2;
+  /// Step 1 of a slot: the filter's targets from cell c with q waiting packets, at most
+  /// 4 (REDwM: A and s mapped independently); returns their number.
+  int targets(int c, int q, int* tc, double* tp) const {
+    if (redwm) return redwm_targets(c, q, tc, tp);
+    const GridTarget t = grid.map(filter.next(grid.points()[c], q));
+    tc[0] = t.lo, tp[0] = t.p_lo;
+    if (t.p_lo >= 1.0) return 1;
+    tc[1] = t.lo + 1, tp[1] = 1.0 - t.p_lo;
+    return 2;
+  }
+  /// targets() of REDwM, out of line so that the EWMA's stays small enough to inline.
+  [[gnu::noinline]] int redwm_targets(int c, int q, int* tc, double* tp) const {
+    const int g = c / S, j = c - g * S;
+    double yA, ys;
+    rfilter.next(grid.points()[g], sgrid.points()[j], q, yA, ys);
+    const GridTarget ta = grid.map(yA), ts = sgrid.map(ys);
+    int cnt = 0;
+    for (int u = 0; u < (ta.p_lo < 1.0 ? 2 : 1); ++u)
+      for (int v = 0; v < (ts.p_lo < 1.0 ? 2 : 1); ++v) {
+        tc[cnt] = (ta.lo + u) * S + ts.lo + v;
+        tp[cnt++] = (u == 0 ? ta.p_lo : 1.0 - ta.p_lo) * (v == 0 ? ts.p_lo : 1.0 - ts.p_lo);
+      }
+    return cnt;
+  }
+  /// Most targets targets() returns.
+  int max_targets() const { return redwm && S > 1 ? 4 : 2; }
+
+  /// Steps 1-4 of a slot from (n, cell g, m), as branches f(g2, m2, weight, a, rej, mark):
+  /// with probability `weight` the filter lands on cell g2 and the modulator on m2;
   /// then an arrival happens with probability a, and is rejected (overflow or
   /// AQM drop) with probability rej, ECN-marked with probability mark.
   template <class F>
   void branches(int n, int g, int m, F&& f) const {
     const int q = std::max(n - 1, 0);
-    const GridTarget t = grid.map(filter.next(grid.points()[g], q));
-    const int ng = t.p_lo < 1.0 ? 2 : 1;
-    const int gt[2] = {t.lo, t.lo + 1};
-    const double pg[2] = {t.p_lo, 1.0 - t.p_lo};
+    int gt[4];
+    double pg[4];
+    const int ng = targets(g, q, gt, pg);
     const bool per_arrival = !filter.per_slot();
     for (const auto& [m2, pm] : mrows[m]) {
       const double a = lam[m2];
@@ -155,10 +202,10 @@ struct SlotKernel {
   template <class Emit>
   void successors_stateful(int64_t key, Emit&& emit, Events* ev) const {
     const int n = static_cast<int>((key / sn) % (N + 1));
-    const int g = static_cast<int>((key / sg) % G);
+    const int g = static_cast<int>((key / sc) % G);
     const int m = static_cast<int>((key / sm) % M);
     const StatefulLayout& S = *sa;
-    const int64_t c = sc ? (key / sc) % S.count_size() - 1 : -1;
+    const int64_t c = scnt ? (key / scnt) % S.count_size() - 1 : -1;
     const int k = sk ? static_cast<int>((key / sk) % static_cast<int64_t>(S.pmax.size())) : 0;
     const int64_t ph = sph ? (key / sph) % S.phases : 0;
     const int j = smt ? static_cast<int>((key / smt) % 2) : 0;
@@ -167,7 +214,7 @@ struct SlotKernel {
                                                             : S.mt_pdrop[j][static_cast<size_t>(g)],
                                             std::max(n - 1, 0), S.mt_drop[0].hi)
                                : 0;
-    const int64_t base = key - n * sn - g * sg - m * sm - (c + 1) * sc - k * sk - ph * sph - j * smt + j2 * smt;
+    const int64_t base = key - n * sn - g * sc - m * sm - (c + 1) * scnt - k * sk - ph * sph - j * smt + j2 * smt;
     // clock outcomes: (fires, probability)
     std::pair<bool, double> clocks[2];
     int nclock = 0;
@@ -188,7 +235,7 @@ struct SlotKernel {
     auto out = [&](int n2, int g2, int m2, int64_t c2, int k2, double p) {
       if (!(p > 0.0)) return;
       if (c2 > S.count_cap) throw std::logic_error("internal error: count above its cap");
-      emit(base + n2 * sn + g2 * sg + m2 * sm + (c2 + 1) * sc + k2 * sk + ph2 * sph, p);
+      emit(base + n2 * sn + g2 * sc + m2 * sm + (c2 + 1) * scnt + k2 * sk + ph2 * sph, p);
     };
     // an outcome of total probability `mass` (per unit branch weight w) of which `adm` admits
     // the arrival, all leaving the count at c2: the level moves as in the plain kernel

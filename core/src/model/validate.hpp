@@ -1,6 +1,7 @@
 // Internal: validation helpers shared by the model translation units.
 #pragma once
 
+#include <charconv>
 #include <cmath>
 #include <string>
 
@@ -12,6 +13,14 @@ namespace aqm::detail {
 inline std::string show(double v) {
   if (std::isnan(v)) return "not a number";
   return detail::cat(v);
+}
+
+/// The shortest text that reads back as v (0.6, not 0.59999999999999998).
+inline std::string shortest(double v) {
+  if (std::isnan(v)) return "not a number";
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 inline void require_finite(const std::string& param, double v) {

@@ -21,6 +21,7 @@ double t975(int dof) {
 }
 
 double target_table_bytes(const Model& m, double total_slots) {
+  if (m.aqm.filter == FilterKind::Redwm) return 0.0;  // REDwM maps (A, s) in the loop
   const double entries = static_cast<double>(m.grid.size(m.buffer)) * m.buffer;
   const double bytes = entries * kTableEntryBytes;
   return bytes <= kTableMaxBytes && total_slots > entries ? bytes : 0.0;
@@ -36,6 +37,16 @@ SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max
       drop(m.resolved_drop()),
       discretised(disc),
       max_r(max_response) {
+  if (m.aqm.filter == FilterKind::Redwm) {
+    redwm = true;
+    ra.assign(m.aqm.a.begin(), m.aqm.a.begin() + m.aqm.order_k());
+    rb.assign(m.aqm.b.begin(), m.aqm.b.begin() + m.aqm.order_m() + 1);
+    if (disc) {
+      rfilter.emplace(m.aqm);  // k <= 2, m <= 1 (ModelError naming the coefficient otherwise)
+      spoints = redwm_s_grid(m);
+      sgrid.emplace(spoints, m.grid.mapping == Mapping::Flags ? Mapping::Split : m.grid.mapping);
+    }
+  }
   for (double l : m.source.arrival) lam53.push_back(std::min(l, 1.0) * kTwo53);
   mcdf.resize(M);
   for (int i = 0; i < M; ++i) {
@@ -68,7 +79,7 @@ SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max
   points = grid->points();
   pdrop.resize(points.size());
   for (size_t i = 0; i < points.size(); ++i) pdrop[i] = drop(points[i]);
-  if (target_table) {
+  if (target_table && !redwm) {
     const size_t G = points.size();
     tgt_lo.resize(G * N);
     tgt_thr.resize(G * N);
@@ -141,7 +152,9 @@ void erase(int64_t* buf, uint64_t mask, uint64_t& head, int n, int j) {
   return h.data();
 }
 
-enum class AvgKind { NoDrop, Red, AnyDrop, Grid };
+/// Continuous avg by drop function (NoDrop, Red, AnyDrop) or on the chain's grid (Grid);
+/// REDwM with continuous A (Redwm) or on the chain's two grids (RedwmGrid).
+enum class AvgKind { NoDrop, Red, AnyDrop, Grid, Redwm, RedwmGrid };
 
 /// Plain: the filter advances in every slot and no arrival is ECN-capable (the common
 /// case: no mark test and no selection of avg on the critical path).
@@ -188,7 +201,26 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
     // 1. filter update: the candidate avg_t (taken when the filter advances) and p(avg_t)
     double cand, p;
     int gc = 0;
-    if constexpr (K == AvgKind::Grid) {
+    [[maybe_unused]] int gsc = 0;
+    if constexpr (K == AvgKind::RedwmGrid) {
+      // the chain's step (SPEC 2.3): A' and s' from the grid values, each mapped on its grid
+      const uint64_t kA = rng.next() >> 11, kS = rng.next() >> 11;
+      double yA, ys;
+      P.rfilter->next(P.points[static_cast<size_t>(g)], P.spoints[static_cast<size_t>(s.gs)], q, yA, ys);
+      const GridTarget ta = P.grid->map(yA), ts = P.sgrid->map(ys);
+      gc = ta.lo + static_cast<int>(kA >= threshold(ta.p_lo));
+      gsc = ts.lo + static_cast<int>(kS >= threshold(ts.p_lo));
+      cand = P.points[static_cast<size_t>(gc)];
+      p = P.pdrop[static_cast<size_t>(gc)];
+    } else if constexpr (K == AvgKind::Redwm) {
+      // A_t = sum_j a_j A_{t-j} + b_0 q_{t-1} + sum_{i >= 1} b_i q_{t-1-i}
+      const int rk = static_cast<int>(P.ra.size()), rm = static_cast<int>(P.rb.size()) - 1;
+      double y = P.rb[0] * q;
+      for (int j = 0; j < rk; ++j) y += P.ra[static_cast<size_t>(j)] * s.ha[j];
+      for (int i = 1; i <= rm; ++i) y += P.rb[static_cast<size_t>(i)] * s.hq[i - 1];
+      cand = y;
+      p = P.drop(cand);
+    } else if constexpr (K == AvgKind::Grid) {
       const uint64_t k = rng.next() >> 11;
       int32_t lo;
       uint64_t thr;
@@ -225,11 +257,22 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
     const bool dep = (n > 0) & ((rng.next() >> 11) < mu_thr);
     if constexpr (Plain) {
       avg = cand;
-      if constexpr (K == AvgKind::Grid) g = gc;
+      if constexpr (K == AvgKind::Grid || K == AvgKind::RedwmGrid) g = gc;
+      if constexpr (K == AvgKind::RedwmGrid) s.gs = gsc;
     } else {
       const bool adv = per_slot | arr;
       avg = select(adv, cand, avg);
-      if constexpr (K == AvgKind::Grid) g = select(adv, gc, g);
+      if constexpr (K == AvgKind::Grid || K == AvgKind::RedwmGrid) g = select(adv, gc, g);
+      if constexpr (K == AvgKind::RedwmGrid) s.gs = select(adv, gsc, s.gs);
+    }
+    if constexpr (K == AvgKind::Redwm) {
+      if (Plain || per_slot || arr) {  // the filter stepped: shift the histories
+        const int rk = static_cast<int>(P.ra.size()), rm = static_cast<int>(P.rb.size()) - 1;
+        for (int j = rk - 1; j > 0; --j) s.ha[j] = s.ha[j - 1];
+        if (rk > 0) s.ha[0] = cand;
+        for (int i = rm - 1; i > 0; --i) s.hq[i] = s.hq[i - 1];
+        if (rm > 0) s.hq[0] = q;
+      }
     }
     buf[(head + static_cast<uint64_t>(n)) & mask] = t;  // the arrival's slot; kept only if admitted
     if (pushout && (dropped | ovf) && n > 1) [[unlikely]] {
@@ -408,6 +451,7 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
 
 template <bool Mod, bool Rec, bool Plain>
 ChunkFn pick(const SlotParams& P) {
+  if (P.redwm) return P.discretised ? &chunk<Mod, AvgKind::RedwmGrid, Rec, Plain> : &chunk<Mod, AvgKind::Redwm, Rec, Plain>;
   if (P.discretised) return &chunk<Mod, AvgKind::Grid, Rec, Plain>;
   switch (P.drop_kind) {
     case SlotParams::DropKind::None: return &chunk<Mod, AvgKind::NoDrop, Rec, Plain>;

@@ -11,7 +11,8 @@
 //      cumulative row of the modulator matrix;
 //   2. grid mapping (discretised avg only): one uniform, compared with the split
 //      probability of the target (drawn in every slot, also when the target is a single
-//      grid point or, under the per-arrival rule, when no packet arrives);
+//      grid point or, under the per-arrival rule, when no packet arrives); REDwM draws a
+//      second one for its variable s, in the same way;
 //   3. arrival and its fate: ONE uniform u compared with the disjoint intervals
 //        [0, lam p e)        arrival, AQM decision, ECN-capable: marked
 //        [lam p e, lam p)    arrival, AQM decision, not ECN-capable: dropped
@@ -102,6 +103,13 @@ struct SlotParams {
   uint64_t mu_thr = 0;                     ///< departure iff k < mu_thr
   EwmaFilter filter;
   bool per_slot = true;
+  /// REDwM (SPEC 2.3): coefficients a_1..a_k and b_0..b_m (any order; continuous A runs
+  /// on the histories of SimState), and the chain's (A, s) form for discretised runs.
+  bool redwm = false;
+  std::vector<double> ra, rb;
+  std::optional<RedwmFilter> rfilter;
+  std::vector<double> spoints;             ///< discretised REDwM: the s grid
+  std::optional<Grid> sgrid;
   double ecn = 0.0;
   DropPolicy policy = DropPolicy::Tail;
   DropFunction drop;
@@ -133,12 +141,16 @@ struct SlotParams {
 /// arrival slots of the packets in the system (head = the packet in service).
 struct SimState {
   int n = 0, m = 0, g = 0;
+  int gs = 0;  ///< discretised REDwM: index of s on its grid
   double avg = 0.0;
   // stateful AQM: count (-1 = below min_th), p_max (its grid index when discretised), clock phase
   int64_t count = -1, phase = 0;
   double pmax = 0.0;
   int k = 0, j = 0;  ///< p_max grid index; cur_max_th index (dynamic max_th)
   bool aqm_ready = false;  ///< set by the first stateful slot after start()
+  /// REDwM with continuous A: ha[j] = A_{t-1-j} (j < k), hq[i] = q_{t-2-i} (i < m), the
+  /// values at the filter's previous steps (0 before the first).
+  double ha[kMaxFilterCoefficients] = {}, hq[kMaxFilterCoefficients] = {};
   uint64_t head = 0, mask = 0;
   std::vector<int64_t> buf;
   explicit SimState(int N) {
@@ -149,8 +161,10 @@ struct SimState {
   }
   /// Empty system, avg 0, modulator drawn from `pi` (one uniform when it has several states).
   void start(const std::vector<double>& pi, Xoshiro256& rng) {
-    n = 0, g = 0, avg = 0.0, head = 0, m = 0;
+    n = 0, g = 0, gs = 0, avg = 0.0, head = 0, m = 0;
     aqm_ready = false;
+    std::fill(std::begin(ha), std::end(ha), 0.0);
+    std::fill(std::begin(hq), std::end(hq), 0.0);
     if (pi.size() > 1) {
       const double u = rng.uniform();
       double c = 0;

@@ -7,9 +7,10 @@
 // diagonally dominant by columns.
 //
 // Preconditioner: symmetric block Gauss-Seidel over blocks of states that share
-// every component except `level` and `modulator` (for the queue models: one
-// block per avg grid point, ordered by (n, modulator) inside, so each diagonal
-// block is banded in n with modulator-sized sub-blocks).  Each diagonal block is
+// every component except `level`, `modulator` and REDwM's `s_index` (for the queue
+// models: one block per avg grid point, ordered by (n, [s,] modulator) inside, so
+// each diagonal block is banded in n with sub-blocks of the few (s, modulator)
+// values a level takes).  Each diagonal block is
 // factorised once as a band matrix without pivoting (principal submatrices of a
 // column diagonally dominant M-matrix need none).  One application is a forward
 // and a backward sweep over the blocks with exact block solves.
@@ -250,7 +251,8 @@ std::vector<int32_t> slow_component_blocks(const Chain& c) {
   std::vector<int> slow;
   for (int i = 0; i < c.space.count(); ++i) {
     const std::string& name = c.space.component(i).name;
-    if (name != component::level && name != component::modulator) slow.push_back(i);
+    // REDwM's s follows the queue (s ~ b_1 q): it belongs in the block with n, like the modulator
+    if (name != component::level && name != component::modulator && name != component::s) slow.push_back(i);
   }
   std::vector<int64_t> key(c.n, 0);
   for (int i : slow)
@@ -310,7 +312,11 @@ void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t 
   int no_progress = 0;
   bool converged = false, stalled = false;
   double true_res = INFINITY, S = 1.0;
+  bool negative_mass = false;
   // res = b - B xv; returns the residual of the normalised vector, sets S = 1 + sum xv.
+  // A vector whose mass 1 + sum xv is not positive cannot be normalised: its residual
+  // is +infinity (the fixed state's probability is too small to fix; the caller
+  // re-solves with another one).
   auto residual_of = [&](const std::vector<double>& xv) {
     R.matvec(xv.data(), w.data());
     ++operator_applications;
@@ -322,6 +328,10 @@ void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t 
       sx += xv[j];
     }
     S = static_cast<double>(1.0L + sx);
+    if (!(1.0L + sx > 0.0L)) {
+      negative_mass = true;
+      return static_cast<double>(INFINITY);
+    }
     return static_cast<double>((r1 + std::abs(rs)) / (1.0L + sx));
   };
   auto solve_y = [&](int steps) {  // H y = g (upper triangular after the rotations)
@@ -447,13 +457,16 @@ void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t 
   r.operator_applications = operator_applications;
   r.extra.push_back({"preconditioner_applications", static_cast<double>(R.precond_applications)});
   r.extra.push_back({"reduced_residual", true_res});
+  if (negative_mass) r.extra.push_back({"negative_mass", 1.0});
   r.pi.assign(n, 0.0);
   for (int32_t i = 0; i < n; ++i) r.pi[i] = x[R.inv[i]];
   r.pi[k] = 1.0;
   if (stalled) r.status = Status::Stalled;
   if (!converged)
-    r.note = stalled ? detail::cat("krylov stalled: the residual did not fall by 1 % in 10 restarts (", true_res, ")")
-                     : detail::cat("krylov stopped after ", its, " of max_iter = ", maxit, " steps, residual ", true_res);
+    r.note = negative_mass ? detail::cat("krylov: an iterate had mass 1 + sum x <= 0 with state ", k,
+                                         " fixed (its probability is too small to fix)")
+             : stalled ? detail::cat("krylov stalled: the residual did not fall by 1 % in 10 restarts (", true_res, ")")
+                       : detail::cat("krylov stopped after ", its, " of max_iter = ", maxit, " steps, residual ", true_res);
 }
 
 }  // namespace aqm::detail

@@ -389,6 +389,34 @@ void solve_krylov_finished(const Chain& c, const StationaryOptions& o, Stationar
   }
   detail::solve_krylov(c, blocks, k, o, r);
   finish(c, r, o.tol);
+  const bool negative_mass =
+      std::any_of(r.extra.begin(), r.extra.end(), [](const auto& e) { return e.first == "negative_mass"; });
+  if (!r.converged() && negative_mass) {
+    // The fixed state is so improbable that the iterates lost their sign (e.g. the empty
+    // system of a heavily loaded REDwM chain, pi_k ~ 1e-77): fix a probable recurrent
+    // state of a cheap estimate instead (as the direct method does from the start).
+    StationaryResult again;
+    again.requested = r.requested;
+    const std::vector<int32_t> keep = closed_class(c);
+    int32_t k2 = probable_state(c, o, again);
+    if (!keep.empty() && !std::binary_search(keep.begin(), keep.end(), k2)) k2 = k;
+    if (k2 != k) {
+      const auto accounts = again.seconds;
+      const long apps = again.operator_applications;
+      again = StationaryResult{};
+      again.requested = r.requested;
+      detail::solve_krylov(c, blocks, k2, o, again);
+      finish(c, again, o.tol);
+      again.iterations += r.iterations;
+      again.operator_applications += r.operator_applications + apps;
+      for (const auto& [phase, sec] : accounts) again.seconds.insert(again.seconds.begin(), {phase, sec});
+      for (const auto& [phase, sec] : r.seconds) again.seconds.insert(again.seconds.begin(), {"first_" + phase, sec});
+      again.note = detail::cat("re-solved with state ", k2, " fixed (with state ", k,
+                               " fixed an iterate had non-positive mass)") + (again.note.empty() ? "" : "; " + again.note);
+      r = std::move(again);
+      k = k2;
+    }
+  }
   const auto it = std::max_element(r.pi.begin(), r.pi.end());
   const int32_t best = static_cast<int32_t>(it - r.pi.begin());
   if (!(r.pi[k] < 1e-8 * *it) || best == k) return;

@@ -108,9 +108,11 @@ constexpr double kDenseShare = 0.25;
 ChainEstimate estimate_chain(const TransitionGenerator& g) {
   ChainEstimate e;
   e.product_states = g.space().product();
+  e.reachable_bound = std::min(e.product_states, g.reachable_bound());
   // All in double: the product space may be far beyond what fits (that is what
-  // the estimate is for), and int64 products of it would overflow.
-  const double P = static_cast<double>(e.product_states);
+  // the estimate is for), and int64 products of it would overflow.  The dense index
+  // spans the product; the rest is per reachable state.
+  const double P = static_cast<double>(e.reachable_bound);
   const double nnz = P * std::max(1, g.max_successors());
   e.max_nnz = nnz >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(nnz);
   const double events = static_cast<double>(g.event_names().size());
@@ -186,7 +188,7 @@ Chain skeleton(const TransitionGenerator& gen, const Model& model, const BuildOp
   if (dense && est.bytes > limit)
     throw StateSpaceTooLarge(
         "memory_limit_gb",
-        detail::cat("state space too large: up to ", est.product_states, " states and ", est.max_nnz,
+        detail::cat("state space too large: up to ", est.reachable_bound, " states and ", est.max_nnz,
                     " transitions need up to ", detail::short_num(est.bytes / 1e9), " GB, above memory_limit_gb = ",
                     detail::short_num(limit / (1024.0 * 1024 * 1024)), " GB (raise memory_limit_gb or coarsen the grid)"));
 

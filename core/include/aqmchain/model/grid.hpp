@@ -42,6 +42,11 @@ struct GridSpec {
   Mapping mapping = Mapping::Split;
   Refine refine = Refine::None;  ///< auto: k is the step away from the refined ranges
   RefineOptions refine_options;
+  /// REDwM's second filter variable s (model/filter.hpp, redwm_s_grid): uniform step
+  /// 1/s_k (0: automatic, a quarter of the avg step 1/k), or custom points
+  /// (0 = s_0 < ... , the last at or above s's largest value).  Unused by the EWMA.
+  int s_k = 0;
+  std::vector<double> s_points;
   /// Grid points for buffer size N (throws ModelError above kMaxGridIntervals + 1 points).
   std::vector<double> resolve(int buffer) const;  // refine = auto without points: ModelError
   /// Number of grid points resolve(buffer) returns, without allocating them.

@@ -33,6 +33,14 @@ struct Service {
 
 enum class UpdateRule { PerSlot, PerArrival };
 enum class DropPolicy { Tail, Front, Random };
+/// The moving average (SPEC 2.3): RED's EWMA (weight w) or REDwM's recursion of
+/// order (k, m) with coefficients a_1..a_k and b_0..b_m.
+enum class FilterKind { Ewma, Redwm };
+
+/// At most this many coefficients in each of REDwM's lists a and b.
+constexpr int kMaxFilterCoefficients = 64;
+/// The coefficients of a REDwM filter sum to 1 within this.
+constexpr double kFilterSumTolerance = 1e-12;
 /// Drop spacing of the early-drop decision (docs/stateful-aqm.md): none (p_a = p_b),
 /// count (Floyd & Jacobson: p_a = p_b / (1 - count p_b)), wait (ns-3: p_b / (2 - count p_b)
 /// once count p_b >= 1, 0 before).
@@ -80,8 +88,20 @@ struct Aqm {
   double max_th_growth = 0.1;
   /// Whether the AQM keeps state beyond avg (spacing or adaptive p_max).
   bool stateful() const { return spacing != Spacing::None || adaptive.enabled || dynamic_max_th; }
+  FilterKind filter = FilterKind::Ewma;
+  /// REDwM: A_t = sum_{j=1..k} a[j-1] A_{t-j} + sum_{i=0..m} b[i] q_{t-1-i}; a may be
+  /// empty (k = 0), b holds at least b_0; all >= 0, summing to 1, sum(b) > 0.
+  std::vector<double> a, b;
   /// `w_is_rate`: continuous time, where w is a rate per unit time (any w > 0).
   void validate(const std::string& prefix = "aqm", bool w_is_rate = false) const;
+  /// a and b of the seed's triple [x, y, z] (SPEC 2.3): b_0 = x, b_1 = y, a_2 = z,
+  /// a_1 = 1 - x - y - z.  Throws ModelError naming "<prefix>.triple[i]" (each in
+  /// [0, 1]) or "<prefix>.triple" (x + y + z <= 1, x + y > 0).
+  static void from_triple(const std::vector<double>& triple, std::vector<double>& a, std::vector<double>& b,
+                          const std::string& prefix = "aqm");
+  /// REDwM's effective order: k = index of the last non-zero a_j (0 when none), m = that of b_i.
+  int order_k() const;
+  int order_m() const;
 };
 
 // ---------------------------------------------------------------- model
@@ -117,8 +137,10 @@ std::string to_string(DropPolicy);
 std::string to_string(Mapping);
 std::string to_string(Refine);
 Refine refine_from(const std::string&);
+std::string to_string(FilterKind);
 UpdateRule update_rule_from(const std::string&);
 DropPolicy drop_policy_from(const std::string&);
 Mapping mapping_from(const std::string&);
+FilterKind filter_kind_from(const std::string&);
 
 }  // namespace aqm

@@ -1,5 +1,5 @@
 // The transition generator of the queue models (SPEC 3 and 6): state (n, avg
-// grid index, modulator), successors from the slot kernel (discrete time) or
+// grid index, [REDwM: s grid index,] modulator), successors from the slot kernel (discrete time) or
 // the rate kernel (continuous time).  This is the one place where the queue's
 // components are named for the builder.
 #pragma once
@@ -16,7 +16,8 @@ namespace aqm {
 /// Component names of the queue models' descriptor, in key order.
 namespace component {
 inline const std::string level = "level";      ///< n: packets in the system (waiting + in service)
-inline const std::string avg = "avg_index";    ///< index of avg on the grid
+inline const std::string avg = "avg_index";    ///< index of avg on the grid (REDwM: of A)
+inline const std::string s = "s_index";        ///< REDwM only: index of s on its grid (model/filter.hpp)
 inline const std::string modulator = "modulator";  ///< source modulator state
 inline const std::string count = "count";          ///< drop spacing: count + 1 (count in -1..cap)
 inline const std::string pmax = "pmax_index";      ///< adaptive RED: index of p_max on its grid
@@ -36,7 +37,7 @@ inline const std::string depart = "depart";      ///< a departure
 const std::vector<std::string>& queue_event_names();
 
 /// The descriptor of `model`'s queue chain: n in 0..N, avg on the resolved grid,
-/// the modulator (not coarsened by multilevel aggregation).
+/// (REDwM: s on its grid,) the modulator (not coarsened by multilevel aggregation).
 StateSpace queue_state_space(const Model& model);
 
 /// The chain's view of a stateful AQM (docs/stateful-aqm.md): count in -1..count_cap

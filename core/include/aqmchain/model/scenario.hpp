@@ -1,9 +1,10 @@
 // Piecewise-constant scenarios (SPEC 6): a list of phases, each a duration and
 // the model that holds during it (e.g. a load step: alpha 0.3 for 3000 slots,
 // 0.9 for 3000, 0.3 again).  The phases must share one state space: same time
-// kind, buffer, grid, source kind and modulator size, EWMA update rule; what may
-// change is any rate or probability (source parameters, mu, the drop function,
-// w, ECN, the discard policy).  Chains for a scenario are built on the union of
+// kind, buffer, grid, source kind and modulator size, filter update rule, filter
+// kind (and for REDwM the s grid); what may change is any rate or probability
+// (source parameters, mu, the drop function, w or REDwM's coefficients, ECN, the
+// discard policy).  Chains for a scenario are built on the union of
 // the states reachable under each phase (state/chain.hpp: build_scenario_chains).
 #pragma once
 

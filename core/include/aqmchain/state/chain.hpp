@@ -34,6 +34,7 @@ struct BuildOptions {
 /// Upper bounds computed from the model before anything is built.
 struct ChainEstimate {
   int64_t product_states = 0;  ///< product of the component sizes
+  int64_t reachable_bound = 0; ///< upper bound on the reachable states (the generator's; <= product_states)
   int64_t max_nnz = 0;         ///< upper bound on the transitions
   double bytes = 0.0;          ///< upper bound on the builder's peak memory
 };

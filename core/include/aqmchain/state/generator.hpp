@@ -36,6 +36,10 @@ class TransitionGenerator {
   virtual std::vector<int64_t> initial_states() const = 0;
   /// Upper bound on the successors of one state (after merging), for memory estimates.
   virtual int max_successors() const = 0;
+  /// Upper bound on the reachable states, for memory estimates (default: the product
+  /// of the component sizes; a model whose components are strongly correlated, such
+  /// as REDwM's A and s, gives a tighter one).
+  virtual int64_t reachable_bound() const { return space().product(); }
   /// Append the successors of `key` to `out` (cleared by the caller) and, when
   /// `events` is not null, write event_names().size() weights to it.
   virtual void successors(int64_t key, Successors& out, double* events) const = 0;

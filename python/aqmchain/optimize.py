@@ -1,0 +1,493 @@
+"""Direct search over model parameters: :func:`optimize`.
+
+The objective of a parameter point is a scalar metric (``mean_response`` by default) of the
+model with those parameters, solved by the chain (or by any ``evaluate`` callable).  Points
+outside the bounds or that the model refuses (negative coefficients, x + y + z > 1 for the
+REDwM triple, ...) are infeasible: their value is +inf and nothing is built or solved for
+them.  Every point is evaluated at most once (a cache shared by all starts); an evaluation
+that fails (the solver does not converge, the state space is too large, ...) is recorded in
+the trace with its message and counts as +inf, and the search goes on.
+
+Methods: ``hooke_jeeves`` (Hooke and Jeeves' pattern search, "Direct search solution of
+numerical and statistical problems", J. ACM 1961: exploratory moves along each coordinate,
+pattern moves while they pay, step halving when nothing does, as in Kelley, "Iterative
+Methods for Optimization", 1999) and ``nelder_mead`` (``scipy.optimize.minimize``).
+Multi-start: one run per starting point (``starts``), the best end point wins.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import io
+import itertools
+import math
+import re
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import _checks, _core
+from ._core import ModelError, ReducibleChainError, SolverError, StateSpaceTooLarge
+from .modelfile import model_from_dict, model_to_dict
+
+__all__ = ["optimize", "OptimizeResult", "OPTIMIZE_METHODS", "SEED000_STARTS", "triple_of"]
+
+OPTIMIZE_METHODS = ("hooke_jeeves", "nelder_mead")
+TRIPLE = ("aqm.triple[0]", "aqm.triple[1]", "aqm.triple[2]")
+#: Default first steps of the triple's coordinates (the spacing of the paper's start grid).
+TRIPLE_STEP = (0.01, 0.001, 0.001)
+
+
+def _seed000_starts() -> list[tuple[float, float, float]]:
+    """The 10 x 10 x 10 start grid of "A RED modified weighted moving average for soft real-time
+    application": x = 0.001, 0.011, ..., 0.091; y, z = 0, 0.001, ..., 0.009 (triple notation)."""
+    xs = [round(0.001 + 0.01 * i, 10) for i in range(10)]
+    ys = [round(0.001 * j, 10) for j in range(10)]
+    return [(x, y, z) for x in xs for y in ys for z in ys]
+
+
+SEED000_STARTS: tuple[tuple[float, float, float], ...] = tuple(_seed000_starts())
+
+
+def triple_of(model: _core.Model) -> list[float]:
+    """The REDwM triple [x, y, z] (b_0, b_1, a_2) of a model; [w, 0, 0] for an EWMA model."""
+    aqm = model.aqm
+    if aqm.filter == "ewma":
+        return [aqm.w, 0.0, 0.0]
+    k, m = aqm.order
+    if k > 2 or m > 1:
+        raise _checks.model_error("params", "a model whose filter has k <= 2 and m <= 1 for the triple",
+                                  f"a REDwM filter of order ({k}, {m})")
+    a, b = list(aqm.a) + [0.0, 0.0], list(aqm.b) + [0.0, 0.0]
+    return [b[0], b[1], a[1]]
+
+
+_FAILURES = (SolverError, ReducibleChainError, StateSpaceTooLarge)
+
+
+@dataclasses.dataclass
+class OptimizeResult:
+    """Outcome of :func:`optimize`.
+
+    ``x`` maps each parameter to its best value, ``value`` is the objective there (``inf``
+    when no point was evaluated successfully), ``model`` the model at ``x``.  ``starts`` holds
+    one record per start (``start``, ``end``, ``value``, ``evaluations``, ``message``);
+    ``trace`` one record per point the search asked for that was evaluated or refused
+    (``index``, ``start``, the parameter values, ``value``, ``status`` = ok | failed |
+    infeasible, ``message``, ``seconds``, ``states``).  ``evaluations`` counts the solves,
+    ``cache_hits`` the requests answered from the cache."""
+
+    params: list[str]
+    objective: str
+    method: str
+    x: dict[str, float] | None
+    value: float
+    model: _core.Model | None
+    evaluations: int
+    cache_hits: int
+    infeasible: int
+    failed: int
+    seconds: float
+    starts: list[dict[str, Any]]
+    trace: list[dict[str, Any]]
+    stopped: bool = False
+    message: str = ""
+
+    @property
+    def success(self) -> bool:
+        return self.x is not None and math.isfinite(self.value)
+
+    @property
+    def evaluations_per_minute(self) -> float:
+        return 60.0 * self.evaluations / self.seconds if self.seconds > 0 else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary with the trace (infinite values as ``None``)."""
+        fin = lambda v: float(v) if v is not None and math.isfinite(v) else None  # noqa: E731
+        return {"params": self.params, "objective": self.objective, "method": self.method, "x": self.x,
+                "value": fin(self.value), "success": self.success, "evaluations": self.evaluations,
+                "cache_hits": self.cache_hits, "infeasible": self.infeasible, "failed": self.failed,
+                "seconds": self.seconds, "evaluations_per_minute": fin(self.evaluations_per_minute),
+                "stopped": self.stopped, "message": self.message,
+                "model": model_to_dict(self.model) if self.model is not None else None,
+                "starts": [{**s, "value": fin(s["value"])} for s in self.starts],
+                "trace": [{**r, "value": fin(r["value"])} for r in self.trace]}
+
+    def trace_csv(self) -> str:
+        """The trace as CSV text: index, start, one column per parameter, value, status, seconds,
+        states, message."""
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(["index", "start", *self.params, "value", "status", "seconds", "states", "message"])
+        for r in self.trace:
+            w.writerow([r["index"], r["start"], *(repr(r["x"][p]) for p in self.params),
+                        repr(r["value"]) if math.isfinite(r["value"]) else "inf", r["status"],
+                        f"{r['seconds']:.6g}", "" if r["states"] is None else r["states"], r["message"]])
+        return out.getvalue()
+
+    def summary(self) -> str:
+        lines = [f"{self.method} on {self.objective} over {', '.join(self.params)}: "
+                 f"{len(self.starts)} start(s), {self.evaluations} evaluations ({self.cache_hits} cached, "
+                 f"{self.infeasible} infeasible, {self.failed} failed) in {self.seconds:.1f} s"]
+        if self.success:
+            lines.append(f"best {self.objective} = {self.value:.8g} at "
+                         + ", ".join(f"{p} = {v:.6g}" for p, v in self.x.items()))
+        else:
+            lines.append("no point was evaluated successfully" + (f": {self.message}" if self.message else ""))
+        if self.stopped:
+            lines.append(f"stopped early: {self.message}")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ parameters
+
+
+_PATH = re.compile(r"^([a-z_]+)\.([a-z_0-9]+)(?:\[(\d+)\])?$")
+
+
+class _Space:
+    """Parameter names -> values in a copy of the base model's document."""
+
+    def __init__(self, model: _core.Model, params: str | Sequence[str]):
+        self.doc = model_to_dict(model)
+        if isinstance(params, str):
+            params = [params]
+        if not params:
+            raise _checks.model_error("params", "at least one parameter", params)
+        names: list[str] = []
+        for p in params:
+            if not isinstance(p, str):
+                raise _checks.model_error("params", "parameter names (strings)", p)
+            if p == "triple":
+                names.extend(TRIPLE)
+            else:
+                names.append(self._resolve(p))
+        if len(set(names)) != len(names):
+            raise _checks.model_error("params", "distinct parameters", params)
+        self.names = names
+        if any(n.startswith("aqm.triple[") for n in names):
+            aqm = self.doc["aqm"]
+            t = triple_of(model)
+            for key in ("w", "a", "b"):
+                aqm.pop(key, None)
+            aqm.update(filter="redwm", triple=t)  # an EWMA base becomes [w, 0, 0]: its chain exactly
+        self.current = [self._get(n) for n in names]
+
+    def _resolve(self, p: str) -> str:
+        """A model-file path ("aqm.p_max", "aqm.a[1]") or a bare key found in one section."""
+        if "." not in p:
+            hits = [f"{sec}.{p}" for sec, table in self.doc.items() if isinstance(table, dict) and p in table]
+            if len(hits) != 1:
+                raise _checks.model_error("params", f"a model-file key such as 'aqm.{p}' ('{p}' is in "
+                                          f"{len(hits)} sections of this model{': ' + ', '.join(hits) if hits else ''})",
+                                          p)
+            p = hits[0]
+        m = _PATH.match(p)
+        if not m:
+            raise _checks.model_error("params", "'section.key' or 'section.key[i]' (or 'triple')", p)
+        sec, key, idx = m.group(1), m.group(2), m.group(3)
+        if key == "triple":
+            if idx is None:
+                raise _checks.model_error("params", "'triple' (all three) or 'aqm.triple[i]'", p)
+            return p
+        table = self.doc.get(sec)
+        if not isinstance(table, dict) or key not in table:
+            raise _checks.model_error("params", f"a key of this model's file (no '{sec}.{key}' here)", p)
+        v = table[key]
+        if idx is None:
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise _checks.model_error("params", "a numeric key (use 'key[i]' for a list entry)", p)
+        elif not isinstance(v, list) or int(idx) >= len(v) or not isinstance(v[int(idx)], (int, float)):
+            raise _checks.model_error("params", f"an entry of the list '{sec}.{key}'", p)
+        return p
+
+    def _get(self, name: str) -> float:
+        sec, key, idx = _PATH.match(name).groups()
+        v = self.doc[sec][key]
+        return float(v if idx is None else v[int(idx)])
+
+    def model_at(self, x: Sequence[float]) -> _core.Model:
+        """The model with the parameters at x (ModelError when it is not a valid model)."""
+        doc = copy.deepcopy(self.doc)
+        for name, v in zip(self.names, x):
+            sec, key, idx = _PATH.match(name).groups()
+            if idx is None:
+                doc[sec][key] = int(round(v)) if isinstance(doc[sec][key], int) and float(v).is_integer() else float(v)
+            else:
+                doc[sec][key][int(idx)] = float(v)
+        return model_from_dict(doc)[0]
+
+
+# ------------------------------------------------------------------ the search
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Objective:
+    """f(x) with bounds, model validation, the cache, the trace and the budget."""
+
+    def __init__(self, space: _Space, bounds: np.ndarray, evaluate: Callable, metric: Callable, max_evals: int,
+                 callback: Callable | None):
+        self.space, self.bounds, self.evaluate, self.metric = space, bounds, evaluate, metric
+        self.max_evals, self.callback = max_evals, callback
+        self.cache: dict[tuple, float] = {}
+        self.trace: list[dict[str, Any]] = []
+        self.evaluations = self.cache_hits = self.infeasible = self.failed = 0
+        self.start = 0
+        self.best = (math.inf, None, None)  # value, x, model
+        self.stop_message = ""
+
+    def _record(self, x, value, status, message, seconds, states) -> None:
+        rec = {"index": len(self.trace), "start": self.start, "x": dict(zip(self.space.names, map(float, x))),
+               "value": float(value), "status": status, "message": message, "seconds": seconds, "states": states}
+        self.trace.append(rec)
+        if self.callback is not None and self.callback(rec):
+            self.stop_message = "the callback asked to stop"
+            raise _Stop
+
+    def __call__(self, x) -> float:
+        x = np.asarray(x, dtype=float)
+        key = tuple(float(f"{v:.12g}") for v in x)
+        if key in self.cache:
+            self.cache_hits += 1
+            return self.cache[key]
+        if np.any(x < self.bounds[:, 0]) or np.any(x > self.bounds[:, 1]):
+            i = int(np.argmax((x < self.bounds[:, 0]) | (x > self.bounds[:, 1])))
+            self.infeasible += 1
+            self.cache[key] = math.inf
+            self._record(x, math.inf, "infeasible", f"{self.space.names[i]} = {x[i]:.6g} outside "
+                         f"[{self.bounds[i, 0]:.6g}, {self.bounds[i, 1]:.6g}]", 0.0, None)
+            return math.inf
+        try:
+            model = self.space.model_at(x)
+        except ModelError as exc:
+            self.infeasible += 1
+            self.cache[key] = math.inf
+            self._record(x, math.inf, "infeasible", str(exc), 0.0, None)
+            return math.inf
+        if self.evaluations >= self.max_evals:
+            self.stop_message = f"max_evals = {self.max_evals} evaluations reached"
+            raise _Stop
+        from .stationary import NonConvergenceError
+
+        t0 = time.perf_counter()
+        self.evaluations += 1
+        states = None
+        try:
+            result = self.evaluate(model)
+            states = getattr(result, "states", None)
+            value = self.metric(result)
+            status, message = "ok", ""
+            if value is None or not math.isfinite(value):
+                status, message, value = "failed", f"objective is {value!r}", math.inf
+        except (NonConvergenceError, *_FAILURES) as exc:
+            value, status, message = math.inf, "failed", " ".join(str(exc).split())
+            partial = getattr(exc, "result", None)
+            states = getattr(partial, "states", states)
+        seconds = time.perf_counter() - t0
+        if status == "failed":
+            self.failed += 1
+        value = float(value)
+        self.cache[key] = value
+        if value < self.best[0]:
+            self.best = (value, x.copy(), model)
+        self._record(x, value, status, message, seconds, None if states is None else int(states))
+        return value
+
+
+def _hooke_jeeves(f: _Objective, x0: np.ndarray, step: np.ndarray, min_step: np.ndarray) -> tuple[np.ndarray, float]:
+    """Pattern search: exploratory moves (+h_i, else -h_i, per coordinate), pattern moves
+    x_p = 2 x_new - x_old while they improve, halving every h_i when no move improves;
+    stops when every h_i < min_step_i."""
+    h = step.copy()
+
+    def explore(x: np.ndarray, fx: float) -> tuple[np.ndarray, float]:
+        x = x.copy()
+        for i in range(len(x)):
+            for d in (h[i], -h[i]):
+                y = x.copy()
+                y[i] += d
+                fy = f(y)
+                if fy < fx:
+                    x, fx = y, fy
+                    break
+        return x, fx
+
+    base = x0.astype(float)
+    fb = f(base)
+    if not math.isfinite(fb):
+        return base, fb
+    while np.any(h >= min_step):
+        x, fx = explore(base, fb)
+        if fx < fb:
+            while True:  # pattern moves while they pay
+                prev, base, fb = base, x, fx
+                xp = base + (base - prev)
+                x, fx = explore(xp, f(xp))
+                if not fx < fb:
+                    break
+            continue
+        h = h / 2.0
+    return base, fb
+
+
+def _nelder_mead(f: _Objective, x0: np.ndarray, step: np.ndarray, min_step: np.ndarray) -> tuple[np.ndarray, float]:
+    from scipy.optimize import minimize
+
+    if not math.isfinite(f(x0)):
+        return x0, math.inf
+    simplex = np.vstack([x0] + [x0 + np.eye(len(x0))[i] * step[i] for i in range(len(x0))])
+    with np.errstate(invalid="ignore", over="ignore"):
+        res = minimize(f, x0, method="Nelder-Mead",
+                       options={"initial_simplex": simplex, "xatol": float(np.min(min_step)), "fatol": 1e-9,
+                                "maxfev": 10**9, "adaptive": len(x0) > 2})
+    return np.asarray(res.x, dtype=float), float(f(res.x))
+
+
+def _starts(starts: Any, space: _Space) -> list[np.ndarray]:
+    d = len(space.names)
+    if starts is None or (isinstance(starts, str) and starts == "current"):
+        return [np.array(space.current, dtype=float)]
+    if isinstance(starts, str):
+        if starts != "seed000":
+            raise _checks.model_error("starts", "'seed000', 'current', a list of points or a dict of value lists",
+                                      starts)
+        if space.names != list(TRIPLE):
+            raise _checks.model_error("starts", "used with params='triple' ('seed000' is a grid of triples)", starts)
+        return [np.array(p, dtype=float) for p in SEED000_STARTS]
+    if isinstance(starts, dict):  # a grid: the product of per-parameter value lists
+        keys = [space._resolve(k) if k != "triple" else k for k in starts]
+        if sorted(keys) != sorted(space.names):
+            raise _checks.model_error("starts", f"a value list for each of {', '.join(space.names)}", list(starts))
+        lists = {k: _checks.reals(f"starts[{k}]", v) for k, v in zip(keys, starts.values())}
+        return [np.array(p, dtype=float) for p in itertools.product(*(lists[n] for n in space.names))]
+    pts = []
+    for i, p in enumerate(starts):
+        v = _checks.reals(f"starts[{i}]", p) if not isinstance(p, (int, float)) else [_checks.real(f"starts[{i}]", p)]
+        if len(v) != d:
+            raise _checks.model_error(f"starts[{i}]", f"{d} values (one per parameter)", p)
+        pts.append(np.array(v, dtype=float))
+    if not pts:
+        raise _checks.model_error("starts", "at least one starting point", starts)
+    return pts
+
+
+def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objective: str | Callable = "mean_response",
+             *, bounds: dict[str, tuple[float, float]] | Sequence[tuple[float, float]] | None = None,
+             method: str = "hooke_jeeves", starts: Any = None, step: Sequence[float] | None = None,
+             min_step: Sequence[float] | float | None = None, max_evals: int = 10**9,
+             evaluate: Callable[[_core.Model], Any] | None = None, solver: dict | None = None,
+             callback: Callable[[dict], Any] | None = None) -> OptimizeResult:
+    """Minimise ``objective`` over model parameters by direct search.
+
+    ``params``: ``"triple"`` (REDwM's [x, y, z], the default; an EWMA model starts from
+    [w, 0, 0]), or model-file keys (``"aqm.w"``, ``"service.mu"``, ``"aqm.a[1]"``, or a bare key
+    found in one section, ``"p_max"``).  ``objective``: a scalar metric name of the result
+    (:data:`aqmchain.stationary.SCALAR_METRICS`, e.g. ``"mean_response"``, ``"loss"``,
+    ``"mean_queue"``) or a callable ``result -> float``; minimised.  ``bounds``: per parameter
+    ``(lo, hi)`` (a dict by name or a list in order; the triple defaults to [0, 1] each, other
+    parameters to no bound beyond the model's own validation).  ``starts``: None / "current"
+    (the model's values), ``"seed000"`` (the 10 x 10 x 10 triple grid of the REDwM paper), a
+    list of points, or a dict of value lists (their product).  ``step``: first step per
+    parameter (triple: 0.01, 0.001, 0.001; others 10 % of the value, or 0.1 at 0); ``min_step``:
+    the search stops below it (default step / 64).  ``max_evals``: budget of solves over all
+    starts.  ``evaluate``: ``model -> result`` (default: :func:`solve_stationary` with the
+    ``solver`` options).  ``callback(record)`` is called with each trace record; returning
+    True stops the search.
+
+    Infeasible points (outside the bounds, or refused by the model: negative coefficients,
+    x + y + z > 1, ...) get +inf and are never evaluated; a failed evaluation (non-convergence,
+    state space too large, a reducible chain) is recorded in the trace and counts as +inf.
+    """
+    if not isinstance(model, _core.Model):
+        raise _checks.model_error("model", "an aqmchain.Model", model)
+    if method not in OPTIMIZE_METHODS:
+        raise _checks.model_error("method", "one of " + ", ".join(OPTIMIZE_METHODS), method)
+    space = _Space(model, params)
+    d = len(space.names)
+    if isinstance(objective, str):
+        from .stationary import SCALAR_METRICS
+
+        names = [n for n, _ in SCALAR_METRICS]
+        if evaluate is None and objective not in names:
+            raise _checks.model_error("objective", "a scalar metric (" + ", ".join(names) + ") or a callable",
+                                      objective)
+        obj_name = objective
+        metric = lambda r: getattr(r, objective)  # noqa: E731
+    elif callable(objective):
+        obj_name, metric = getattr(objective, "__name__", "objective"), objective
+    else:
+        raise _checks.model_error("objective", "a metric name or a callable", objective)
+    if evaluate is None:
+        from .stationary import solve_stationary
+
+        opts = dict(solver or {})
+        evaluate = lambda m: solve_stationary(m, **opts)  # noqa: E731
+    elif solver:
+        raise _checks.model_error("solver", "absent when evaluate is given (evaluate solves)", solver)
+    # bounds
+    b = np.array([[0.0, 1.0] if n.startswith("aqm.triple[") else [-math.inf, math.inf] for n in space.names])
+    if bounds is not None:
+        items = bounds.items() if isinstance(bounds, dict) else zip(space.names, bounds)
+        for name, lohi in items:
+            full = name if name in space.names else space._resolve(name)
+            if full not in space.names:
+                raise _checks.model_error("bounds", f"bounds of the searched parameters ({', '.join(space.names)})",
+                                          name)
+            lo, hi = (_checks.real(f"bounds[{name}]", v) if v is not None else s for v, s in zip(lohi, (-math.inf, math.inf)))
+            if not lo <= hi:
+                raise _checks.model_error(f"bounds[{name}]", "(lo, hi) with lo <= hi", lohi)
+            b[space.names.index(full)] = (lo, hi)
+    # steps
+    cur = np.array(space.current, dtype=float)
+    if step is None:
+        h = np.array([TRIPLE_STEP[TRIPLE.index(n)] if n in TRIPLE else (0.1 * abs(c) if c != 0 else 0.1)
+                      for n, c in zip(space.names, cur)])
+    else:
+        h = np.array(_checks.reals("step", step), dtype=float)
+        if h.shape != (d,) or not np.all(h > 0):
+            raise _checks.model_error("step", f"{d} positive numbers", step)
+    if min_step is None:
+        hmin = h / 64.0
+    else:
+        hmin = np.broadcast_to(np.array(_checks.reals("min_step", np.atleast_1d(min_step)), dtype=float), (d,)).copy()
+        if not np.all(hmin > 0):
+            raise _checks.model_error("min_step", "positive", min_step)
+    max_evals = _checks.integer("max_evals", max_evals, 1, 10**9)
+    points = _starts(starts, space)
+
+    f = _Objective(space, b, evaluate, metric, max_evals, callback)
+    run = _hooke_jeeves if method == "hooke_jeeves" else _nelder_mead
+    t0 = time.perf_counter()
+    per_start: list[dict[str, Any]] = []
+    stopped = False
+    for i, x0 in enumerate(points):
+        f.start = i
+        before = f.evaluations
+        rec = {"start": dict(zip(space.names, map(float, x0))), "end": None, "value": math.inf, "evaluations": 0,
+               "message": ""}
+        try:
+            xe, fe = run(f, x0, h, hmin)
+            rec.update(end=dict(zip(space.names, map(float, xe))), value=float(fe))
+            if not math.isfinite(fe):
+                rec["message"] = "the start point is infeasible or its evaluation failed"
+        except _Stop:
+            stopped = True
+            rec["message"] = f.stop_message
+        rec["evaluations"] = f.evaluations - before
+        per_start.append(rec)
+        if stopped:
+            break
+    seconds = time.perf_counter() - t0
+    value, xb, mb = f.best
+    return OptimizeResult(params=list(space.names), objective=obj_name, method=method,
+                          x=None if xb is None else dict(zip(space.names, map(float, xb))), value=float(value),
+                          model=mb, evaluations=f.evaluations, cache_hits=f.cache_hits, infeasible=f.infeasible,
+                          failed=f.failed, seconds=seconds, starts=per_start, trace=f.trace, stopped=stopped,
+                          message=f.stop_message if stopped else ("" if xb is not None else
+                                                                   "every evaluated point failed or was infeasible"))

@@ -1,0 +1,161 @@
+"""The parameter search (aqmchain.optimize): known minima, constraints, failed evaluations,
+the cache, start grids and the CLI."""
+
+import copy
+import csv
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+
+import aqmchain
+from aqmchain.optimize import SEED000_STARTS, triple_of
+from cli_helpers import run_cli
+
+DOC = {"model": {"buffer": 20}, "source": {"kind": "bernoulli", "alpha": 0.55}, "service": {"mu": 0.5},
+       "aqm": {"drop": "red", "min_th": 4, "max_th": 14, "p_max": 0.2, "filter": "redwm", "triple": [0.2, 0.1, 0.05]},
+       "grid": {"k": 2, "refine": "none"}}
+MODEL = aqmchain.model_from_dict(DOC)[0]
+TARGET = np.array([0.03, 0.004, 0.002])
+SCALE = np.array([0.01, 0.001, 0.001])
+
+
+def quadratic(model):
+    """A smooth function of the triple with its minimum 1 at TARGET (the model itself is the 'result')."""
+    x = np.array(triple_of(model))
+    return 1.0 + float(np.sum(((x - TARGET) / SCALE) ** 2))
+
+
+class Counting:
+    """evaluate(): the model itself, counting the calls and checking every model it sees is valid."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, model):
+        self.calls += 1
+        x = triple_of(model)
+        assert min(x) >= 0 and sum(x) <= 1 + 1e-12
+        return model
+
+
+@pytest.mark.parametrize("method", aqmchain.OPTIMIZE_METHODS)
+def test_finds_the_minimum_of_a_smooth_function(method):
+    ev = Counting()
+    res = aqmchain.optimize(MODEL, "triple", quadratic, method=method, starts=[[0.06, 0.0, 0.006]], evaluate=ev,
+                            min_step=[1e-5, 1e-6, 1e-6])
+    assert res.success and res.value == pytest.approx(1.0, abs=1e-3)
+    assert np.all(np.abs(np.array(list(res.x.values())) - TARGET) <= [1e-4, 1e-5, 1e-5]), res.x
+    assert ev.calls == res.evaluations == sum(r["status"] == "ok" for r in res.trace)
+    assert res.cache_hits > 0 or method == "nelder_mead"  # pattern search revisits its base points
+
+
+def test_respects_constraints_and_never_evaluates_infeasible_points():
+    ev = Counting()
+    # minimise -(x + 2 y + 3 z): the search is driven onto the face x + y + z = 1 (a_1 = 0)
+    res = aqmchain.optimize(MODEL, "triple", lambda m: -float(np.dot(triple_of(m),
+                                                                    [1, 2, 3])),
+                            starts=[[0.2, 0.1, 0.05]], step=[0.1, 0.1, 0.1], evaluate=ev)
+    infeasible = [r for r in res.trace if r["status"] == "infeasible"]
+    assert infeasible and all(r["value"] == math.inf for r in infeasible)
+    assert ev.calls == res.evaluations  # nothing infeasible was evaluated
+    for r in res.trace:
+        x = np.array(list(r["x"].values()))
+        feasible = x.min() >= 0 and x.max() <= 1 and x.sum() <= 1 + 1e-12 and x[0] + x[1] > 0
+        assert (r["status"] == "ok") == feasible, r
+    assert 1 - 2 * 0.1 / 64 <= sum(res.x.values()) <= 1 + 1e-12  # on the face, within the last step
+    assert res.value < res.trace[0]["value"]
+    assert any("x + y + z <= 1" in r["message"] for r in infeasible)
+    # user bounds are constraints too
+    res = aqmchain.optimize(MODEL, "triple", lambda m: -triple_of(m)[0], starts=[[0.1, 0.01, 0.01]],
+                            bounds={"aqm.triple[0]": (0.05, 0.15)}, evaluate=Counting())
+    assert all(0.05 <= r["x"]["aqm.triple[0]"] <= 0.15 for r in res.trace if r["status"] == "ok")
+    assert any(r["x"]["aqm.triple[0]"] > 0.15 and r["status"] == "infeasible" for r in res.trace)
+    assert res.x["aqm.triple[0]"] == pytest.approx(0.15, abs=0.01 / 64)
+
+
+def test_failed_evaluations_are_recorded_not_fatal():
+    def flaky(model):
+        x = triple_of(model)
+        if x[0] > 0.22:
+            raise aqmchain.NonConvergenceError("stationary solve did not converge (test)", None)
+        return aqmchain.solve_stationary(model)
+
+    res = aqmchain.optimize(MODEL, "triple", "mean_queue", starts=[[0.2, 0.1, 0.05]], evaluate=flaky, max_evals=40)
+    failed = [r for r in res.trace if r["status"] == "failed"]
+    assert failed and all(r["value"] == math.inf and "did not converge" in r["message"] for r in failed)
+    assert res.failed == len(failed) and res.success
+    assert res.x["aqm.triple[0]"] <= 0.22
+    # every evaluation failing: no exception, no best point, the messages kept
+    res = aqmchain.optimize(MODEL, "triple", "mean_response", starts=[[0.2, 0.1, 0.05], [0.3, 0.0, 0.0]],
+                            solver={"method": "power", "max_iter": 1})
+    assert not res.success and res.x is None and res.failed == res.evaluations == 2
+    assert all("did not converge" in r["message"] for r in res.trace)
+    assert all(s["value"] == math.inf and "failed" in s["message"] for s in res.starts)
+
+
+def test_search_on_a_real_chain_improves_and_reports_the_point_it_found():
+    res = aqmchain.optimize(MODEL, "triple", "mean_response", starts=[[0.2, 0.1, 0.05]], step=[0.05, 0.02, 0.02],
+                            min_step=[0.01, 0.005, 0.005])
+    start = aqmchain.solve_stationary(MODEL).mean_response
+    again = aqmchain.solve_stationary(res.model).mean_response
+    assert res.value == again < start
+    assert list(res.model.aqm.b) == [res.x["aqm.triple[0]"], res.x["aqm.triple[1]"]]
+    assert res.evaluations == len({tuple(r["x"].values()) for r in res.trace if r["status"] != "infeasible"})
+
+
+def test_ewma_models_search_w_or_start_the_triple_from_w():
+    ewma = copy.deepcopy(DOC)
+    ewma["aqm"] = {"drop": "red", "min_th": 4, "max_th": 14, "p_max": 0.2, "w": 0.05}
+    m = aqmchain.model_from_dict(ewma)[0]
+    res = aqmchain.optimize(m, ["w"], "mean_queue", max_evals=30)
+    assert res.params == ["aqm.w"] and res.trace[0]["x"] == {"aqm.w": 0.05}
+    assert res.value <= aqmchain.solve_stationary(m).mean_queue
+    res = aqmchain.optimize(m, "triple", "mean_queue", max_evals=1)
+    assert res.trace[0]["x"] == {"aqm.triple[0]": 0.05, "aqm.triple[1]": 0.0, "aqm.triple[2]": 0.0}
+    assert res.value == aqmchain.solve_stationary(m).mean_queue  # [w, 0, 0] is the EWMA chain
+    assert res.stopped and "max_evals" in res.message
+
+
+def test_start_grids_and_bad_arguments():
+    seed = SEED000_STARTS
+    assert len(seed) == 1000 and seed[0] == (0.001, 0.0, 0.0) and seed[-1] == (0.091, 0.009, 0.009)
+    res = aqmchain.optimize(MODEL, "triple", quadratic, evaluate=lambda m: m, max_evals=5, starts="seed000")
+    assert res.stopped and res.evaluations == 5
+    res = aqmchain.optimize(MODEL, ["aqm.p_max", "service.mu"], lambda m: m.aqm.drop.p_max + m.service.mu,
+                            evaluate=lambda m: m, starts={"p_max": [0.1, 0.2], "mu": [0.4, 0.6]},
+                            bounds={"aqm.p_max": (0.05, 1), "service.mu": (0.3, 1)}, min_step=0.01)
+    assert len(res.starts) == 4 and res.x == pytest.approx({"aqm.p_max": 0.05, "service.mu": 0.3}, abs=0.01)
+    for kwargs, param in [({"params": "aqm.nothing"}, "params"), ({"params": "a"}, "params"),
+                          ({"objective": "mean_nothing"}, "objective"), ({"method": "simplex"}, "method"),
+                          ({"starts": "seed001"}, "starts"), ({"starts": [[0.1, 0.2]]}, "starts[0]"),
+                          ({"params": ["aqm.p_max"], "starts": "seed000"}, "starts"),
+                          ({"step": [0.1, -0.1, 0.1]}, "step")]:
+        with pytest.raises(aqmchain.ModelError) as exc:
+            aqmchain.optimize(MODEL, **kwargs)
+        assert exc.value.param == param, (kwargs, str(exc.value))
+
+
+def test_trace_csv_and_json_and_the_cli(tmp_path, root):
+    res = aqmchain.optimize(MODEL, "triple", "mean_response", starts=[[0.2, 0.1, 0.05]], max_evals=6)
+    rows = list(csv.DictReader(io.StringIO(res.trace_csv())))
+    assert len(rows) == len(res.trace) and rows[0]["aqm.triple[0]"] == "0.2" and rows[0]["status"] == "ok"
+    json.dumps(res.to_dict(), allow_nan=False)
+    path = tmp_path / "m.toml"
+    path.write_text(
+        '[model]\nbuffer = 20\n[source]\nkind = "bernoulli"\nalpha = 0.55\n[service]\nmu = 0.5\n'
+        '[aqm]\ndrop = "red"\nmin_th = 4\nmax_th = 14\np_max = 0.2\nfilter = "redwm"\ntriple = [0.2, 0.1, 0.05]\n'
+        '[grid]\nk = 2\n')
+    out, trace = tmp_path / "o.json", tmp_path / "t.csv"
+    code, _, err = run_cli("optimize", path, "--params", "triple", "--objective", "mean_response",
+                           "--starts", "0.2,0.1,0.05;0.1,0,0", "--max-evals", "8", "--json", out, "--csv", trace)
+    assert code == 0, err
+    d = json.loads(out.read_text())
+    assert d["evaluations"] == 8 and len(d["starts"]) >= 1 and d["x"] is not None
+    assert "optimize: start 1" in err and trace.read_text().startswith("index,start,aqm.triple[0]")
+    code, _, err = run_cli("optimize", path, "--objective", "mean_nothing")
+    assert code == 2 and "objective" in err
+    code, _, err = run_cli("optimize", path, "--starts", "0.9,0.9,0.9", "-q")
+    assert code == 3  # the only start is infeasible: nothing evaluated
