@@ -316,3 +316,15 @@ def test_redwm_with_stateful_refused():
     with pytest.raises(aqmchain.ModelError) as e:
         aqmchain.model_from_dict(doc)
     assert e.value.param == "aqm.filter"
+
+
+def test_transient_scenario_with_spacing():
+    # a load step with count spacing: the phases share the count range, so p_max may not change
+    doc = copy.deepcopy(SIM_DOC)
+    doc["aqm"].update(spacing="count")
+    sc = aqmchain.make_scenario(doc, [{"slots": 200, "alpha": 0.3}, {"slots": 400, "alpha": 0.7}])
+    tr = aqmchain.solve_transient(sc, [100, 200, 600])
+    assert tr.mean_queue[2] > tr.mean_queue[1]
+    with pytest.raises(aqmchain.ModelError) as e:
+        aqmchain.make_scenario(doc, [{"slots": 200}, {"slots": 200, "aqm": {"p_max": 0.3}}])
+    assert e.value.param.endswith(".aqm")
