@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <numeric>
 
 #include "aqmchain/errors.hpp"
@@ -27,19 +28,31 @@ void BandLU::factor() {
       for (int32_t j = k + 1; j <= jlast; ++j) at(i, j) -= lik * at(k, j);
     }
   }
+  inv_diag.resize(static_cast<size_t>(size));
+  for (int32_t k = 0; k < size; ++k) inv_diag[k] = 1.0 / at(k, k);
 }
 
 void BandLU::solve(double* x) const {
-  for (int32_t i = 0; i < size; ++i) {
+  // Row i of the band starts at a[i w]; its entry (i, j) is row[j] with row = a + i w + p - i.
+  // Both sweeps take the entry next to the diagonal last, from a register: the chain
+  // from one row to the next is then one multiply-add (and the scaling by 1 / U_ii),
+  // and no load waits on the store just made.
+  const int wd = w();
+  const double* base = a.data() + p;
+  double prev = 0.0;
+  for (int32_t i = 0; i < size; ++i) {  // L y = x (unit diagonal)
+    const double* row = base + static_cast<std::ptrdiff_t>(i) * wd - i;
     double s = x[i];
-    for (int32_t j = std::max(0, i - p); j < i; ++j) s -= at(i, j) * x[j];
-    x[i] = s;
+    for (int32_t j = std::max(0, i - p); j < i - 1; ++j) s -= row[j] * x[j];
+    if (i > 0 && p > 0) s -= row[i - 1] * prev;
+    x[i] = prev = s;
   }
-  for (int32_t i = size - 1; i >= 0; --i) {
+  for (int32_t i = size - 1; i >= 0; --i) {  // U x = y
+    const double* row = base + static_cast<std::ptrdiff_t>(i) * wd - i;
     double s = x[i];
-    const int32_t jlast = std::min(size - 1, i + q);
-    for (int32_t j = i + 1; j <= jlast; ++j) s -= at(i, j) * x[j];
-    x[i] = s / at(i, i);
+    for (int32_t j = std::min(size - 1, i + q); j > i + 1; --j) s -= row[j] * x[j];
+    if (i + 1 < size && q > 0) s -= row[i + 1] * prev;
+    x[i] = prev = s * inv_diag[i];
   }
 }
 
@@ -92,7 +105,8 @@ int32_t BlockSystem::largest_block() const {
 }
 
 BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
-                         const std::vector<int32_t>& block_of, double a, double b, int32_t k) {
+                         const std::vector<int32_t>& block_of, double a, double b, int32_t k,
+                         int64_t max_band_entries) {
   BlockSystem R;
   R.n = n;
   // block order: by block, then by state index (so (n, modulator) order inside)
@@ -181,6 +195,7 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
   R.up_begin.resize(n);
   const int32_t nb = static_cast<int32_t>(R.bstart.size()) - 1;
   R.blocks.resize(nb);
+  int64_t band_entries = 0;
   for (int32_t bi = 0; bi < nb; ++bi) {
     BandLU& B = R.blocks[bi];
     B.start = R.bstart[bi];
@@ -197,6 +212,15 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
       }
       R.up_begin[j] = e;
     }
+    band_entries += static_cast<int64_t>(B.size) * B.w();
+  }
+  if (max_band_entries > 0 && band_entries > max_band_entries)
+    throw ModelError("blocks", cat("parameter 'blocks' must give diagonal blocks whose band storage (sum of size x "
+                                   "bandwidth) is at most ", max_band_entries, " entries, got ", band_entries,
+                                   ": use smaller blocks, or number the states of a block near each other"));
+  for (int32_t bi = 0; bi < nb; ++bi) {
+    BandLU& B = R.blocks[bi];
+    const int32_t lo = B.start, hi = B.start + B.size;
     B.a.assign(static_cast<size_t>(B.size) * B.w(), 0.0);
     for (int32_t j = lo; j < hi; ++j)
       for (int32_t e = R.lo_end[j]; e < R.up_begin[j]; ++e) B.at(j - lo, R.ci[e] - lo) += R.v[e];
@@ -246,9 +270,9 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
   long& its = out.iterations;
   long& products = out.products;
   const double target = test.target;
-  double fac = 1.0, best = INFINITY;
+  double fac = test.fac0, best = INFINITY;
   int no_progress = 0;
-  bool converged = false, stalled = false;
+  bool converged = false, stalled = false, budget_stop = false;
   double true_res = INFINITY, xsum = 0.0;
   auto budget_left = [&] { return limits.max_products <= 0 || products < limits.max_products; };
   // res = rhs - B xv; returns the caller's measure, sets xsum = sum xv (when scaled).
@@ -284,8 +308,11 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
     for (int32_t l = 0; l < n; ++l) xc[l] = x[l] + z[l];
     if (B.K >= 0) xc[B.K] = 0.0;
   };
-  if (budget_left()) true_res = residual_of(x);
-  while (!converged) {
+  if (budget_left())
+    true_res = residual_of(x);
+  else
+    budget_stop = true;
+  while (!converged && !budget_stop) {
     check_interrupt();
     if (!std::isfinite(true_res)) break;
     if (true_res <= target) {
@@ -299,7 +326,11 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
       stalled = true;
       break;
     }
-    if (its >= limits.max_iter || !budget_left()) break;
+    if (its >= limits.max_iter) break;
+    if (!budget_left()) {
+      budget_stop = true;
+      break;
+    }
     // one GMRES cycle on B M^{-1} u = res (res from the last residual_of)
     const double beta = std::sqrt(dot(res, res.data(), n));
     if (!(beta > 0.0)) {
@@ -376,18 +407,32 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
           steps = -1;  // x is updated
           break;
         }
-        fac *= 0.1;
+        // learn_ratio: the estimate level at which the measure would meet the target
+        // is about target |g| / cr; ask for half of it (stop = fac target scale).
+        const double g_abs = std::abs(g_[j + 1]);
+        fac = test.learn_ratio && g_abs > 0.0 && cr > 0.0 && stop > 0.0
+                  ? std::min(0.5 * fac, 0.5 * fac * (target * g_abs) / (cr * stop))
+                  : 0.1 * fac;
       }
     }
     if (steps < 0) {
-      if (!converged && budget_left()) true_res = residual_of(x);
+      if (converged) continue;
+      if (!budget_left()) {
+        budget_stop = true;
+        break;
+      }
+      true_res = residual_of(x);
       continue;
     }
-    if (steps == 0) break;  // the product budget allows no step
+    if (steps == 0) {  // the product budget allows no step
+      budget_stop = true;
+      break;
+    }
     candidate(steps);  // the basis is full (or a budget ran out): restart from the candidate
     x.swap(xc);
     if (!budget_left()) {
       true_res = INFINITY;  // not measured
+      budget_stop = true;
       break;
     }
     true_res = residual_of(x);
@@ -395,7 +440,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
   out.measure = true_res;
   out.converged = converged;
   out.stalled = stalled;
-  out.out_of_products = !converged && !stalled && !budget_left();
+  out.out_of_products = !converged && budget_stop;
   return out;
 }
 

@@ -34,10 +34,11 @@ namespace aqm::detail {
 struct BandLU {
   int32_t start = 0, size = 0, p = 0, q = 0;  // first row, rows, lower and upper bandwidth
   std::vector<double> a;                        // a[i * (p + q + 1) + (j - i + p)]
+  std::vector<double> inv_diag;                 // 1 / U_ii (after factor())
   int w() const { return p + q + 1; }
   double& at(int32_t i, int32_t j) { return a[static_cast<size_t>(i) * w() + (j - i + p)]; }
   double at(int32_t i, int32_t j) const { return a[static_cast<size_t>(i) * w() + (j - i + p)]; }
-  /// In place; SolverError on a zero or non-finite pivot.
+  /// In place (and the reciprocals of U's diagonal); SolverError on a zero or non-finite pivot.
   void factor();
   /// x <- D^{-1} x.
   void solve(double* x) const;
@@ -64,9 +65,12 @@ struct BlockSystem {
 /// B = a I - b M^T for M in CSR (n states, rows = from-state), regrouped by
 /// `block_of` (block_of[s] in 0 .. nblocks - 1), with state `fixed` (an original
 /// index; -1 for none) replaced by the identity and the right-hand side
-/// rhs_j = b M_{fixed, j}.  B must be column diagonally dominant.
+/// rhs_j = b M_{fixed, j}.  B must be column diagonally dominant.  With
+/// max_band_entries > 0, ModelError naming 'blocks' when the blocks' band storage
+/// (sum of size x bandwidth) would exceed it.
 BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
-                         const std::vector<int32_t>& block_of, double a, double b, int32_t fixed);
+                         const std::vector<int32_t>& block_of, double a, double b, int32_t fixed,
+                         int64_t max_band_entries = 0);
 
 /// Restarted right-preconditioned GMRES on a BlockSystem, with its workspace
 /// (basis size + 1 vectors of n entries) kept between solves.
@@ -75,12 +79,16 @@ class Gmres {
   /// What a solve stops on: converged when measure(x, res) <= target for an
   /// iterate x with the true residual res = rhs - B x.  Inside a cycle, the
   /// 2-norm estimate |g_{j+1}| is compared with fac * target * scale(sum of the
-  /// candidate's entries) (scale empty: 1; fac starts at 1 and drops tenfold each
-  /// time a candidate fails the true test) before the true residual is formed.
+  /// candidate's entries) (scale empty: 1) before the true residual is formed.
+  /// fac starts at fac0; each time a candidate fails the true test it drops
+  /// tenfold, or (learn_ratio) to half the level the failed candidate's ratio of
+  /// measure to estimate asks for (at least halving).
   struct Test {
     double target = 0.0;
     std::function<double(const std::vector<double>& x, const std::vector<double>& res)> measure;
     std::function<double(double sum)> scale;
+    double fac0 = 1.0;
+    bool learn_ratio = false;
   };
   struct Limits {
     long max_iter = 2000;      ///< GMRES steps (each: one preconditioner application and one product)
