@@ -62,7 +62,7 @@ class TransientInfo:
     method: str  #: the method that ran
     requested: str  #: what the caller asked for
     status: str  #: "converged" | "not_converged" | ... (names of aqmchain._core.Status)
-    residual: float  #: krylov, rational_krylov: sum of local error estimates; uniformization: of truncation bounds; step: 0
+    residual: float  #: sum of local error estimates (Krylov methods) or truncation bounds (uniformization); step: 0
     iterations: int  #: slots stepped / Krylov steps / Poisson chunks
     matvecs: int  #: products with P or G (rational_krylov: those inside its linear solves included)
     rejected_steps: int  #: Krylov step sizes rejected by the error test / rational Krylov bases dropped

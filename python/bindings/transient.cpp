@@ -105,7 +105,8 @@ py::tuple expm_multiply_csr(IntArray indptr, IntArray indices, RealArray data, R
   std::vector<int32_t> block_of;
   if (!blocks.is_none()) {
     const IntArray b = blocks.cast<IntArray>();
-    if (b.ndim() != 1) throw ModelError("blocks", "parameter 'blocks' must be a 1-d array (one block number per state)");
+    if (b.ndim() != 1)
+      throw ModelError("blocks", "parameter 'blocks' must be a 1-d array (one block number per state)");
     block_of.assign(b.data(), b.data() + b.size());
   }
   std::vector<double> p(p0.data(), p0.data() + p0.size());
@@ -143,7 +144,8 @@ void define_transient(py::module_& m) {
         py::arg("p0"), py::arg("times"), py::arg("method") = "auto", py::arg("options") = TransientOptions{},
         py::arg("blocks") = py::none(),
         "p0 exp(t G) at each of `times` for a generator G in CSR arrays (rows = from-state): "
-        "(array [len(times), n], TransientResult).  method: 'krylov', 'rational_krylov', 'uniformization' or 'auto' (Krylov).  "
+        "(array [len(times), n], TransientResult).  method: 'krylov', 'rational_krylov', 'uniformization' or "
+        "'auto' (Krylov).  "
         "blocks (rational_krylov): the block of each state for its block Gauss-Seidel preconditioner (states "
         "of a block are solved together by a band LU in index order); None: one block per state.");
   m.def("expm_dense", [](const Eigen::MatrixXd& A) {

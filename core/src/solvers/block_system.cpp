@@ -19,7 +19,8 @@ void BandLU::factor() {
   for (int32_t k = 0; k < size; ++k) {
     const double piv = at(k, k);
     if (!(std::abs(piv) > 0.0) || !std::isfinite(piv))
-      throw SolverError(cat("zero pivot in a diagonal block of the block Gauss-Seidel preconditioner (row ", start + k, ")"));
+      throw SolverError(
+          cat("zero pivot in a diagonal block of the block Gauss-Seidel preconditioner (row ", start + k, ")"));
     const int32_t ilast = std::min(size - 1, k + p), jlast = std::min(size - 1, k + q);
     for (int32_t i = k + 1; i <= ilast; ++i) {
       double& lik = at(i, k);

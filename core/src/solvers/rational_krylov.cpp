@@ -152,7 +152,8 @@ TransientResult rational_krylov_expv(const GeneratorOperator& G, const std::vect
       fail_param("blocks", detail::cat("of length ", n, " (one block number per state)"), b.size());
     std::vector<char> seen(static_cast<size_t>(n), 0);
     for (size_t i = 0; i < b.size(); ++i) {
-      if (b[i] < 0 || b[i] >= n) fail_param("blocks", detail::cat("block numbers in [0, ", n, ")"), detail::cat(b[i], " at state ", i));
+      if (b[i] < 0 || b[i] >= n)
+        fail_param("blocks", detail::cat("block numbers in [0, ", n, ")"), detail::cat(b[i], " at state ", i));
       seen[static_cast<size_t>(b[i])] = 1;
     }
     // renumber densely (block_system numbers blocks 0 .. nb - 1 and skips none)
@@ -190,7 +191,7 @@ TransientResult rational_krylov_expv(const GeneratorOperator& G, const std::vect
   detail::Gmres gmres(n, kInnerBasis);
   r.step_min = t_end;
 
-  // beta V_k c (k columns), written to dst.
+  // V_k c (the first k columns), written to dst.
   auto combine = [&](int k, const Eigen::VectorXd& c, std::vector<double>& dst) {
     Eigen::Map<Eigen::VectorXd> d(dst.data(), n);
     d.noalias() = V.leftCols(k) * c;
@@ -326,6 +327,7 @@ TransientResult rational_krylov_expv(const GeneratorOperator& G, const std::vect
     double weight = 1.0;  // about |(H^{-1} u)_j| of the next vector
 
     for (int j = 0; j < mmax; ++j) {
+      check_interrupt();
       const long used = G.applications() - apps0 + inner_products;
       const std::string stop = budget_note(o, r.steps, used, 2, t_now, r.outputs, times.size());
       if (!stop.empty()) {
