@@ -376,8 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="output times: '10,100,1000', 'log:1:1e6:50' or 'lin:0:9000:91' (slots are rounded)")
     tr.add_argument("--method", choices=list(TRANSIENT_METHODS), default="auto",
                     help="auto (step for slotted models; for continuous-time ones uniformization up to about "
-                         "1e5 products, Lambda t, krylov above), step, krylov, uniformization")
-    tr.add_argument("--tol", type=float, help="krylov / uniformization error target (default 1e-8)")
+                         "1e4 products, Lambda t, rational_krylov above), step, krylov, rational_krylov, uniformization")
+    tr.add_argument("--tol", type=float, help="krylov / rational_krylov / uniformization error target (default 1e-8)")
     tr.add_argument("--steady-tol", dest="steady_tol", type=float,
                     help="step: stop once ||p_t - p_t/2||_1 is below this (default 1e-10; 0: never)")
     tr.add_argument("--pmf-times", dest="pmf_times", help="times (among --times) at which to keep the queue pmf")

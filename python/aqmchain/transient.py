@@ -2,10 +2,12 @@
 
 Slotted models are stepped exactly (p_t = p_0 P^t, method ``"step"``, with
 steady-state detection); continuous-time models use a Krylov (Arnoldi / Pade)
-exponential with error control (``"krylov"``) or uniformisation
-(``"uniformization"``).  On a slotted model, ``"krylov"`` and ``"uniformization"``
-compute p_0 exp(t (P - I)): the slotted chain observed at the jumps of a rate-1
-Poisson clock, not after t slots (docs/transient.md).
+exponential with error control (``"krylov"``), a shift-and-invert (rational)
+Krylov exponential whose steps are not bounded by the generator's norm
+(``"rational_krylov"``) or uniformisation (``"uniformization"``).  On a slotted
+model the exponential methods compute p_0 exp(t (P - I)): the slotted chain
+observed at the jumps of a rate-1 Poisson clock, not after t slots
+(docs/transient.md).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ __all__ = ["solve_transient", "TransientResult", "TransientInfo", "time_grid", "
 TRANSIENT_METHODS: tuple[str, ...] = tuple(_core.transient_methods())
 #: Scalar metrics reported at every output time, defined once in the C++ core.
 TRANSIENT_METRICS: tuple[str, ...] = tuple(_core.transient_metric_names())
-#: Kernel options (Krylov / uniformisation) and stepping options with their defaults.
+#: Kernel options (Krylov, rational Krylov, uniformisation) and stepping options with their defaults.
 KERNEL_DEFAULTS: dict[str, Any] = _core.TransientOptions.defaults()
 STEP_DEFAULTS: dict[str, Any] = _core.StepOptions.defaults()
 #: Largest step budget of the Krylov and uniformization kernels (TransientOptions::validate).
@@ -60,10 +62,10 @@ class TransientInfo:
     method: str  #: the method that ran
     requested: str  #: what the caller asked for
     status: str  #: "converged" | "not_converged" | ... (names of aqmchain._core.Status)
-    residual: float  #: krylov: sum of local error estimates; uniformization: of truncation bounds; step: 0
+    residual: float  #: sum of local error estimates (Krylov methods) or truncation bounds (uniformization); step: 0
     iterations: int  #: slots stepped / Krylov steps / Poisson chunks
-    matvecs: int  #: products with P or G
-    rejected_steps: int  #: Krylov step sizes rejected by the error test
+    matvecs: int  #: products with P or G (rational_krylov: those inside its linear solves included)
+    rejected_steps: int  #: Krylov step sizes rejected by the error test / rational Krylov bases dropped
     hump: float  #: max ||p(s)||_2 / ||p(0)||_2 (Krylov)
     roundoff: float  #: max |sum p - 1| of the propagated vector
     clipped_mass: float  #: largest negative mass clipped at an output
@@ -192,18 +194,24 @@ def _initial_law(p0: Any, chain: _core.Chain) -> np.ndarray:
 def solve_transient(model: Any, times: Iterable[float], method: str = "auto", *, p0: Any = None,
                     tol: float | None = None, pmf_times: Iterable[float] = (), steady_tol: float | None = None,
                     krylov_dim: int | None = None, max_steps: int | None = None, max_applications: int | None = None,
+                    shift_ratio: float | None = None, inner_max_iter: int | None = None,
                     project: bool = True, memory_limit_gb: float | None = None,
                     progress: Callable[[float, float], None] | None = None) -> TransientResult:
     """Metrics over time of ``model`` (a Model, a built Chain, or a Scenario / list of
     ``(duration, model[, label])`` phases) at the sorted output ``times``.
 
     ``method``: one of :data:`TRANSIENT_METHODS` ("auto": step for slotted models; for
-    continuous-time ones uniformization when it needs at most 1e5 products (about
-    Lambda t), krylov above; ``info.note`` says which and why).  ``p0``: initial law: ``None``/"empty" (empty
+    continuous-time ones uniformization when it needs at most 1e4 products (about
+    Lambda t), rational_krylov above; ``info.note`` says which and why).  ``p0``: initial law: ``None``/"empty" (empty
     system, avg 0, modulator stationary), a dict of component values (a point state),
     a :class:`StationaryResult`, or a probability vector over the chain's states.
-    ``tol``: Krylov local error / uniformisation truncation target (default
-    :data:`KERNEL_DEFAULTS` ["tol"]).  ``steady_tol`` (default
+    ``tol``: Krylov local error / rational Krylov L1 error per step /
+    uniformisation truncation target (default :data:`KERNEL_DEFAULTS` ["tol"]).
+    ``krylov_dim``: Krylov basis size (rational_krylov: its largest basis, >= 2).
+    ``shift_ratio`` (rational_krylov): the shift gamma as a fraction of the step a
+    basis aims at; ``inner_max_iter`` (rational_krylov): GMRES steps allowed to
+    one linear solve (when one does not converge, :class:`NonConvergenceError`
+    carries the partial result).  ``steady_tol`` (default
     :data:`STEP_DEFAULTS` ["steady_tol"]): stepping stops once
     ||p_t - p_{t/2}||_1 is below it (0 disables).  ``max_steps`` (slots for
     stepping; Krylov steps or Poisson chunks for the kernels, at most 1e9) /
@@ -232,6 +240,10 @@ def solve_transient(model: Any, times: Iterable[float], method: str = "auto", *,
         kernel.max_steps = min(step.max_steps, KERNEL_MAX_STEPS)
     if max_applications is not None:
         kernel.max_applications = _checks.integer("max_applications", max_applications, 0, 10**12)
+    if shift_ratio is not None:
+        kernel.shift_ratio = _checks.real("shift_ratio", shift_ratio)
+    if inner_max_iter is not None:
+        kernel.inner_max_iter = _checks.integer("inner_max_iter", inner_max_iter, 1, 10**6)
     kernel.project = bool(project)
     if steady_tol is not None:
         step.steady_tol = _checks.real("steady_tol", steady_tol)

@@ -23,8 +23,8 @@ using RealArray = py::array_t<double, py::array::c_style | py::array::forcecast>
 
 void define_options(py::module_& m) {
   py::class_<TransientOptions> options_class(m, "TransientOptions",
-                               "Options of the transient kernels (Krylov, uniformisation); fields are set by keyword "
-                               "or attribute and checked by validate().");
+                                             "Options of the transient kernels (Krylov, rational Krylov, "
+                                             "uniformisation); fields are set by attribute and checked by validate().");
   options_class
       .def(py::init<>())
       .def_readwrite("tol", &TransientOptions::tol)
@@ -33,6 +33,8 @@ void define_options(py::module_& m) {
       .def_readwrite("max_applications", &TransientOptions::max_applications)
       .def_readwrite("breakdown", &TransientOptions::breakdown)
       .def_readwrite("project", &TransientOptions::project)
+      .def_readwrite("shift_ratio", &TransientOptions::shift_ratio)
+      .def_readwrite("inner_max_iter", &TransientOptions::inner_max_iter)
       .def("validate", &TransientOptions::validate);
   def_option_statics(options_class);
 }
@@ -59,6 +61,14 @@ void define_result(py::module_& m) {
       .def_readonly("breakdown", &TransientResult::breakdown)
       .def_readonly("breakdown_dim", &TransientResult::breakdown_dim)
       .def_readonly("breakdown_time", &TransientResult::breakdown_time)
+      .def_readonly("inner_solves", &TransientResult::inner_solves)
+      .def_readonly("inner_iterations", &TransientResult::inner_iterations)
+      .def_readonly("inner_iterations_max", &TransientResult::inner_iterations_max)
+      .def_readonly("inner_residual_max", &TransientResult::inner_residual_max)
+      .def_readonly("shifts", &TransientResult::shifts)
+      .def_readonly("gamma_min", &TransientResult::gamma_min)
+      .def_readonly("gamma_max", &TransientResult::gamma_max)
+      .def_readonly("basis_max", &TransientResult::basis_max)
       .def_readonly("rate", &TransientResult::rate)
       .def_readonly("poisson_mean_max", &TransientResult::poisson_mean_max)
       .def_readonly("poisson_left", &TransientResult::poisson_left)
@@ -74,7 +84,7 @@ TransientMethod method_of(py::object v) {
 /// Rows of times not produced (a budget ran out) are NaN.  The GIL is released
 /// while the kernel runs.
 py::tuple expm_multiply_csr(IntArray indptr, IntArray indices, RealArray data, RealArray p0, RealArray times,
-                            py::object method, const TransientOptions& options) {
+                            py::object method, const TransientOptions& options, py::object blocks) {
   const TransientMethod meth = method_of(method);
   if (indptr.ndim() != 1 || indptr.size() < 2)
     throw ModelError("rowptr", detail::cat("parameter 'rowptr' must be a 1-d array of length n + 1 >= 2, got ",
@@ -92,6 +102,13 @@ py::tuple expm_multiply_csr(IntArray indptr, IntArray indices, RealArray data, R
   if (nnz < 0 || indptr.at(0) != 0)
     throw ModelError("rowptr", detail::cat("parameter 'rowptr' must start at 0 and end at nnz >= 0, got ",
                                            indptr.at(0), " ... ", nnz));
+  std::vector<int32_t> block_of;
+  if (!blocks.is_none()) {
+    const IntArray b = blocks.cast<IntArray>();
+    if (b.ndim() != 1)
+      throw ModelError("blocks", "parameter 'blocks' must be a 1-d array (one block number per state)");
+    block_of.assign(b.data(), b.data() + b.size());
+  }
   std::vector<double> p(p0.data(), p0.data() + p0.size());
   std::vector<double> t(times.data(), times.data() + times.size());
   py::array_t<double> out({static_cast<py::ssize_t>(t.size()), static_cast<py::ssize_t>(n)});
@@ -102,7 +119,8 @@ py::tuple expm_multiply_csr(IntArray indptr, IntArray indices, RealArray data, R
     InterruptGuard interrupt;
     py::gil_scoped_release release;
     // from_csr checks the arrays (monotone rowptr before any col is read).
-    const GeneratorOperator G = GeneratorOperator::from_csr(n, indptr.data(), indices.data(), data.data());
+    GeneratorOperator G = GeneratorOperator::from_csr(n, indptr.data(), indices.data(), data.data());
+    G.matrix.blocks = std::move(block_of);
     r = expm_multiply(G, p, t, meth, options, [o, n](size_t k, double, const double* x) {
       std::copy(x, x + n, o + k * static_cast<size_t>(n));
     });
@@ -124,8 +142,12 @@ void define_transient(py::module_& m) {
   }, "Names of the transient methods.");
   m.def("expm_multiply_csr", &expm_multiply_csr, py::arg("indptr"), py::arg("indices"), py::arg("data"),
         py::arg("p0"), py::arg("times"), py::arg("method") = "auto", py::arg("options") = TransientOptions{},
+        py::arg("blocks") = py::none(),
         "p0 exp(t G) at each of `times` for a generator G in CSR arrays (rows = from-state): "
-        "(array [len(times), n], TransientResult).  method: 'krylov', 'uniformization' or 'auto' (Krylov).");
+        "(array [len(times), n], TransientResult).  method: 'krylov', 'rational_krylov', 'uniformization' or "
+        "'auto' (Krylov).  "
+        "blocks (rational_krylov): the block of each state for its block Gauss-Seidel preconditioner (states "
+        "of a block are solved together by a band LU in index order); None: one block per state.");
   m.def("expm_dense", [](const Eigen::MatrixXd& A) {
           py::gil_scoped_release release;
           return expm_pade(A);

@@ -10,6 +10,18 @@ using namespace aqm;
 
 namespace {
 GridFocus focus(double lo, double hi, DropFunction d) { return GridFocus{lo, hi, std::move(d)}; }
+
+/// Heavy load on a small buffer: avg sits on max_th = 40 where RED's p jumps to 1.
+Model heavy_red() {
+  Model m;
+  m.buffer = 60;
+  m.source = Source::bernoulli(0.5);
+  m.service.mu = 0.3;
+  m.aqm.drop = DropFunction::red(20, 40, 0.1);
+  m.aqm.w = 0.02;
+  m.grid.refine = Refine::Auto;
+  return m;
+}
 }  // namespace
 
 TEST(Breakpoints, PerDropFunction) {
@@ -128,13 +140,7 @@ TEST(Extrapolate, ConvergedAndFit) {
 }
 
 TEST(RefineGrid, HeavyLoadRedRefinesAtMaxTh) {
-  Model m;
-  m.buffer = 60;
-  m.source = Source::bernoulli(0.5);
-  m.service.mu = 0.3;
-  m.aqm.drop = DropFunction::red(20, 40, 0.1);
-  m.aqm.w = 0.02;
-  m.grid.refine = Refine::Auto;
+  Model m = heavy_red();
   const RefinedGrid g = refine_grid({m});
   EXPECT_TRUE(g.report.refined);
   EXPECT_EQ(g.grid.refine, Refine::None);
@@ -162,13 +168,7 @@ TEST(RefineGrid, HeavyLoadRedRefinesAtMaxTh) {
 }
 
 TEST(RefineGrid, BudgetBindsTheRefinement) {
-  Model m;
-  m.buffer = 60;
-  m.source = Source::bernoulli(0.5);
-  m.service.mu = 0.3;
-  m.aqm.drop = DropFunction::red(20, 40, 0.1);
-  m.aqm.w = 0.02;
-  m.grid.refine = Refine::Auto;
+  Model m = heavy_red();
   const RefinedGrid free = refine_grid({m});
   m.grid.refine_options.state_budget = 0.8 * free.report.estimated_states;
   const RefinedGrid bound = refine_grid({m});

@@ -1,9 +1,11 @@
 // Transient exponential kernels against oracles written here: the two-state
 // chain's closed form, and a birth-death generator's exponential through the
-// symmetric eigenproblem of its reversible form D^{1/2} G D^{-1/2}.
+// symmetric eigenproblem of its reversible form D^{1/2} G D^{-1/2} (and its
+// stationary law by detailed balance).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include <Eigen/Eigenvalues>
@@ -89,7 +91,7 @@ TEST(Transient, TwoStateClosedForm) {
   const std::vector<double> times = {0.0, 0.01, 0.3, 1.0, 7.5};
   TransientOptions o;
   o.tol = 1e-12;
-  for (auto kernel : {&krylov_expv, &uniformization}) {
+  for (auto kernel : {&krylov_expv, &rational_krylov_expv, &uniformization}) {
     const GeneratorOperator G = g.op();
     TransientResult r;
     const auto out = run(kernel, G, {1.0, 0.0}, times, o, &r);
@@ -111,13 +113,16 @@ TEST(Transient, BirthDeathAgainstSymmetricEigenproblem) {
   TransientOptions o;
   o.tol = 1e-11;
   o.krylov_dim = 20;
-  for (auto kernel : {&krylov_expv, &uniformization}) {
+  for (auto kernel : {&krylov_expv, &rational_krylov_expv, &uniformization}) {
     const GeneratorOperator G = g.op();
     TransientResult r;
     const auto out = run(kernel, G, p0, times, o, &r);
     ASSERT_TRUE(r.converged()) << r.note;
     EXPECT_EQ(r.outputs, times.size());
-    EXPECT_EQ(r.operator_applications, G.applications());
+    // rational Krylov's products are inside its linear solves, not through G.apply
+    EXPECT_EQ(r.operator_applications, G.applications() + (r.method == TransientMethod::RationalKrylov
+                                                               ? r.operator_applications
+                                                               : 0));
     EXPECT_GT(r.steps, 0);
     for (size_t k = 0; k < times.size(); ++k) {
       const auto ref = reversible_oracle(g, p0, times[k]);
@@ -184,7 +189,14 @@ TEST(Transient, MarkovOperatorOfContinuousAndSlottedChains) {
   o.tol = 1e-10;
   const auto a = run(&krylov_expv, Gm, p0, times, o);
   const auto b = run(&uniformization, Gc, p0, times, o);
-  for (size_t k = 0; k < times.size(); ++k) EXPECT_LT(l1(a[k], b[k]), 1e-8);
+  TransientResult rr;
+  const auto e = run(&rational_krylov_expv, Gm, p0, times, o, &rr);  // preconditioner blocks: the avg planes
+  ASSERT_TRUE(rr.converged()) << rr.note;
+  EXPECT_EQ(rr.extra.back().first, "norm1");
+  for (size_t k = 0; k < times.size(); ++k) {
+    EXPECT_LT(l1(a[k], b[k]), 1e-8);
+    EXPECT_LT(l1(e[k], b[k]), 1e-8);
+  }
 
   // A slotted chain: G = P - I, Lambda <= 1.
   const Chain d = build_chain([] {
@@ -202,7 +214,11 @@ TEST(Transient, MarkovOperatorOfContinuousAndSlottedChains) {
   q0[0] = 1.0;
   const auto x = run(&krylov_expv, Gd, q0, {3.0, 30.0}, o);
   const auto y = run(&uniformization, Gd, q0, {3.0, 30.0}, o);
-  for (size_t k = 0; k < 2; ++k) EXPECT_LT(l1(x[k], y[k]), 1e-8);
+  const auto z = run(&rational_krylov_expv, Gd, q0, {3.0, 30.0}, o);  // systems (1 + gamma) I - gamma P
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_LT(l1(x[k], y[k]), 1e-8);
+    EXPECT_LT(l1(z[k], y[k]), 1e-8);
+  }
 }
 
 TEST(Transient, BudgetsGivePartialResults) {
@@ -227,6 +243,81 @@ TEST(Transient, BudgetsGivePartialResults) {
   EXPECT_EQ(r.status, Status::NotConverged);
   EXPECT_NE(r.note.find("max_applications"), std::string::npos) << r.note;
   EXPECT_LE(r.operator_applications, 10);
+
+  // rational Krylov: both budgets count its solves' products, and a solve that
+  // does not converge within inner_max_iter stops the run where it is
+  for (int which = 0; which < 3; ++which) {
+    o = {};
+    const char* what = which == 0 ? "max_steps" : which == 1 ? "max_applications" : "inner_max_iter";
+    if (which == 0) o.max_steps = 1;
+    if (which == 1) o.max_applications = 25;
+    if (which == 2) o.inner_max_iter = 1, o.tol = 1e-12;
+    const auto out = run(&rational_krylov_expv, G, p0, times, o, &r);
+    EXPECT_EQ(r.status, Status::NotConverged) << what;
+    EXPECT_NE(r.note.find(what), std::string::npos) << r.note;
+    EXPECT_GE(r.outputs, 1u);
+    EXPECT_LT(r.outputs, times.size());
+    EXPECT_EQ(r.p.size(), static_cast<size_t>(g.n));
+    EXPECT_LT(r.t_reached, times.back());
+    EXPECT_NEAR(std::accumulate(r.p.begin(), r.p.end(), 0.0), 1.0, 1e-12);
+    if (which == 1) EXPECT_LE(r.operator_applications, 25);
+    if (which == 2) EXPECT_EQ(r.inner_iterations_max, 1);
+  }
+}
+
+TEST(Transient, RationalKrylovNeedsTheMatrixAndTwoVectors) {
+  const Csr g = birth_death(20, 1.0, 1.0);
+  std::vector<double> p0(g.n, 0.0);
+  p0[0] = 1.0;
+  GeneratorOperator G = g.op();
+  TransientOptions o;
+  o.krylov_dim = 1;
+  EXPECT_THROW(rational_krylov_expv(G, p0, {1.0}, o), OptionError);
+  o = {};
+  o.shift_ratio = 0.0;
+  EXPECT_THROW(o.validate(), OptionError);
+  o = {};
+  o.inner_max_iter = 0;
+  EXPECT_THROW(o.validate(), OptionError);
+  // blocks: one number per state, in range
+  G.matrix.blocks.assign(g.n - 1, 0);
+  try {
+    rational_krylov_expv(G, p0, {1.0});
+    ADD_FAILURE() << "no error";
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), "blocks");
+  }
+  // one block: the band LU of the tridiagonal (I - gamma G)^T solves each system exactly
+  G.matrix.blocks.assign(g.n, 5);
+  TransientResult r = rational_krylov_expv(G, p0, {2.0, 40.0});
+  ASSERT_TRUE(r.converged()) << r.note;
+  EXPECT_EQ(r.inner_iterations, 0);
+  EXPECT_EQ(r.operator_applications, r.inner_solves);  // one residual check per solve
+  EXPECT_LT(l1(r.p, reversible_oracle(g, p0, 40.0)), 1e-8);
+  // an operator known only by its product cannot be solved with
+  GeneratorOperator product_only;
+  product_only.n = G.n;
+  product_only.norm1 = G.norm1;
+  product_only.rate = G.rate;
+  product_only.product = G.product;
+  EXPECT_THROW(rational_krylov_expv(product_only, p0, {1.0}), OptionError);
+  EXPECT_TRUE(krylov_expv(product_only, p0, {1.0}).converged());
+}
+
+TEST(Transient, RationalKrylovReachesTheStationaryLaw) {
+  // Long horizons from a point mass: the stationary law by detailed balance, in a step or two.
+  const Csr g = birth_death(60, 3.0, 0.4);
+  std::vector<double> p0(g.n, 0.0);
+  p0[60] = 1.0;
+  std::vector<double> pi(g.n, 1.0);
+  for (int i = 1; i < g.n; ++i) pi[i] = pi[i - 1] * (3.0 * (1.0 + 0.1 * (i - 1))) / (0.4 * i);
+  const double z = std::accumulate(pi.begin(), pi.end(), 0.0);
+  for (double& v : pi) v /= z;
+  TransientResult r;
+  const auto out = run(&rational_krylov_expv, g.op(), p0, {1e4, 1e8}, TransientOptions{}, &r);
+  ASSERT_TRUE(r.converged()) << r.note;
+  EXPECT_LE(r.steps, 3);
+  for (const auto& p : out) EXPECT_LT(l1(p, pi), 1e-8);
 }
 
 TEST(Transient, BadInputsAreNamed) {
@@ -280,7 +371,7 @@ TEST(Transient, OneStateAndZeroGenerator) {
   g.rowptr = {0, 1};
   g.col = {0};
   g.val = {0.0};
-  for (auto kernel : {&krylov_expv, &uniformization}) {
+  for (auto kernel : {&krylov_expv, &rational_krylov_expv, &uniformization}) {
     TransientResult r;
     const auto out = run(kernel, g.op(), {1.0}, {0.0, 2.0, 1e9}, TransientOptions{}, &r);
     ASSERT_TRUE(r.converged()) << r.note;
@@ -289,13 +380,14 @@ TEST(Transient, OneStateAndZeroGenerator) {
   }
 }
 
-TEST(Transient, InterruptStopsBothKernels) {
+TEST(Transient, InterruptStopsEveryKernel) {
   const Csr g = birth_death(30, 1.0, 1.0);
   std::vector<double> p0(g.n, 0.0);
   p0[0] = 1.0;
   request_interrupt();
   EXPECT_THROW(krylov_expv(g.op(), p0, {5.0}), Interrupted);
   EXPECT_THROW(uniformization(g.op(), p0, {5.0}), Interrupted);
+  EXPECT_THROW(rational_krylov_expv(g.op(), p0, {5.0}), Interrupted);
   clear_interrupt();
   EXPECT_TRUE(krylov_expv(g.op(), p0, {5.0}).converged());
 }

@@ -1,6 +1,7 @@
 """Transient exponential kernels p(t) = p0 exp(t G).  Oracles: scipy.linalg.expm on dense
-generators, Krylov and uniformisation against each other on a large sparse generator built
-here with scipy.sparse, Poisson weights against logarithms computed in decimal arithmetic."""
+generators, the kernels against uniformisation on a large sparse generator built here with
+scipy.sparse (and against its stationary law, from a sparse solve, at long horizons), Poisson
+weights against logarithms computed in decimal arithmetic."""
 
 import math
 from decimal import Decimal, getcontext
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 
 import aqmchain
 from aqmchain import _core
@@ -41,10 +43,10 @@ def options(**kw):
     return o
 
 
-def expm_multiply(G, p0, times, method, **kw):
+def expm_multiply(G, p0, times, method, blocks=None, **kw):
     indptr, indices, data = G if isinstance(G, tuple) else csr(G)
     return _core.expm_multiply_csr(indptr, indices, data, np.asarray(p0, float), np.asarray(times, float), method,
-                                   options(**kw))
+                                   options(**kw), blocks)
 
 
 def l1_rows(A, B):
@@ -54,12 +56,15 @@ def l1_rows(A, B):
 # ------------------------------------------------------------------ names and defaults written once
 
 def test_names_and_defaults_come_from_the_core():
-    assert _core.transient_methods() == ["auto", "step", "krylov", "uniformization"]
+    assert _core.transient_methods() == ["auto", "step", "krylov", "rational_krylov", "uniformization"]
     assert list(_core.TransientMethod.__members__) == _core.transient_methods()
+    assert aqmchain.TRANSIENT_METHODS == tuple(_core.transient_methods())
     names = _core.TransientOptions.option_names()
-    assert names == ["tol", "krylov_dim", "max_steps", "max_applications", "breakdown", "project"]
+    assert names == ["tol", "krylov_dim", "max_steps", "max_applications", "breakdown", "project", "shift_ratio",
+                     "inner_max_iter"]
     d = _core.TransientOptions.defaults()
     assert d["tol"] == 1e-8 and d["krylov_dim"] == 30 and d["project"] is True
+    assert d["shift_ratio"] == 0.1 and d["inner_max_iter"] == 1000
     _core.TransientOptions().validate()
 
 
@@ -112,7 +117,7 @@ def test_pade_general_matrix_and_bad_input():
 
 # ------------------------------------------------------------------ Krylov and uniformisation against scipy
 
-@pytest.mark.parametrize("method", ["krylov", "uniformization"])
+@pytest.mark.parametrize("method", ["krylov", "rational_krylov", "uniformization"])
 @pytest.mark.parametrize("n,spread,times", [
     (5, 0.0, [0.0, 0.01, 1.0, 50.0]),
     (80, 0.0, [1e-4, 0.5, 3.0]),
@@ -158,15 +163,15 @@ def test_krylov_small_basis_and_happy_breakdown():
 
 # ------------------------------------------------------------------ a large generator: Krylov against uniformisation
 
-def mmpp_queue(levels, M, seed):
+def mmpp_queue(levels, M, seed, lam_max=2.0):
     """Queue with a modulated arrival process: state (level, modulator), level-major; built
     with Kronecker products (M modulator states with a random generator Q, arrival rate
-    lam_m, service rate 1, buffer levels - 1)."""
+    lam_m ~ U(0, lam_max), service rate 1, buffer levels - 1)."""
     rng = np.random.default_rng(seed)
     Q = rng.random((M, M))
     np.fill_diagonal(Q, 0.0)
     Q -= np.diag(Q.sum(axis=1))
-    lam = rng.uniform(0.0, 2.0, M)
+    lam = rng.uniform(0.0, lam_max, M)
     up = sp.diags([np.ones(levels - 1)], [1], shape=(levels, levels))
     down = sp.diags([np.ones(levels - 1)], [-1], shape=(levels, levels))
     off = (sp.kron(sp.identity(levels), sp.csr_matrix(Q - np.diag(np.diag(Q)))) + sp.kron(up, sp.diags(lam))
@@ -200,6 +205,68 @@ def test_krylov_against_uniformization_on_1e5_states():
     assert rk.roundoff < 1e-12 and rk.clipped_mass < 1e-12
 
 
+def sparse_stationary(G):
+    """pi G = 0, sum pi = 1 by a sparse solve with state 0 fixed (G^T without row and column 0)."""
+    A = G.T.tocsc()
+    x = spla.spsolve(A[1:, 1:].tocsc(), -A[1:, 0].toarray().ravel())
+    pi = np.concatenate([[1.0], x])
+    return pi / pi.sum()
+
+
+def test_rational_krylov_against_uniformization_and_stationary_on_1e5_states():
+    # load about 0.7: the law settles within a few hundred time units
+    G, p0 = mmpp_queue(10000, 10, seed=3, lam_max=1.4)
+    n = G.shape[0]
+    arrays = (G.indptr.astype(np.int32), G.indices.astype(np.int32), G.data)
+    times = [0.0, 0.5, 5.0, 20.0, 60.0]
+    U, ru = expm_multiply(arrays, p0, times, "uniformization", tol=1e-10)
+    # level-major with 10 modulator states: G has bandwidth 10, so one block makes the
+    # preconditioner's band LU an exact solve of (I - gamma G)^T
+    one_block = np.zeros(n, np.int32)
+    R, rr = expm_multiply(arrays, p0, times, "rational_krylov", blocks=one_block)  # the default tol = 1e-8
+    assert ru.converged and rr.converged, rr.note
+    assert rr.method == "rational_krylov" and rr.outputs == len(times)
+    assert l1_rows(R, U).max() <= 1e-8
+    np.testing.assert_allclose(R[0], p0, rtol=1e-15, atol=0)
+    assert R.min() >= 0.0
+    np.testing.assert_allclose(R.sum(axis=1), 1.0, atol=1e-13)
+    # the accounts: every basis vector is one solve; a solve costs one product when the
+    # preconditioner is exact (the residual check), more with GMRES steps
+    assert rr.inner_solves > 0 and rr.inner_iterations <= rr.inner_solves
+    assert rr.operator_applications >= rr.inner_solves
+    assert 2 <= rr.basis_max <= rr.krylov_dim == 30 and rr.steps >= 1
+    assert 0 < rr.gamma_min <= rr.gamma_max and rr.shifts >= 1
+    assert rr.error_sum <= 1e-8 * rr.steps and rr.error_max <= 1e-8
+    # the mass defect of the propagated vector is part of the error (the estimate bounds it)
+    assert rr.exponentials > 0 and rr.roundoff <= rr.error_sum
+    assert set(rr.seconds) == {"preconditioner", "solves", "arnoldi", "projection", "run"}
+    assert rr.extra["inner_solves"] == rr.inner_solves
+    # long horizons: the stationary law, from a basis or two
+    pi = sparse_stationary(G)
+    L, rl = expm_multiply(arrays, p0, [1e4, 1e6], "rational_krylov", blocks=one_block)
+    assert rl.converged and rl.steps <= 4
+    assert l1_rows(L, pi).max() <= 1e-8
+    # the default preconditioner (one state per block, point Gauss-Seidel) needs GMRES steps
+    P, rp = expm_multiply(arrays, p0, [0.5, 5.0], "rational_krylov")
+    assert rp.converged and l1_rows(P, U[1:3]).max() <= 1e-8
+    assert rp.inner_iterations > rp.inner_solves
+
+
+def test_rational_krylov_blocks_are_checked():
+    G, p0 = mmpp_queue(50, 3, seed=1)
+    n = G.shape[0]
+    arrays = (G.indptr.astype(np.int32), G.indices.astype(np.int32), G.data)
+    for bad in (np.zeros(n - 1, np.int32), np.full(n, n, np.int32), -np.ones(n, np.int32)):
+        with pytest.raises(aqmchain.ModelError, match="blocks") as e:
+            expm_multiply(arrays, p0, [1.0], "rational_krylov", blocks=bad)
+        assert e.value.param == "blocks"
+    # any numbering works: blocks by modulator (every third state) instead of one block
+    Y, r = expm_multiply(arrays, p0, [2.0], "rational_krylov", blocks=(np.arange(n) % 3 * 7).astype(np.int32),
+                         tol=1e-10)
+    ref = p0 @ sla.expm(2.0 * G.toarray())
+    assert r.converged and l1_rows(Y[0], ref) <= 1e-9
+
+
 def test_model_chain_krylov_against_uniformization():
     chain = aqmchain.build_chain(aqmchain.load_model(ROOT / "examples" / "red_ctmc.toml"))
     p0 = np.zeros(chain.n)
@@ -209,9 +276,11 @@ def test_model_chain_krylov_against_uniformization():
     K, rk = expm_multiply(arrays, p0, times, "krylov", tol=1e-10)
     U, ru = expm_multiply(arrays, p0, times, "auto", tol=1e-10)
     assert rk.converged and ru.converged and ru.method == "krylov" and ru.requested == "auto"
+    R, rr = expm_multiply(arrays, p0, times, "rational_krylov", tol=1e-10)
     U, ru = expm_multiply(arrays, p0, times, "uniformization", tol=1e-10)
-    assert ru.converged
+    assert ru.converged and rr.converged
     assert l1_rows(K, U).max() <= 1e-8
+    assert l1_rows(R, U).max() <= 1e-8
 
 
 # ------------------------------------------------------------------ projection, budgets, outputs
@@ -230,7 +299,7 @@ def test_projection_and_outputs():
     assert rr.clipped_mass == 0.0
 
 
-@pytest.mark.parametrize("method", ["krylov", "uniformization"])
+@pytest.mark.parametrize("method", ["krylov", "rational_krylov", "uniformization"])
 def test_budgets_give_partial_results(method):
     G = random_generator(60, seed=5, spread=1.0)
     p0 = np.eye(60)[0]
@@ -247,11 +316,31 @@ def test_budgets_give_partial_results(method):
     assert r.operator_applications <= 20 and r.outputs < len(times)
 
 
+def test_rational_krylov_inner_solves_that_do_not_converge_stop_the_run():
+    G = random_generator(60, seed=5, spread=1.0)
+    p0 = np.eye(60)[0]
+    times = [0.0, 0.5, 5.0]
+    Y, r = expm_multiply(G, p0, times, "rational_krylov", inner_max_iter=1, tol=1e-12)
+    assert r.status == "not_converged" and not r.converged
+    assert "did not converge" in r.note and "inner_max_iter = 1" in r.note
+    assert r.outputs == 1 and r.t_reached == 0.0
+    np.testing.assert_array_equal(Y[0], p0)
+    np.testing.assert_array_equal(r.p, p0)
+    assert np.isnan(Y[1:]).all()
+    assert r.inner_iterations_max <= 1 and r.inner_solves >= 1
+    # with the default inner budget the same run converges
+    Y, r = expm_multiply(G, p0, times, "rational_krylov", tol=1e-12)
+    assert r.converged
+    assert l1_rows(Y, np.array([p0 @ sla.expm(t * G) for t in times])).max() <= 1e-10
+
+
 # ------------------------------------------------------------------ errors naming what is wrong
 
 @pytest.mark.parametrize("field,value", [
     ("tol", 0.0), ("tol", 0.5), ("tol", float("nan")), ("krylov_dim", 0), ("krylov_dim", 1001),
     ("max_steps", 0), ("max_applications", -1), ("breakdown", -1e-12), ("breakdown", 0.1),
+    ("shift_ratio", 0.0), ("shift_ratio", 11.0), ("shift_ratio", float("nan")), ("inner_max_iter", 0),
+    ("inner_max_iter", 10**7),
 ])
 def test_bad_options_are_named(field, value):
     G = random_generator(4, seed=1)
@@ -259,6 +348,19 @@ def test_bad_options_are_named(field, value):
         expm_multiply(G, np.eye(4)[0], [1.0], "krylov", **{field: value})
     with pytest.raises(ValueError, match=field):
         options(**{field: value}).validate()
+
+
+def test_rational_krylov_needs_two_basis_vectors():
+    G = random_generator(4, seed=1)
+    with pytest.raises(aqmchain.OptionError, match="krylov_dim.*rational_krylov"):
+        expm_multiply(G, np.eye(4)[0], [1.0], "rational_krylov", krylov_dim=1)
+    # two states, two vectors: the space is the whole space (a happy breakdown), every step exact
+    G = np.array([[-3.0, 3.0], [0.5, -0.5]])
+    times = [0.0, 0.3, 2.0, 50.0]
+    Y, r = expm_multiply(G, [1.0, 0.0], times, "rational_krylov", krylov_dim=2, tol=1e-12)
+    assert r.converged and r.krylov_dim == 2 and r.breakdown
+    p = 0.5 / 3.5 + (1.0 - 0.5 / 3.5) * np.exp(-3.5 * np.array(times))
+    np.testing.assert_allclose(Y[:, 0], p, rtol=0, atol=1e-13)
 
 
 def test_bad_methods_are_named():
@@ -278,7 +380,7 @@ def test_bad_methods_are_named():
     (np.eye(4)[0], [-1.0, 1.0], "times"),            # negative
     (np.eye(4)[0], [0.0, np.inf], "times"),          # not finite
 ])
-@pytest.mark.parametrize("method", ["krylov", "uniformization"])
+@pytest.mark.parametrize("method", ["krylov", "rational_krylov", "uniformization"])
 def test_bad_inputs_are_named(p0, times, param, method):
     G = random_generator(4, seed=2)
     with pytest.raises(aqmchain.ModelError, match=param) as e:

@@ -133,7 +133,7 @@ def test_krylov_on_a_slotted_model_is_exp_of_p_minus_i():
     p0 = _core.empty_system_law(chain)
     times = [0.5, 3.0, 40.0]
     q = np.maximum(chain.labels["level"] - 1, 0)
-    for method in ("krylov", "uniformization"):
+    for method in ("krylov", "rational_krylov", "uniformization"):
         r = aqmchain.solve_transient(chain, times, method=method, tol=1e-12)
         ref = [p0 @ scipy.linalg.expm(t * (P - np.eye(chain.n))) @ q for t in times]
         np.testing.assert_allclose(r.mean_queue, ref, rtol=1e-9)
@@ -162,8 +162,12 @@ def test_continuous_model_krylov_uniformization_and_scipy_agree():
     # long horizon: the stationary solution
     st = aqmchain.solve_stationary(chain)
     c = aqmchain.solve_transient(chain, [1e5], tol=1e-10)
-    assert c.info.method == "krylov"  # Lambda t above 1e5 products: auto runs krylov
+    assert c.info.method == "rational_krylov"  # Lambda t above 1e4 products: auto runs rational_krylov
+    assert "rational_krylov" in c.info.note
     assert c.mean_queue[-1] == pytest.approx(st.mean_queue, rel=1e-7)
+    d = aqmchain.solve_transient(chain, times, method="rational_krylov", tol=1e-10)
+    assert d.info.method == "rational_krylov"
+    np.testing.assert_allclose(d.mean_queue, ref, rtol=1e-7)
     with pytest.raises(aqmchain.OptionError, match="step"):
         aqmchain.solve_transient(chain, [1.0], method="step")
 
@@ -178,6 +182,17 @@ def test_budgets_raise_with_the_partial_result():
         aqmchain.solve_transient(model, [1, 2, 500], method="krylov", max_steps=1)
     r = exc.value.result
     assert r.info.status == "not_converged" and len(r.times) < 3 and len(r.mean_queue) == len(r.times)
+    # rational Krylov: its step budget, its product budget (the solves' products count) and
+    # a linear solve that does not converge within inner_max_iter
+    for kw, what in (({"max_steps": 1}, "max_steps"), ({"max_applications": 30}, "max_applications"),
+                     ({"inner_max_iter": 1, "tol": 1e-12}, "inner_max_iter")):
+        with pytest.raises(aqmchain.NonConvergenceError, match=what) as exc:
+            aqmchain.solve_transient(model, [1, 2, 500], method="rational_krylov", **kw)
+        r = exc.value.result
+        assert r.info.status == "not_converged" and what in r.info.note
+        assert len(r.times) < 3 and len(r.mean_queue) == len(r.times)
+        if what == "max_applications":
+            assert r.info.matvecs <= 30
 
 
 def test_bad_times_and_options_name_the_parameter():
@@ -192,6 +207,12 @@ def test_bad_times_and_options_name_the_parameter():
         aqmchain.solve_transient(model, [1], method="euler")
     with pytest.raises(aqmchain.OptionError, match="steady_tol"):
         aqmchain.solve_transient(model, [1], steady_tol=2.0)
+    with pytest.raises(aqmchain.OptionError, match="shift_ratio"):
+        aqmchain.solve_transient(model, [1], method="rational_krylov", shift_ratio=0.0)
+    with pytest.raises(aqmchain.ModelError, match="inner_max_iter"):
+        aqmchain.solve_transient(model, [1], method="rational_krylov", inner_max_iter=0)
+    with pytest.raises(aqmchain.OptionError, match="krylov_dim"):
+        aqmchain.solve_transient(model, [1], method="rational_krylov", krylov_dim=1)
     sc = aqmchain.make_scenario(model, [{"slots": 10}])
     with pytest.raises(aqmchain.ModelError, match="times"):
         aqmchain.solve_transient(sc, [11])

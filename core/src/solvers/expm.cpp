@@ -58,59 +58,12 @@ Eigen::MatrixXd expm_pade(const Eigen::MatrixXd& A, int* squarings) {
 
 namespace {
 
-/// Round a step size to two significant digits (Expokit rounds its step sizes so).
-double round_step(double t) {
-  if (!(t > 0.0) || !std::isfinite(t)) return t;
-  const double scale = std::pow(10.0, std::floor(std::log10(t)) - 1.0);
-  const double r = std::round(t / scale) * scale;
-  return r > 0.0 ? r : t;
-}
-
 /// Expokit's first step size, from the a-priori bound on the Krylov error for
 /// ||tau A|| (in logarithms: the power of (m+1)/e overflows for large m).
 double first_step(double tol, int m, double beta, double anorm) {
   const double mp = m + 1.0;
   const double log_p = std::log(tol) + mp * std::log(mp / 2.72) + 0.5 * std::log(2.0 * 3.14 * mp);
   return round_step(std::exp(-std::log(anorm) + (log_p - std::log(4.0 * beta * anorm)) / m));
-}
-
-/// Modified Gram-Schmidt of column k of V against columns 0 .. k-1, with each
-/// update fused with the next projection: one sweep per basis vector (it is read
-/// once from memory while p stays in cache), in row chunks split over threads.
-/// The arithmetic per entry is that of modified Gram-Schmidt; only the order of
-/// the partial sums of each projection differs.  Writes the coefficients to
-/// h[0 .. k-1] and returns ||p||_2 after orthogonalisation.
-double orthogonalise(Eigen::MatrixXd& V, int k, double* h) {
-  const Eigen::Index n = V.rows();
-  double* p = V.col(k).data();
-  constexpr Eigen::Index kChunk = 4096;
-  const Eigen::Index chunks = (n + kChunk - 1) / kChunk;
-  auto vec = [&](int i, Eigen::Index r0, Eigen::Index len) {
-    return Eigen::Map<const Eigen::VectorXd>(V.col(i).data() + r0, len);
-  };
-  // h_0 = <v_0, p>; then for i: p -= h_i v_i and h_{i+1} = <v_{i+1}, p> in the same sweep;
-  // the last sweep computes ||p||^2 instead.
-  double next = 0.0;
-#pragma omp parallel for reduction(+ : next) schedule(static) if (n > 50000)
-  for (Eigen::Index b = 0; b < chunks; ++b) {
-    const Eigen::Index r0 = b * kChunk, len = std::min(kChunk, n - r0);
-    next += vec(0, r0, len).dot(Eigen::Map<const Eigen::VectorXd>(p + r0, len));
-  }
-  for (int i = 0; i < k; ++i) {
-    h[i] = next;
-    const double hi = next;
-    double acc = 0.0;
-    const bool last = i + 1 == k;
-#pragma omp parallel for reduction(+ : acc) schedule(static) if (n > 50000)
-    for (Eigen::Index b = 0; b < chunks; ++b) {
-      const Eigen::Index r0 = b * kChunk, len = std::min(kChunk, n - r0);
-      Eigen::Map<Eigen::VectorXd> pc(p + r0, len);
-      pc -= hi * vec(i, r0, len);
-      acc += last ? pc.squaredNorm() : vec(i + 1, r0, len).dot(pc);
-    }
-    next = acc;
-  }
-  return std::sqrt(next);
 }
 
 }  // namespace

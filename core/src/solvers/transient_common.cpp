@@ -17,6 +17,7 @@ std::string to_string(TransientMethod m) {
     case TransientMethod::Auto: return "auto";
     case TransientMethod::Step: return "step";
     case TransientMethod::Krylov: return "krylov";
+    case TransientMethod::RationalKrylov: return "rational_krylov";
     case TransientMethod::Uniformization: return "uniformization";
   }
   return "?";
@@ -40,6 +41,8 @@ void TransientOptions::validate() const {
   require_in<long>("max_steps", max_steps, 1, 1000000000L);
   require_in<long>("max_applications", max_applications, 0, 1000000000000L, " (0: no limit)");
   require_in<double>("breakdown", breakdown, 0.0, 1e-3);
+  require_in<double>("shift_ratio", shift_ratio, 1e-3, 10.0);
+  require_in<long>("inner_max_iter", inner_max_iter, 1, 1000000L);
 }
 
 // ------------------------------------------------------------------ the generator operator
@@ -65,6 +68,7 @@ GeneratorOperator GeneratorOperator::from_chain(const Chain& c) {
   }
   g.norm1 = norm1;
   g.rate = exit_rate(c);
+  g.matrix = {c.rowptr.data(), c.col.data(), c.val.data(), discrete, &c, {}};
   if (discrete) {
     g.product = [T](const double* x, double* y) {
       T->apply(x, y);
@@ -111,6 +115,7 @@ GeneratorOperator GeneratorOperator::from_csr(int32_t n, const int32_t* rowptr, 
   g.n = n;
   g.norm1 = *std::max_element(colsum.begin(), colsum.end());
   g.rate = rate;
+  g.matrix = {rowptr, col, val, false, nullptr, {}};
   const CsrOperator A(n, rowptr, col, val);
   g.product = [A](const double* x, double* y) { A.apply(x, y); };
   return g;
@@ -128,11 +133,12 @@ TransientResult expm_multiply(const GeneratorOperator& G, const std::vector<doub
       return r;
     }
     case TransientMethod::Krylov: return krylov_expv(G, p0, times, options, observer);
+    case TransientMethod::RationalKrylov: return rational_krylov_expv(G, p0, times, options, observer);
     case TransientMethod::Uniformization: return uniformization(G, p0, times, options, observer);
     case TransientMethod::Step: break;
   }
   throw OptionError("transient option 'method' = 'step' needs a slotted chain's P, not a generator: use "
-                    "'krylov', 'uniformization' or 'auto'");
+                    "'krylov', 'rational_krylov', 'uniformization' or 'auto'");
 }
 
 namespace transient_detail {
@@ -214,6 +220,46 @@ void Outputs::finish(double t, const std::vector<double>& w) {
       r_.note = detail::cat("the vector at t = ", t, " has no usable mass (non-finite or no positive entry)");
     }
   }
+}
+
+double round_step(double t) {
+  if (!(t > 0.0) || !std::isfinite(t)) return t;
+  const double scale = std::pow(10.0, std::floor(std::log10(t)) - 1.0);
+  const double r = std::round(t / scale) * scale;
+  return r > 0.0 ? r : t;
+}
+
+double orthogonalise(Eigen::MatrixXd& V, int k, double* h) {
+  const Eigen::Index n = V.rows();
+  double* p = V.col(k).data();
+  constexpr Eigen::Index kChunk = 4096;
+  const Eigen::Index chunks = (n + kChunk - 1) / kChunk;
+  auto vec = [&](int i, Eigen::Index r0, Eigen::Index len) {
+    return Eigen::Map<const Eigen::VectorXd>(V.col(i).data() + r0, len);
+  };
+  // h_0 = <v_0, p>; then for i: p -= h_i v_i and h_{i+1} = <v_{i+1}, p> in the same sweep;
+  // the last sweep computes ||p||^2 instead.
+  double next = 0.0;
+#pragma omp parallel for reduction(+ : next) schedule(static) if (n > 50000)
+  for (Eigen::Index b = 0; b < chunks; ++b) {
+    const Eigen::Index r0 = b * kChunk, len = std::min(kChunk, n - r0);
+    next += vec(0, r0, len).dot(Eigen::Map<const Eigen::VectorXd>(p + r0, len));
+  }
+  for (int i = 0; i < k; ++i) {
+    h[i] = next;
+    const double hi = next;
+    double acc = 0.0;
+    const bool last = i + 1 == k;
+#pragma omp parallel for reduction(+ : acc) schedule(static) if (n > 50000)
+    for (Eigen::Index b = 0; b < chunks; ++b) {
+      const Eigen::Index r0 = b * kChunk, len = std::min(kChunk, n - r0);
+      Eigen::Map<Eigen::VectorXd> pc(p + r0, len);
+      pc -= hi * vec(i, r0, len);
+      acc += last ? pc.squaredNorm() : vec(i + 1, r0, len).dot(pc);
+    }
+    next = acc;
+  }
+  return std::sqrt(next);
 }
 
 std::string budget_note(const TransientOptions& o, long steps, long applications, long cost, double t_now,

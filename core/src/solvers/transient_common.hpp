@@ -47,6 +47,17 @@ class Outputs {
   std::vector<double> buf_;
 };
 
+/// A step size rounded to two significant digits (Expokit rounds its step sizes so).
+double round_step(double t);
+
+/// Modified Gram-Schmidt of column k of V against columns 0 .. k-1, with each
+/// update fused with the next projection: one sweep per basis vector (it is read
+/// once from memory while p stays in cache), in row chunks split over threads.
+/// The arithmetic per entry is that of modified Gram-Schmidt; only the order of
+/// the partial sums of each projection differs.  Writes the coefficients to
+/// h[0 .. k-1] and returns ||p||_2 after orthogonalisation.
+double orthogonalise(Eigen::MatrixXd& V, int k, double* h);
+
 /// The budget left before a step that needs `cost` products: empty when it may run,
 /// else the note naming the option that ran out.
 std::string budget_note(const TransientOptions& o, long steps, long applications, long cost, double t_now,

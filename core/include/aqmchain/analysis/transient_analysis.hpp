@@ -4,13 +4,13 @@
 // and mark probabilities, throughput) plus the queue pmf at chosen times.
 //
 // Methods: "step" (slotted models: exact p_0 P^t by stepping, with steady-state
-// detection), "krylov" and "uniformization" (p_0 exp(t G) for a continuous-time
-// model's G, or for G = P - I of a slotted one: the slotted chain observed at
-// the jumps of a rate-1 Poisson clock), "auto" (step for slotted models; for
-// continuous-time ones uniformization when it needs at most 1e5 products, about
-// Lambda t, krylov above).  Phases run in order, each from the law the
-// previous one ended with, on one state space (state/chain.hpp:
-// build_scenario_chains).
+// detection), "krylov", "rational_krylov" and "uniformization" (p_0 exp(t G) for
+// a continuous-time model's G, or for G = P - I of a slotted one: the slotted
+// chain observed at the jumps of a rate-1 Poisson clock), "auto" (step for
+// slotted models; for continuous-time ones uniformization when it needs at most
+// 1e4 products, about Lambda t, rational_krylov above).  Phases run in order,
+// each from the law the previous one ended with, on one state space
+// (state/chain.hpp: build_scenario_chains).
 #pragma once
 
 #include <functional>

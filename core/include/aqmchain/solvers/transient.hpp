@@ -2,11 +2,16 @@
 // to 0, off-diagonals >= 0).  Probability vectors are rows, so the product the
 // kernels use is y = x G (GeneratorOperator::apply).
 //
-// Two kernels, written to be checked against each other:
+// Three kernels, written to be checked against each other:
 //   - krylov_expv: Arnoldi projection with a small exponential of the augmented
 //     Hessenberg matrix by irreducible Pade (6,6) with scaling and squaring, a
 //     local error estimate and step-size control (after Sidje, "Expokit: a
 //     software package for computing matrix exponentials", ACM TOMS 1998);
+//   - rational_krylov_expv: shift-and-invert Arnoldi on (I - gamma G)^{-1} (after
+//     van den Eshof and Hochbruck, "Preconditioning Lanczos approximations to
+//     the matrix exponential", SIAM J. Sci. Comput. 2006), whose steps are not
+//     bounded by ||G||; its linear systems are solved by GMRES with a block
+//     Gauss-Seidel preconditioner;
 //   - uniformization: p0 sum_k Poisson(k; Lambda t) P^k with P = I + G / Lambda,
 //     Poisson weights with left and right truncation points (after Fox and Glynn,
 //     "Computing Poisson probabilities", CACM 1988).
@@ -33,13 +38,16 @@ enum class TransientMethod {
   Auto,            ///< chosen by the caller's layer (the raw-generator entry point runs Krylov)
   Step,            ///< exact p0 P^t of a slotted chain (dispatched by the caller's layer)
   Krylov,          ///< Arnoldi projection with step-size control
+  RationalKrylov,  ///< shift-and-invert Arnoldi on (I - gamma G)^{-1}, preconditioned inner solves
   Uniformization,  ///< Poisson-weighted powers of P = I + G / Lambda
 };
 /// Every method, in the order the docs list them (names from to_string).
 inline constexpr TransientMethod kAllTransientMethods[] = {TransientMethod::Auto, TransientMethod::Step,
-                                                          TransientMethod::Krylov, TransientMethod::Uniformization};
+                                                          TransientMethod::Krylov, TransientMethod::RationalKrylov,
+                                                          TransientMethod::Uniformization};
 std::string to_string(TransientMethod);
-/// The method called `name` ("auto", "step", "krylov", "uniformization"); OptionError otherwise.
+/// The method called `name` ("auto", "step", "krylov", "rational_krylov", "uniformization");
+/// OptionError otherwise.
 TransientMethod transient_method_from(const std::string& name);
 
 /// y = x G for a generator G, with the two norms the kernels need and a counter.
@@ -52,6 +60,23 @@ struct GeneratorOperator {
   double rate = 0.0;
   /// The product y = x G (y does not alias x); called through apply().
   std::function<void(const double* x, double* y)> product;
+
+  /// The matrix behind the product, for the kernel that solves linear systems
+  /// with it (rational_krylov): M in CSR with rows = from-state, viewed (the
+  /// arrays must outlive the operator); G = M, or G = M - I when M is a slotted
+  /// chain's P.  Empty (rowptr null) for an operator given only as a product.
+  /// The preconditioner's blocks: `blocks` when set (block_of[state], numbered
+  /// from 0), else the chain's avg planes when `chain` is set, else one state
+  /// per block (point Gauss-Seidel).
+  struct Matrix {
+    const int32_t* rowptr = nullptr;
+    const int32_t* col = nullptr;
+    const double* val = nullptr;
+    bool slotted = false;          ///< M = P of a slotted chain: G = P - I
+    const Chain* chain = nullptr;  ///< the chain M belongs to, or null
+    std::vector<int32_t> blocks;   ///< block of each state, or empty
+  };
+  Matrix matrix;
 
   int32_t rows() const { return n; }
   /// y = x G, counted.
@@ -70,7 +95,8 @@ struct GeneratorOperator {
                                     double row_tol = 1e-10);
   /// G of a built chain (its generator, or P - I of a slotted chain) through a
   /// transposed copy of the matrix: the product is a gather over rows of G^T,
-  /// split over threads.  Owns the copy (about nnz x 12 bytes).
+  /// split over threads.  Owns the copy (about nnz x 12 bytes); `matrix` views
+  /// the chain's own arrays, so the chain must outlive the operator.
   static GeneratorOperator from_chain(const Chain& chain);
 
  private:
@@ -79,18 +105,32 @@ struct GeneratorOperator {
 
 struct TransientOptions {
   /// Krylov: accepted steps satisfy err_loc <= 1.2 tau tol (Euclidean norm, per
-  /// unit time, Expokit's criterion).  Uniformisation: the Poisson truncation
-  /// error over [0, last time] is at most tol (L1 norm).  In (0, 0.1].
+  /// unit time, Expokit's criterion).  Rational Krylov: the estimated L1 error of
+  /// every step (and of every output inside it) is at most tol.  Uniformisation:
+  /// the Poisson truncation error over [0, last time] is at most tol (L1 norm).
+  /// In (0, 0.1].
   double tol = 1e-8;
   /// Krylov basis size m, in [1, 1000]; at most the number of states (clamped).
+  /// Rational Krylov: the largest basis (a basis stops growing once it reaches
+  /// its target step); it needs at least 2.
   int krylov_dim = 30;
   /// Budget on steps (Krylov: accepted steps; uniformisation: Poisson chunks), in [1, 1e9].
   long max_steps = 100000;
-  /// Budget on products x G, in [0, 1e12] (0: no limit).
+  /// Budget on products x G, in [0, 1e12] (0: no limit).  Rational Krylov counts
+  /// the products inside its linear solves.
   long max_applications = 0;
   /// Krylov happy breakdown: h_{j+1,j} <= breakdown * norm1 (relative to the
   /// generator's norm, so to the norm of the step tau G as well), in [0, 1e-3].
+  /// Rational Krylov: h_{j+1,j} <= breakdown (its operator (I - gamma G)^{-1} has
+  /// L1 norm 1).
   double breakdown = 1e-12;
+  /// Rational Krylov: the shift gamma is shift_ratio times the step the basis
+  /// aims at (gamma ~ tau / 10 in the literature), in [1e-3, 10].
+  double shift_ratio = 0.1;
+  /// Rational Krylov: GMRES steps allowed to one linear solve, in [1, 1e6];
+  /// a solve that does not reach its tolerance within them stops the run
+  /// (status not_converged).
+  long inner_max_iter = 1000;
   /// Outputs (observer and result) are projected on probability vectors:
   /// negatives clipped, renormalised to sum 1.  The propagated vector is not.
   bool project = true;
@@ -119,6 +159,15 @@ struct TransientResult : ConvergenceReport<TransientMethod> {
   bool breakdown = false;       ///< a happy breakdown occurred
   int breakdown_dim = 0;        ///< basis size at the first breakdown
   double breakdown_time = 0.0;  ///< time of the first breakdown
+  // Rational Krylov (exponentials, squarings, krylov_dim as above; rejected_steps
+  // counts bases dropped because they reached no output time)
+  long inner_solves = 0;        ///< linear solves with I - gamma G (one per basis vector)
+  long inner_iterations = 0;    ///< GMRES steps over all solves
+  long inner_iterations_max = 0;  ///< GMRES steps of the longest solve
+  double inner_residual_max = 0.0;  ///< largest L1 residual of a solve (right-hand sides of 2-norm 1)
+  long shifts = 0;              ///< preconditioner set-ups (one per distinct gamma)
+  double gamma_min = 0.0, gamma_max = 0.0;  ///< smallest and largest shift used
+  int basis_max = 0;            ///< largest basis built
   // Uniformisation
   double rate = 0.0;            ///< Lambda
   double poisson_mean_max = 0.0;  ///< largest Poisson mean Lambda dt of a chunk
@@ -137,13 +186,20 @@ TransientResult krylov_expv(const GeneratorOperator& G, const std::vector<double
                             const std::vector<double>& times, const TransientOptions& options = {},
                             const TransientObserver& observer = {});
 
+/// The same by shift-and-invert (rational) Krylov steps.  G must carry its matrix
+/// (from_chain or from_csr; OptionError otherwise); krylov_dim >= 2.
+TransientResult rational_krylov_expv(const GeneratorOperator& G, const std::vector<double>& p0,
+                                     const std::vector<double>& times, const TransientOptions& options = {},
+                                     const TransientObserver& observer = {});
+
 /// The same by uniformisation.
 TransientResult uniformization(const GeneratorOperator& G, const std::vector<double>& p0,
                                const std::vector<double>& times, const TransientOptions& options = {},
                                const TransientObserver& observer = {});
 
-/// Krylov or Uniformization by `method`; Auto runs Krylov (requested = Auto); Step
-/// throws OptionError (it needs a slotted chain's P, not a generator).
+/// Krylov, RationalKrylov or Uniformization by `method`; Auto runs Krylov
+/// (requested = Auto); Step throws OptionError (it needs a slotted chain's P,
+/// not a generator).
 TransientResult expm_multiply(const GeneratorOperator& G, const std::vector<double>& p0,
                               const std::vector<double>& times, TransientMethod method,
                               const TransientOptions& options = {}, const TransientObserver& observer = {});

@@ -1,0 +1,118 @@
+// Internal: the preconditioned iterative solver shared by the stationary krylov
+// method and the rational Krylov exponential.
+//
+// BlockSystem is a nonsingular M-matrix B = a I - b M^T, where M is a chain's
+// matrix (P or G, rows = from-state), so that B x = r is the row-vector system
+// y (a I - b M) = r transposed.  It is kept at full size over block-ordered
+// indices (states regrouped by a block partition, by state index inside a
+// block), each row split into the part left of its block, inside it and right
+// of it, with every diagonal block LU-factorised once as a band matrix without
+// pivoting (principal submatrices of a column diagonally dominant M-matrix need
+// none).  One state may be fixed: its row and column are replaced by the
+// identity and its column moves to a right-hand side.
+//
+//   - stationary krylov: B = (I - P)^T with a recurrent state fixed (a = b = 1);
+//   - rational Krylov: B = (I - gamma G)^T, i.e. a = 1, b = gamma for a
+//     generator, a = 1 + gamma, b = gamma for a slotted chain's G = P - I.
+//     Every column of B then sums to 1 (B is strictly diagonally dominant by
+//     columns) and B^{-1} is non-negative with column sums 1.
+//
+// The preconditioner is symmetric block Gauss-Seidel, M = (D + L) D^{-1} (D + U)
+// over the blocks with exact (banded) block solves; Gmres is restarted GMRES
+// (Saad & Schultz 1986) with right preconditioning, modified Gram-Schmidt and
+// Givens rotations, stopping on a quantity the caller defines from the true
+// residual.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace aqm::detail {
+
+/// A diagonal block in band storage, LU-factorised in place without pivoting.
+struct BandLU {
+  int32_t start = 0, size = 0, p = 0, q = 0;  // first row, rows, lower and upper bandwidth
+  std::vector<double> a;                        // a[i * (p + q + 1) + (j - i + p)]
+  std::vector<double> inv_diag;                 // 1 / U_ii (after factor())
+  int w() const { return p + q + 1; }
+  double& at(int32_t i, int32_t j) { return a[static_cast<size_t>(i) * w() + (j - i + p)]; }
+  double at(int32_t i, int32_t j) const { return a[static_cast<size_t>(i) * w() + (j - i + p)]; }
+  /// In place (and the reciprocals of U's diagonal); SolverError on a zero or non-finite pivot.
+  void factor();
+  /// x <- D^{-1} x.
+  void solve(double* x) const;
+};
+
+struct BlockSystem {
+  int32_t n = 0;
+  int32_t K = -1;                          ///< fixed state (block-ordered index), -1: none
+  std::vector<int32_t> perm, inv;          ///< perm[new] = old, inv[old] = new
+  std::vector<int32_t> rp, ci, lo_end, up_begin, bstart;
+  std::vector<double> v;                   ///< B in CSR over block-ordered indices
+  std::vector<double> b;                   ///< right-hand side from the fixed state's column (empty without)
+  std::vector<BandLU> blocks;
+  mutable long precond_applications = 0;
+
+  /// y = B x (block-ordered vectors), a gather over rows split over threads.
+  void matvec(const double* x, double* y) const;
+  /// z = M^{-1} r, one forward and one backward block sweep.
+  void precond(const double* r, double* z) const;
+  int band_width() const;        ///< largest p + q + 1 of the blocks
+  int32_t largest_block() const;
+};
+
+/// B = a I - b M^T for M in CSR (n states, rows = from-state), regrouped by
+/// `block_of` (block_of[s] in 0 .. nblocks - 1), with state `fixed` (an original
+/// index; -1 for none) replaced by the identity and the right-hand side
+/// rhs_j = b M_{fixed, j}.  B must be column diagonally dominant.  With
+/// max_band_entries > 0, ModelError naming 'blocks' when the blocks' band storage
+/// (sum of size x bandwidth) would exceed it.
+BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
+                         const std::vector<int32_t>& block_of, double a, double b, int32_t fixed,
+                         int64_t max_band_entries = 0);
+
+/// Restarted right-preconditioned GMRES on a BlockSystem, with its workspace
+/// (basis size + 1 vectors of n entries) kept between solves.
+class Gmres {
+ public:
+  /// What a solve stops on: converged when measure(x, res) <= target for an
+  /// iterate x with the true residual res = rhs - B x.  Inside a cycle, the
+  /// 2-norm estimate |g_{j+1}| is compared with fac * target * scale(sum of the
+  /// candidate's entries) (scale empty: 1) before the true residual is formed.
+  /// fac starts at fac0; each time a candidate fails the true test it drops
+  /// tenfold, or (learn_ratio) to half the level the failed candidate's ratio of
+  /// measure to estimate asks for (at least halving).
+  struct Test {
+    double target = 0.0;
+    std::function<double(const std::vector<double>& x, const std::vector<double>& res)> measure;
+    std::function<double(double sum)> scale;
+    double fac0 = 1.0;
+    bool learn_ratio = false;
+  };
+  struct Limits {
+    long max_iter = 2000;      ///< GMRES steps (each: one preconditioner application and one product)
+    long max_products = 0;     ///< products with B, residuals included (0: no limit)
+    int stall_restarts = 10;   ///< stalled when the measure falls by less than 1 % in this many restarts
+  };
+  struct Outcome {
+    long iterations = 0;       ///< GMRES steps
+    long products = 0;         ///< products with B (steps and true residuals)
+    double measure = 0.0;      ///< the measure of the returned x
+    bool converged = false, stalled = false, out_of_products = false;
+  };
+
+  Gmres(int32_t n, int basis);
+  /// Solve B x = rhs from the initial x (block-ordered, n entries); x receives the
+  /// last accepted iterate.  With a fixed state, x[K] is kept at 0.
+  Outcome solve(const BlockSystem& B, const double* rhs, std::vector<double>& x, const Test& test,
+                const Limits& limits);
+
+ private:
+  int32_t n_;
+  int m_;
+  std::vector<std::vector<double>> V_;
+  std::vector<double> H_, cs_, sn_, g_, y_, zsum_, res_, w_, z_, xc_;
+};
+
+}  // namespace aqm::detail
