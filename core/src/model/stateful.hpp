@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "aqmchain/interrupt.hpp"
 #include "aqmchain/model/grid.hpp"
 #include "aqmchain/model/model.hpp"
 
@@ -118,6 +119,11 @@ struct StatefulLayout {
       // a p_max that cannot move needs no clock: the chain is the plain one
       if (opt.clock == AdaptiveClock::Exact && pmax.size() > 1) phases = opt.interval;
     }
+    if (static_cast<double>(pmax.size()) * static_cast<double>(avg_points.size()) > 5e7)
+      throw StateSpaceTooLarge("aqm.p_max_step",
+                               cat("the drop table over ", pmax.size(), " p_max points x ", avg_points.size(),
+                                   " avg points exceeds 5e7 entries: raise aqm.p_max_step (", opt.p_max_step,
+                                   ") or coarsen the avg grid"));
     pdrop.assign(pmax.size(), std::vector<double>(avg_points.size()));
     double pmin = 2.0, at = 0.0;
     if (q.dynamic_max_th) {
@@ -137,6 +143,7 @@ struct StatefulLayout {
     for (size_t k = 0; k < pmax.size(); ++k) {
       DropFunction d = base;
       d.p_max = pmax[k];
+      if ((k & 63) == 63) check_interrupt();
       for (size_t i = 0; i < avg_points.size(); ++i) {
         const double p = pdrop[k][i] = d(avg_points[i]);
         if (p > 0.0 && p < pmin) pmin = p, at = avg_points[i];
