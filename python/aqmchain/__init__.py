@@ -33,6 +33,7 @@ from ._core import (  # noqa: E402
     hurst,
     redwm_s_grid,
     ssmp_q_for_mean,
+    stateful_info,
 )
 from .modelfile import load_config, load_model, model_from_dict, model_to_dict
 from .optimize import OPTIMIZE_METHODS, OptimizeResult, optimize
@@ -59,7 +60,7 @@ __all__ = [
     "Aqm", "Chain", "DropFunction", "GridSpec", "HurstReport", "Model", "Service", "Source",
     "ModelError", "OptionError", "ReducibleChainError", "SolverError", "StateSpaceTooLarge",
     "NonConvergenceError", "SolverInfo", "StationaryResult", "DirectSolver",
-    "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean", "redwm_s_grid",
+    "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean", "redwm_s_grid", "stateful_info",
     "load_config", "load_model", "model_from_dict", "model_to_dict",
     "solve_stationary", "state_labels", "transition_matrix", "refine_grid", "ErrorEstimate",
     "simulate", "SimulationResult", "compare", "Comparison", "compare_policies", "PolicyComparison",

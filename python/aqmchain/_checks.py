@@ -294,13 +294,31 @@ def _model_kwargs(*, buffer: Any, source: Any, service: Any, aqm: Any = None, gr
     return k
 
 
+def stateful_value(key: str, value: Any, default: Any, *, err: Callable = model_error) -> Any:
+    """Type check of a stateful-AQM key, by the type of its default (defined in the core)."""
+    param = f"aqm.{key}"
+    if isinstance(default, bool):
+        return boolean(param, value, err=err)
+    if isinstance(default, int):
+        return integer(param, value, -INT64_MAX, INT64_MAX, err=err)
+    if isinstance(default, str):
+        return string(param, value, err=err)
+    return real(param, value, err=err)
+
+
 def _aqm_kwargs(*, drop: Any = None, w: Any = 0.002, update: Any = "per_slot", policy: Any = "tail",
-                ecn: Any = 0.0, filter: Any = "ewma", a: Any = None, b: Any = None, triple: Any = None) -> dict:
+                ecn: Any = 0.0, filter: Any = "ewma", a: Any = None, b: Any = None, triple: Any = None,
+                **stateful: Any) -> dict:
     k = {"w": real("aqm.w", w), "update": string("aqm.update", update), "policy": string("aqm.policy", policy),
          "ecn": real("aqm.ecn", ecn), "filter": string("aqm.filter", filter)}
     for key, value in (("a", a), ("b", b), ("triple", triple)):
         if value is not None:
             k[key] = coefficients(f"aqm.{key}", value)
+    defaults = _core.Aqm.stateful_defaults()
+    for key, value in stateful.items():
+        if key not in defaults:
+            raise TypeError(f"Aqm() got an unexpected keyword argument '{key}'")
+        k[key] = stateful_value(key, value, defaults[key])
     if drop is not None:
         if not isinstance(drop, _core.DropFunction):
             raise model_error("aqm.drop", "an aqmchain.DropFunction", drop)

@@ -30,7 +30,13 @@ _DROP_KEYS: dict[str, dict[str, bool]] = {  # key -> required
     "polynomial": {"min_th": True, "max_th": True, "coeffs": True},
     "table": {"points": True},
 }
-_AQM_COMMON = {"drop", "filter", "update", "policy", "ecn"}
+# Stateful AQM (docs/stateful-aqm.md): names and defaults from the core.
+_STATEFUL_DEFAULTS = _core.Aqm.stateful_defaults()
+_SPACING_KEYS = {"spacing", "count_max"}
+_WEIGHT_KEYS = {"weight", "autored_p"}
+_MAXTH_KEYS = {"dynamic_max_th", "max_th_growth"}
+_ADAPTIVE_KEYS = set(_STATEFUL_DEFAULTS) - _SPACING_KEYS - _WEIGHT_KEYS - _MAXTH_KEYS - {"adaptive"}
+_AQM_COMMON = {"drop", "filter", "update", "policy", "ecn"} | set(_STATEFUL_DEFAULTS)
 # Keys each moving average takes (names from the core's FilterKind).
 _FILTER_KEYS: dict[str, set[str]] = {"ewma": {"w"}, "redwm": {"a", "b", "triple"}}
 assert set(_FILTER_KEYS) == set(_core.Aqm.filters)
@@ -213,11 +219,24 @@ def _aqm(sec: _Section) -> _core.Aqm:
             if len(p) != 2:
                 raise _err(f"aqm.points[{i}]", "a pair [avg, p]", p)
         f = _core.DropFunction.table([tuple(p) for p in pts])
+    stateful = {}
+    for key in sorted(set(_STATEFUL_DEFAULTS) & set(sec.table)):
+        stateful[key] = _checks.stateful_value(key, sec._get(key, None, False), _STATEFUL_DEFAULTS[key])
+    dyn = stateful.get("dynamic_max_th", False)
+    if stateful.get("weight", "static") == "static" and not dyn and "autored_p" in stateful:
+        raise _err("aqm.autored_p", "given only with aqm.weight = \"autored\" or aqm.dynamic_max_th = true",
+                   sec.table["autored_p"])
+    if not dyn and "max_th_growth" in stateful:
+        raise _err("aqm.max_th_growth", "given only with aqm.dynamic_max_th = true", sec.table["max_th_growth"])
+    if not stateful.get("adaptive", False):
+        extra = sorted(_ADAPTIVE_KEYS & set(stateful))
+        if extra:
+            raise _err(f"aqm.{extra[0]}", "given only with aqm.adaptive = true", sec.table[extra[0]])
     extra = {"w": sec.number("w", 0.002)} if filt == "ewma" else coef
     aqm = _core.Aqm(drop=f, filter=filt,
                     update=sec.string("update", ("per_slot", "per_arrival"), "per_slot"),
                     policy=sec.string("policy", ("tail", "front", "random"), "tail"),
-                    ecn=sec.number("ecn", 0.0), **extra)
+                    ecn=sec.number("ecn", 0.0), **extra, **stateful)
     sec.finish()
     return aqm
 
@@ -386,6 +405,14 @@ def model_to_dict(model: _core.Model) -> dict:
     else:
         aqm.update(w=model.aqm.w)
     aqm.update(update=model.aqm.update, policy=model.aqm.policy, ecn=model.aqm.ecn)
+    if model.aqm.spacing != "none":
+        aqm.update(spacing=model.aqm.spacing, count_max=model.aqm.count_max)
+    if model.aqm.weight != "static" or model.aqm.dynamic_max_th:
+        aqm.update(weight=model.aqm.weight, autored_p=model.aqm.autored_p)
+    if model.aqm.dynamic_max_th:
+        aqm.update(dynamic_max_th=True, max_th_growth=model.aqm.max_th_growth)
+    if model.aqm.adaptive:
+        aqm.update({k: getattr(model.aqm, k) for k in sorted(_ADAPTIVE_KEYS | {"adaptive"})})
     grid: dict[str, Any] = {"k": model.grid.k, "mapping": model.grid.mapping, "refine": model.grid.refine}
     if model.grid.points:
         grid["points"] = list(model.grid.points)

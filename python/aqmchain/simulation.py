@@ -34,6 +34,7 @@ class SimulationResult:
     def __init__(self, model: _core.Model, options: _core.SimOptions, raw: _core.SimResult):
         self.model, self.options = model, options
         self.ci: dict[str, float] = {}
+        self.mean_count = self.mean_p_max = self.mean_max_th = None  # stateful AQM only (docs/stateful-aqm.md)
         for name, (value, hw) in raw.estimates.items():
             setattr(self, name, value)
             self.ci[name] = hw
@@ -49,6 +50,9 @@ class SimulationResult:
     def to_dict(self) -> dict[str, Any]:
         fin = lambda v: float(v) if np.isfinite(v) else None  # noqa: E731  (JSON has no infinity)
         d: dict[str, Any] = {name: fin(getattr(self, name)) for name in SCALARS}
+        for name in ("mean_count", "mean_p_max", "mean_max_th"):
+            if getattr(self, name) is not None:
+                d[name] = fin(getattr(self, name))
         for name in ("queue_pmf", "system_pmf", "response_pmf"):
             d[name] = [float(v) for v in getattr(self, name)]
         d["ci"] = {k: [fin(x) for x in v] if isinstance(v, list) else fin(v) for k, v in self.ci.items()}

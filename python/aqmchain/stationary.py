@@ -121,6 +121,7 @@ class StationaryResult:
         self.queue_pmf = metrics.queue_pmf
         self.avg_pmf = metrics.avg_pmf
         self.avg_grid = np.asarray(chain.grid)
+        self._stateful_marginals(model, chain, np.asarray(self.pi))
         self.response_available = metrics.response_available
         self.response_note = metrics.response_note
         self.response_method = metrics.response_method or None
@@ -134,6 +135,35 @@ class StationaryResult:
         else:
             self.response_pmf = None
             self.response_steps = self.response_states = None
+
+    def _stateful_marginals(self, model, chain, pi) -> None:
+        """count_pmf (count -1..cap), p_max_pmf over p_max_values, their means; None when absent."""
+        self.count_pmf = self.mean_count = self.p_max_pmf = self.p_max_values = self.mean_p_max = None
+        self.max_th_values = self.max_th_pmf = self.mean_max_th = None
+        labels = chain.labels
+        if "count" in labels:
+            info = _core.stateful_info(model)
+            self.count_pmf = np.bincount(np.asarray(labels["count"]), weights=pi,
+                                         minlength=info["count_cap"] + 2)
+            self.mean_count = float(np.dot(np.arange(-1, len(self.count_pmf) - 1), self.count_pmf))
+        if "pmax_index" in labels:
+            info = _core.stateful_info(model)
+            self.p_max_values = np.asarray(info["p_max_values"])
+            self.p_max_pmf = np.bincount(np.asarray(labels["pmax_index"]), weights=pi,
+                                         minlength=len(self.p_max_values))
+            self.mean_p_max = float(np.dot(self.p_max_values, self.p_max_pmf))
+        if "maxth_index" in labels:
+            hi = model.aqm.drop.hi
+            self.max_th_values = np.array([hi, hi * (1 + model.aqm.max_th_growth)])
+            self.max_th_pmf = np.bincount(np.asarray(labels["maxth_index"]), weights=pi, minlength=2)
+            self.mean_max_th = float(np.dot(self.max_th_values, self.max_th_pmf))
+
+    def component_pmf(self, name: str) -> np.ndarray:
+        """Stationary law of one state component (by its index values), e.g. ``"count"``."""
+        labels = self.chain.labels
+        if name not in labels:
+            raise KeyError(f"no state component '{name}' (the chain has: {', '.join(labels)})")
+        return np.bincount(np.asarray(labels[name]), weights=np.asarray(self.pi))
 
     # -- distributions -------------------------------------------------------
     def queue_quantile(self, p: float) -> int:
@@ -175,6 +205,12 @@ class StationaryResult:
             "response_pmf": lst(self.response_pmf), "response_note": self.response_note or None,
             "response_method": self.response_method,
             "avg_grid": lst(self.avg_grid), "avg_pmf": lst(self.avg_pmf),
+            **({"count_pmf": lst(self.count_pmf), "mean_count": self.mean_count} if self.count_pmf is not None
+               else {}),
+            **({"p_max_values": lst(self.p_max_values), "p_max_pmf": lst(self.p_max_pmf),
+                "mean_p_max": self.mean_p_max} if self.p_max_pmf is not None else {}),
+            **({"max_th_values": lst(self.max_th_values), "max_th_pmf": lst(self.max_th_pmf),
+                "mean_max_th": self.mean_max_th} if self.max_th_pmf is not None else {}),
             **({"grid": self.grid} if self.grid is not None else {}),
             **(self.error_estimate.to_json() if self.error_estimate is not None else {}),
             "solver": {

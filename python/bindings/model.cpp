@@ -5,6 +5,7 @@
 
 #include "aqmchain/model/filter.hpp"
 #include "aqmchain/model/model.hpp"
+#include "aqmchain/model/queue_generator.hpp"
 #include "aqmchain/model/scenario.hpp"
 
 namespace aqmpy {
@@ -108,8 +109,19 @@ void define_drop(py::module_& m) {
 
 Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::string& policy, double ecn,
              const std::string& filter, std::vector<double> a_coef, std::vector<double> b_coef,
-             std::vector<double> triple) {
+             std::vector<double> triple, const std::string& spacing, int count_max, bool adaptive, int64_t interval,
+             double target_lo, double target_hi, double increment, double decrease, double p_max_high,
+             double p_max_low, const std::string& clock, double p_max_step, double max_clock_states,
+             const std::string& weight, const std::string& autored_p, bool dynamic_max_th, double max_th_growth) {
   Aqm a;
+  a.dynamic_max_th = dynamic_max_th;
+  a.max_th_growth = max_th_growth;
+  a.weight = weight_from(weight);
+  a.autored_p = autored_p_from(autored_p);
+  a.spacing = spacing_from(spacing);
+  a.count_max = count_max;
+  a.adaptive = Adaptive{adaptive,   interval,  target_lo,           target_hi, increment, decrease,
+                        p_max_high, p_max_low, clock_from(clock), p_max_step, max_clock_states};
   a.drop = std::move(drop);
   a.w = w;
   a.update = update_rule_from(update);
@@ -171,8 +183,50 @@ void define_aqm_grid_model(py::module_& m) {
            py::arg("ecn") = Aqm{}.ecn, py::arg("filter") = to_string(Aqm{}.filter),
            py::arg("a") = std::vector<double>{}, py::arg("b") = std::vector<double>{},
            py::arg("triple") = std::vector<double>{},
+           py::arg("spacing") = to_string(Aqm{}.spacing),
+           py::arg("count_max") = Aqm{}.count_max, py::arg("adaptive") = Adaptive{}.enabled,
+           py::arg("interval") = Adaptive{}.interval, py::arg("target_lo") = Adaptive{}.target_lo,
+           py::arg("target_hi") = Adaptive{}.target_hi, py::arg("increment") = Adaptive{}.increment,
+           py::arg("decrease") = Adaptive{}.decrease, py::arg("p_max_high") = Adaptive{}.p_max_high,
+           py::arg("p_max_low") = Adaptive{}.p_max_low, py::arg("clock") = to_string(Adaptive{}.clock),
+           py::arg("p_max_step") = Adaptive{}.p_max_step, py::arg("max_clock_states") = Adaptive{}.max_clock_states,
+           py::arg("weight") = to_string(Aqm{}.weight), py::arg("autored_p") = to_string(Aqm{}.autored_p),
+           py::arg("dynamic_max_th") = Aqm{}.dynamic_max_th, py::arg("max_th_growth") = Aqm{}.max_th_growth,
            "filter = 'redwm' takes a = [a_1, ..., a_k] and b = [b_0, ..., b_m], or triple = [x, y, z] "
            "(b_0 = x, b_1 = y, a_2 = z, a_1 = 1 - x - y - z).")
+      .def_static(
+          "stateful_defaults",
+          []() {
+            const Aqm a{};
+            const Adaptive d{};
+            py::dict o;
+            o["spacing"] = to_string(a.spacing), o["count_max"] = a.count_max, o["adaptive"] = d.enabled;
+            o["interval"] = d.interval, o["target_lo"] = d.target_lo, o["target_hi"] = d.target_hi;
+            o["increment"] = d.increment, o["decrease"] = d.decrease, o["p_max_high"] = d.p_max_high;
+            o["p_max_low"] = d.p_max_low, o["clock"] = to_string(d.clock), o["p_max_step"] = d.p_max_step;
+            o["max_clock_states"] = d.max_clock_states;
+            o["weight"] = to_string(a.weight), o["autored_p"] = to_string(a.autored_p);
+            o["dynamic_max_th"] = a.dynamic_max_th, o["max_th_growth"] = a.max_th_growth;
+            return o;
+          },
+          "Names and defaults of the stateful-AQM keys (drop spacing, adaptive RED).")
+      .def_property_readonly("spacing", [](const Aqm& a) { return to_string(a.spacing); })
+      .def_readonly("count_max", &Aqm::count_max)
+      .def_property_readonly("weight", [](const Aqm& a) { return to_string(a.weight); })
+      .def_property_readonly("autored_p", [](const Aqm& a) { return to_string(a.autored_p); })
+      .def_readonly("dynamic_max_th", &Aqm::dynamic_max_th)
+      .def_readonly("max_th_growth", &Aqm::max_th_growth)
+      .def_property_readonly("adaptive", [](const Aqm& a) { return a.adaptive.enabled; })
+      .def_property_readonly("interval", [](const Aqm& a) { return a.adaptive.interval; })
+      .def_property_readonly("target_lo", [](const Aqm& a) { return a.adaptive.target_lo; })
+      .def_property_readonly("target_hi", [](const Aqm& a) { return a.adaptive.target_hi; })
+      .def_property_readonly("increment", [](const Aqm& a) { return a.adaptive.increment; })
+      .def_property_readonly("decrease", [](const Aqm& a) { return a.adaptive.decrease; })
+      .def_property_readonly("p_max_high", [](const Aqm& a) { return a.adaptive.p_max_high; })
+      .def_property_readonly("p_max_low", [](const Aqm& a) { return a.adaptive.p_max_low; })
+      .def_property_readonly("clock", [](const Aqm& a) { return to_string(a.adaptive.clock); })
+      .def_property_readonly("p_max_step", [](const Aqm& a) { return a.adaptive.p_max_step; })
+      .def_property_readonly("max_clock_states", [](const Aqm& a) { return a.adaptive.max_clock_states; })
       .def_readonly("drop", &Aqm::drop)
       .def_readonly("w", &Aqm::w)
       .def_readonly("ecn", &Aqm::ecn)
@@ -318,6 +372,21 @@ static void define_model_enums(py::module_& m) {
       .value("flags", Mapping::Flags);
 }
 
+void define_stateful(py::module_& m) {
+  m.def(
+      "stateful_info",
+      [](const Model& md) {
+        const StatefulInfo s = stateful_info(md);
+        py::dict o;
+        o["count_cap"] = s.count_cap, o["p_max_values"] = s.pmax, o["p_max_start"] = s.pmax_start;
+        o["phases"] = s.phases;
+        return o;
+      },
+      py::arg("model"),
+      "The chain's view of a stateful AQM: count_cap (count in -1..count_cap), p_max_values (the p_max "
+      "grid), p_max_start (its start index), phases (the exact clock's phase count).");
+}
+
 void define_model(py::module_& m) {
   define_model_enums(m);
   define_sources(m);
@@ -325,6 +394,7 @@ void define_model(py::module_& m) {
   define_drop(m);
   define_aqm_grid_model(m);
   define_scenario(m);
+  define_stateful(m);
 }
 
 }  // namespace aqmpy

@@ -22,6 +22,11 @@ py::dict estimates(const SimResult& r) {
       {"var_queue", &r.var_queue},         {"mean_avg", &r.mean_avg},
       {"mean_response", &r.mean_response}, {"var_response", &r.var_response}};
   for (const auto& [k, e] : items) d[k] = py::make_tuple(e->value, e->half_width);
+  if (r.stateful) {  // stateful AQM only
+    d["mean_count"] = py::make_tuple(r.mean_count.value, r.mean_count.half_width);
+    d["mean_p_max"] = py::make_tuple(r.mean_p_max.value, r.mean_p_max.half_width);
+    d["mean_max_th"] = py::make_tuple(r.mean_max_th.value, r.mean_max_th.half_width);
+  }
   return d;
 }
 

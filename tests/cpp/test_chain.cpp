@@ -80,3 +80,55 @@ TEST(Chain, MemoryBudgetRefuses) {
   o.memory_limit_bytes = 1e6;
   EXPECT_THROW(build_chain(m, o), StateSpaceTooLarge);
 }
+
+// Stateful AQM (docs/stateful-aqm.md): the components, their ranges, stochastic rows, and the
+// settings that switch the state off reduce to the plain chain.
+TEST(Chain, StatefulComponents) {
+  Model m = geo(12, 0.45, 0.5);
+  m.aqm.drop = DropFunction::red(2, 6, 0.3);
+  m.aqm.w = 0.3;
+  m.grid.k = 2;
+  const Chain plain = build_chain(m);
+  Model s = m;
+  s.aqm.spacing = Spacing::Count;
+  const StatefulInfo info = stateful_info(s);
+  // smallest nonzero p_b on the grid: 0.3 * 0.5 / 4 = 0.0375, so count p_b < 1 up to 26
+  EXPECT_EQ(info.count_cap, 26);
+  const Chain c = build_chain(s);
+  EXPECT_LE(c.report.max_row_error, 1e-14);
+  EXPECT_GT(c.n, plain.n);
+  int max_count = 0;
+  for (int32_t i = 0; i < c.n; ++i) max_count = std::max(max_count, c.component("count")[i] - 1);
+  EXPECT_LE(max_count, 26);
+  EXPECT_GT(max_count, 0);
+  // adaptive RED without moves: one p_max point, no clock, the plain chain
+  Model a = m;
+  a.aqm.adaptive.enabled = true;
+  a.aqm.adaptive.increment = 0.0;
+  a.aqm.adaptive.decrease = 1.0;
+  a.aqm.adaptive.clock = AdaptiveClock::Exact;
+  const Chain ca = build_chain(a);
+  ASSERT_EQ(ca.n, plain.n);
+  EXPECT_EQ(ca.val, plain.val);
+  EXPECT_EQ(ca.col, plain.col);
+  // the exact clock's budget
+  a.aqm.adaptive.increment = 0.01;
+  a.aqm.adaptive.decrease = 0.9;
+  a.aqm.adaptive.max_clock_states = 1e5;
+  try {
+    build_chain(a);
+    FAIL() << "exact clock above its budget accepted";
+  } catch (const StateSpaceTooLarge& e) {
+    EXPECT_EQ(e.param(), "aqm.max_clock_states");
+  }
+}
+
+TEST(Filter, AutoredWeight) {
+  // P = 0.5, q - avg = 0: x = 5.923, w = 0.25 * 2x / ln x / N
+  const double x = 5.923;
+  EXPECT_DOUBLE_EQ(autored_weight(1e-6, 0.5, 3.0, 3.0, 10), 0.25 * (2 * x / std::log(x)) / 10);
+  // x clipped at e: J = 2e; floor and ceiling
+  EXPECT_DOUBLE_EQ(autored_weight(1e-6, 0.5, 0.0, 10.0, 10), 0.25 * 2 * std::exp(1.0) / 10);
+  EXPECT_EQ(autored_weight(0.002, 0.0, 5.0, 1.0, 10), 0.002);
+  EXPECT_EQ(autored_weight(0.002, 0.5, 1000.0, 0.0, 1), 1.0);
+}

@@ -124,6 +124,19 @@ def source_matrices(src: dict) -> tuple[np.ndarray, np.ndarray]:
     return M, lam
 
 
+# ------------------------------------------------------------------ AutoRED's weight (docs/stateful-aqm.md)
+def filter_weight(spec: dict, avg: float, q: int) -> float:
+    """w, or AutoRED's w_t = P (1 - P) (2 x / ln x) / N with x = max(e, 5.923 + q - avg),
+    P = p(avg) or q / N, kept in [w, 1]."""
+    w = spec["w"]
+    if spec.get("weight", "static") != "autored":
+        return w
+    N = spec["buffer"]
+    P = q / N if spec.get("autored_p", "drop") == "queue" else drop_prob(spec, avg, N)
+    x = max(math.e, 5.923 + (q - avg))
+    return min(1.0, max(w, P * (1 - P) * (2 * x / math.log(x)) / N))
+
+
 # ------------------------------------------------------------------ the slot (SPEC 3)
 def slot(spec: dict, state: tuple[int, int, int], pts, M, lam) -> dict[tuple[int, int, int], float]:
     """Distribution of the next state from (n, avg index, modulator)."""
@@ -131,6 +144,7 @@ def slot(spec: dict, state: tuple[int, int, int], pts, M, lam) -> dict[tuple[int
     per_arrival = spec.get("update", "per_slot") == "per_arrival"
     n, g, m = state
     q = max(n - 1, 0)
+    w = filter_weight(spec, pts[g], q)
     y = (1 - w) * pts[g] + w * q  # step 1
     out: dict[tuple[int, int, int], float] = {}
 
@@ -401,3 +415,182 @@ def redwm_reference_chain(spec: dict):
         for t, p in row.items():
             P[index[s], index[t]] += p
     return states, P
+
+
+# ------------------------------------------------------------------ stateful AQM (docs/stateful-aqm.md)
+# Written from the rules of the docs page (Floyd & Jacobson's count, ns-3's "wait", adaptive
+# RED's p_max moves), not from the C++: the count cap, the p_max grid and the slot are
+# re-derived here.
+ADAPTIVE_DEFAULTS = {"interval": 5000, "target_lo": 0.4, "target_hi": 0.6, "increment": 0.01, "decrease": 0.9,
+                     "p_max_high": 0.5, "p_max_low": 0.01, "clock": "geometric", "p_max_step": 0.0025}
+
+
+def early_drop(spacing: str, count: int, pb: float) -> tuple[float, int, int]:
+    """(probability of an early decision, count after a decision, count after none) for an
+    arrival that reaches the AQM test with `count` arrivals since the last decision."""
+    if spacing == "none":
+        return pb, count, count
+    if pb == 0:
+        return 0.0, -1, -1
+    if pb >= 1:
+        return 1.0, 0, 0
+    c = count + 1
+    x = c * pb
+    if spacing == "count":
+        pa = 1.0 if x >= 1 else min(1.0, pb / (1 - x))
+    else:  # wait
+        pa = 0.0 if x < 1 else (1.0 if x >= 2 else min(1.0, pb / (2 - x)))
+    return pa, 0, c
+
+
+def adaptive_params(spec: dict) -> dict:
+    return {k: spec.get(k, v) for k, v in ADAPTIVE_DEFAULTS.items()}
+
+
+def pmax_points(spec: dict) -> tuple[list[float], int]:
+    """The p_max grid: the points start + j h inside the range the moves reach (lo = p_max_low
+    decrease, hi = p_max_high + min(increment, p_max_high / 4), and the start), within [0, 1];
+    start index."""
+    p0 = spec["p_max"]
+    if not spec.get("adaptive", False):
+        return [p0], 0
+    a = adaptive_params(spec)
+    h = a["p_max_step"]
+    hi = max(p0, a["p_max_high"] + min(a["increment"], a["p_max_high"] / 4)) if a["increment"] > 0 else p0
+    lo = min(p0, a["p_max_low"] * a["decrease"]) if a["decrease"] < 1 else p0
+    jlo = math.ceil((lo - p0) / h - 1e-9)  # inside [lo, hi]: the moves reach nothing outside
+    jhi = min(math.floor((hi - p0) / h + 1e-9), math.floor((1 - p0) / h + 1e-9))
+    pts = [min(1.0, max(0.0, p0 + j * h)) for j in range(jlo, jhi + 1)]
+    pts[-jlo] = p0
+    return pts, -jlo
+
+
+def pmax_move(spec: dict, p: float, avg: float) -> float:
+    a = adaptive_params(spec)
+    lo, hi = spec["min_th"], spec["max_th"]
+    if avg > lo + a["target_hi"] * (hi - lo) and p <= a["p_max_high"]:
+        return min(1.0, p + min(a["increment"], p / 4))
+    if avg < lo + a["target_lo"] * (hi - lo) and p >= a["p_max_low"]:
+        return p * a["decrease"]
+    return p
+
+
+def count_cap(spec: dict, pts: list[float], pmaxes: list[float]) -> int:
+    """Largest count an arrival can leave behind: c p_b < 1 (count) or < 2 (wait) for the
+    smallest nonzero p_b on the grid."""
+    N = spec["buffer"]
+    nonzero = [drop_prob({**spec, "p_max": pm}, g, N) for pm in pmaxes for g in pts]
+    nonzero = [p for p in nonzero if 0 < p < 1]
+    if not nonzero:
+        return 0
+    pmin, reach = min(nonzero), (1.0 if spec["spacing"] == "count" else 2.0)
+    c = 0
+    while (c + 1) * pmin < reach:
+        c += 1
+    return c
+
+
+def maxth_rule(j: int, P: float, q: int, max_th: float) -> int:
+    """FDynamicAutoRED's cur_max_th: back to max_th (0) or raised (1)."""
+    if P < 0.55 and q < max_th and j == 1:
+        return 0
+    if 0.55 <= P < 0.88 and q >= max_th and j == 0:
+        return 1
+    return j
+
+
+def stateful_chain(spec: dict):
+    """(states (n, g, m, count + 1, p_max index, max_th index, phase) sorted, dense P) from the
+    empty system."""
+    N, mu, w, ecn = spec["buffer"], spec["mu"], spec["w"], spec.get("ecn", 0.0)
+    per_arrival = spec.get("update", "per_slot") == "per_arrival"
+    spacing = spec.get("spacing", "none")
+    adaptive = spec.get("adaptive", False)
+    a = adaptive_params(spec)
+    interval, exact = a["interval"], a["clock"] == "exact"
+    pmaxes0, _ = pmax_points(spec)
+    adaptive = adaptive and len(pmaxes0) > 1  # a p_max that cannot move: no clock
+    pts = grid_points(N, spec.get("k", 4), spec["mapping"])
+    pmaxes, k0 = pmax_points(spec)
+    cap = count_cap(spec, pts, pmaxes) if spacing != "none" else 0
+    M, lam = source_matrices(spec["source"])
+    pb_table = [[drop_prob({**spec, "p_max": pm}, g, N) for g in pts] for pm in pmaxes]
+    dyn = spec.get("dynamic_max_th", False)
+    max_ths = [spec["max_th"], spec["max_th"] * (1 + spec.get("max_th_growth", 0.1))] if dyn else [None]
+    if dyn:
+        pb_table = [[drop_prob({**spec, "max_th": mt}, g, N) for g in pts] for mt in max_ths]
+        pmin = [p for r in pb_table for p in r if 0 < p < 1]
+        if spacing != "none" and pmin:
+            reach, cap = (1.0 if spacing == "count" else 2.0), 0
+            while (cap + 1) * min(pmin) < reach:
+                cap += 1
+
+    def row(state):
+        n, g, m, c1, k, j, ph = state
+        c = c1 - 1
+        out: dict = {}
+        q = max(n - 1, 0)
+        j2 = 0
+        if dyn:
+            P = q / N if spec.get("autored_p", "drop") == "queue" else pb_table[j][g]
+            j2 = maxth_rule(j, P, q, spec["max_th"])
+        wq = filter_weight(spec, pts[g], q)
+        y = (1 - wq) * pts[g] + wq * q
+        ph2 = (ph + 1) % interval if (adaptive and exact) else 0
+        if not adaptive:
+            clocks = [(False, 1.0)]
+        elif exact:
+            clocks = [(ph2 == 0, 1.0)]
+        else:
+            clocks = [(True, 1 / interval), (False, 1 - 1 / interval)]
+        for m2 in range(len(lam)):
+            if M[m, m2] == 0:
+                continue
+            for arrival, pa in ((1, lam[m2]), (0, 1 - lam[m2])):
+                if pa == 0:
+                    continue
+                targets = [(g, 1.0)] if (per_arrival and not arrival) else grid_map(pts, spec["mapping"], y)
+                for g2, pg in targets:
+                    for fires, pf in clocks:
+                        if pf == 0:
+                            continue
+                        if fires and len(pmaxes) > 1:
+                            ktargets = grid_map(pmaxes, "split", pmax_move(spec, pmaxes[k], pts[g2]))
+                        else:
+                            ktargets = [(k, 1.0)]
+                        for k2, pk in ktargets:
+                            base = M[m, m2] * pa * pg * pf * pk
+                            if not arrival or n == N:
+                                outcomes = [(1.0, False, c)]
+                            else:
+                                pb = pb_table[j2][g2] if dyn else pb_table[k2][g2]
+                                dec, c_dec, c_none = early_drop(spacing, c, pb)
+                                outcomes = [(dec * (1 - ecn), False, c_dec), (dec * ecn, True, c_dec),
+                                            (1 - dec, True, c_none)]
+                            dep = mu if n >= 1 else 0.0
+                            for prob, adm, c2 in outcomes:
+                                assert c2 <= cap
+                                key = lambda n2: (n2, g2, m2, c2 + 1, k2, j2, ph2)  # noqa: E731
+                                moves = [(n + 1, 1 - dep), (n, dep)] if adm else [(n - 1, dep), (n, 1 - dep)]
+                                for n2, pd in moves:
+                                    p = base * prob * pd
+                                    if p > 0:
+                                        out[key(n2)] = out.get(key(n2), 0.0) + p
+        return out
+
+    start = [(0, 0, m, 0, k0, 0, 0) for m in range(len(lam))]
+    seen, queue, rows = set(start), deque(start), {}
+    while queue:
+        s = queue.popleft()
+        rows[s] = row(s)
+        for t in rows[s]:
+            if t not in seen:
+                seen.add(t)
+                queue.append(t)
+    states = sorted(seen)
+    index = {s: i for i, s in enumerate(states)}
+    P = np.zeros((len(states), len(states)))
+    for s, r in rows.items():
+        for t, p in r.items():
+            P[index[s], index[t]] += p
+    return states, P, {"count_cap": cap, "p_max_values": pmaxes, "p_max_start": k0}

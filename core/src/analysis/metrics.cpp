@@ -151,6 +151,9 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
     m.response_available = true;
     m.response_method = "closed_form";
     m.mean_sojourn = m.mean_response;
+  } else if (c.model.aqm.stateful()) {
+    m.response_note = "the tagged-packet chain (front/random drop policy) is not built for a stateful AQM "
+                      "(aqm.spacing or aqm.adaptive): response times are computed under the tail policy only";
   } else {
     const ResponseResult r = tagged_response(c, pi, o.tagged);
     m.response_method = "tagged_chain";

@@ -50,6 +50,30 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
   }
   require_prob(p + ".ecn", ecn);
   drop.validate(p);
+  if (count_max < 1 || count_max > 100000000) fail_param(p + ".count_max", "in [1, 1e8]", count_max);
+  adaptive.validate(p);
+  if (dynamic_max_th) {
+    require_finite(p + ".max_th_growth", max_th_growth);
+    if (!(max_th_growth > 0.0 && max_th_growth <= 10.0)) fail_param(p + ".max_th_growth", "in (0, 10]", max_th_growth);
+    if (drop.kind != DropFunction::Kind::RED && drop.kind != DropFunction::Kind::GentleRED &&
+        drop.kind != DropFunction::Kind::NLRED)
+      fail_param(p + ".dynamic_max_th", "false unless drop is red, gentle_red or nlred (a drop function with max_th)",
+                 "true with drop = '" + drop.name() + "'");
+    if (adaptive.enabled)
+      fail_param(p + ".dynamic_max_th", "false when aqm.adaptive = true (not combined)", "true");
+    if (weight == Weight::AutoRED)
+      fail_param(p + ".dynamic_max_th", "false when aqm.weight = 'autored' (not combined yet)", "true");
+  }
+  if (weight == Weight::AutoRED && adaptive.enabled)
+    fail_param(p + ".weight", "static when aqm.adaptive = true (AutoRED's weight reads p(avg) with a fixed p_max)",
+               "'autored'");
+  if (adaptive.enabled && drop.kind != DropFunction::Kind::RED && drop.kind != DropFunction::Kind::GentleRED &&
+      drop.kind != DropFunction::Kind::NLRED)
+    fail_param(p + ".adaptive", "false unless drop is red, gentle_red or nlred (a drop function with p_max)",
+               "true with drop = '" + drop.name() + "'");
+  if (filter == FilterKind::Redwm && (stateful() || weight != Weight::Static))
+    fail_param(p + ".filter", "ewma when a stateful AQM (spacing, adaptive, dynamic_max_th) or AutoRED's weight is "
+               "used (not combined with REDwM)", "'redwm'");
   if (filter == FilterKind::Ewma) {
     if (!a.empty() || !b.empty())
       fail_param(p + (a.empty() ? ".b" : ".a"), "absent unless aqm.filter = \"redwm\" (the EWMA takes w)", "a list");
@@ -121,6 +145,24 @@ int Aqm::order_m() const {
   return m;
 }
 
+void Adaptive::validate(const std::string& p) const {
+  if (!enabled) return;
+  if (interval < 1 || interval > 1000000000000LL) fail_param(p + ".interval", "in [1, 1e12] slots", interval);
+  require_finite(p + ".target_lo", target_lo);
+  require_finite(p + ".target_hi", target_hi);
+  if (!(target_lo >= 0.0 && target_lo <= 1.0)) fail_param(p + ".target_lo", "in [0, 1]", target_lo);
+  if (!(target_hi >= target_lo && target_hi <= 1.0))
+    fail_param(p + ".target_hi", detail::cat("in [target_lo, 1] = [", target_lo, ", 1]"), target_hi);
+  require_finite(p + ".increment", increment);
+  if (!(increment >= 0.0 && increment <= 1.0)) fail_param(p + ".increment", "in [0, 1]", increment);
+  require_finite(p + ".decrease", decrease);
+  if (!(decrease > 0.0 && decrease <= 1.0)) fail_param(p + ".decrease", "in (0, 1]", decrease);
+  if (!(p_max_high >= 0.0 && p_max_high <= 1.0)) fail_param(p + ".p_max_high", "in [0, 1]", p_max_high);
+  if (!(p_max_low >= 0.0 && p_max_low <= 1.0)) fail_param(p + ".p_max_low", "in [0, 1]", p_max_low);
+  if (!(p_max_step >= 1e-6 && p_max_step <= 1.0)) fail_param(p + ".p_max_step", "in [1e-6, 1]", p_max_step);
+  if (!(max_clock_states >= 1.0)) fail_param(p + ".max_clock_states", ">= 1", max_clock_states);
+}
+
 // ---------------------------------------------------------------- model
 
 void Model::validate() const {
@@ -136,6 +178,17 @@ void Model::validate() const {
     if (aqm.update != UpdateRule::PerSlot)
       fail_param("aqm.update", "per_slot (the default) when model.time = \"continuous\": avg follows "
                                "d avg/dt = w (q - avg) at all times", "'" + to_string(aqm.update) + "'");
+    if (aqm.spacing != Spacing::None)
+      fail_param("aqm.spacing", "none when model.time = \"continuous\" (the count is per slotted arrival)",
+                 "'" + to_string(aqm.spacing) + "'");
+    if (aqm.weight != Weight::Static)
+      fail_param("aqm.weight", "static when model.time = \"continuous\" (the dynamic weight is per slot)",
+                 "'" + to_string(aqm.weight) + "'");
+    if (aqm.dynamic_max_th)
+      fail_param("aqm.dynamic_max_th", "false when model.time = \"continuous\" (the rule is per slot)", "true");
+    if (aqm.adaptive.enabled)
+      fail_param("aqm.adaptive", "false when model.time = \"continuous\" (the interval is counted in slots)",
+                 "true");
     if (grid.mapping != Mapping::Split)
       fail_param("grid.mapping", "split (the default) when model.time = \"continuous\": avg moves between "
                                  "neighbouring grid points at upwind rates", "'" + to_string(grid.mapping) + "'");
@@ -171,6 +224,34 @@ TimeKind time_kind_from(const std::string& s) {
   if (s == "discrete") return TimeKind::Discrete;
   if (s == "continuous") return TimeKind::Continuous;
   fail_param("model.time", "one of discrete, continuous", "'" + s + "'");
+}
+
+std::string to_string(Spacing s) {
+  return s == Spacing::None ? "none" : s == Spacing::Count ? "count" : "wait";
+}
+std::string to_string(Weight w) { return w == Weight::Static ? "static" : "autored"; }
+std::string to_string(AutoredP p) { return p == AutoredP::Drop ? "drop" : "queue"; }
+Weight weight_from(const std::string& s) {
+  if (s == "static") return Weight::Static;
+  if (s == "autored") return Weight::AutoRED;
+  fail_param("aqm.weight", "one of static, autored", "'" + s + "'");
+}
+AutoredP autored_p_from(const std::string& s) {
+  if (s == "drop") return AutoredP::Drop;
+  if (s == "queue") return AutoredP::Queue;
+  fail_param("aqm.autored_p", "one of drop, queue", "'" + s + "'");
+}
+std::string to_string(AdaptiveClock c) { return c == AdaptiveClock::Exact ? "exact" : "geometric"; }
+Spacing spacing_from(const std::string& s) {
+  if (s == "none") return Spacing::None;
+  if (s == "count") return Spacing::Count;
+  if (s == "wait") return Spacing::Wait;
+  fail_param("aqm.spacing", "one of none, count, wait", "'" + s + "'");
+}
+AdaptiveClock clock_from(const std::string& s) {
+  if (s == "exact") return AdaptiveClock::Exact;
+  if (s == "geometric") return AdaptiveClock::Geometric;
+  fail_param("aqm.clock", "one of exact, geometric", "'" + s + "'");
 }
 
 std::string to_string(UpdateRule u) { return u == UpdateRule::PerSlot ? "per_slot" : "per_arrival"; }

@@ -6,6 +6,7 @@
 
 #include "aqmchain/interrupt.hpp"
 #include "model/slot_kernel.hpp"
+#include "model/stateful.hpp"
 
 namespace aqm {
 
@@ -22,7 +23,35 @@ StateSpace queue_state_space(const Model& model) {
   if (model.aqm.filter == FilterKind::Redwm)  // right after avg_index (the slot kernel's filter cell)
     s.add(component::s, static_cast<int32_t>(redwm_s_grid_size(model)));
   s.add(component::modulator, model.source.states(), /*coarsen=*/false);
+  if (!model.aqm.stateful() || model.time != TimeKind::Discrete) return s;
+  // docs/stateful-aqm.md: the count, p_max's grid index and the exact clock's phase
+  GridSpec g = model.grid;
+  if (g.refine == Refine::Auto && g.points.empty()) g.refine = Refine::None;  // sizes on the uniform 1/k grid
+  const detail::StatefulLayout L(model, g.resolve(model.buffer));
+  if (L.spacing != Spacing::None) s.add(component::count, static_cast<int32_t>(L.count_size()), /*coarsen=*/false);
+  if (L.adaptive) s.add(component::pmax, static_cast<int32_t>(L.pmax.size()), /*coarsen=*/false);
+  if (L.dyn_maxth) s.add(component::maxth, 2, /*coarsen=*/false);
+  if (L.phases > 1) {
+    const double product = static_cast<double>(model.buffer + 1) * static_cast<double>(g.size(model.buffer)) *
+                           model.source.states() * static_cast<double>(L.count_size()) *
+                           static_cast<double>(L.pmax.size()) * static_cast<double>(L.phases);
+    if (product > model.aqm.adaptive.max_clock_states)
+      throw StateSpaceTooLarge(
+          "aqm.max_clock_states",
+          detail::cat("aqm.clock = 'exact' multiplies the state space by interval = ", L.phases,
+                      ": the product space has ", product, " states, above aqm.max_clock_states = ",
+                      model.aqm.adaptive.max_clock_states,
+                      " (use clock = 'geometric', a smaller interval, or raise aqm.max_clock_states)"));
+    s.add(component::phase, static_cast<int32_t>(L.phases), /*coarsen=*/false);
+  }
   return s;
+}
+
+StatefulInfo stateful_info(const Model& model) {
+  GridSpec g = model.grid;
+  if (g.refine == Refine::Auto && g.points.empty()) g.refine = Refine::None;
+  const detail::StatefulLayout L(model, g.resolve(model.buffer));
+  return {L.count_cap, L.pmax, L.pmax_start, L.phases};
 }
 
 namespace detail {
@@ -87,11 +116,11 @@ int64_t redwm_reachable_bound(const SlotKernel& K) {
 
 namespace {
 
-/// n = 0, avg index 0, every modulator state.
-std::vector<int64_t> empty_system(const StateSpace& s, int modulators) {
+/// n = 0, avg index 0, every modulator state (count -1, p_max at its start, phase 0).
+std::vector<int64_t> empty_system(const StateSpace& s, int modulators, int64_t offset = 0) {
   std::vector<int64_t> keys;
   const int64_t sm = s.stride(s.at(component::modulator));
-  for (int m = 0; m < modulators; ++m) keys.push_back(m * sm);
+  for (int m = 0; m < modulators; ++m) keys.push_back(m * sm + offset);
   return keys;
 }
 
@@ -102,18 +131,27 @@ class SlotGenerator final : public TransitionGenerator {
   const StateSpace& space() const override { return K_.space; }
   TimeKind time() const override { return TimeKind::Discrete; }
   const std::vector<std::string>& event_names() const override { return queue_event_names(); }
-  std::vector<int64_t> initial_states() const override { return empty_system(K_.space, K_.M); }
+  std::vector<int64_t> initial_states() const override {
+    return empty_system(K_.space, K_.M, K_.stateful ? K_.sa->pmax_start * K_.sk : 0);
+  }
   int max_successors() const override {
     // (emitted, before merging) <= 2 grid targets (REDwM: 4) (+1 without update) x modulator row x 3 levels
     size_t row = 1;
     for (const auto& r : K_.mrows) row = std::max(row, r.size());
+    if (K_.stateful)  // x 2 clock outcomes x 2 p_max targets x 4 arrival outcomes x 2 levels
+      return static_cast<int>(16 * (K_.filter.per_slot() ? 2 : 3) * row);
     return static_cast<int>(3 * (K_.max_targets() + (K_.filter.per_slot() ? 0 : 1)) * row);
   }
   int64_t reachable_bound() const override { return K_.redwm ? detail::redwm_reachable_bound(K_) : K_.space.product(); }
   void successors(int64_t key, Successors& out, double* events) const override {
+    detail::SlotKernel::Events ev;
+    if (K_.stateful) {
+      K_.successors_stateful(key, [&](int64_t k2, double p) { out.push_back({k2, p}); }, events ? &ev : nullptr);
+      if (events) ev.store(events);
+      return;
+    }
     int n, g, m;
     K_.decode(key, n, g, m);
-    detail::SlotKernel::Events ev;
     if (max_ <= kBuffer) {
       // Collect in a local array and append once: push_back per transition keeps the
       // vector's end pointer in memory (it may alias) and dominated the builder's time.

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "aqmchain/model/filter.hpp"
+#include "aqmchain/model/queue_generator.hpp"
 #include "model/validate.hpp"
 
 namespace aqm {
@@ -47,6 +48,15 @@ void Scenario::validate() const {
     if (m.aqm.update != first.aqm.update)
       throw ModelError(p + ".aqm.update", cat(p, ".aqm.update = \"", to_string(m.aqm.update), "\" differs from phase[0]'s \"",
                            to_string(first.aqm.update), "\""));
+    if (m.aqm.stateful() || first.aqm.stateful()) {  // docs/stateful-aqm.md: the components carry over
+      const StatefulInfo si = stateful_info(m), s0 = stateful_info(first);
+      if (m.aqm.spacing != first.aqm.spacing || m.aqm.adaptive.enabled != first.aqm.adaptive.enabled ||
+          m.aqm.dynamic_max_th != first.aqm.dynamic_max_th || si.count_cap != s0.count_cap || si.pmax != s0.pmax ||
+          si.phases != s0.phases)
+        throw ModelError(p + ".aqm", cat(p, ": the stateful AQM (spacing and its count range, adaptive RED's p_max grid "
+                                            "and clock, dynamic max_th) must match phase[0]'s (the phases share one "
+                                            "state space)"));
+    }
   }
 }
 

@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
 #include "aqmchain/model/filter.hpp"
 #include "aqmchain/model/model.hpp"
 #include "aqmchain/model/queue_generator.hpp"
+#include "model/stateful.hpp"
 
 namespace aqm::detail {
 
@@ -30,12 +33,17 @@ struct SlotKernel {
   std::vector<double> pdrop;  // p(g_i) of cell c's avg grid point, per cell
   std::vector<std::vector<std::pair<int, double>>> mrows;
   std::vector<double> lam;
+  // Stateful AQM (docs/stateful-aqm.md): components count, pmax_index, maxth_index, phase
+  // (EWMA filter only: the cell is the avg index).
+  bool stateful = false;
+  std::optional<StatefulLayout> sa;
+  int64_t scnt = 0, sk = 0, sph = 0, smt = 0;  // strides (0 for an absent component)
 
   explicit SlotKernel(const Model& m)
       : N(m.buffer),
         mu(m.service.mu),
         ecn(m.aqm.ecn),
-        filter(m.aqm),
+        filter(m),
         redwm(m.aqm.filter == FilterKind::Redwm),
         rfilter(redwm ? RedwmFilter(m.aqm) : RedwmFilter(ewma_as_redwm(m.aqm))),
         grid(m.grid.resolve(m.buffer), m.grid.mapping),
@@ -60,6 +68,18 @@ struct SlotKernel {
       for (int j = 0; j < M; ++j) sum += m.source.matrix[i][j];
       for (int j = 0; j < M; ++j)
         if (m.source.matrix[i][j] > 0.0) mrows[i].push_back({j, m.source.matrix[i][j] / sum});
+    }
+    if (m.aqm.stateful()) {
+      stateful = true;
+      sa.emplace(m, grid.points());
+      auto stride = [&](const std::string& name) {
+        const int i = space.find(name);
+        return i < 0 ? int64_t{0} : space.stride(i);
+      };
+      scnt = stride(component::count);
+      sk = stride(component::pmax);
+      sph = stride(component::phase);
+      smt = stride(component::maxth);
     }
   }
 
@@ -170,6 +190,109 @@ struct SlotKernel {
         e.aqm += wgt * a * rej;
       e.mark += wgt * a * mark;
       e.admit += wgt * adm;
+    });
+    if (ev) *ev = e;
+  }
+
+  /// The stateful slot (docs/stateful-aqm.md): from the key with count c (value -1..cap),
+  /// p_max index k and clock phase ph.  Order: filter update (step 1), then the adaptive
+  /// clock and p_max move with the updated avg, then steps 2-6 with p_b = p(avg; p_max) and
+  /// the spacing rule for an arrival that reaches the AQM test (an overflow leaves the
+  /// count unchanged).  Calls emit(key', p) (targets may repeat: callers merge).
+  template <class Emit>
+  void successors_stateful(int64_t key, Emit&& emit, Events* ev) const {
+    const int n = static_cast<int>((key / sn) % (N + 1));
+    const int g = static_cast<int>((key / sc) % G);
+    const int m = static_cast<int>((key / sm) % M);
+    const StatefulLayout& S = *sa;
+    const int64_t c = scnt ? (key / scnt) % S.count_size() - 1 : -1;
+    const int k = sk ? static_cast<int>((key / sk) % static_cast<int64_t>(S.pmax.size())) : 0;
+    const int64_t ph = sph ? (key / sph) % S.phases : 0;
+    const int j = smt ? static_cast<int>((key / smt) % 2) : 0;
+    // dynamic max_th: cur_max_th moves first, from P_t = p(avg_{t-1}) (or q / N) and Q_t
+    const int j2 = S.dyn_maxth ? maxth_next(j, S.p_by_queue ? static_cast<double>(std::max(n - 1, 0)) / N
+                                                            : S.mt_pdrop[j][static_cast<size_t>(g)],
+                                            std::max(n - 1, 0), S.mt_drop[0].hi)
+                               : 0;
+    const int64_t base = key - n * sn - g * sc - m * sm - (c + 1) * scnt - k * sk - ph * sph - j * smt + j2 * smt;
+    // clock outcomes: (fires, probability)
+    std::pair<bool, double> clocks[2];
+    int nclock = 0;
+    int64_t ph2 = 0;
+    if (!S.adaptive || S.pmax.size() < 2) {
+      clocks[nclock++] = {false, 1.0};
+    } else if (S.opt.clock == AdaptiveClock::Exact) {
+      ph2 = (ph + 1) % S.phases;
+      clocks[nclock++] = {ph2 == 0, 1.0};
+    } else {
+      const double f = 1.0 / static_cast<double>(S.opt.interval);
+      clocks[nclock++] = {true, f};
+      if (f < 1.0) clocks[nclock++] = {false, 1.0 - f};
+    }
+    const double dep = n >= 1 ? mu : 0.0;
+    Events e;
+    e.depart = dep;
+    auto out = [&](int n2, int g2, int m2, int64_t c2, int k2, double p) {
+      if (!(p > 0.0)) return;
+      if (c2 > S.count_cap) throw std::logic_error("internal error: count above its cap");
+      emit(base + n2 * sn + g2 * sc + m2 * sm + (c2 + 1) * scnt + k2 * sk + ph2 * sph, p);
+    };
+    // an outcome of total probability `mass` (per unit branch weight w) of which `adm` admits
+    // the arrival, all leaving the count at c2: the level moves as in the plain kernel
+    auto level = [&](int g2, int m2, int64_t c2, int k2, double w, double mass, double adm) {
+      const double rest = mass - adm;
+      out(n + 1, g2, m2, c2, k2, w * adm * (1.0 - dep));
+      out(n - 1, g2, m2, c2, k2, w * rest * dep);
+      out(n, g2, m2, c2, k2, w * (adm * dep + rest * (1.0 - dep)));
+    };
+    branches(n, g, m, [&](int g2, int m2, double wgt, double a, double, double) {
+      // p_max targets of the clock outcomes, merged by index (a move that stays, or a clock
+      // that cannot move p_max, gives weight pf + (1 - pf) = 1 exactly: the plain chain)
+      std::pair<int, double> ks[3];
+      int nk = 0;
+      auto add_k = [&](int k2, double p) {
+        if (!(p > 0.0)) return;
+        for (int i = 0; i < nk; ++i)
+          if (ks[i].first == k2) {
+            ks[i].second += p;
+            return;
+          }
+        ks[nk++] = {k2, p};
+      };
+      for (int ci = 0; ci < nclock; ++ci) {
+        const auto [fires, pf] = clocks[ci];
+        const GridTarget t = fires ? S.target(k, grid.points()[g2]) : GridTarget{k, 1.0};
+        add_k(t.lo, pf * t.p_lo);
+        if (t.p_lo < 1.0) add_k(t.lo + 1, pf * (1.0 - t.p_lo));
+      }
+      for (int j = 0; j < nk; ++j) {
+        const int k2 = ks[j].first;
+        const double w = wgt * ks[j].second;
+        e.arrival += w * a;
+        if (n == N) {  // overflow: no AQM test, the count stays
+          e.overflow += w * a;
+          level(g2, m2, c, k2, w, 1.0, 0.0);
+          continue;
+        }
+        const double pb = S.dyn_maxth ? S.mt_pdrop[j2][static_cast<size_t>(g2)]
+                                      : S.pdrop[static_cast<size_t>(k2)][static_cast<size_t>(g2)];
+        const SpacingStep st = spacing_step(S.spacing, c, pb);
+        const double rej = st.decision * (1.0 - ecn);
+        e.aqm += w * a * rej;
+        e.mark += w * a * st.decision * ecn;
+        if (st.after_decision == c && st.after_none == c) {  // the count stays whatever happens
+          const double adm = a * (1.0 - rej);
+          e.admit += w * adm;
+          level(g2, m2, c, k2, w, 1.0, adm);
+          continue;
+        }
+        e.admit += w * a * (1.0 - rej);
+        if (a < 1.0) level(g2, m2, c, k2, w, 1.0 - a, 0.0);  // no arrival
+        if (!(a > 0.0)) continue;
+        const double dec = a * st.decision, none = a * (1.0 - st.decision);
+        if (dec > 0.0) level(g2, m2, st.after_decision, k2, w, dec, dec * ecn);
+        if (none > 0.0) level(g2, m2, st.after_none, k2, w, none, none);
+      }
     });
     if (ev) *ev = e;
   }

@@ -30,7 +30,7 @@ double target_table_bytes(const Model& m, double total_slots) {
 SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max_response)
     : N(m.buffer),
       M(m.source.states()),
-      filter(m.aqm),
+      filter(m),
       per_slot(m.aqm.update == UpdateRule::PerSlot),
       ecn(m.aqm.ecn),
       policy(m.aqm.policy),
@@ -63,6 +63,16 @@ SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max
       red_lo = drop.lo, red_hi = drop.hi, red_pmax = drop.p_max;
       break;
     default: drop_kind = DropKind::Any;
+  }
+  if (m.aqm.stateful()) {
+    if (disc) {
+      sa.emplace(m, m.grid.resolve(m.buffer));
+    } else {
+      Model c = m;  // continuous avg: no grid, count and p_max exact (no count cap)
+      c.aqm.spacing = Spacing::None;
+      sa.emplace(c, std::vector<double>{});
+      sa->spacing = m.aqm.spacing;
+    }
   }
   if (!discretised) return;
   grid.emplace(m.grid.resolve(m.buffer), m.grid.mapping);
@@ -300,6 +310,145 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
   rng_ref = rng;
 }
 
+/// The stateful AQM's slot loop (docs/stateful-aqm.md), any source and avg mode: written
+/// for clarity rather than speed.  Draws per slot: grid mapping of avg (discretised),
+/// modulator (modulated sources), arrival, adaptive clock (geometric), p_max mapping
+/// (discretised, when the clock fires), AQM decision, ECN, departure, push-out victim.
+template <bool Record>
+void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, const int64_t t_end, Tally& T) {
+  Xoshiro256 rng = rng_ref;
+  const detail::StatefulLayout& S = *P.sa;
+  const bool disc = P.discretised;
+  if (!s.aqm_ready) {
+    s.count = -1, s.phase = 0, s.k = S.pmax_start, s.pmax = S.pmax[static_cast<size_t>(S.pmax_start)], s.j = 0;
+    s.aqm_ready = true;
+  }
+  s.k = std::min<int>(s.k, static_cast<int>(S.pmax.size()) - 1);
+  DropFunction drop = P.drop;
+  drop.p_max = s.pmax;
+  const int N = P.N;
+  const uint64_t mask = s.mask;
+  int64_t* const buf = s.buf.data();
+  const bool pushout = P.policy != DropPolicy::Tail;
+  const double fire = S.adaptive ? 1.0 / static_cast<double>(S.opt.interval) : 0.0;
+  const int n0 = s.n;
+  int64_t c_arr = 0, c_aqm = 0, c_mark = 0, c_ovf = 0, c_push = 0;
+  double sum_avg = 0.0, sum_count = 0.0, sum_pmax = 0.0, sum_maxth = 0.0;
+  int64_t hsize = 0, lim = 0;
+  int64_t* hr = nullptr;
+  if constexpr (Record) {
+    hsize = static_cast<int64_t>(T.hist_r->size());
+    hr = T.hist_r->data();
+    lim = hsize == P.max_r ? P.max_r - 1 : hsize;
+  }
+  for (; t <= t_end; ++t) {
+    const int n = s.n, q = n > 0 ? n - 1 : 0;
+    // dynamic max_th: from P_t = p(avg_{t-1}) (or q / N) and Q_t
+    if (S.dyn_maxth) {
+      const double Pt = S.p_by_queue ? static_cast<double>(q) / N
+                                     : (disc ? S.mt_pdrop[s.j][static_cast<size_t>(s.g)] : S.mt_drop[s.j](s.avg));
+      s.j = detail::maxth_next(s.j, Pt, q, S.mt_drop[0].hi);
+    }
+    // 1. filter candidate
+    double cand;
+    int gc = 0;
+    if (disc) {
+      const GridTarget gt = P.grid->map(P.filter.next(P.points[static_cast<size_t>(s.g)], q));
+      gc = gt.lo + static_cast<int>(!(rng.uniform() < gt.p_lo));
+      cand = P.points[static_cast<size_t>(gc)];
+    } else {
+      cand = P.filter.next(s.avg, q);
+    }
+    // 2. modulator, 3. arrival
+    if (P.M > 1) {
+      const double u = rng.uniform();
+      const double* c = P.mcdf[static_cast<size_t>(s.m)].data();
+      int j = 0;
+      while (j < P.M - 1 && u >= c[j]) ++j;
+      s.m = j;
+    }
+    const bool arr = static_cast<double>(rng.next() >> 11) < P.lam53[static_cast<size_t>(s.m)];
+    if (P.per_slot || arr) s.avg = cand, s.g = gc;
+    // adaptive p_max, with the updated avg
+    if (S.adaptive) {
+      bool fires;
+      if (S.opt.clock == AdaptiveClock::Exact) {
+        s.phase = (s.phase + 1) % S.opt.interval;
+        fires = s.phase == 0;
+      } else {
+        fires = rng.uniform() < fire;
+      }
+      if (fires) {
+        if (disc) {
+          const GridTarget pt = S.target(s.k, s.avg);
+          s.k = pt.lo + static_cast<int>(pt.p_lo < 1.0 && !(rng.uniform() < pt.p_lo));
+          s.pmax = S.pmax[static_cast<size_t>(s.k)];
+        } else {
+          s.pmax = detail::adaptive_move(S.opt, S.lo_th, S.hi_th, s.pmax, s.avg);
+        }
+        drop.p_max = s.pmax;
+      }
+    }
+    // 4. the arrival's fate
+    bool dropped = false, mark = false, adm = false, ovf = false;
+    if (arr) {
+      if (n == N) {
+        ovf = true;
+      } else {
+        double pb;
+        if (S.dyn_maxth)
+          pb = disc ? S.mt_pdrop[s.j][static_cast<size_t>(s.g)] : S.mt_drop[s.j](s.avg);
+        else
+          pb = disc ? S.pdrop[static_cast<size_t>(s.k)][static_cast<size_t>(s.g)] : drop(s.avg);
+        const detail::SpacingStep st = detail::spacing_step(S.spacing, s.count, pb);
+        const bool decision = rng.uniform() < st.decision;
+        s.count = decision ? st.after_decision : st.after_none;
+        if (decision) {
+          mark = P.ecn > 0.0 && rng.uniform() < P.ecn;
+          dropped = !mark;
+        }
+        adm = !dropped;
+      }
+    }
+    // 5. departure
+    const bool dep = (n > 0) & ((rng.next() >> 11) < P.mu_thr);
+    buf[(s.head + static_cast<uint64_t>(n)) & mask] = t;
+    if (pushout && (dropped | ovf) && n > 1) {
+      const int waiting = n - 1;
+      const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
+      erase(buf, mask, s.head, n, std::min(j, waiting));
+      buf[(s.head + static_cast<uint64_t>(n - 1)) & mask] = t;
+      ++c_push;
+    }
+    if constexpr (Record) {
+      const int64_t r = dep ? t - buf[s.head & mask] : 0;
+      if (r >= lim)
+        hr = response_tail(T, r, P.max_r, hsize, lim);
+      else
+        ++hr[r];
+    }
+    s.head += dep;
+    s.n = n + static_cast<int>(adm) - static_cast<int>(dep);
+    c_arr += arr;
+    c_aqm += dropped;
+    c_mark += mark;
+    c_ovf += ovf;
+    ++T.hist_n[s.n];
+    sum_avg += s.avg;
+    sum_count += static_cast<double>(s.count);
+    sum_pmax += s.pmax;
+    sum_maxth += S.mt_drop[s.j].hi;
+  }
+  T.arrivals += c_arr, T.aqm += c_aqm, T.marks += c_mark, T.overflow += c_ovf;
+  const int64_t c_adm = c_arr - c_aqm - c_ovf + c_push;
+  T.departures += n0 + c_adm - c_push - s.n, T.admitted += c_adm, T.pushed += c_push;
+  T.sum_avg += sum_avg;
+  T.sum_count += sum_count;
+  T.sum_pmax += sum_pmax;
+  T.sum_maxth += sum_maxth;
+  rng_ref = rng;
+}
+
 template <bool Mod, bool Rec, bool Plain>
 ChunkFn pick(const SlotParams& P) {
   if (P.redwm) return P.discretised ? &chunk<Mod, AvgKind::RedwmGrid, Rec, Plain> : &chunk<Mod, AvgKind::Redwm, Rec, Plain>;
@@ -319,6 +468,7 @@ ChunkFn pick(const SlotParams& P) {
 }  // namespace
 
 ChunkFn chunk_function(const SlotParams& P, bool record) {
+  if (P.sa) return record ? &chunk_stateful<true> : &chunk_stateful<false>;
   if (record) return P.M > 1 ? pick<true, true>(P) : pick<false, true>(P);
   return P.M > 1 ? pick<true, false>(P) : pick<false, false>(P);
 }

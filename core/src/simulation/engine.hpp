@@ -45,6 +45,7 @@
 #include "aqmchain/model/filter.hpp"
 #include "aqmchain/model/model.hpp"
 #include "aqmchain/simulation/simulator.hpp"
+#include "model/stateful.hpp"
 
 namespace aqm::sim {
 
@@ -123,6 +124,10 @@ struct SlotParams {
   std::vector<int32_t> tgt_lo;
   std::vector<uint64_t> tgt_thr;
   int64_t max_r = 2;                       ///< response histogram length
+  /// Stateful AQM (spacing, adaptive p_max): the layout shared with the chain; its p_max
+  /// grid and count cap are used by discretised runs only (continuous runs keep count and
+  /// p_max exactly).
+  std::optional<detail::StatefulLayout> sa;
 
   SlotParams(const Model& m, bool discretised, bool target_table, int64_t max_response);
 
@@ -138,6 +143,11 @@ struct SimState {
   int n = 0, m = 0, g = 0;
   int gs = 0;  ///< discretised REDwM: index of s on its grid
   double avg = 0.0;
+  // stateful AQM: count (-1 = below min_th), p_max (its grid index when discretised), clock phase
+  int64_t count = -1, phase = 0;
+  double pmax = 0.0;
+  int k = 0, j = 0;  ///< p_max grid index; cur_max_th index (dynamic max_th)
+  bool aqm_ready = false;  ///< set by the first stateful slot after start()
   /// REDwM with continuous A: ha[j] = A_{t-1-j} (j < k), hq[i] = q_{t-2-i} (i < m), the
   /// values at the filter's previous steps (0 before the first).
   double ha[kMaxFilterCoefficients] = {}, hq[kMaxFilterCoefficients] = {};
@@ -152,6 +162,7 @@ struct SimState {
   /// Empty system, avg 0, modulator drawn from `pi` (one uniform when it has several states).
   void start(const std::vector<double>& pi, Xoshiro256& rng) {
     n = 0, g = 0, gs = 0, avg = 0.0, head = 0, m = 0;
+    aqm_ready = false;
     std::fill(std::begin(ha), std::end(ha), 0.0);
     std::fill(std::begin(hq), std::end(hq), 0.0);
     if (pi.size() > 1) {
@@ -178,6 +189,7 @@ struct ResponseBudget {
 struct Tally {
   int64_t arrivals = 0, aqm = 0, marks = 0, overflow = 0, departures = 0, admitted = 0, pushed = 0;
   long double sum_avg = 0;
+  long double sum_count = 0, sum_pmax = 0, sum_maxth = 0;  ///< stateful AQM: count, p_max, cur_max_th at slot ends
   int64_t* hist_n = nullptr;  ///< N + 1 bins, n at the end of each slot
   /// Response times (recording loops only): hist_r[r] counts R = r for r < max_r - 1, the
   /// last bin R >= max_r - 1, whose sum and sum of squares are tail_r, tail_r2; bin 0

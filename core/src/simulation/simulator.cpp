@@ -139,7 +139,7 @@ namespace {
 
 struct Batch {
   int64_t slots = 0, arrivals = 0, aqm = 0, marks = 0, overflow = 0, departures = 0, admitted = 0, pushed = 0;
-  long double sum_avg = 0;
+  long double sum_avg = 0, sum_count = 0, sum_pmax = 0, sum_maxth = 0;
   int64_t sum_r = 0;
   __int128 sum_r2 = 0;
   std::vector<int64_t> hist_n, hist_r;
@@ -208,6 +208,7 @@ void run(const sim::SlotParams& P, sim::ChunkFn warm_step, sim::ChunkFn step, co
     B.arrivals = T.arrivals, B.aqm = T.aqm, B.marks = T.marks, B.overflow = T.overflow;
     B.departures = T.departures, B.admitted = T.admitted, B.pushed = T.pushed;
     B.sum_avg = T.sum_avg;
+    B.sum_count = T.sum_count, B.sum_pmax = T.sum_pmax, B.sum_maxth = T.sum_maxth;
     B.hist_r[0] = 0;  // bin 0 counted the slots without a departure (R >= 1)
     sim::response_sums(B.hist_r, o.max_response, T, B.sum_r, B.sum_r2);
     if (!go_on) return;
@@ -346,6 +347,12 @@ SimResult simulate_impl(const Model& model, const SimOptions& o, const SimMemory
   res.mark_prob = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.marks, b.arrivals); });
   res.pushed_out_prob = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.pushed, b.admitted); });
   res.mean_avg = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.sum_avg, b.slots); });
+  if (model.aqm.stateful()) {
+    res.stateful = true;
+    res.mean_count = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.sum_count, b.slots); });
+    res.mean_p_max = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.sum_pmax, b.slots); });
+    res.mean_max_th = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.sum_maxth, b.slots); });
+  }
   res.mean_response =
       ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(static_cast<LD>(b.sum_r), b.departures); });
 

@@ -16,18 +16,48 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "aqmchain/model/model.hpp"
 
 namespace aqm {
 
+/// AutoRED's dynamic weight (docs/stateful-aqm.md): w_t = T J K with T = P (1 - P),
+/// J = 2 x / ln x, x = max(e, 5.923 + (q - avg)), K = 1 / N; P = p(avg) (the drop function
+/// before the update) or q / N; w_t is kept in [w, 1] (the static w is the floor).
+inline double autored_weight(double w_floor, double P, double q, double avg, int N) {
+  const double x = std::max(2.718281828459045, 5.923 + (q - avg));
+  const double wt = P * (1.0 - P) * (2.0 * x / std::log(x)) / static_cast<double>(N);
+  return std::min(1.0, std::max(w_floor, wt));
+}
+
 class EwmaFilter {
  public:
   explicit EwmaFilter(const Aqm& aqm) : w_(aqm.w), per_slot_(aqm.update == UpdateRule::PerSlot) {}
+  /// With the model: AutoRED's dynamic weight when aqm.weight = autored.
+  explicit EwmaFilter(const Model& m) : EwmaFilter(m.aqm) {
+    if (m.aqm.weight == Weight::AutoRED) {
+      dynamic_ = true;
+      by_queue_ = m.aqm.autored_p == AutoredP::Queue;
+      drop_ = m.resolved_drop();
+      N_ = m.buffer;
+    }
+  }
   double w() const { return w_; }
+  bool dynamic() const { return dynamic_; }
+  /// The weight of the update from `avg` with q waiting packets.
+  double weight(double avg, double q) const {
+    if (!dynamic_) return w_;
+    const double P = by_queue_ ? q / static_cast<double>(N_) : drop_(avg);
+    return autored_weight(w_, P, q, avg, N_);
+  }
   /// The value after one update from `avg` with q waiting packets.
-  double next(double avg, double q) const { return (1.0 - w_) * avg + w_ * q; }
+  double next(double avg, double q) const {
+    if (!dynamic_) return (1.0 - w_) * avg + w_ * q;
+    const double w = weight(avg, q);
+    return (1.0 - w) * avg + w * q;
+  }
   /// Whether the filter advances in a slot (with or without an arrival).
   bool advances(bool arrival) const { return per_slot_ || arrival; }
   bool per_slot() const { return per_slot_; }
@@ -43,6 +73,9 @@ class EwmaFilter {
  private:
   double w_;
   bool per_slot_;
+  bool dynamic_ = false, by_queue_ = false;
+  DropFunction drop_;
+  int N_ = 1;
 };
 
 /// REDwM of order k <= 2, m <= 1 over (A, s) (the chain's form, SPEC 2.3); shorter

@@ -41,6 +41,35 @@ enum class FilterKind { Ewma, Redwm };
 constexpr int kMaxFilterCoefficients = 64;
 /// The coefficients of a REDwM filter sum to 1 within this.
 constexpr double kFilterSumTolerance = 1e-12;
+/// Drop spacing of the early-drop decision (docs/stateful-aqm.md): none (p_a = p_b),
+/// count (Floyd & Jacobson: p_a = p_b / (1 - count p_b)), wait (ns-3: p_b / (2 - count p_b)
+/// once count p_b >= 1, 0 before).
+enum class Spacing { None, Count, Wait };
+/// Adaptive RED's interval clock: a phase counter (exact) or an update in each slot with
+/// probability 1/interval (geometric, same mean interval).
+enum class AdaptiveClock { Exact, Geometric };
+/// The EWMA weight: static (w) or AutoRED's dynamic weight (docs/stateful-aqm.md), with
+/// P_t read as the drop function's value p(avg_{t-1}) or as q_{t-1} / N.
+enum class Weight { Static, AutoRED };
+enum class AutoredP { Drop, Queue };
+
+/// Adaptive RED ("Adaptive RED: An Algorithm for Increasing the Robustness of RED's Active
+/// Queue Management"): every `interval` slots p_max moves up by min(increment, p_max/4) if
+/// avg > min_th + target_hi (max_th - min_th) and p_max <= p_max_high, down by the factor
+/// `decrease` if avg < min_th + target_lo (max_th - min_th) and p_max >= p_max_low.
+/// The chain keeps p_max on a uniform grid of step p_max_step through the start value.
+struct Adaptive {
+  bool enabled = false;
+  int64_t interval = 5000;  ///< slots between updates (mean interval for the geometric clock)
+  double target_lo = 0.4, target_hi = 0.6;
+  double increment = 0.01;  ///< the additive step is min(increment, p_max / 4)
+  double decrease = 0.9;
+  double p_max_high = 0.5, p_max_low = 0.01;
+  AdaptiveClock clock = AdaptiveClock::Geometric;
+  double p_max_step = 0.0025;       ///< chain (and discretised simulation): p_max grid step
+  double max_clock_states = 2e6;    ///< exact clock: refuse product spaces larger than this
+  void validate(const std::string& prefix = "aqm") const;
+};
 
 struct Aqm {
   DropFunction drop = DropFunction::none();
@@ -48,6 +77,17 @@ struct Aqm {
   UpdateRule update = UpdateRule::PerSlot;
   DropPolicy policy = DropPolicy::Tail;
   double ecn = 0.0;  ///< probability an arrival is ECN-capable
+  Spacing spacing = Spacing::None;
+  int count_max = 10000;  ///< largest count the chain may carry (spacing count / wait)
+  Adaptive adaptive;
+  Weight weight = Weight::Static;
+  AutoredP autored_p = AutoredP::Drop;
+  /// Dynamic max_th (FDynamicAutoRED's rule, docs/stateful-aqm.md): cur_max_th in
+  /// {max_th, max_th (1 + max_th_growth)}, with P_t read as `autored_p` says.
+  bool dynamic_max_th = false;
+  double max_th_growth = 0.1;
+  /// Whether the AQM keeps state beyond avg (spacing or adaptive p_max).
+  bool stateful() const { return spacing != Spacing::None || adaptive.enabled || dynamic_max_th; }
   FilterKind filter = FilterKind::Ewma;
   /// REDwM: A_t = sum_{j=1..k} a[j-1] A_{t-j} + sum_{i=0..m} b[i] q_{t-1-i}; a may be
   /// empty (k = 0), b holds at least b_0; all >= 0, summing to 1, sum(b) > 0.
@@ -85,6 +125,14 @@ struct Model {
 };
 
 std::string to_string(UpdateRule);
+std::string to_string(Spacing);
+std::string to_string(AdaptiveClock);
+Spacing spacing_from(const std::string&);
+std::string to_string(Weight);
+std::string to_string(AutoredP);
+Weight weight_from(const std::string&);
+AutoredP autored_p_from(const std::string&);
+AdaptiveClock clock_from(const std::string&);
 std::string to_string(DropPolicy);
 std::string to_string(Mapping);
 std::string to_string(Refine);

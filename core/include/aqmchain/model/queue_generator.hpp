@@ -19,6 +19,10 @@ inline const std::string level = "level";      ///< n: packets in the system (wa
 inline const std::string avg = "avg_index";    ///< index of avg on the grid (REDwM: of A)
 inline const std::string s = "s_index";        ///< REDwM only: index of s on its grid (model/filter.hpp)
 inline const std::string modulator = "modulator";  ///< source modulator state
+inline const std::string count = "count";          ///< drop spacing: count + 1 (count in -1..cap)
+inline const std::string pmax = "pmax_index";      ///< adaptive RED: index of p_max on its grid
+inline const std::string maxth = "maxth_index";   ///< dynamic max_th: 0 = max_th, 1 = raised
+inline const std::string phase = "phase";          ///< adaptive RED, exact clock: slots since the last update
 }  // namespace component
 
 /// Event names of the queue models, in the order of their weights.
@@ -35,6 +39,16 @@ const std::vector<std::string>& queue_event_names();
 /// The descriptor of `model`'s queue chain: n in 0..N, avg on the resolved grid,
 /// (REDwM: s on its grid,) the modulator (not coarsened by multilevel aggregation).
 StateSpace queue_state_space(const Model& model);
+
+/// The chain's view of a stateful AQM (docs/stateful-aqm.md): count in -1..count_cap
+/// (spacing), the p_max grid and its start index (adaptive), the exact clock's phases.
+struct StatefulInfo {
+  int64_t count_cap = 0;
+  std::vector<double> pmax;
+  int pmax_start = 0;
+  int64_t phases = 1;
+};
+StatefulInfo stateful_info(const Model& model);
 
 /// Generator of the queue chain of a validated model (discrete or continuous).
 std::unique_ptr<TransitionGenerator> queue_generator(const Model& model);

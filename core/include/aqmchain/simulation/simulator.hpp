@@ -108,6 +108,10 @@ struct SimResult {
   Estimate arrival_rate, throughput, loss, loss_aqm, loss_overflow, mark_prob, pushed_out_prob;
   Estimate mean_system, var_system, mean_queue, var_queue, mean_avg;
   Estimate mean_response, var_response;
+  /// Stateful AQM only (docs/stateful-aqm.md): time averages of count (spacing) and of
+  /// p_max (adaptive) at slot ends; `stateful` says whether they were measured.
+  Estimate mean_count, mean_p_max, mean_max_th;
+  bool stateful = false;
   PmfEstimate system_pmf, queue_pmf, response_pmf;
   int64_t measured_slots = 0;   ///< post-warm-up slots over all replications
   int64_t served_packets = 0;
