@@ -84,7 +84,7 @@ def markdown(results: list[dict]) -> str:
             "|---|---|---:|---:|---:|---:|---:|---:|---:|")
     lines = [head]
     for r in results:
-        first = f"{label(r['row'])} ({r['states_auto']:,} states, {r['seconds_auto']:.1f} s)"
+        first = f"{label(r['row'])} ({r['states_auto']:,} states, {r['seconds_auto']:.2f} s)"
         for i, (name, m) in enumerate(r["metrics"].items()):
             mark = " (misprint)" if m["misprint"] else ""
             lines.append(
@@ -112,7 +112,7 @@ def summary(results: list[dict]) -> str:
     return (f"Rows: {len(results)}.  Outside the targets (1 % means and loss, 3 % variances; misprints excluded): "
             f"k = 4: {over['k4']}, automatic grid: {over['auto']}.  Worst relative to its target: k = 4: "
             f"{worst['k4'][1]}; automatic grid: {worst['auto'][1]}.  Automatic grid per row: "
-            f"{min(states)}..{max(states)} states, {min(secs):.1f}..{max(secs):.1f} s ("
+            f"{min(states)}..{max(states)} states, {min(secs):.2f}..{max(secs):.1f} s ("
             f"the seconds are the pre-solve, build and solve on the automatic grid; the error estimate adds the two "
             f"coarser grids, about 3/4 of that again).")
 
