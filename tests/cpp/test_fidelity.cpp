@@ -135,6 +135,10 @@ TEST(Extrapolate, ConvergedAndFit) {
   const double b = (n * shv - sh * sv) / (n * shh - sh * sh), a = (sv - b * sh) / n;
   EXPECT_NEAR(f.extrapolated, a, 1e-12);
   EXPECT_GE(f.error, std::abs(a - 1.1));
+  // an observed order above 2 (here 3) is taken as pre-asymptotic: the line fit, not Richardson
+  const Extrapolation fast = extrapolate({4, 2, 1}, {1.0 + 64e-3, 1.0 + 8e-3, 1.0 + 1e-3});
+  EXPECT_EQ(fast.method, "fit");
+  EXPECT_GE(fast.error, 7e-3);  // at least the last change
   EXPECT_THROW(extrapolate({1, 2, 4}, {1, 2, 3}), ModelError);  // h must decrease
   EXPECT_THROW(extrapolate({2, 1}, {1, 2}), ModelError);        // at least three
 }

@@ -35,7 +35,7 @@ Extrapolation extrapolate(const std::vector<double>& h, const std::vector<double
   }
   if (d1 * d2 > 0.0) {
     const double q = d1 / d2, p = std::log(q) / std::log(r);
-    if (p >= 0.5 && p <= 4.0) {
+    if (p >= 0.5 && p <= 2.0) {
       e.order = p;
       e.extrapolated = e.value - d2 / (q - 1.0);
       e.error = std::max(kSafety * std::abs(e.extrapolated - e.value), noise);

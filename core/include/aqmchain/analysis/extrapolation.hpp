@@ -18,7 +18,9 @@ struct Extrapolation {
 
 /// `h` strictly decreasing grid steps (relative sizes suffice), `v` the metric on each; at
 /// least three.  The last three decide: with d1 = v[-3] - v[-2], d2 = v[-2] - v[-1] and
-/// r = h[-2] / h[-1], a clean order p = log(d1 / d2) / log(r) in [0.5, 4] gives
+/// r = h[-2] / h[-1], a clean order p = log(d1 / d2) / log(r) in [0.5, 2] (the split
+/// mapping's noise is first order in the step; a larger observed order is taken as
+/// pre-asymptotic) gives
 /// Richardson's v[-1] - d2 / (r^p - 1) with 1.25 times the correction as the error (the
 /// safety factor of Roache's grid convergence index); no change above round-off is
 /// "converged"; otherwise a least-squares line a + b h through all points gives a, with
