@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import _checks, _core
+from .stationary import refine_grid
 
 __all__ = ["simulate", "SimulationResult", "compare", "Comparison", "simulate_scenario"]
 
@@ -98,8 +99,6 @@ def simulate(model: _core.Model, *, slots: int = 10_000_000, replications: int =
     # `discretised`, warmup -1 (slots / 10) or in [0, slots), counts below their upper bounds
     if discretised is True and model.grid.refine == "auto":
         # the chain's law on its automatic grid: resolve that grid the way solve_stationary does
-        from .stationary import refine_grid
-
         model = refine_grid(model)[0]
     opts = _core.SimOptions(slots=slots, warmup=-1 if warmup is None else warmup, replications=replications,
                             seed=seed, batches=batches, discretised=discretised, sample_every=sample_every,

@@ -180,15 +180,13 @@ def slot(spec: dict, state: tuple[int, int, int], pts, M, lam) -> dict[tuple[int
     return out
 
 
-def reference_chain(spec: dict):
-    """(states sorted by (n, g, m), dense P) over the states reachable from the empty system."""
-    pts = grid_points(spec["buffer"], spec.get("k", 4), spec["mapping"])
-    M, lam = source_matrices(spec["source"])
-    start = [(0, 0, m) for m in range(len(lam))]
+def explore_dense(start: list, row) -> tuple[list, np.ndarray]:
+    """The states reachable from `start` under `row(state) -> {next: probability}`, sorted,
+    and the dense matrix over them (breadth-first exploration)."""
     seen, queue, rows = set(start), deque(start), {}
     while queue:
         s = queue.popleft()
-        rows[s] = slot(spec, s, pts, M, lam)
+        rows[s] = row(s)
         for t in rows[s]:
             if t not in seen:
                 seen.add(t)
@@ -196,10 +194,17 @@ def reference_chain(spec: dict):
     states = sorted(seen)
     index = {s: i for i, s in enumerate(states)}
     P = np.zeros((len(states), len(states)))
-    for s, row in rows.items():
-        for t, p in row.items():
+    for s, r in rows.items():
+        for t, p in r.items():
             P[index[s], index[t]] += p
     return states, P
+
+
+def reference_chain(spec: dict):
+    """(states sorted by (n, g, m), dense P) over the states reachable from the empty system."""
+    pts = grid_points(spec["buffer"], spec.get("k", 4), spec["mapping"])
+    M, lam = source_matrices(spec["source"])
+    return explore_dense([(0, 0, m) for m in range(len(lam))], lambda s: slot(spec, s, pts, M, lam))
 
 
 # ------------------------------------------------------------------ tagged packet (SPEC 5, 2.5)
@@ -399,22 +404,7 @@ def redwm_reference_chain(spec: dict):
     pts = grid_points(spec["buffer"], spec.get("k", 4), spec["mapping"])
     spts = redwm_s_points(spec)
     M, lam = source_matrices(spec["source"])
-    start = [(0, 0, 0, m) for m in range(len(lam))]
-    seen, queue, rows = set(start), deque(start), {}
-    while queue:
-        s = queue.popleft()
-        rows[s] = redwm_slot(spec, s, pts, spts, M, lam)
-        for t in rows[s]:
-            if t not in seen:
-                seen.add(t)
-                queue.append(t)
-    states = sorted(seen)
-    index = {s: i for i, s in enumerate(states)}
-    P = np.zeros((len(states), len(states)))
-    for s, row in rows.items():
-        for t, p in row.items():
-            P[index[s], index[t]] += p
-    return states, P
+    return explore_dense([(0, 0, 0, m) for m in range(len(lam))], lambda s: redwm_slot(spec, s, pts, spts, M, lam))
 
 
 # ------------------------------------------------------------------ stateful AQM (docs/stateful-aqm.md)
@@ -578,19 +568,5 @@ def stateful_chain(spec: dict):
                                         out[key(n2)] = out.get(key(n2), 0.0) + p
         return out
 
-    start = [(0, 0, m, 0, k0, 0, 0) for m in range(len(lam))]
-    seen, queue, rows = set(start), deque(start), {}
-    while queue:
-        s = queue.popleft()
-        rows[s] = row(s)
-        for t in rows[s]:
-            if t not in seen:
-                seen.add(t)
-                queue.append(t)
-    states = sorted(seen)
-    index = {s: i for i, s in enumerate(states)}
-    P = np.zeros((len(states), len(states)))
-    for s, r in rows.items():
-        for t, p in r.items():
-            P[index[s], index[t]] += p
+    states, P = explore_dense([(0, 0, m, 0, k0, 0, 0) for m in range(len(lam))], row)
     return states, P, {"count_cap": cap, "p_max_values": pmaxes, "p_max_start": k0}

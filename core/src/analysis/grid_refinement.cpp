@@ -111,11 +111,7 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
     f.mass_hi = std::min(static_cast<double>(N), c.grid[hi] + margin);
     f.drop = m.resolved_drop();
     out.report.mass_ranges.emplace_back(f.mass_lo, f.mass_hi);
-    for (double b : f.drop.breakpoints(N)) {
-      const double e = 1e-9 * std::max(1.0, b);
-      if (b >= f.mass_lo && b <= f.mass_hi && std::abs(f.drop(b + e) - f.drop(b - e)) > o.p_step)
-        out.report.jumps.push_back(b);
-    }
+    for (double b : focus_jumps(f, N, o.p_step)) out.report.jumps.push_back(b);
     foci.push_back(std::move(f));
   }
   std::sort(out.report.jumps.begin(), out.report.jumps.end());

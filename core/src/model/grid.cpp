@@ -158,9 +158,7 @@ GridTarget Grid::map(double y) const {
 
 namespace aqm {
 
-namespace {
-/// Jumps of p larger than `p_step` inside [lo, hi].
-std::vector<double> jumps_in(const GridFocus& f, int buffer, double p_step) {
+std::vector<double> focus_jumps(const GridFocus& f, int buffer, double p_step) {
   std::vector<double> j;
   for (double b : f.drop.breakpoints(buffer)) {
     if (b < f.mass_lo || b > f.mass_hi) continue;
@@ -169,7 +167,6 @@ std::vector<double> jumps_in(const GridFocus& f, int buffer, double p_step) {
   }
   return j;
 }
-}  // namespace
 
 std::vector<double> graded_points(int buffer, double coarse_step, const std::vector<GridFocus>& foci,
                                   const RefineOptions& o, double scale) {
@@ -183,7 +180,7 @@ std::vector<double> graded_points(int buffer, double coarse_step, const std::vec
   std::vector<std::vector<double>> jumps;
   std::vector<double> forced = {0.0, N};
   for (const GridFocus& f : foci) {
-    jumps.push_back(jumps_in(f, buffer, o.p_step));
+    jumps.push_back(focus_jumps(f, buffer, o.p_step));
     for (double b : f.drop.breakpoints(buffer)) forced.push_back(b);
   }
   std::sort(forced.begin(), forced.end());

@@ -224,13 +224,7 @@ TransientResult krylov_expv(const GeneratorOperator& G, const std::vector<double
     beta = beta_new;
 
     // Accounts and the next step size.
-    ++r.steps;
-    r.step_min = std::min(r.step_min, t_step);
-    r.step_max = std::max(r.step_max, t_step);
-    r.error_sum += err;
-    r.error_max = std::max(r.error_max, err);
-    r.hump = std::max(r.hump, beta / beta0);
-    r.roundoff = std::max(r.roundoff, std::abs(sum(w) - mass0));
+    record_step(r, t_step, err, beta, beta0, sum(w), mass0);
     if (!happy) {
       t_new = err > 0.0 ? round_step(0.9 * t_step * std::pow(t_step * o.tol / err, xm)) : t_end - t_now;
       if (!(t_new > 0.0) || !std::isfinite(t_new)) t_new = t_end - t_now;

@@ -501,13 +501,7 @@ TransientResult rational_krylov_expv(const GeneratorOperator& G, const std::vect
     beta = norm2(w);
     mass_w = sum(w);
     t_now = t_reached;
-    ++r.steps;
-    r.step_min = std::min(r.step_min, reached);
-    r.step_max = std::max(r.step_max, reached);
-    r.error_sum += step_err;
-    r.error_max = std::max(r.error_max, step_err);
-    r.hump = std::max(r.hump, beta / beta0);
-    r.roundoff = std::max(r.roundoff, std::abs(mass_w - mass0));
+    record_step(r, reached, step_err, beta, beta0, mass_w, mass0);
     grew = m < mmax || step_err <= 0.25 * o.tol;
     last_step = reached;
     last = at_output ? Last::Output : Last::Partial;

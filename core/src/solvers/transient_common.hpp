@@ -1,7 +1,9 @@
 // What the transient kernels share: input checks, output projection, budgets.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,19 @@ class Outputs {
   TransientResult& r_;
   std::vector<double> buf_;
 };
+
+/// The accounts of one accepted step of length `step` with local error `err`, after which
+/// the propagated vector has 2-norm `beta` (beta0 at the start) and mass `mass` (mass0).
+inline void record_step(TransientResult& r, double step, double err, double beta, double beta0, double mass,
+                        double mass0) {
+  ++r.steps;
+  r.step_min = std::min(r.step_min, step);
+  r.step_max = std::max(r.step_max, step);
+  r.error_sum += err;
+  r.error_max = std::max(r.error_max, err);
+  r.hump = std::max(r.hump, beta / beta0);
+  r.roundoff = std::max(r.roundoff, std::abs(mass - mass0));
+}
 
 /// A step size rounded to two significant digits (Expokit rounds its step sizes so).
 double round_step(double t);

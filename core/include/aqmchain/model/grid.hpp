@@ -60,6 +60,10 @@ struct GridFocus {
   DropFunction drop;                    ///< resolved (Model::resolved_drop())
 };
 
+/// The breakpoints of the focus's drop function inside its mass range where p jumps by
+/// more than `p_step` (the points the automatic grid grades toward), sorted.
+std::vector<double> focus_jumps(const GridFocus& focus, int buffer, double p_step);
+
 /// The points of an automatic grid on [0, buffer].  The step is `coarse_step` except inside a
 /// focus's mass range, where it keeps |p(g_{i+1}) - p(g_i)| <= p_step and shrinks
 /// geometrically (ratio `growth`) to step_min at every jump of p; never below step_min.
