@@ -20,7 +20,7 @@ from .modelfile import load_config, load_document, model_from_dict
 from .policies import compare_policies
 from .simulation import Comparison, simulate
 from .scenario import load_scenario
-from .stationary import METHODS, NonConvergenceError, solve_stationary
+from .stationary import CLASS_CHAINS, METHODS, NonConvergenceError, solve_stationary
 from .transient import TRANSIENT_METHODS, TRANSIENT_METRICS, solve_transient, time_grid
 
 EXIT_OK, EXIT_INPUT, EXIT_SOLVE = 0, 2, 3
@@ -127,7 +127,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
               f"at most {est['reachable_bound']} states" + (" before refinement" if model.grid.refine == "auto" else ""),
               file=sys.stderr)
     try:
-        result = solve_stationary(model, error_estimate=args.error_estimate, **solver)
+        result = solve_stationary(model, error_estimate=args.error_estimate, classes=args.classes, **solver)
     except NonConvergenceError as exc:
         print(f"aqmchain: {exc}", file=sys.stderr)
         if args.json:
@@ -344,6 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--error-estimate", dest="error_estimate", action="store_true",
                    help="also solve on grids with 2x and 4x the avg steps and extrapolate every metric to step 0 "
                         "(value, extrapolated, error; JSON key error_estimate)")
+    s.add_argument("--classes", choices=list(CLASS_CHAINS), default="approx",
+                   help="chain of a model with traffic classes: 'approx' (two classes, random-order approximation) "
+                        "or 'exact' (the FIFO's class sequence, small buffers); docs/classes.md")
     s.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     s.set_defaults(func=_cmd_solve)
     def sim_args(sp: argparse.ArgumentParser, slots: int) -> None:

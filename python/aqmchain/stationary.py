@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import _checks, _core
+from ._classes import CLASS_METRICS, ClassMetrics
 from ._core import OptionError
 
 __all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "build_chain", "DirectSolver",
@@ -26,6 +27,9 @@ OPTION_DEFAULTS: dict[str, Any] = _core.StationaryOptions.defaults()
 METHODS: tuple[str, ...] = tuple(_core.stationary_methods())
 #: The error estimate's grids: the grid used, with 4x and 2x its steps (every 4th / 2nd point).
 ERROR_ESTIMATE_FACTORS: tuple[int, ...] = (4, 2, 1)
+#: The chains of a model with traffic classes (``solve_stationary(..., classes=...)``):
+#: "approx" (two classes, random-order approximation), "exact" (the FIFO's class sequence, small N).
+CLASS_CHAINS: tuple[str, ...] = tuple(_core.class_chains())
 #: Scalar metrics that are diagnostics, not quantities with a discretisation error.
 _NOT_EXTRAPOLATED = frozenset({"response_truncated", "littles_law_error"})
 
@@ -67,12 +71,20 @@ def _limit_bytes(memory_limit_gb: float | None) -> float:
     return 8.0 * GIB if memory_limit_gb is None else _checks.memory_limit_gb("memory_limit_gb", memory_limit_gb) * GIB
 
 
-def build_chain(model: _core.Model, memory_limit_gb: float | None = None) -> _core.Chain:
+def _class_chain(classes: str) -> str:
+    if classes not in CLASS_CHAINS:
+        raise _checks.option_error("classes", "one of " + ", ".join(CLASS_CHAINS), classes)
+    return classes
+
+
+def build_chain(model: _core.Model, memory_limit_gb: float | None = None, classes: str = "approx") -> _core.Chain:
     """Build the chain of ``model`` (reachable states from the empty system); an automatic
-    grid is resolved first (:func:`refine_grid`, a pre-solve on a coarse grid)."""
+    grid is resolved first (:func:`refine_grid`, a pre-solve on a coarse grid).  A model
+    with traffic classes gets the chain ``classes`` names (:data:`CLASS_CHAINS`)."""
+    _class_chain(classes)
     if model.grid.refine == "auto":
         model = refine_grid(model, memory_limit_gb=memory_limit_gb)[0]
-    chain = _core.build_chain(model, _limit_bytes(memory_limit_gb))
+    chain = _core.build_chain(model, _limit_bytes(memory_limit_gb), classes)
     for msg in chain.report["warnings"]:
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
     return chain
@@ -124,6 +136,11 @@ class StationaryResult:
         self._stateful_marginals(model, chain, np.asarray(self.pi))
         self.response_available = metrics.response_available
         self.response_note = metrics.response_note
+        #: name -> :class:`ClassMetrics` (a model without classes: one class, "all")
+        self.classes = {k.name: _class_result(k) for k in metrics.classes}
+        #: which chain produced the per-class numbers: "single" (no class state), "approx" or "exact"
+        labels = chain.labels
+        self.class_chain = "exact" if "sequence" in labels else "approx" if "class2" in labels else "single"
         self.response_method = metrics.response_method or None
         self.time_unit = "slots" if chain.time == "discrete" else "time units"
         self.grid: dict[str, Any] | None = None  #: what the automatic grid did (refine_grid's report)
@@ -211,6 +228,8 @@ class StationaryResult:
                 "mean_p_max": self.mean_p_max} if self.p_max_pmf is not None else {}),
             **({"max_th_values": lst(self.max_th_values), "max_th_pmf": lst(self.max_th_pmf),
                 "mean_max_th": self.mean_max_th} if self.max_th_pmf is not None else {}),
+            "classes": {name: k.to_dict() for name, k in self.classes.items()},
+            "class_chain": self.class_chain,
             **({"grid": self.grid} if self.grid is not None else {}),
             **(self.error_estimate.to_json() if self.error_estimate is not None else {}),
             "solver": {
@@ -241,12 +260,30 @@ class StationaryResult:
                        f"{i.iterations} iterations, {i.matvecs} matvecs"),
             ("time", ", ".join(f"{k} {v:.3g}s" for k, v in i.seconds.items())),
         ]
+        if len(self.classes) > 1 or self.class_chain != "single":
+            for name, k in self.classes.items():
+                resp = "n/a" if not k.response_available else f"{k.mean_response:.6g}"
+                rows.append((f"class {name} ({self.class_chain})",
+                             f"arrivals {k.arrival_rate:.6g}, loss {k.loss:.6g}, marks {k.mark_prob:.6g}, "
+                             f"throughput share {k.throughput_share:.6g}, mean in system {k.mean_queue:.6g}, "
+                             f"mean response {resp}"))
         w = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
 
     def __repr__(self) -> str:
         return (f"<StationaryResult states={self.states} mean_queue={self.mean_queue:.6g} loss={self.loss:.6g} "
                 f"method={self.info.method} residual={self.info.residual:.2e}>")
+
+
+def _class_result(k) -> ClassMetrics:
+    """The Python object of one class's metrics (response fields NaN when not computed)."""
+    values = {}
+    for name in CLASS_METRICS:
+        v = getattr(k, name)
+        values[name] = v if k.response_available or name not in ("mean_response", "var_response") else float("nan")
+    out = ClassMetrics(k.name, values, k.response_pmf if k.response_available else [])
+    out.response_available, out.response_note = k.response_available, k.response_note
+    return out
 
 
 def transition_matrix(chain: _core.Chain):
@@ -336,7 +373,8 @@ def _build_solve_seconds(r: StationaryResult) -> float:
     return float(sum(v for k, v in sec.items() if k.startswith("build_")) + sec.get("solve", 0.0))
 
 
-def _error_estimate(result: StationaryResult, options: dict, memory_limit_gb, response, response_tail) -> ErrorEstimate:
+def _error_estimate(result: StationaryResult, options: dict, memory_limit_gb, response, response_tail,
+                    classes: str = "approx") -> ErrorEstimate:
     model = result.chain.model
     if model.grid.mapping != "split":
         raise OptionError(f"option 'error_estimate' needs grid.mapping = 'split' (coarsened grids of the same "
@@ -348,7 +386,7 @@ def _error_estimate(result: StationaryResult, options: dict, memory_limit_gb, re
     for factor in ERROR_ESTIMATE_FACTORS[:-1]:
         pts = _core.coarsen_points(points, factor, keep)
         r = solve_stationary(model.with_grid(_core.GridSpec(points=pts)), memory_limit_gb=memory_limit_gb,
-                             response=response, response_tail=response_tail, **coarse_options)
+                             response=response, response_tail=response_tail, classes=classes, **coarse_options)
         runs.append(r)
         grids.append({"step_factor": factor, "points": len(pts), "states": int(r.states), "seconds": _build_solve_seconds(r)})
     runs.append(result)
@@ -366,7 +404,7 @@ def _error_estimate(result: StationaryResult, options: dict, memory_limit_gb, re
 
 def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float | None = None,
                      response: str = "auto", response_tail: float = 1e-12, error_estimate: bool = False,
-                     **options: Any) -> StationaryResult:
+                     classes: str = "approx", **options: Any) -> StationaryResult:
     """Stationary distribution and metrics of ``model`` (or of an already built chain).
 
     Options (all keyword): ``method`` (one of :data:`METHODS`), ``tol`` (target for ||pi P - pi||_1, default 1e-12),
@@ -382,6 +420,13 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     under front/random, stopped when the mass still in the system is below
     ``response_tail``), ``"tagged"`` (tagged chain for every policy), ``"none"``.
 
+    Traffic classes (docs/classes.md): ``result.classes[name]`` holds each class's metrics.
+    A model with two classes, modified RED or the flow comparison is solved on the
+    two-class chain with the random-order approximation (``classes="approx"``, the state
+    adds the class-2 count and the class of the packet in service) or on the exact chain of
+    the FIFO's sequence of packet types (``classes="exact"``, small buffers only: at most
+    65536 sequences).
+
     Grids: a model with ``GridSpec(refine="auto")`` is first refined (:func:`refine_grid`);
     ``result.grid`` reports what the grid became.  ``error_estimate=True`` also solves on
     the grids with 2x and 4x the steps and extrapolates every scalar metric to step 0
@@ -393,17 +438,18 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     """
     if not isinstance(error_estimate, bool):
         raise _checks.option_error("error_estimate", "True or False", error_estimate)
+    _class_chain(classes)
     opts = _options(options)
     if isinstance(model, _core.Chain):
         chain, grid = model, None
     else:
         # the pre-solve runs with the default solver options: it only has to locate avg's mass
         model, grid = refine_grid(model, memory_limit_gb=memory_limit_gb)
-        chain = build_chain(model, memory_limit_gb)
+        chain = build_chain(model, memory_limit_gb, classes)
         grid["states"] = int(chain.n)
     result = _finish(chain, _core.solve_stationary(chain, opts), opts, memory_limit_gb, response, response_tail, grid)
     if error_estimate:
-        result.error_estimate = _error_estimate(result, options, memory_limit_gb, response, response_tail)
+        result.error_estimate = _error_estimate(result, options, memory_limit_gb, response, response_tail, classes)
     return result
 
 

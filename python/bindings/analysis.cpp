@@ -23,6 +23,7 @@ const Scalar kScalars[] = {
     {"loss", &Metrics::loss, false},                     {"loss_aqm", &Metrics::loss_aqm, false},
     {"loss_overflow", &Metrics::loss_overflow, false},   {"mark_prob", &Metrics::mark_prob, false},
     {"aqm_decision_prob", &Metrics::aqm_decision_prob, false},
+    {"loss_flow_compare", &Metrics::loss_flow_compare, false},
     {"mean_system", &Metrics::mean_system, false},       {"var_system", &Metrics::var_system, false},
     {"mean_queue", &Metrics::mean_queue, false},         {"var_queue", &Metrics::var_queue, false},
     {"mean_avg", &Metrics::mean_avg, false},             {"admitted_rate", &Metrics::admitted_rate, false},
@@ -47,7 +48,26 @@ Metrics metrics(const Chain& c, const std::vector<double>& pi, const std::string
 }  // namespace
 
 void define_analysis(py::module_& m) {
+  py::class_<ClassMetrics> cm(m, "ClassMetrics", "Metrics of one traffic class (docs/classes.md).");
+  cm.def_readonly("name", &ClassMetrics::name)
+      .def_readonly("arrival_rate", &ClassMetrics::arrival_rate)
+      .def_readonly("loss", &ClassMetrics::loss)
+      .def_readonly("loss_aqm", &ClassMetrics::loss_aqm)
+      .def_readonly("loss_overflow", &ClassMetrics::loss_overflow)
+      .def_readonly("loss_flow_compare", &ClassMetrics::loss_flow_compare)
+      .def_readonly("loss_pushed_out", &ClassMetrics::loss_pushed_out)
+      .def_readonly("mark_prob", &ClassMetrics::mark_prob)
+      .def_readonly("throughput", &ClassMetrics::throughput)
+      .def_readonly("throughput_share", &ClassMetrics::throughput_share)
+      .def_readonly("mean_queue", &ClassMetrics::mean_queue)
+      .def_readonly("queue_share", &ClassMetrics::queue_share)
+      .def_readonly("response_available", &ClassMetrics::response_available)
+      .def_readonly("response_note", &ClassMetrics::response_note)
+      .def_readonly("mean_response", &ClassMetrics::mean_response)
+      .def_readonly("var_response", &ClassMetrics::var_response)
+      .def_property_readonly("response_pmf", [](const ClassMetrics& x) { return copy(x.response_pmf); });
   py::class_<Metrics> cls(m, "Metrics");
+  cls.def_readonly("classes", &Metrics::classes);
   for (const auto& s : kScalars) cls.def_readonly(s.name, s.field);
   cls.def_static(
       "scalar_names",

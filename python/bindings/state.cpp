@@ -56,9 +56,10 @@ py::dict events_dict(py::object self) {
   return d;
 }
 
-Chain build(const Model& md, double memory_limit) {
+Chain build(const Model& md, double memory_limit, const std::string& classes) {
   BuildOptions o;
   o.memory_limit_bytes = memory_limit;
+  o.classes = class_chain_from(classes);
   return build_chain(md, o);
 }
 
@@ -114,7 +115,10 @@ void define_state(py::module_& m) {
            py::arg("pi"), "||pi P - pi||_1 (discrete) or ||pi G||_1 / max |G_ii| (continuous)");
 
   m.def("build_chain", &build, py::arg("model"), py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
-        py::call_guard<InterruptGuard, py::gil_scoped_release>());
+        py::arg("classes") = to_string(BuildOptions{}.classes), py::call_guard<InterruptGuard, py::gil_scoped_release>(),
+        "The chain of a model; `classes` ('approx' or 'exact') picks the chain of a model with traffic classes.");
+  m.def("class_chains", []() { return std::vector<std::string>{to_string(ClassChain::Approx), to_string(ClassChain::Exact)}; },
+        "Names of the class chains (build_chain's `classes`).");
   m.def(
       "build_scenario_chains",
       [](const Scenario& s, double memory_limit) {

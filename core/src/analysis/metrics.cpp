@@ -76,6 +76,113 @@ void exponential_response(const std::vector<long double>& c, double mu, Metrics&
   out.response_pmf.clear();
 }
 
+int event_index(const Chain& c, const std::string& name) {
+  for (size_t e = 0; e < c.event_names.size(); ++e)
+    if (c.event_names[e] == name) return static_cast<int>(e);
+  return -1;
+}
+
+void copy_response(const Metrics& from, ClassMetrics& to) {
+  to.response_available = from.response_available;
+  to.response_note = from.response_note;
+  to.response_pmf = from.response_pmf;
+  to.mean_response = from.mean_response;
+  to.var_response = from.var_response;
+}
+
+/// A chain without class components: its one class is the whole traffic.
+void single_class_metrics(const Chain& c, const std::vector<double>& pi, Metrics& m) {
+  ClassMetrics k;
+  k.name = c.model.class_name(0);
+  k.arrival_rate = m.arrival_rate;
+  k.loss = m.loss, k.loss_aqm = m.loss_aqm, k.loss_overflow = m.loss_overflow, k.mark_prob = m.mark_prob;
+  k.loss_flow_compare = 0.0;
+  // front / random: a rejection with a packet waiting (n >= 2) discards that packet (pushed
+  // out, the simulator's cause); the arrival is lost only when nothing waits
+  if (c.model.aqm.policy != DropPolicy::Tail && m.arrival_rate > 0) {
+    const auto& level = c.component(component::level);
+    const auto &p_aqm = c.event(event::aqm_drop), &p_ovf = c.event(event::overflow);
+    long double pushed = 0, aqm = 0, ovf = 0;
+    for (int32_t s = 0; s < c.n; ++s) {
+      const long double p = pi[s];
+      if (level[s] >= 2)
+        pushed += p * (p_aqm[s] + p_ovf[s]);
+      else
+        aqm += p * p_aqm[s], ovf += p * p_ovf[s];
+    }
+    k.loss_pushed_out = static_cast<double>(pushed / m.arrival_rate);
+    k.loss_aqm = static_cast<double>(aqm / m.arrival_rate);
+    k.loss_overflow = static_cast<double>(ovf / m.arrival_rate);
+  }
+  k.throughput = m.throughput;
+  k.throughput_share = m.throughput > 0 ? 1.0 : 0.0;
+  k.mean_queue = m.mean_system;
+  k.queue_share = m.mean_system > 0 ? 1.0 : 0.0;
+  copy_response(m, k);
+  m.classes.assign(1, k);
+}
+
+/// A class chain: the per-class events "<event>.c<k>" (model/queue_generator.hpp).
+void class_metrics(const Chain& c, const std::vector<double>& pi, const MetricsOptions& o, Metrics& m, bool pushes) {
+  const int C = c.model.class_count(), N = c.model.buffer;
+  const auto& level = c.component(component::level);
+  long double dep_total = 0, in_total = 0;
+  m.classes.assign(static_cast<size_t>(C), ClassMetrics{});
+  for (int k = 0; k < C; ++k) {
+    auto sum = [&](const std::string& ev) {
+      const auto& w = c.event(class_event(ev, k + 1));
+      long double t = 0;
+      for (int32_t s = 0; s < c.n; ++s) t += static_cast<long double>(pi[s]) * w[s];
+      return t;
+    };
+    ClassMetrics& x = m.classes[static_cast<size_t>(k)];
+    x.name = c.model.class_name(k);
+    const long double arr = sum(event::arrival);
+    x.arrival_rate = static_cast<double>(arr);
+    if (arr > 0) {
+      x.loss_aqm = static_cast<double>(sum(event::aqm_drop) / arr);
+      x.loss_overflow = static_cast<double>(sum(event::overflow) / arr);
+      x.loss_flow_compare = static_cast<double>(sum(event::flow_compare) / arr);
+      x.loss_pushed_out = static_cast<double>(sum(event::pushed_out) / arr);
+      x.mark_prob = static_cast<double>(sum(event::mark) / arr);
+      x.loss = x.loss_aqm + x.loss_overflow + x.loss_flow_compare + x.loss_pushed_out;
+    }
+    const long double dep = sum(event::depart), in = sum(event::in_system);
+    x.throughput = static_cast<double>(dep);
+    x.mean_queue = static_cast<double>(in);
+    dep_total += dep, in_total += in;
+    // response time: under tail without push-outs R depends on the n an admitted packet finds
+    if (o.response == "none") {
+      x.response_note = m.response_note;
+    } else if (pushes) {
+      x.response_note = m.response_note;
+    } else {
+      const auto& adm = c.event(class_event("admit", k + 1));
+      std::vector<long double> at(static_cast<size_t>(N), 0.0L);
+      long double total = 0;
+      for (int32_t s = 0; s < c.n; ++s)
+        if (level[s] < N) {
+          const long double w = static_cast<long double>(pi[s]) * adm[s];
+          at[static_cast<size_t>(level[s])] += w;
+          total += w;
+        }
+      if (!(total > 0)) {
+        x.response_note = "no packet of the class is ever admitted";
+      } else {
+        for (auto& v : at) v /= total;
+        Metrics r;
+        tail_response(at, c.model.service.mu, o, r);
+        r.response_available = true;
+        copy_response(r, x);
+      }
+    }
+  }
+  for (auto& x : m.classes) {
+    x.throughput_share = dep_total > 0 ? static_cast<double>(x.throughput / dep_total) : 0.0;
+    x.queue_share = in_total > 0 ? static_cast<double>(x.mean_queue / in_total) : 0.0;
+  }
+}
+
 }  // namespace
 
 Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const MetricsOptions& o) {
@@ -90,7 +197,8 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
   const auto &p_arrival = c.event(event::arrival), &p_aqm = c.event(event::aqm_drop), &p_mark = c.event(event::mark),
              &p_overflow = c.event(event::overflow), &p_depart = c.event(event::depart),
              &p_admit = c.event(event::admit);
-  long double arr = 0, aqm = 0, mark = 0, ovf = 0, dep = 0, adm = 0;
+  long double arr = 0, aqm = 0, mark = 0, ovf = 0, dep = 0, adm = 0, fc = 0;
+  const int fc_event = event_index(c, event::flow_compare);  // class chains only
   std::vector<long double> sys(N + 1, 0.0L), avg(c.grid.size(), 0.0L), admit_at(N, 0.0L);
   for (int32_t s = 0; s < c.n; ++s) {
     const long double p = pi[s];
@@ -100,6 +208,7 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
     ovf += p * p_overflow[s];
     dep += p * p_depart[s];
     adm += p * p_admit[s];
+    if (fc_event >= 0) fc += p * c.events[static_cast<size_t>(fc_event)][s];
     sys[level[s]] += p;
     avg[avg_index[s]] += p;
     if (level[s] < N) admit_at[level[s]] += p * p_admit[s];
@@ -109,7 +218,8 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
   if (arr > 0) {
     m.loss_aqm = static_cast<double>(aqm / arr);
     m.loss_overflow = static_cast<double>(ovf / arr);
-    m.loss = static_cast<double>((aqm + ovf) / arr);
+    m.loss = static_cast<double>((aqm + ovf + fc) / arr);
+    m.loss_flow_compare = static_cast<double>(fc / arr);
     m.mark_prob = static_cast<double>(mark / arr);
     m.aqm_decision_prob = static_cast<double>((aqm + mark) / arr);
   }
@@ -129,8 +239,14 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
 
   m.admitted_rate = static_cast<double>(adm);
   const bool tail = c.model.aqm.policy == DropPolicy::Tail;
+  const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0;
+  const bool pushes = !tail || c.model.aqm.modified != Modified::None || c.model.aqm.flow_compare;
   if (o.response == "none") {
     m.response_note = "response times not requested";
+  } else if (class_chain && (pushes || o.response == "tagged")) {
+    m.response_note = "response times of a class chain are computed in closed form under the tail policy without "
+                      "modified RED and the flow comparison only (the tagged-packet chain is not built for class "
+                      "chains; the simulator measures the other cases)";
   } else if (!(adm > 0)) {
     m.response_note = "no packet is ever admitted";
   } else if (c.time == TimeKind::Continuous) {
@@ -176,6 +292,10 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
   }
   if (m.response_available && m.mean_system > 0)
     m.littles_law_error = std::abs(m.mean_system - m.admitted_rate * m.mean_sojourn) / m.mean_system;
+  if (class_chain)
+    class_metrics(c, pi, o, m, pushes);
+  else
+    single_class_metrics(c, pi, m);
   return m;
 }
 

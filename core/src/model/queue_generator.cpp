@@ -242,7 +242,8 @@ class RateGenerator final : public TransitionGenerator {
 
 }  // namespace
 
-std::unique_ptr<TransitionGenerator> queue_generator(const Model& model) {
+std::unique_ptr<TransitionGenerator> queue_generator(const Model& model, ClassChain classes) {
+  if (needs_class_chain(model)) return class_generator(model, classes);
   if (model.time == TimeKind::Continuous) return std::make_unique<RateGenerator>(model);
   return std::make_unique<SlotGenerator>(model);
 }

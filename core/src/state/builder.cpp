@@ -164,7 +164,7 @@ int32_t Chain::index_of(const std::vector<int32_t>& values) const {
 
 Chain build_chain(const Model& model, const BuildOptions& options) {
   model.validate();
-  const auto gen = queue_generator(model);
+  const auto gen = queue_generator(model, options.classes);
   Chain c = build_chain(*gen, model, options);
   if (model.grid.mapping == Mapping::Nearest)
     c.report.warnings.push_back(detail::cat(

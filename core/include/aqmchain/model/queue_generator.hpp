@@ -23,6 +23,9 @@ inline const std::string count = "count";          ///< drop spacing: count + 1 
 inline const std::string pmax = "pmax_index";      ///< adaptive RED: index of p_max on its grid
 inline const std::string maxth = "maxth_index";   ///< dynamic max_th: 0 = max_th, 1 = raised
 inline const std::string phase = "phase";          ///< adaptive RED, exact clock: slots since the last update
+inline const std::string class2 = "class2";        ///< two-class chain: class-2 packets in the system (docs/classes.md)
+inline const std::string head = "head_class";      ///< two-class chain: class of the packet in service (0, 1)
+inline const std::string sequence = "sequence";    ///< exact class chain: the FIFO's packet types, base-A digits
 }  // namespace component
 
 /// Event names of the queue models, in the order of their weights.
@@ -35,6 +38,31 @@ inline const std::string admit = "admit";        ///< an arrival admitted (n gro
 inline const std::string depart = "depart";      ///< a departure
 }  // namespace event
 const std::vector<std::string>& queue_event_names();
+
+/// Which chain a model with traffic classes gets (docs/classes.md): the two-class chain
+/// with the random-order approximation (`Approx`, state adds class2 and head_class), or
+/// the exact chain that carries the FIFO's sequence of packet types (`Exact`, small N).
+enum class ClassChain { Approx, Exact };
+std::string to_string(ClassChain);
+ClassChain class_chain_from(const std::string&);
+
+/// Whether `model` needs a class chain: two or more classes, modified RED or the flow
+/// comparison.  Otherwise the queue chain is the plain one (a single class is the whole
+/// traffic).
+bool needs_class_chain(const Model& model);
+
+/// Per-class event names of a class chain: "<event>.c<k>" for class k = 1..C, with
+/// <event> one of arrival, admit, aqm_drop, overflow, flow_compare, pushed_out, mark,
+/// depart, in_system (packets of class k in the system: a state function, not a rate).
+std::string class_event(const std::string& ev, int k);
+namespace event {
+inline const std::string flow_compare = "flow_compare";  ///< packets lost to the flow comparison
+inline const std::string pushed_out = "pushed_out";      ///< queued packets discarded (a part of the losses)
+inline const std::string in_system = "in_system";        ///< per class: packets of the class in the system
+}  // namespace event
+
+/// The exact chain's bound: the number of sequences sum_{n=0..N} A^n (A packet types).
+constexpr double kMaxExactSequences = 65536;
 
 /// The descriptor of `model`'s queue chain: n in 0..N, avg on the resolved grid,
 /// (REDwM: s on its grid,) the modulator (not coarsened by multilevel aggregation).
@@ -51,6 +79,11 @@ struct StatefulInfo {
 StatefulInfo stateful_info(const Model& model);
 
 /// Generator of the queue chain of a validated model (discrete or continuous).
-std::unique_ptr<TransitionGenerator> queue_generator(const Model& model);
+/// A model with classes (needs_class_chain) gets the class chain `classes` asks for.
+std::unique_ptr<TransitionGenerator> queue_generator(const Model& model, ClassChain classes = ClassChain::Approx);
+
+/// The class chain's generator (docs/classes.md); throws ModelError naming `class` (or the
+/// combination) when the model is outside what the class chains build.
+std::unique_ptr<TransitionGenerator> class_generator(const Model& model, ClassChain classes);
 
 }  // namespace aqm

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "aqmchain/model/model.hpp"
+#include "aqmchain/model/queue_generator.hpp"
 #include "aqmchain/model/scenario.hpp"
 #include "aqmchain/state/descriptor.hpp"
 #include "aqmchain/state/generator.hpp"
@@ -29,6 +30,9 @@ using SpMap = Eigen::Map<const SpMat>;
 struct BuildOptions {
   /// Refuse to build when the estimate of `estimate_chain` exceeds this.
   double memory_limit_bytes = 8.0 * 1024 * 1024 * 1024;
+  /// A model with traffic classes: the two-class chain (random-order approximation) or the
+  /// exact chain of the FIFO's class sequence (small N), docs/classes.md.
+  ClassChain classes = ClassChain::Approx;
 };
 
 /// Upper bounds computed from the model before anything is built.

@@ -1,0 +1,570 @@
+// The class chains (docs/classes.md): traffic classes, seed 004's modified RED for mice
+// and ECN-capable packets, seed 003's flow comparison, on top of one slot of SPEC 3.
+//
+// Two representations of the buffer's content share one slot:
+//  - Approx (two classes): the state adds e = class-2 packets in the system and the class
+//    of the packet in service.  Which waiting packet is the oldest, or is picked by a
+//    search, is not known from counts: each waiting packet is taken to be of class 2 with
+//    probability e_w / w (e_w class-2 packets among the w waiting), independently of its
+//    place (the random-order approximation).  The packet that enters service after a
+//    departure is drawn so from the packets that waited before the slot (the arrival of
+//    the slot is behind all of them).  ECN capability of a waiting packet (modified RED)
+//    is its class's probability, independently; two packets of class c belong to the same
+//    flow with probability sum_f weight_f^2 (flow comparison).
+//  - Exact (small N): the state carries the FIFO's sequence of packet types, a type being
+//    the class, plus the flow when the flow comparison needs it and the ECN bit when
+//    modified RED needs it (sum_n A^n sequences for A types, bounded).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "aqmchain/interrupt.hpp"
+#include "aqmchain/model/queue_generator.hpp"
+#include "model/slot_kernel.hpp"
+
+namespace aqm {
+
+std::string to_string(ClassChain c) { return c == ClassChain::Approx ? "approx" : "exact"; }
+ClassChain class_chain_from(const std::string& s) {
+  if (s == "approx") return ClassChain::Approx;
+  if (s == "exact") return ClassChain::Exact;
+  throw OptionError("option 'classes' must be one of approx, exact, got '" + s + "'");
+}
+
+bool needs_class_chain(const Model& m) {
+  return m.class_count() >= 2 || m.aqm.modified != Modified::None || m.aqm.flow_compare;
+}
+
+std::string class_event(const std::string& ev, int k) { return detail::cat(ev, ".c", k); }
+
+namespace {
+
+// Event layout: the aggregate events in the order of their names (the queue models' six,
+// flow_compare, pushed_out), then per class k (0-based) kPer values from kBase + k kPer.
+enum Agg { aArr, aAqm, aMark, aOvf, aAdm, aDep, aFc, aPush, kBase };
+enum Ev { kArr, kAdm, kAqm, kOvf, kFc, kPush, kMark, kDep, kIn, kPer };
+
+/// What happens to the packets a slot touches: the event weights.
+struct Tally {
+  std::vector<double> e;
+  explicit Tally(int classes) : e(kBase + static_cast<size_t>(classes) * kPer, 0.0) {}
+  double& at(int k, Ev ev) { return e[kBase + static_cast<size_t>(k) * kPer + ev]; }
+  /// A class-k packet lost for reason `ev` (kAqm, kOvf, kFc); `queued`: it was waiting.
+  /// Per class the causes are disjoint (the simulator's): a queued packet discarded by the
+  /// drop policy or modified RED's search is pushed out, one lost to the flow comparison
+  /// is a flow-comparison loss.  The aggregate events keep the queue models' meaning
+  /// (aqm_drop, overflow: the losses an AQM decision or a full buffer causes, whoever is
+  /// lost) and pushed_out counts every queued packet discarded.
+  void lost(int k, Ev ev, double p, bool queued) {
+    at(k, queued && ev != kFc ? kPush : ev) += p;
+    e[ev == kAqm ? aAqm : ev == kOvf ? aOvf : aFc] += p;
+    if (queued) e[aPush] += p;
+  }
+  void marked(int k, double p) { at(k, kMark) += p, e[aMark] += p, e[aAdm] += p; }
+};
+
+/// One arrival variant: class, flow (exact chain with the flow comparison), ECN bit,
+/// stored type (exact chain), probability given an arrival in modulator state m (per m).
+struct Variant {
+  int cls, flow;
+  bool ecn;
+  int type;
+  std::vector<double> p;  // per modulator state
+};
+
+/// Where an action takes the waiting packets: the victim rules of SPEC 2.3b / 2.5.
+enum class Rule { Oldest, Uniform, ModFront, ModRandom, SameFlow };
+
+/// The content of the approximate chain before step 5: n packets; h the class of the one in
+/// service (n >= 1); w_old waiting packets of before the slot, e_old of them class 2; arr
+/// the class of the arrival queued behind them (-1 none).
+struct ApproxPre {
+  int n, h, w_old, e_old, arr;
+};
+
+struct ApproxContent {
+  int C;
+  std::array<double, 2> sameflow{{1.0, 1.0}}, eleph{{1.0, 1.0}};
+  std::vector<double> first2;  // P(first elephant in random order is class 2), by (w1, w2)
+  std::vector<double> rand1, rand2;  // P(three trials discard class 1 / 2, and an elephant waits), by (w1, w2)
+  int N1;
+  int64_t s_e = 0, s_h = 0;
+  using Pre = ApproxPre;
+
+  ApproxContent(const Model& md, const StateSpace& space) : C(md.class_count()), N1(md.buffer + 1) {
+    for (int k = 0; k < C; ++k) {
+      double s = 0.0;
+      for (int f = 0; f < md.class_flows(k); ++f) s += std::pow(md.classes.empty() ? 1.0 : md.classes[k].flow_weight(f), 2);
+      sameflow[k] = s;
+      eleph[k] = md.class_mice(k) ? 0.0 : 1.0 - md.class_ecn(k);
+    }
+    if (C < 2) eleph[1] = eleph[0], sameflow[1] = sameflow[0];
+    // f(w1, w2) = P(the first elephant met in a random order of w1 class-1 and w2 class-2
+    // packets is of class 2), each packet an elephant independently.
+    first2.assign(static_cast<size_t>(N1) * N1, 0.0);
+    for (int w1 = 0; w1 < N1; ++w1)
+      for (int w2 = 0; w1 + w2 < N1; ++w2) {
+        if (w1 + w2 == 0) continue;
+        const double t = w1 + w2;
+        double v = 0.0;
+        if (w1 > 0) v += w1 / t * (1.0 - eleph[0]) * first2[(w1 - 1) * N1 + w2];
+        if (w2 > 0) v += w2 / t * (eleph[1] + (1.0 - eleph[1]) * first2[w1 * N1 + w2 - 1]);
+        first2[w1 * N1 + w2] = v;
+      }
+    // three uniform trials with replacement (the simulator's): given E1, E2 elephants among
+    // w1, w2 waiting, the first elephant met is of class k with probability
+    // (E_k / w)(1 + B + B^2), B = (w - E) / w, and with probability B^2 (w_k - E_k) / w
+    // none is met and the third pick, of class k, is discarded.
+    rand1.assign(static_cast<size_t>(N1) * N1, 0.0);
+    rand2.assign(static_cast<size_t>(N1) * N1, 0.0);
+    auto binom = [](int w, double q) {
+      std::vector<double> b(static_cast<size_t>(w) + 1, 0.0);
+      b[0] = 1.0;
+      for (int i = 0; i < w; ++i)
+        for (int j = i + 1; j >= 0; --j) b[j] = (j ? b[j - 1] * q : 0.0) + b[j] * (1.0 - q);
+      return b;
+    };
+    for (int w1 = 0; w1 < N1; ++w1) {
+      const std::vector<double> b1 = binom(w1, eleph[0]);
+      for (int w2 = 0; w1 + w2 < N1; ++w2) {
+        const int w = w1 + w2;
+        if (w == 0) continue;
+        const std::vector<double> b2 = binom(w2, eleph[1]);
+        double r1 = 0.0, r2 = 0.0;
+        for (int E1 = 0; E1 <= w1; ++E1)
+          for (int E2 = 0; E2 <= w2; ++E2) {
+            if (E1 + E2 == 0) continue;
+            const double pr = b1[E1] * b2[E2];
+            if (!(pr > 0.0)) continue;
+            const double B = static_cast<double>(w - E1 - E2) / w, f = 1.0 + B + B * B;
+            r1 += pr * (E1 * f + B * B * (w1 - E1)) / w;
+            r2 += pr * (E2 * f + B * B * (w2 - E2)) / w;
+          }
+        rand1[static_cast<size_t>(w1) * N1 + w2] = r1;
+        rand2[static_cast<size_t>(w1) * N1 + w2] = r2;
+      }
+      if ((w1 & 7) == 0) check_interrupt();
+    }
+    s_e = space.stride(space.at(component::class2));
+    s_h = space.stride(space.at(component::head));
+  }
+  static void add_components(StateSpace& s, const Model& md) {
+    s.add(component::class2, md.buffer + 1);
+    s.add(component::head, 2, /*coarsen=*/false);
+  }
+  /// State content of key (n known): head class, class-2 waiting.
+  Pre decode(int64_t key, int n, const StateSpace&) const {
+    const int e = static_cast<int>((key / s_e) % N1), h = static_cast<int>((key / s_h) % 2);
+    return {n, h, std::max(n - 1, 0), e - h, -1};
+  }
+  int64_t content_key(int n, int h, int e_w) const { return n == 0 ? 0 : (e_w + h) * s_e + h * s_h; }
+  double in_system(const Pre& p, int k) const {
+    const int e = p.n == 0 ? 0 : p.h + p.e_old;
+    return k == 1 ? e : p.n - e;
+  }
+  int head_class(const Pre& p) const { return p.h; }
+  Pre append(Pre p, const Variant& v) const {
+    if (p.n == 0) return {1, v.cls, 0, 0, -1};
+    p.n += 1;
+    p.arr = v.cls;
+    return p;
+  }
+  /// Calls f(prob, victim class, content without it) for the victims `rule` picks among the
+  /// waiting packets; the probabilities sum to 1 except for SameFlow (the rest: different
+  /// flows) and ModFront / ModRandom (the rest: no elephant waits, nothing is searched).
+  template <class F>
+  void remove(const Pre& p, Rule rule, const Variant& arr, F&& f) const {
+    const int w = p.w_old, w2 = p.e_old, w1 = w - w2;
+    if (w <= 0) return;
+    auto without = [&](int k) {
+      Pre q = p;
+      q.n -= 1, q.w_old -= 1, q.e_old -= k;
+      return q;
+    };
+    double pk[2] = {static_cast<double>(w1) / w, static_cast<double>(w2) / w};
+    switch (rule) {
+      case Rule::Oldest:
+      case Rule::Uniform:
+        break;
+      case Rule::SameFlow:
+        pk[0] = arr.cls == 0 ? pk[0] * sameflow[0] : 0.0;
+        pk[1] = arr.cls == 1 ? pk[1] * sameflow[1] : 0.0;
+        break;
+      case Rule::ModFront: {
+        const double none = std::pow(1.0 - eleph[0], w1) * std::pow(1.0 - eleph[1], w2);
+        const double two = first2[static_cast<size_t>(w1) * N1 + w2];
+        pk[1] = two, pk[0] = std::max(0.0, 1.0 - none - two);
+        break;
+      }
+      case Rule::ModRandom:
+        pk[0] = rand1[static_cast<size_t>(w1) * N1 + w2];
+        pk[1] = rand2[static_cast<size_t>(w1) * N1 + w2];
+        break;
+    }
+    for (int k = 0; k < 2; ++k)
+      if (pk[k] > 0.0) f(pk[k], k, without(k));
+  }
+  /// Step 5 from pre content p (n_prev packets before the slot): calls
+  /// f(prob, departed class or -1, n', content key).
+  template <class F>
+  void depart(int n_prev, const Pre& p, double mu, F&& f) const {
+    auto stay = [&](double pr) {
+      if (p.n == 0) return f(pr, -1, 0, int64_t{0});
+      f(pr, -1, p.n, content_key(p.n, p.h, p.e_old + (p.arr == 1 ? 1 : 0)));
+    };
+    if (n_prev == 0 || !(mu > 0.0)) return stay(1.0);
+    if (mu < 1.0) stay(1.0 - mu);
+    const int n2 = p.n - 1;
+    if (n2 == 0) return f(mu, p.h, 0, int64_t{0});
+    if (p.w_old == 0) return f(mu, p.h, n2, content_key(n2, p.arr, 0));  // the arrival enters service
+    const double q2 = static_cast<double>(p.e_old) / p.w_old;
+    const int a2 = p.arr == 1 ? 1 : 0;
+    if (q2 < 1.0) f(mu * (1.0 - q2), p.h, n2, content_key(n2, 0, p.e_old + a2));
+    if (q2 > 0.0) f(mu * q2, p.h, n2, content_key(n2, 1, p.e_old - 1 + a2));
+  }
+  int successor_contents() const { return 8; }
+};
+
+/// The exact chain's content: n and the sequence of the n packets' types (position 0 in
+/// service), digits of a base-A number.
+struct ExactPre {
+  int n;
+  int64_t code;
+};
+
+struct ExactContent {
+  struct Type {
+    int cls, flow;
+    bool elephant;
+  };
+  std::vector<Type> types;
+  int A;
+  std::vector<int64_t> pw;  // A^i
+  int64_t s_seq = 0;
+  int N;
+  using Pre = ExactPre;
+
+  ExactContent(const Model& md, const StateSpace& space, const std::vector<Type>& t)
+      : types(t), A(static_cast<int>(t.size())), N(md.buffer) {
+    pw.assign(static_cast<size_t>(N) + 2, 1);
+    for (int i = 1; i <= N + 1; ++i) pw[i] = pw[i - 1] * A;
+    s_seq = space.stride(space.at(component::sequence));
+  }
+  int digit(int64_t code, int i) const { return static_cast<int>((code / pw[i]) % A); }
+  Pre decode(int64_t key, int n, const StateSpace&) const {
+    return {n, (key / s_seq) % pw[N]};
+  }
+  double in_system(const Pre& p, int k) const {
+    int c = 0;
+    for (int i = 0; i < p.n; ++i) c += types[digit(p.code, i)].cls == k;
+    return c;
+  }
+  int head_class(const Pre& p) const { return types[digit(p.code, 0)].cls; }
+  Pre append(const Pre& p, const Variant& v) const { return {p.n + 1, p.code + v.type * pw[p.n]}; }
+  Pre without(const Pre& p, int i) const {
+    return {p.n - 1, p.code % pw[i] + (p.code / pw[i + 1]) * pw[i]};
+  }
+  template <class F>
+  void remove(const Pre& p, Rule rule, const Variant& arr, F&& f) const {
+    const int w = p.n - 1;
+    if (w <= 0) return;
+    auto hit = [&](double pr, int i) { f(pr, types[digit(p.code, i)].cls, without(p, i)); };
+    switch (rule) {
+      case Rule::Oldest:
+        return hit(1.0, 1);
+      case Rule::Uniform:
+        for (int i = 1; i <= w; ++i) hit(1.0 / w, i);
+        return;
+      case Rule::SameFlow:
+        for (int i = 1; i <= w; ++i) {
+          const Type& t = types[digit(p.code, i)];
+          if (t.cls == arr.cls && t.flow == arr.flow) hit(1.0 / w, i);
+        }
+        return;
+      case Rule::ModFront:
+        for (int i = 1; i <= w; ++i)
+          if (types[digit(p.code, i)].elephant) return hit(1.0, i);
+        return;
+      case Rule::ModRandom: {
+        int el = 0;
+        for (int i = 1; i <= w; ++i) el += types[digit(p.code, i)].elephant;
+        if (el == 0) return;  // no search without a waiting elephant
+        const double B = static_cast<double>(w - el) / w;
+        for (int i = 1; i <= w; ++i)
+          hit(types[digit(p.code, i)].elephant ? (1.0 + B + B * B) / w : B * B / w, i);
+        return;
+      }
+    }
+  }
+  int successor_contents() const { return (N + 2) * (A + 1); }
+  template <class F>
+  void depart(int n_prev, const Pre& p, double mu, F&& f) const {
+    if (n_prev == 0 || !(mu > 0.0)) return f(1.0, -1, p.n, p.code * s_seq);
+    if (mu < 1.0) f(1.0 - mu, -1, p.n, p.code * s_seq);
+    f(mu, head_class(p), p.n - 1, (p.code / A) * s_seq);
+  }
+};
+
+/// Refuse what the class chains do not build, naming the parameter.
+void check_class_model(const Model& md) {
+  if (md.class_count() > 2)
+    fail_param("class", "at most 2 traffic classes in the chain (the simulator takes any number)",
+               detail::cat(md.class_count(), " classes"));
+  if (md.time != TimeKind::Discrete)
+    fail_param("class", "absent in a continuous-time chain (traffic classes, modified RED and the flow comparison "
+                        "are built for slotted models)",
+               detail::cat(md.class_count(), " classes with model.time = \"continuous\""));
+  if (md.aqm.filter != FilterKind::Ewma)
+    fail_param("aqm.filter", "\"ewma\" in a chain with traffic classes, modified RED or the flow comparison",
+               "\"" + to_string(md.aqm.filter) + "\"");
+  if (md.aqm.stateful()) {
+    const char* which = md.aqm.spacing != Spacing::None ? "aqm.spacing"
+                        : md.aqm.adaptive.enabled       ? "aqm.adaptive"
+                                                        : "aqm.dynamic_max_th";
+    fail_param(which, "off in a chain with traffic classes, modified RED or the flow comparison (the simulator "
+                      "combines them)",
+               "on");
+  }
+}
+
+template <class Content>
+class ClassSlotGenerator final : public TransitionGenerator {
+ public:
+  ClassSlotGenerator(const Model& md, StateSpace space, std::vector<Variant> variants, Content content)
+      : K_(md),
+        space_(std::move(space)),
+        X_(std::move(content)),
+        V_(std::move(variants)),
+        C_(md.class_count()),
+        policy_(md.aqm.policy),
+        modified_(md.aqm.modified),
+        fc_(md.aqm.flow_compare) {
+    for (int k = 0; k < C_; ++k) mice_.push_back(md.class_mice(k));
+    sn_ = space_.stride(space_.at(component::level));
+    sg_ = space_.stride(space_.at(component::avg));
+    sm_ = space_.stride(space_.at(component::modulator));
+    const DropFunction drop = md.resolved_drop();
+    for (double g : K_.grid.points()) {
+      ge_min_.push_back(g >= drop.lo);
+      ge_max_.push_back(g >= drop.hi);
+    }
+    names_ = queue_event_names();
+    names_.push_back(event::flow_compare);
+    names_.push_back(event::pushed_out);
+    const char* per[kPer] = {"arrival", "admit", "aqm_drop", "overflow", "flow_compare",
+                             "pushed_out", "mark", "depart", "in_system"};
+    for (int k = 0; k < C_; ++k)
+      for (int e = 0; e < kPer; ++e) names_.push_back(class_event(per[e], k + 1));
+    // distinct successors: 2 avg targets x the modulator row x n' in n-2..n+1 x the contents
+    // reachable from one (a few class counts; exact: a removed position or none, x types)
+    size_t row = 1;
+    for (const auto& r : K_.mrows) row = std::max(row, r.size());
+    max_ = static_cast<int>(2 * row * 4 * X_.successor_contents());
+  }
+  const StateSpace& space() const override { return space_; }
+  TimeKind time() const override { return TimeKind::Discrete; }
+  const std::vector<std::string>& event_names() const override { return names_; }
+  std::vector<int64_t> initial_states() const override {
+    std::vector<int64_t> keys;
+    for (int m = 0; m < K_.M; ++m) keys.push_back(m * sm_);
+    return keys;
+  }
+  int max_successors() const override { return max_; }
+
+  void successors(int64_t key, Successors& out, double* events) const override {
+    const int n = static_cast<int>((key / sn_) % (K_.N + 1));
+    const int g = static_cast<int>((key / sg_) % K_.G);
+    const int m = static_cast<int>((key / sm_) % K_.M);
+    using Pre = typename Content::Pre;
+    const Pre x = X_.decode(key, n, space_);
+    Tally t(C_);
+    const double mu = K_.mu;
+    const int w = std::max(n - 1, 0);
+    // step 5 from a pre-departure content, then the key
+    auto finish = [&](int g2, int m2, double p, const Pre& pre) {
+      if (!(p > 0.0)) return;
+      X_.depart(n, pre, mu, [&](double pd, int dep_cls, int n2, int64_t ck) {
+        (void)dep_cls;
+        if (pd > 0.0) out.push_back({n2 * sn_ + g2 * sg_ + m2 * sm_ + ck, p * pd});
+      });
+    };
+    K_.branches(n, g, m, [&](int g2, int m2, double wgt, double a, double, double) {
+      if (a < 1.0) finish(g2, m2, wgt * (1.0 - a), x);  // no arrival
+      if (!(a > 0.0)) return;
+      t.e[aArr] += wgt * a;
+      for (const Variant& v : V_) {
+        const double pv = wgt * a * v.p[static_cast<size_t>(m2)];
+        if (!(pv > 0.0)) continue;
+        const int c = v.cls;
+        t.at(c, kArr) += pv;
+        auto admit = [&](double p, const Pre& from) {  // the arrival joins behind
+          t.at(c, kAdm) += p;
+          finish(g2, m2, p, X_.append(from, v));
+        };
+        if (n == K_.N) {  // overflow (SPEC 2.5: the policy picks the victim)
+          if (policy_ == DropPolicy::Tail || w == 0) {
+            t.lost(c, kOvf, pv, false);
+            finish(g2, m2, pv, x);
+          } else {
+            X_.remove(x, policy_ == DropPolicy::Front ? Rule::Oldest : Rule::Uniform, v,
+                      [&](double p, int vc, const Pre& rest) {
+                        t.lost(vc, kOvf, pv * p, true);
+                        admit(pv * p, rest);
+                      });
+          }
+          continue;
+        }
+        double go = pv;  // mass that reaches the drop test
+        if (fc_ && ge_min_[g2] && w >= 1) {
+          double same = 0.0;
+          X_.remove(x, Rule::SameFlow, v, [&](double p, int vc, const Pre& rest) {
+            same += p;
+            t.lost(c, kFc, pv * p, false);
+            t.lost(vc, kFc, pv * p, true);
+            finish(g2, m2, pv * p, rest);
+          });
+          go = pv * std::max(0.0, 1.0 - same);
+        }
+        if (!(go > 0.0)) continue;
+        const double pd = K_.pdrop[g2];
+        if (pd < 1.0) {
+          t.e[aAdm] += go * (1.0 - pd);
+          admit(go * (1.0 - pd), x);
+        }
+        const double dec = go * pd;
+        if (!(dec > 0.0)) continue;
+        // the decision goes to the drop policy: the arrival, or (front / random) a waiting packet
+        auto to_policy = [&](double mass) {
+          if (policy_ == DropPolicy::Tail || w == 0) {
+            t.lost(c, kAqm, mass, false);
+            finish(g2, m2, mass, x);
+          } else {
+            X_.remove(x, policy_ == DropPolicy::Front ? Rule::Oldest : Rule::Uniform, v,
+                      [&](double p, int vc, const Pre& rest) {
+                        t.lost(vc, kAqm, mass * p, true);
+                        admit(mass * p, rest);
+                      });
+          }
+        };
+        if (modified_ == Modified::None) {
+          if (v.ecn) {  // SPEC 2.5: marked instead of dropped
+            t.marked(c, dec);
+            admit(dec, x);
+          } else {
+            to_policy(dec);
+          }
+        } else if (!ge_max_[g2] && (mice_[c] || v.ecn)) {
+          // seed 004: admit the protected arrival, discard a waiting elephant instead
+          double found = 0.0;
+          X_.remove(x, modified_ == Modified::Front ? Rule::ModFront : Rule::ModRandom, v,
+                    [&](double p, int vc, const Pre& rest) {
+                      found += p;
+                      t.lost(vc, kAqm, dec * p, true);
+                      admit(dec * p, rest);
+                    });
+          const double none = dec * std::max(0.0, 1.0 - found);
+          if (none > 0.0) {  // no elephant waits: mark an ECN-capable arrival, else the policy
+            if (v.ecn) {
+              t.marked(c, none);
+              admit(none, x);
+            } else {
+              to_policy(none);
+            }
+          }
+        } else {  // an elephant, or avg at or above max_th: the policy, no mark
+          to_policy(dec);
+        }
+      }
+    });
+    if (!events) return;
+    if (n >= 1) {
+      t.e[aDep] = mu;
+      t.at(X_.head_class(x), kDep) += mu;
+    }
+    for (int k = 0; k < C_; ++k) t.at(k, kIn) = X_.in_system(x, k);
+    std::copy(t.e.begin(), t.e.end(), events);
+  }
+
+ private:
+  detail::SlotKernel K_;
+  StateSpace space_;
+  Content X_;
+  std::vector<Variant> V_;
+  int C_;
+  DropPolicy policy_;
+  Modified modified_;
+  bool fc_;
+  std::vector<bool> mice_;
+  std::vector<char> ge_min_, ge_max_;
+  int64_t sn_ = 0, sg_ = 0, sm_ = 0;
+  std::vector<std::string> names_;
+  int max_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<TransitionGenerator> class_generator(const Model& md, ClassChain which) {
+  md.validate();
+  check_class_model(md);
+  const int C = md.class_count(), M = md.source.states();
+  const bool track_flow = md.aqm.flow_compare, modified = md.aqm.modified != Modified::None;
+  StateSpace space = queue_state_space(md);
+  std::vector<Variant> variants;
+  auto share = [&](int k) {
+    std::vector<double> p(static_cast<size_t>(M));
+    for (int m = 0; m < M; ++m) p[static_cast<size_t>(m)] = md.class_share(k, m);
+    return p;
+  };
+  if (which == ClassChain::Approx) {
+    ApproxContent::add_components(space, md);
+    for (int k = 0; k < C; ++k)
+      for (int bit = 0; bit < 2; ++bit) {
+        const double pe = bit ? md.class_ecn(k) : 1.0 - md.class_ecn(k);
+        if (!(pe > 0.0)) continue;
+        Variant v{k, 0, bit == 1, k, share(k)};
+        for (double& x : v.p) x *= pe;
+        variants.push_back(std::move(v));
+      }
+    ApproxContent x(md, space);
+    return std::make_unique<ClassSlotGenerator<ApproxContent>>(md, space, std::move(variants), std::move(x));
+  }
+  // exact: one type per (class, flow when compared, ECN bit when modified RED reads it)
+  std::vector<ExactContent::Type> types;
+  for (int k = 0; k < C; ++k) {
+    const double e = md.class_ecn(k);
+    const bool bits = modified && e > 0.0 && e < 1.0;  // the bit is not implied by the class
+    const bool mice = md.class_mice(k);
+    const int F = track_flow ? md.class_flows(k) : 1;
+    for (int f = 0; f < F; ++f) {
+      const int t0 = static_cast<int>(types.size());
+      types.push_back({k, f, !mice && (bits || e < 1.0)});  // bits: the type without ECN
+      if (bits) types.push_back({k, f, false});               // ... and with it
+      const double pf = track_flow && !md.classes.empty() ? md.classes[k].flow_weight(f) : 1.0;
+      for (int bit = 0; bit < 2; ++bit) {
+        const double pe = bit ? e : 1.0 - e;
+        if (!(pe > 0.0)) continue;
+        Variant v{k, f, bit == 1, bits && bit ? t0 + 1 : t0, share(k)};
+        for (double& x : v.p) x *= pe * pf;
+        variants.push_back(std::move(v));
+      }
+    }
+  }
+  const double A = static_cast<double>(types.size());
+  double seqs = 0.0, term = 1.0;
+  for (int n = 0; n <= md.buffer; ++n, term *= A) seqs += term;
+  if (seqs > kMaxExactSequences || std::pow(A, md.buffer) > 9e15)
+    fail_param("model.buffer",
+               detail::cat("small enough for the exact class chain: sum_{n=0..N} A^n <= ", kMaxExactSequences,
+                           " sequences with A = ", types.size(), " packet types (classes x compared flows x "
+                           "ECN bits), i.e. N <= ", static_cast<int>(std::floor(std::log(kMaxExactSequences) /
+                                                                                std::log(std::max(A, 2.0)))),
+                           " here (classes = \"approx\" has no such bound)"),
+               md.buffer);
+  space.add(component::sequence, static_cast<int32_t>(std::llround(std::pow(A, md.buffer))), /*coarsen=*/false);
+  ExactContent x(md, space, types);
+  return std::make_unique<ClassSlotGenerator<ExactContent>>(md, space, std::move(variants), std::move(x));
+}
+
+}  // namespace aqm

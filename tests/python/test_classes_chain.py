@@ -1,0 +1,225 @@
+"""The class chains (docs/classes.md): the two-class chain against a dense matrix written
+independently in the test, the degenerate cases against the single-class chain, modified RED
+and the flow comparison against closed forms, the exact class-sequence chain against the
+approximation (where the approximation is exact) and against the simulator."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import aqmchain
+from class_oracle import class_chain
+from conftest import spec_to_doc
+
+MMBP = {"kind": "mmbp", "matrix": [[0.9, 0.1], [0.3, 0.7]], "arrival": [0.25, 0.85]}
+BERN = {"kind": "bernoulli", "alpha": 0.55}
+RED = {"drop": "red", "min_th": 2, "max_th": 6, "p_max": 0.4}
+
+
+def model_of(spec: dict) -> "aqmchain.Model":
+    doc = spec_to_doc(spec)
+    for key in ("modified", "flow_compare"):
+        if key in spec:
+            doc["aqm"][key] = spec[key]
+    if spec.get("classes"):
+        doc["class"] = [dict(c) for c in spec["classes"]]
+    return aqmchain.model_from_dict(doc)[0]
+
+
+def two(share=0.3, **kw):
+    """Two classes; keyword 'a_*' / 'b_*' set the first / second class's fields."""
+    a = {"name": "a", "share": share}
+    b = {"name": "b", "share": [1 - s for s in share] if isinstance(share, list) else 1 - share}
+    for k, v in kw.items():
+        (a if k.startswith("a_") else b)[k[2:]] = v
+    return [a, b]
+
+
+def spec(**kw):
+    s = {"buffer": 9, "mu": 0.5, "w": 0.35, "k": 2, "mapping": "split", "update": "per_slot", "source": MMBP, **RED}
+    s.update(kw)
+    return s
+
+
+# ---------------------------------------------------------------- the dense oracle
+CASES = {
+    "tail": dict(classes=two([0.2, 0.7])),
+    "front_ecn": dict(policy="front", classes=two([0.2, 0.7], a_ecn=0.6)),
+    "random_ecn": dict(policy="random", classes=two(0.4, b_ecn=0.3)),
+    "modified_front": dict(modified="front", classes=two([0.3, 0.6], a_mice=True, b_ecn=0.25)),
+    "modified_random": dict(modified="random", classes=two([0.3, 0.6], a_mice=True, a_ecn=0.2, b_ecn=0.4)),
+    "modified_front_policy_front": dict(modified="front", policy="front",
+                                        classes=two(0.5, a_mice=True, b_ecn=0.5)),
+    "flow_compare": dict(flow_compare=True, classes=two([0.4, 0.8], b_flows=3, b_flow_weights=[0.6, 0.3, 0.1])),
+    "flow_compare_random": dict(flow_compare=True, policy="random", source=BERN,
+                                classes=two(0.5, a_flows=2, b_flows=1)),
+    "one_class_flow_compare": dict(flow_compare=True, classes=[{"name": "all", "share": 1.0, "flows": 2}]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_two_class_matrix_equals_dense_oracle(case):
+    s = spec(**CASES[case])
+    states, P_ref = class_chain(s)
+    chain = aqmchain.build_chain(model_of(s))
+    lab = aqmchain.state_labels(chain)
+    built = list(zip(*(lab[k].tolist() for k in ("level", "avg_index", "modulator", "class2", "head_class"))))
+    assert built == states, "reachable state sets differ"
+    P = aqmchain.transition_matrix(chain).toarray()
+    np.testing.assert_allclose(P, P_ref, rtol=0, atol=1e-13)
+
+
+# ---------------------------------------------------------------- degenerate cases
+def test_one_class_gives_the_plain_chain_exactly():
+    plain = aqmchain.solve_stationary(model_of(spec(ecn=0.3, policy="front")))
+    named = aqmchain.solve_stationary(model_of(spec(policy="front", classes=[{"name": "x", "share": 1.0,
+                                                                                "ecn": 0.3}])))
+    assert plain.states == named.states and named.class_chain == "single"
+    for k in ("loss", "loss_aqm", "mark_prob", "mean_queue", "var_queue", "throughput", "mean_response"):
+        assert getattr(plain, k) == getattr(named, k)
+    x = named.classes["x"]
+    assert x.loss == pytest.approx(plain.loss, rel=1e-14)
+    assert x.mean_queue == pytest.approx(plain.mean_system, rel=1e-14) and x.throughput_share == 1.0
+    # front drop: the losses are queued packets pushed out unless nothing waits
+    assert x.loss_pushed_out > 0.5 * x.loss and x.loss_aqm + x.loss_overflow + x.loss_pushed_out == pytest.approx(x.loss)
+    assert list(plain.classes) == ["all"]
+
+
+@pytest.mark.parametrize("chain_kind", ["approx", "exact"])
+@pytest.mark.parametrize("policy", ["tail", "random"])
+def test_two_identical_classes_split_the_single_class_chain(chain_kind, policy):
+    buffer = 9 if chain_kind == "approx" else 6
+    base = spec(buffer=buffer, policy=policy, ecn=0.3, min_th=1, max_th=4)
+    plain = aqmchain.solve_stationary(model_of(base))
+    shares = [0.35, 0.8]
+    two_spec = dict(base, ecn=0.0, classes=two(shares, a_ecn=0.3, b_ecn=0.3))
+    r = aqmchain.solve_stationary(model_of(two_spec), classes=chain_kind)
+    assert r.class_chain == chain_kind and r.states > plain.states
+    for k in ("arrival_rate", "loss", "loss_aqm", "loss_overflow", "mark_prob", "mean_queue", "var_queue",
+              "throughput", "mean_avg"):
+        assert getattr(r, k) == pytest.approx(getattr(plain, k), rel=1e-10, abs=1e-14), k
+    # class shares of the arrivals as given (per modulator state, weighted by the arrivals there)
+    M = np.array(MMBP["matrix"])
+    w, v = np.linalg.eig(M.T)
+    pi_m = np.real(v[:, np.argmin(abs(w - 1))])
+    pi_m /= pi_m.sum()
+    lam = np.array(MMBP["arrival"])
+    a_rate = float(np.sum(pi_m * lam * np.array(shares)))
+    assert r.classes["a"].arrival_rate == pytest.approx(a_rate, rel=1e-12)
+    assert r.classes["a"].arrival_rate + r.classes["b"].arrival_rate == pytest.approx(plain.arrival_rate, rel=1e-12)
+    total = sum(k.loss * k.arrival_rate for k in r.classes.values())
+    assert total == pytest.approx(plain.loss * plain.arrival_rate, rel=1e-10)
+    assert sum(k.mean_queue for k in r.classes.values()) == pytest.approx(plain.mean_system, rel=1e-10)
+    if policy == "tail":
+        for k in r.classes.values():  # every admitted packet sees the same law of n
+            assert k.mean_response == pytest.approx(plain.mean_response, rel=1e-9)
+
+
+def test_exact_equals_approx_when_classes_are_iid():
+    """Class-blind dynamics and shares that do not depend on the modulator: the waiting
+    packets' classes are exchangeable given the counts, so the random-order approximation
+    is exact; the two chains must agree per class."""
+    s = spec(buffer=7, source=BERN, policy="front", classes=two(0.3))
+    ra = aqmchain.solve_stationary(model_of(s), classes="approx")
+    rx = aqmchain.solve_stationary(model_of(s), classes="exact")
+    for name in ("a", "b"):
+        for k in ("loss", "loss_pushed_out", "throughput", "mean_queue", "throughput_share"):
+            assert getattr(ra.classes[name], k) == pytest.approx(getattr(rx.classes[name], k), rel=1e-9), (name, k)
+
+
+def test_exact_chain_little_law_per_class_under_tail():
+    """The exact chain carries the FIFO: per class, mean packets in system = throughput x mean R."""
+    s = spec(buffer=7, classes=two([0.2, 0.7], a_ecn=0.8))
+    r = aqmchain.solve_stationary(model_of(s), classes="exact")
+    for k in r.classes.values():
+        assert k.response_available
+        assert k.mean_queue == pytest.approx(k.throughput * k.mean_response, rel=1e-9)
+        assert k.response_pmf.sum() == pytest.approx(1.0, abs=1e-10)
+
+
+# ---------------------------------------------------------------- modified RED
+@pytest.mark.parametrize("variant", ["front", "random"])
+@pytest.mark.parametrize("policy", ["tail", "front"])
+def test_modified_without_mice_or_ecn_is_plain_red(variant, policy):
+    plain = aqmchain.solve_stationary(model_of(spec(policy=policy)))
+    r = aqmchain.solve_stationary(model_of(spec(policy=policy, modified=variant, classes=two([0.3, 0.6]))))
+    for k in ("loss", "loss_aqm", "loss_overflow", "mean_queue", "var_queue", "throughput"):
+        assert getattr(r, k) == pytest.approx(getattr(plain, k), rel=1e-10), k
+
+
+@pytest.mark.parametrize("variant", ["front", "random"])
+def test_all_mice_ecn_capable_lose_only_above_max_th_or_on_overflow(variant):
+    """Every arrival is protected (mice, ECN-capable): below max_th an early decision finds
+    no elephant and marks; an arrival is lost only when its slot's avg is >= max_th (then
+    p = 1 and the tail policy drops it) or the buffer is full."""
+    s = spec(modified=variant, classes=two([0.3, 0.6], a_mice=True, a_ecn=1.0, b_mice=True, b_ecn=1.0))
+    r = aqmchain.solve_stationary(model_of(s))
+    lab = aqmchain.state_labels(r.chain)
+    pi = np.asarray(r.pi)
+    # P(the slot's updated avg is >= max_th | state): the filter target, read off P's columns
+    # (the target does not depend on the modulator move nor the arrival)
+    lands_above = r.transition_matrix()[:, np.flatnonzero(lab["avg"] >= s["max_th"])].sum(axis=1).A1
+    arrival = np.asarray(r.chain.events["arrival"])
+    expected = float(np.sum(pi * arrival * lands_above * (lab["level"] < s["buffer"])))
+    assert r.mark_prob > 0.01 and expected > 1e-4
+    assert r.loss_aqm * r.arrival_rate == pytest.approx(expected, rel=1e-10)
+    for k in r.classes.values():
+        assert k.loss_pushed_out == 0.0
+    # max_th at the buffer: avg (<= N - 1) never reaches it, only overflow loses packets
+    r2 = aqmchain.solve_stationary(model_of(dict(s, max_th=s["buffer"])))
+    assert r2.loss_aqm == 0.0 and r2.mark_prob > 0.05
+    for k in r2.classes.values():
+        assert k.loss_aqm == 0.0 and k.loss == k.loss_overflow > 0
+
+
+# ---------------------------------------------------------------- flow comparison
+def test_flow_comparison_single_flow_closed_form():
+    """One flow: with w = 1 on the integer grid avg = q exactly; with p_max = 0 and max_th
+    above the buffer the only losses are the comparison's: whenever avg >= min_th = 1 (so
+    something waits) an arrival and a waiting packet are both dropped.  Then n lives on
+    {0, 1, 2}; its 3x3 chain is written here."""
+    N, a, mu = 6, 0.6, 0.3
+    s = {"buffer": N, "mu": mu, "w": 1.0, "k": 1, "mapping": "split", "update": "per_slot",
+         "source": {"kind": "bernoulli", "alpha": a}, "drop": "red", "min_th": 1, "max_th": N, "p_max": 0.0,
+         "flow_compare": True}
+    r = aqmchain.solve_stationary(model_of(s))
+    # n = 0: arrival -> 1 (no departure from an empty system)
+    # n = 1: q = 0 < min_th: arrival admitted; departure with mu
+    # n = 2: q = 1: an arrival drops itself and the waiting packet; the one in service leaves w.p. mu
+    # n = 2 with an arrival: n -> 1 (comparison) then -> 0 (departure, mu) or stays 1
+    P = np.array([[1 - a, a, 0],
+                  [(1 - a) * mu, a * mu + (1 - a) * (1 - mu), a * (1 - mu)],
+                  [a * mu, a * (1 - mu) + (1 - a) * mu, (1 - a) * (1 - mu)]])
+    w, v = np.linalg.eig(P.T)
+    pi = np.real(v[:, np.argmin(abs(w - 1))])
+    pi /= pi.sum()
+    assert r.system_pmf[:3] == pytest.approx(pi, abs=1e-12) and r.system_pmf[3:].sum() < 1e-14
+    lost = 2 * a * pi[2]  # both packets
+    assert r.loss_flow_compare == pytest.approx(lost / a, rel=1e-10)
+    assert r.loss == pytest.approx(lost / a, rel=1e-10) and r.loss_aqm == 0.0
+    k = r.classes["all"]
+    assert k.loss_flow_compare == pytest.approx(lost / a, rel=1e-10) and k.loss_pushed_out == 0.0
+    assert r.throughput == pytest.approx(a * (1 - 2 * pi[2]), rel=1e-10)  # flow balance
+
+
+# ---------------------------------------------------------------- errors
+def test_class_chain_refusals():
+    three = [{"name": n, "share": 1 / 3} for n in "xyz"]
+    three[2]["share"] = 1 - 2 / 3
+    with pytest.raises(aqmchain.ModelError, match="'class'.*at most 2"):
+        aqmchain.build_chain(model_of(spec(classes=three)))
+    with pytest.raises(aqmchain.ModelError, match="model.buffer.*exact class chain"):
+        aqmchain.build_chain(model_of(spec(buffer=20, classes=two(0.5))), classes="exact")
+    with pytest.raises(aqmchain.ModelError, match="aqm.spacing"):
+        aqmchain.build_chain(model_of(spec(spacing="count", classes=two(0.5))))
+    with pytest.raises(aqmchain.OptionError, match="classes"):
+        aqmchain.solve_stationary(model_of(spec(classes=two(0.5))), classes="lumped")
+
+
+def test_json_classes_and_response_note(tmp_path):
+    r = aqmchain.solve_stationary(model_of(spec(policy="front", classes=two(0.5, a_mice=True))))
+    d = r.to_dict()
+    assert set(d["classes"]) == {"a", "b"} and d["class_chain"] == "approx"
+    assert d["classes"]["a"]["mean_response"] is None and "tail" in r.classes["a"].response_note
+    assert d["classes"]["b"]["loss"] == pytest.approx(r.classes["b"].loss)
