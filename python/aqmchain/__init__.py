@@ -27,6 +27,7 @@ from ._core import (  # noqa: E402
     Service,
     Source,
     SimOptions,
+    TrafficClass,
     SolverError,
     StateSpaceTooLarge,
     estimate_chain,
@@ -57,7 +58,7 @@ from .transient import TRANSIENT_METHODS, TRANSIENT_METRICS, TransientInfo, Tran
 __version__ = "0.1.0"
 
 __all__ = [
-    "Aqm", "Chain", "DropFunction", "GridSpec", "HurstReport", "Model", "Service", "Source",
+    "Aqm", "Chain", "DropFunction", "GridSpec", "HurstReport", "Model", "Service", "Source", "TrafficClass",
     "ModelError", "OptionError", "ReducibleChainError", "SolverError", "StateSpaceTooLarge",
     "NonConvergenceError", "SolverInfo", "StationaryResult", "DirectSolver",
     "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean", "redwm_s_grid", "stateful_info",

@@ -282,8 +282,16 @@ def _wrap_options(cls: Any, check: Callable[..., dict]) -> None:
 
 
 def _model_kwargs(*, buffer: Any, source: Any, service: Any, aqm: Any = None, grid: Any = None,
-                  time: Any = "discrete") -> dict:
+                  time: Any = "discrete", classes: Any = None) -> dict:
     k = {"buffer": integer("model.buffer", buffer, 1, MAX_BUFFER), "time": string("model.time", time)}
+    if classes is not None:
+        if isinstance(classes, (str, bytes)) or not hasattr(classes, "__iter__"):
+            raise model_error("classes", "a list of aqmchain.TrafficClass", classes)
+        classes = list(classes)
+        for i, c in enumerate(classes):
+            if not isinstance(c, _core.TrafficClass):
+                raise model_error(f"class[{i}]", "an aqmchain.TrafficClass", c)
+        k["classes"] = classes
     for key, value, cls in (("source", source, _core.Source), ("service", service, _core.Service),
                             ("aqm", aqm, _core.Aqm), ("grid", grid, _core.GridSpec)):
         if value is None and key in ("aqm", "grid"):
@@ -314,7 +322,7 @@ def _aqm_kwargs(*, drop: Any = None, w: Any = 0.002, update: Any = "per_slot", p
     for key, value in (("a", a), ("b", b), ("triple", triple)):
         if value is not None:
             k[key] = coefficients(f"aqm.{key}", value)
-    defaults = _core.Aqm.stateful_defaults()
+    defaults = {**_core.Aqm.stateful_defaults(), **_core.Aqm.class_defaults()}
     for key, value in stateful.items():
         if key not in defaults:
             raise TypeError(f"Aqm() got an unexpected keyword argument '{key}'")
@@ -323,6 +331,17 @@ def _aqm_kwargs(*, drop: Any = None, w: Any = 0.002, update: Any = "per_slot", p
         if not isinstance(drop, _core.DropFunction):
             raise model_error("aqm.drop", "an aqmchain.DropFunction", drop)
         k["drop"] = drop
+    return k
+
+
+def _class_kwargs(name: Any, share: Any, ecn: Any = 0.0, mice: Any = False, flows: Any = 1,
+                  flow_weights: Any = None) -> dict:
+    k = {"name": string("class.name", name), "ecn": real("class.ecn", ecn), "mice": boolean("class.mice", mice),
+         "flows": integer("class.flows", flows, 1, INT32_MAX)}
+    k["share"] = [real("class.share", share)] if isinstance(share, numbers.Real) and not isinstance(share, bool) \
+        else reals("class.share", share)
+    if flow_weights is not None:
+        k["flow_weights"] = reals("class.flow_weights", flow_weights)
     return k
 
 
@@ -423,7 +442,8 @@ def install() -> None:
     _wrap_options(_core.SimOptions, _simopt_kwargs)
     _wrap_options(_core.StationaryOptions, _stationary_kwargs)
     _wrap_options(_core.EnsembleOptions, _ensemble_kwargs)
-    for cls, check in ((_core.Phase, _phase_kwargs), (_core.Scenario, _scenario_kwargs)):
+    for cls, check in ((_core.Phase, _phase_kwargs), (_core.Scenario, _scenario_kwargs),
+                       (_core.TrafficClass, _class_kwargs)):
         _wrap_args(cls, check)
     svc_init = _core.Service.__init__
 

@@ -36,7 +36,10 @@ _SPACING_KEYS = {"spacing", "count_max"}
 _WEIGHT_KEYS = {"weight", "autored_p"}
 _MAXTH_KEYS = {"dynamic_max_th", "max_th_growth"}
 _ADAPTIVE_KEYS = set(_STATEFUL_DEFAULTS) - _SPACING_KEYS - _WEIGHT_KEYS - _MAXTH_KEYS - {"adaptive"}
-_AQM_COMMON = {"drop", "filter", "update", "policy", "ecn"} | set(_STATEFUL_DEFAULTS)
+# Class-aware AQM (docs/classes.md): modified RED and flow comparison.
+_CLASS_AQM_DEFAULTS = _core.Aqm.class_defaults()
+_AQM_COMMON = {"drop", "filter", "update", "policy", "ecn"} | set(_STATEFUL_DEFAULTS) | set(_CLASS_AQM_DEFAULTS)
+_CLASS_KEYS = ("name", "share", "ecn", "mice", "flows", "flow_weights")
 # Keys each moving average takes (names from the core's FilterKind).
 _FILTER_KEYS: dict[str, set[str]] = {"ewma": {"w"}, "redwm": {"a", "b", "triple"}}
 assert set(_FILTER_KEYS) == set(_core.Aqm.filters)
@@ -232,6 +235,10 @@ def _aqm(sec: _Section) -> _core.Aqm:
         extra = sorted(_ADAPTIVE_KEYS & set(stateful))
         if extra:
             raise _err(f"aqm.{extra[0]}", "given only with aqm.adaptive = true", sec.table[extra[0]])
+    if "modified" in sec.table:
+        stateful["modified"] = sec.string("modified", tuple(_core.Modified.__members__), "none")
+    if "flow_compare" in sec.table:
+        stateful["flow_compare"] = _checks.boolean("aqm.flow_compare", sec._get("flow_compare", False, False))
     extra = {"w": sec.number("w", 0.002)} if filt == "ewma" else coef
     aqm = _core.Aqm(drop=f, filter=filt,
                     update=sec.string("update", ("per_slot", "per_arrival"), "per_slot"),
@@ -241,11 +248,44 @@ def _aqm(sec: _Section) -> _core.Aqm:
     return aqm
 
 
+def _classes(tables: Any) -> list:
+    """The ``[[class]]`` tables (docs/classes.md) as :class:`aqmchain.TrafficClass` objects."""
+    if not isinstance(tables, list) or not tables:
+        raise _err("class", "an array of tables ([[class]] ... )", tables)
+    out = []
+    for i, table in enumerate(tables):
+        sec = _Section(f"class[{i}]", table)
+        name = sec._get("name", None, True)
+        if not isinstance(name, str):
+            raise _err(f"class[{i}].name", "a string", name)
+        share = sec._get("share", None, True)
+        share = ([_checks.real(f"class[{i}].share", share)] if not isinstance(share, list)
+                 else _checks.reals(f"class[{i}].share", share))
+        kwargs: dict[str, Any] = {"ecn": sec.number("ecn", 0.0), "flows": sec.integer("flows", 1, lo=1,
+                                                                                        hi=_checks.INT32_MAX)}
+        if "mice" in sec.table:
+            kwargs["mice"] = _checks.boolean(f"class[{i}].mice", sec._get("mice", False, False))
+        w = sec.numbers("flow_weights")
+        if w is not None:
+            kwargs["flow_weights"] = w
+        sec.finish()
+        try:
+            out.append(_core.TrafficClass(name, share, **kwargs))
+        except ModelError as exc:  # name the table: class.share -> class[i].share
+            param = getattr(exc, "param", "") or ""
+            if param.startswith("class."):
+                e = ModelError(str(exc).replace(f"'{param}'", f"'class[{i}].{param[6:]}'", 1))
+                e.param = f"class[{i}].{param[6:]}"
+                raise e from None
+            raise
+    return out
+
+
 def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
     """Build ``(model, solver_options)`` from a parsed TOML document."""
     if not isinstance(doc, dict):
         raise _err("<document>", "a table", doc)
-    known = {"model", "source", "service", "aqm", "grid", "solver"}
+    known = {"model", "source", "service", "aqm", "grid", "solver", "class"}
     for key in doc:
         if key not in known:
             e = ModelError(f"unknown section '[{_checks.name(key)}]' (known: {', '.join(sorted(known))})")
@@ -297,7 +337,9 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
             solver[key] = sv.number(key)
     sv.finish()
     solver = _checks.solver_options(solver, prefix="solver.", err=_checks.model_error)
-    model = _core.Model(buffer=buffer, source=source, service=service, aqm=aqm, grid=grid, time=time)
+    classes = _classes(doc["class"]) if "class" in doc else []
+    model = _core.Model(buffer=buffer, source=source, service=service, aqm=aqm, grid=grid, time=time,
+                        classes=classes)
     return model, solver
 
 
@@ -413,6 +455,10 @@ def model_to_dict(model: _core.Model) -> dict:
         aqm.update(dynamic_max_th=True, max_th_growth=model.aqm.max_th_growth)
     if model.aqm.adaptive:
         aqm.update({k: getattr(model.aqm, k) for k in sorted(_ADAPTIVE_KEYS | {"adaptive"})})
+    if model.aqm.modified != "none":
+        aqm["modified"] = model.aqm.modified
+    if model.aqm.flow_compare:
+        aqm["flow_compare"] = True
     grid: dict[str, Any] = {"k": model.grid.k, "mapping": model.grid.mapping, "refine": model.grid.refine}
     if model.grid.points:
         grid["points"] = list(model.grid.points)
@@ -422,5 +468,14 @@ def model_to_dict(model: _core.Model) -> dict:
         grid["s_k"] = model.grid.s_k
     if model.grid.s_points:
         grid["s_points"] = list(model.grid.s_points)
-    return {"model": {"buffer": model.buffer, "time": model.time}, "source": source,
-            "service": {"kind": model.service.kind, "mu": model.service.mu}, "aqm": aqm, "grid": grid}
+    out = {"model": {"buffer": model.buffer, "time": model.time}, "source": source,
+           "service": {"kind": model.service.kind, "mu": model.service.mu}, "aqm": aqm, "grid": grid}
+    if model.classes:
+        out["class"] = []
+        for c in model.classes:
+            t: dict[str, Any] = {"name": c.name, "share": c.share[0] if len(c.share) == 1 else list(c.share),
+                                 "ecn": c.ecn, "mice": c.mice, "flows": c.flows}
+            if c.flow_weights:
+                t["flow_weights"] = list(c.flow_weights)
+            out["class"].append(t)
+    return out

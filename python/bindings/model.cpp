@@ -112,8 +112,11 @@ Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::
              std::vector<double> triple, const std::string& spacing, int count_max, bool adaptive, int64_t interval,
              double target_lo, double target_hi, double increment, double decrease, double p_max_high,
              double p_max_low, const std::string& clock, double p_max_step, double max_clock_states,
-             const std::string& weight, const std::string& autored_p, bool dynamic_max_th, double max_th_growth) {
+             const std::string& weight, const std::string& autored_p, bool dynamic_max_th, double max_th_growth,
+             const std::string& modified, bool flow_compare) {
   Aqm a;
+  a.modified = modified_from(modified);
+  a.flow_compare = flow_compare;
   a.dynamic_max_th = dynamic_max_th;
   a.max_th_growth = max_th_growth;
   a.weight = weight_from(weight);
@@ -162,8 +165,10 @@ GridSpec make_grid(int k, std::vector<double> points, const std::string& mapping
   return g;
 }
 
-Model make_model(int buffer, Source source, Service service, Aqm aqm, GridSpec grid, const std::string& time) {
+Model make_model(int buffer, Source source, Service service, Aqm aqm, GridSpec grid, const std::string& time,
+                 std::vector<TrafficClass> classes) {
   Model md;
+  md.classes = std::move(classes);
   md.buffer = buffer;
   md.time = time_kind_from(time);
   md.source = std::move(source);
@@ -174,7 +179,38 @@ Model make_model(int buffer, Source source, Service service, Aqm aqm, GridSpec g
   return md;
 }
 
+TrafficClass make_class(const std::string& name, std::vector<double> share, double ecn, bool mice, int flows,
+                        std::vector<double> flow_weights) {
+  TrafficClass k{name, std::move(share), ecn, mice, flows, std::move(flow_weights)};
+  // the per-state share count is checked against the source by Model::validate
+  k.validate("class", k.share.empty() ? 1 : static_cast<int>(k.share.size()));
+  return k;
+}
+
+void define_classes(py::module_& m) {
+  py::class_<TrafficClass>(m, "TrafficClass",
+                           "A traffic class: share of the arrivals (one number, or one per modulator state), the "
+                           "probability that its packets are ECN-capable, the mice flag (protected by modified RED) "
+                           "and its flows (uniform, or by flow_weights).")
+      .def(py::init(&make_class), py::arg("name"), py::arg("share"), py::arg("ecn") = TrafficClass{}.ecn,
+           py::arg("mice") = TrafficClass{}.mice, py::arg("flows") = TrafficClass{}.flows,
+           py::arg("flow_weights") = std::vector<double>{})
+      .def_readonly("name", &TrafficClass::name)
+      .def_readonly("share", &TrafficClass::share)
+      .def_readonly("ecn", &TrafficClass::ecn)
+      .def_readonly("mice", &TrafficClass::mice)
+      .def_readonly("flows", &TrafficClass::flows)
+      .def_readonly("flow_weights", &TrafficClass::flow_weights)
+      .def("__repr__", [](const TrafficClass& k) {
+        const py::object share = k.share.size() == 1 ? py::object(py::float_(k.share[0])) : py::object(py::cast(k.share));
+        return "TrafficClass('" + k.name + "', share=" + py::repr(share).cast<std::string>() +
+               ", ecn=" + py::repr(py::float_(k.ecn)).cast<std::string>() + ", mice=" + (k.mice ? "True" : "False") +
+               ", flows=" + std::to_string(k.flows) + ")";
+      });
+}
+
 void define_aqm_grid_model(py::module_& m) {
+  define_classes(m);
   py::class_<Aqm>(m, "Aqm",
                   "Moving average (EWMA weight w, or REDwM coefficients a, b / the triple), drop function, drop "
                   "policy and ECN.")
@@ -192,6 +228,9 @@ void define_aqm_grid_model(py::module_& m) {
            py::arg("p_max_step") = Adaptive{}.p_max_step, py::arg("max_clock_states") = Adaptive{}.max_clock_states,
            py::arg("weight") = to_string(Aqm{}.weight), py::arg("autored_p") = to_string(Aqm{}.autored_p),
            py::arg("dynamic_max_th") = Aqm{}.dynamic_max_th, py::arg("max_th_growth") = Aqm{}.max_th_growth,
+           py::arg("modified") = to_string(Aqm{}.modified), py::arg("flow_compare") = Aqm{}.flow_compare,
+           "modified = 'front' | 'random' protects mice and ECN-capable arrivals (seed 004's modified RED); "
+           "flow_compare = True drops an arrival and a queued packet of the same flow (seed 003). "
            "filter = 'redwm' takes a = [a_1, ..., a_k] and b = [b_0, ..., b_m], or triple = [x, y, z] "
            "(b_0 = x, b_1 = y, a_2 = z, a_1 = 1 - x - y - z).")
       .def_static(
@@ -210,6 +249,17 @@ void define_aqm_grid_model(py::module_& m) {
             return o;
           },
           "Names and defaults of the stateful-AQM keys (drop spacing, adaptive RED).")
+      .def_static(
+          "class_defaults",
+          []() {
+            const Aqm a{};
+            py::dict o;
+            o["modified"] = to_string(a.modified), o["flow_compare"] = a.flow_compare;
+            return o;
+          },
+          "Names and defaults of the class-aware AQM keys (modified RED, flow comparison).")
+      .def_property_readonly("modified", [](const Aqm& a) { return to_string(a.modified); })
+      .def_readonly("flow_compare", &Aqm::flow_compare)
       .def_property_readonly("spacing", [](const Aqm& a) { return to_string(a.spacing); })
       .def_readonly("count_max", &Aqm::count_max)
       .def_property_readonly("weight", [](const Aqm& a) { return to_string(a.weight); })
@@ -304,7 +354,13 @@ void define_aqm_grid_model(py::module_& m) {
 
   py::class_<Model>(m, "Model", "A complete queue model: buffer, source, service, AQM, grid, time kind.")
       .def(py::init(&make_model), py::kw_only(), py::arg("buffer"), py::arg("source"), py::arg("service"),
-           py::arg("aqm") = Aqm{}, py::arg("grid") = GridSpec{}, py::arg("time") = to_string(Model{}.time))
+           py::arg("aqm") = Aqm{}, py::arg("grid") = GridSpec{}, py::arg("time") = to_string(Model{}.time),
+           py::arg("classes") = std::vector<TrafficClass>{})
+      .def_readonly("classes", &Model::classes)
+      .def_property_readonly("class_count", &Model::class_count)
+      .def("class_share", &Model::class_share, py::arg("c"), py::arg("m"))
+      .def("class_ecn", &Model::class_ecn, py::arg("c"))
+      .def_property_readonly("total_flows", &Model::total_flows)
       .def_readonly("buffer", &Model::buffer)
       .def_property_readonly("time", [](const Model& md) { return to_string(md.time); })
       .def_readonly("source", &Model::source)
@@ -363,6 +419,10 @@ static void define_model_enums(py::module_& m) {
       .value("tail", DropPolicy::Tail)
       .value("front", DropPolicy::Front)
       .value("random", DropPolicy::Random);
+  py::enum_<Modified>(m, "Modified", "Seed 004's modified RED: which elephant a protected arrival displaces.")
+      .value("none", Modified::None)
+      .value("front", Modified::Front)
+      .value("random", Modified::Random);
   py::enum_<FilterKind>(m, "FilterKind", "The moving average: RED's EWMA or REDwM's recursion.")
       .value("ewma", FilterKind::Ewma)
       .value("redwm", FilterKind::Redwm);

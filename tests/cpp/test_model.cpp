@@ -320,3 +320,82 @@ TEST(Redwm, ChainRefusesOrdersBeyondTwoAndOne) {
     EXPECT_EQ(e.param(), "aqm.b[2]");
   }
 }
+
+// ---------------------------------------------------------------- traffic classes (docs/classes.md)
+
+namespace {
+Model class_model() {
+  Model m;
+  m.buffer = 20;
+  m.source = Source::mmbp({{0.9, 0.1}, {0.2, 0.8}}, {0.3, 0.6});
+  m.service = Service::geometric(0.5);
+  m.aqm.drop = DropFunction::red(4, 12, 0.1);
+  m.classes = {TrafficClass{"web", {0.25, 0.5}, 0.0, true, 3, {}}, TrafficClass{"ftp", {0.75}, 0.5, false, 1, {}}};
+  return m;
+}
+std::string param_of(const Model& m) {
+  try {
+    m.validate();
+  } catch (const ModelError& e) {
+    return e.param();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(TrafficClasses, AccessorsAndImplicitClass) {
+  Model m = class_model();
+  m.validate();
+  EXPECT_EQ(m.class_count(), 2);
+  EXPECT_EQ(m.class_share(0, 1), 0.5);
+  EXPECT_EQ(m.class_share(1, 1), 0.75);  // a single share holds in every modulator state
+  EXPECT_EQ(m.class_ecn(1), 0.5);
+  EXPECT_EQ(m.total_flows(), 4);
+  Model plain;
+  plain.aqm.ecn = 0.3;
+  EXPECT_EQ(plain.class_count(), 1);
+  EXPECT_EQ(plain.class_share(0, 0), 1.0);
+  EXPECT_EQ(plain.class_ecn(0), 0.3);
+  EXPECT_EQ(to_string(modified_from("random")), "random");
+  EXPECT_THROW(modified_from("rear"), ModelError);
+}
+
+TEST(TrafficClasses, ValidationNamesTheParameter) {
+  Model m = class_model();
+  m.classes[0].share = {0.25, 0.4};  // state 1 sums to 1.15
+  EXPECT_EQ(param_of(m), "class.share[1]");
+  m = class_model();
+  m.classes[1].name = "web";
+  EXPECT_EQ(param_of(m), "class[1].name");
+  m = class_model();
+  m.classes[1].name = "f t p";
+  EXPECT_EQ(param_of(m), "class[1].name");
+  m = class_model();
+  m.classes[0].share = {0.25, 0.5, 0.1};  // two modulator states
+  EXPECT_EQ(param_of(m), "class[0].share");
+  m = class_model();
+  m.classes[0].flow_weights = {0.5, 0.5};  // three flows
+  EXPECT_EQ(param_of(m), "class[0].flow_weights");
+  m.classes[0].flow_weights = {0.5, 0.4, 0.2};
+  EXPECT_EQ(param_of(m), "class[0].flow_weights");
+  m = class_model();
+  m.classes[1].ecn = 1.5;
+  EXPECT_EQ(param_of(m), "class[1].ecn");
+  m = class_model();
+  m.classes[0].flows = 0;
+  EXPECT_EQ(param_of(m), "class[0].flows");
+  m = class_model();
+  m.aqm.ecn = 0.2;  // classes carry their own ecn
+  EXPECT_EQ(param_of(m), "aqm.ecn");
+  m = class_model();
+  m.aqm.drop = DropFunction::dsred(4, 12, 0.5);
+  m.aqm.modified = Modified::Front;
+  EXPECT_EQ(param_of(m), "aqm.modified");
+  m.aqm.modified = Modified::None;
+  m.aqm.flow_compare = true;
+  EXPECT_EQ(param_of(m), "aqm.flow_compare");
+  m = class_model();
+  m.aqm.modified = Modified::Random;
+  m.aqm.flow_compare = true;
+  EXPECT_EQ(param_of(m), "");
+}

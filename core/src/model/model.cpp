@@ -2,6 +2,7 @@
 #include "aqmchain/model/model.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <numeric>
 #include <sstream>
@@ -61,8 +62,6 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
                  "true with drop = '" + drop.name() + "'");
     if (adaptive.enabled)
       fail_param(p + ".dynamic_max_th", "false when aqm.adaptive = true (not combined)", "true");
-    if (weight == Weight::AutoRED)
-      fail_param(p + ".dynamic_max_th", "false when aqm.weight = 'autored' (not combined yet)", "true");
   }
   if (weight == Weight::AutoRED && adaptive.enabled)
     fail_param(p + ".weight", "static when aqm.adaptive = true (AutoRED's weight reads p(avg) with a fixed p_max)",
@@ -163,6 +162,86 @@ void Adaptive::validate(const std::string& p) const {
   if (!(max_clock_states >= 1.0)) fail_param(p + ".max_clock_states", ">= 1", max_clock_states);
 }
 
+// ---------------------------------------------------------------- traffic classes
+
+void TrafficClass::validate(const std::string& p, int modulator_states) const {
+  if (name.empty() || name.size() > 64)
+    fail_param(p + ".name", "1 to 64 characters from [A-Za-z0-9_-]", "'" + name + "'");
+  for (char ch : name)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-'))
+      fail_param(p + ".name", "1 to 64 characters from [A-Za-z0-9_-]", "'" + name + "'");
+  if (share.size() != 1 && share.size() != static_cast<size_t>(modulator_states))
+    fail_param(p + ".share", cat("one number, or one per modulator state (", modulator_states, ")"),
+               cat(share.size(), " numbers"));
+  for (size_t i = 0; i < share.size(); ++i) require_prob(share.size() == 1 ? p + ".share" : cat(p, ".share[", i, "]"), share[i]);
+  require_prob(p + ".ecn", ecn);
+  if (flows < 1 || flows > kMaxFlows) fail_param(p + ".flows", cat("in [1, ", kMaxFlows, "]"), flows);
+  if (!flow_weights.empty()) {
+    if (flow_weights.size() != static_cast<size_t>(flows))
+      fail_param(p + ".flow_weights", cat("one weight per flow (", flows, ") or absent (uniform)"),
+                 cat(flow_weights.size(), " numbers"));
+    long double sum = 0.0L;
+    for (size_t f = 0; f < flow_weights.size(); ++f) {
+      require_prob(cat(p, ".flow_weights[", f, "]"), flow_weights[f]);
+      sum += flow_weights[f];
+    }
+    if (!(std::abs(static_cast<double>(sum) - 1.0) <= kShareSumTolerance))
+      fail_param(p + ".flow_weights", cat("weights summing to 1 (within ", shortest(kShareSumTolerance), ")"),
+                 cat("sum ", shortest(static_cast<double>(sum))));
+  }
+}
+
+int Model::total_flows() const {
+  int total = 0;
+  for (int c = 0; c < class_count(); ++c) total += class_flows(c);
+  return total;
+}
+
+namespace {
+bool has_thresholds(DropFunction::Kind k) {
+  return k == DropFunction::Kind::RED || k == DropFunction::Kind::GentleRED || k == DropFunction::Kind::NLRED ||
+         k == DropFunction::Kind::Polynomial;
+}
+
+void validate_classes(const Model& md) {
+  const Aqm& aqm = md.aqm;
+  if (aqm.modified != Modified::None && !has_thresholds(aqm.drop.kind))
+    fail_param("aqm.modified", "none unless drop is red, gentle_red, nlred or polynomial (a drop function with "
+               "min_th and max_th)", "'" + to_string(aqm.modified) + "' with drop = '" + aqm.drop.name() + "'");
+  if (aqm.flow_compare && !has_thresholds(aqm.drop.kind))
+    fail_param("aqm.flow_compare", "false unless drop is red, gentle_red, nlred or polynomial (a drop function "
+               "with min_th and max_th)", "true with drop = '" + aqm.drop.name() + "'");
+  if (aqm.flow_compare && md.time == TimeKind::Continuous)
+    fail_param("aqm.flow_compare", "false when model.time = \"continuous\" (the comparison is per slotted arrival)",
+               "true");
+  if (md.classes.empty()) return;
+  if (md.classes.size() > static_cast<size_t>(kMaxClasses))
+    fail_param("class", cat("at most ", kMaxClasses, " [[class]] tables"), md.classes.size());
+  if (aqm.ecn != 0.0)
+    fail_param("aqm.ecn", "0 when [[class]] tables are given (each class carries its own ecn)", aqm.ecn);
+  const int states = md.source.states();
+  long long flows = 0;
+  for (size_t c = 0; c < md.classes.size(); ++c) {
+    const std::string p = cat("class[", c, "]");
+    md.classes[c].validate(p, states);
+    for (size_t d = 0; d < c; ++d)
+      if (md.classes[d].name == md.classes[c].name)
+        fail_param(p + ".name", cat("unique (class[", d, "] has the same name)"), "'" + md.classes[c].name + "'");
+    flows += md.classes[c].flows;
+  }
+  if (flows > kMaxFlows) fail_param("class", cat("at most ", kMaxFlows, " flows over all classes"), flows);
+  for (int m = 0; m < states; ++m) {
+    long double sum = 0.0L;
+    for (const TrafficClass& k : md.classes) sum += k.share_in(m);
+    if (!(std::abs(static_cast<double>(sum) - 1.0) <= kShareSumTolerance))
+      fail_param(states == 1 ? std::string("class.share") : cat("class.share[", m, "]"),
+                 cat("class shares summing to 1 (within ", shortest(kShareSumTolerance), ")",
+                     states == 1 ? std::string() : cat(" in modulator state ", m)),
+                 cat("sum ", shortest(static_cast<double>(sum))));
+  }
+}
+}  // namespace
+
 // ---------------------------------------------------------------- model
 
 void Model::validate() const {
@@ -211,6 +290,7 @@ void Model::validate() const {
                "absent unless aqm.filter = \"redwm\" (the grid of REDwM's second variable s)",
                grid.s_k != 0 ? cat(grid.s_k) : std::string("a list"));
   redwm_s_grid_size(*this);  // validates grid.s_k / grid.s_points against the coefficients
+  validate_classes(*this);
 }
 
 DropFunction Model::resolved_drop() const {
@@ -252,6 +332,14 @@ AdaptiveClock clock_from(const std::string& s) {
   if (s == "exact") return AdaptiveClock::Exact;
   if (s == "geometric") return AdaptiveClock::Geometric;
   fail_param("aqm.clock", "one of exact, geometric", "'" + s + "'");
+}
+
+std::string to_string(Modified m) { return m == Modified::None ? "none" : m == Modified::Front ? "front" : "random"; }
+Modified modified_from(const std::string& s) {
+  if (s == "none") return Modified::None;
+  if (s == "front") return Modified::Front;
+  if (s == "random") return Modified::Random;
+  fail_param("aqm.modified", "one of none, front, random", "'" + s + "'");
 }
 
 std::string to_string(UpdateRule u) { return u == UpdateRule::PerSlot ? "per_slot" : "per_arrival"; }

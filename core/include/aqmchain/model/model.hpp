@@ -71,6 +71,35 @@ struct Adaptive {
   void validate(const std::string& prefix = "aqm") const;
 };
 
+/// Seed 004's modified RED for mice and ECN-capable packets (docs/classes.md): an early-drop
+/// decision (min_th <= avg < max_th) that falls on a protected arrival (mice or ECN-capable)
+/// admits it and discards an elephant packet from the queue instead: the first waiting
+/// elephant from the head (`Front`) or one found in up to three uniform trials among the
+/// waiting packets (`Random`; the third pick is discarded if none was an elephant).
+enum class Modified { None, Front, Random };
+
+/// At most this many traffic classes, and flows over all classes.
+constexpr int kMaxClasses = 64;
+constexpr int kMaxFlows = 1000000;
+/// Class shares (and flow weights) sum to 1 within this.
+constexpr double kShareSumTolerance = 1e-12;
+
+/// One traffic class: arrivals are of class c with probability share[m] in modulator state m.
+struct TrafficClass {
+  std::string name;                  ///< unique, [A-Za-z0-9_-]+
+  std::vector<double> share;         ///< one value (every modulator state) or one per modulator state
+  double ecn = 0.0;                  ///< probability an arrival of the class is ECN-capable
+  bool mice = false;                 ///< protected by modified RED
+  int flows = 1;                     ///< F_c >= 1
+  std::vector<double> flow_weights;  ///< empty: uniform over the F_c flows; else F_c weights summing to 1
+  /// Ranges of this class alone ("<prefix>.share[i]", ...); the shares' sums are the model's.
+  void validate(const std::string& prefix, int modulator_states) const;
+  /// The share in modulator state m (a single value holds in every state).
+  double share_in(int m) const { return share.size() == 1 ? share[0] : share[static_cast<size_t>(m)]; }
+  /// Probability of flow f in 0..flows-1.
+  double flow_weight(int f) const { return flow_weights.empty() ? 1.0 / flows : flow_weights[static_cast<size_t>(f)]; }
+};
+
 struct Aqm {
   DropFunction drop = DropFunction::none();
   double w = 0.002;  ///< EWMA weight in (0, 1]
@@ -86,6 +115,11 @@ struct Aqm {
   /// {max_th, max_th (1 + max_th_growth)}, with P_t read as `autored_p` says.
   bool dynamic_max_th = false;
   double max_th_growth = 0.1;
+  /// Seed 004's modified RED (mice / ECN protection); needs a drop function with min_th, max_th.
+  Modified modified = Modified::None;
+  /// Seed 003's flow comparison (after CHOKe): when avg >= min_th an arrival is compared with
+  /// one uniformly chosen waiting packet; if both belong to the same flow both are dropped.
+  bool flow_compare = false;
   /// Whether the AQM keeps state beyond avg (spacing or adaptive p_max).
   bool stateful() const { return spacing != Spacing::None || adaptive.enabled || dynamic_max_th; }
   FilterKind filter = FilterKind::Ewma;
@@ -118,13 +152,30 @@ struct Model {
   Service service;
   Aqm aqm;
   GridSpec grid;
+  /// Traffic classes (docs/classes.md); empty = one implicit class whose ECN probability is aqm.ecn.
+  std::vector<TrafficClass> classes;
 
   void validate() const;
+  /// max(1, classes.size())
+  int class_count() const { return classes.empty() ? 1 : static_cast<int>(classes.size()); }
+  /// Probability that an arrival in modulator state m is of class c (1 for the implicit class).
+  double class_share(int c, int m) const { return classes.empty() ? 1.0 : classes[static_cast<size_t>(c)].share_in(m); }
+  /// classes[c].ecn, or aqm.ecn for the implicit class.
+  double class_ecn(int c) const { return classes.empty() ? aqm.ecn : classes[static_cast<size_t>(c)].ecn; }
+  /// Whether class c is protected by modified RED (false for the implicit class).
+  bool class_mice(int c) const { return !classes.empty() && classes[static_cast<size_t>(c)].mice; }
+  /// The class name ("all" for the implicit class).
+  std::string class_name(int c) const { return classes.empty() ? std::string("all") : classes[static_cast<size_t>(c)].name; }
+  /// Flows of class c (1 for the implicit class) and over all classes.
+  int class_flows(int c) const { return classes.empty() ? 1 : classes[static_cast<size_t>(c)].flows; }
+  int total_flows() const;
   /// The drop function with defaults that depend on N filled in (SRED q_max).
   DropFunction resolved_drop() const;
 };
 
 std::string to_string(UpdateRule);
+std::string to_string(Modified);
+Modified modified_from(const std::string&);
 std::string to_string(Spacing);
 std::string to_string(AdaptiveClock);
 Spacing spacing_from(const std::string&);
