@@ -181,7 +181,7 @@ class RateGenerator final : public TransitionGenerator {
       : N_(m.buffer),
         M_(m.source.states()),
         mu_(m.service.mu),
-        ecn_(m.aqm.ecn),
+        ecn_(m.class_ecn(0)),
         filter_(m.aqm),
         grid_(m.grid.resolve(m.buffer)),
         space_(queue_state_space(m)),

@@ -42,7 +42,7 @@ struct SlotKernel {
   explicit SlotKernel(const Model& m)
       : N(m.buffer),
         mu(m.service.mu),
-        ecn(m.aqm.ecn),
+        ecn(m.class_ecn(0)),  // one class (the class chains read each class's)
         filter(m),
         redwm(m.aqm.filter == FilterKind::Redwm),
         rfilter(redwm ? RedwmFilter(m.aqm) : RedwmFilter(ewma_as_redwm(m.aqm))),
