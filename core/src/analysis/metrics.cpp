@@ -123,7 +123,8 @@ void single_class_metrics(const Chain& c, const std::vector<double>& pi, Metrics
 }
 
 /// A class chain: the per-class events "<event>.c<k>" (model/queue_generator.hpp).
-void class_metrics(const Chain& c, const std::vector<double>& pi, const MetricsOptions& o, Metrics& m, bool pushes) {
+void class_metrics(const Chain& c, const std::vector<double>& pi, const MetricsOptions& o, Metrics& m,
+                   const std::vector<ResponseResult>& tagged) {
   const int C = c.model.class_count(), N = c.model.buffer;
   const auto& level = c.component(component::level);
   long double dep_total = 0, in_total = 0;
@@ -151,10 +152,19 @@ void class_metrics(const Chain& c, const std::vector<double>& pi, const MetricsO
     x.throughput = static_cast<double>(dep);
     x.mean_queue = static_cast<double>(in);
     dep_total += dep, in_total += in;
-    // response time: under tail without push-outs R depends on the n an admitted packet finds
-    if (o.response == "none") {
-      x.response_note = m.response_note;
-    } else if (pushes) {
+    // response time: the tagged chain's entry for the class, or under tail (closed form)
+    // R depends only on the n an admitted packet of the class finds
+    if (!tagged.empty()) {
+      const ResponseResult& r = tagged[static_cast<size_t>(k) + 1];
+      if (r.served_prob > 0) {
+        x.response_pmf = r.served_pmf;
+        for (double& v : x.response_pmf) v /= r.served_prob;
+        x.mean_response = r.mean_response;
+        x.var_response = r.var_response;
+        x.response_available = r.converged();
+      }
+      x.response_note = r.converged() ? std::string() : m.response_note;
+    } else if (!m.response_available || m.response_method != "closed_form" || c.time != TimeKind::Discrete) {
       x.response_note = m.response_note;
     } else {
       const auto& adm = c.event(class_event("admit", k + 1));
@@ -240,13 +250,13 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
   m.admitted_rate = static_cast<double>(adm);
   const bool tail = c.model.aqm.policy == DropPolicy::Tail;
   const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0;
-  const bool pushes = !tail || c.model.aqm.modified != Modified::None || c.model.aqm.flow_compare;
+  const bool blind = class_blind(c.model);
+  std::vector<ResponseResult> per_class;  // class chains under the tagged chain: all, then each class
   if (o.response == "none") {
     m.response_note = "response times not requested";
-  } else if (class_chain && (pushes || o.response == "tagged")) {
-    m.response_note = "response times of a class chain are computed in closed form under the tail policy without "
-                      "modified RED and the flow comparison only (the tagged-packet chain is not built for class "
-                      "chains; the simulator measures the other cases)";
+  } else if (class_chain && !blind) {
+    m.response_note = "response times are not computed by the chain under modified RED or the flow comparison "
+                      "(the queue then depends on the classes of the queued packets; the simulator measures them)";
   } else if (!(adm > 0)) {
     m.response_note = "no packet is ever admitted";
   } else if (c.time == TimeKind::Continuous) {
@@ -271,7 +281,8 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
     m.response_note = "the tagged-packet chain (front/random drop policy) is not built for a stateful AQM "
                       "(aqm.spacing or aqm.adaptive): response times are computed under the tail policy only";
   } else {
-    const ResponseResult r = tagged_response(c, pi, o.tagged);
+    if (class_chain) per_class = class_tagged_response(c, pi, o.tagged);
+    const ResponseResult r = class_chain ? per_class[0] : tagged_response(c, pi, o.tagged);
     m.response_method = "tagged_chain";
     m.response_steps = r.iterations;
     m.response_states = r.states;
@@ -293,7 +304,7 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
   if (m.response_available && m.mean_system > 0)
     m.littles_law_error = std::abs(m.mean_system - m.admitted_rate * m.mean_sojourn) / m.mean_system;
   if (class_chain)
-    class_metrics(c, pi, o, m, pushes);
+    class_metrics(c, pi, o, m, per_class);
   else
     single_class_metrics(c, pi, m);
   return m;

@@ -146,7 +146,7 @@ void tagged_matrix(const Chain& c, const detail::SlotKernel& K, DropPolicy pol, 
 /// The tagged packet's law at the end of its arrival slot A (unnormalised);
 /// returns the admission probability per slot.
 long double initial_law(const Chain& c, const detail::SlotKernel& K, DropPolicy pol, const std::vector<double>& pi,
-                        const TaggedChain& tc, std::vector<double>& v) {
+                        const TaggedChain& tc, std::vector<double>& v, int cls = -1) {
   const double mu = K.mu;
   v.assign(static_cast<size_t>(tc.states), 0.0);
   long double admitted = 0.0L;
@@ -155,6 +155,14 @@ long double initial_law(const Chain& c, const detail::SlotKernel& K, DropPolicy 
     int n, g, m;
     K.decode(c.key_of(s), n, g, m);
     K.branches(n, g, m, [&](int g2, int m2, double wgt, double a, double rej, double) {
+      double reject = rejection(wgt, a, rej);
+      if (cls >= 0) {  // an arrival of class cls: its share and its own ECN probability
+        const double e = c.model.class_ecn(cls);
+        const double r = n == K.N ? 1.0 : (1.0 - e) * K.pdrop[static_cast<size_t>(g2)];
+        a *= c.model.class_share(cls, m2);
+        reject = reject > 0.0 ? wgt * a * r : 0.0;
+        rej = r;
+      }
       auto enter = [&](double p, int n4, int j0) {
         if (p <= 0.0) return;
         admitted += pi[s] * p;
@@ -166,7 +174,7 @@ long double initial_law(const Chain& c, const detail::SlotKernel& K, DropPolicy 
         }
       };
       enter(wgt * a * (1.0 - rej), n + 1, n);                                   // joins behind all n
-      if (pol != DropPolicy::Tail && n - 1 >= 1) enter(rejection(wgt, a, rej), n, n - 1);  // a waiting packet ahead is discarded
+      if (pol != DropPolicy::Tail && n - 1 >= 1) enter(reject, n, n - 1);  // a waiting packet ahead is discarded
     });
   }
   return admitted;
@@ -249,6 +257,58 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
   step_until_absorbed(tc, std::move(v), o, res);
   res.seconds.push_back({"iterate", since(t0)});
   return res;
+}
+
+bool class_blind(const Model& m) {
+  return m.aqm.modified == Modified::None && !m.aqm.flow_compare && m.time == TimeKind::Discrete &&
+         !m.aqm.stateful() && m.aqm.filter == FilterKind::Ewma;
+}
+
+std::vector<ResponseResult> class_tagged_response(const Chain& cc, const std::vector<double>& pi,
+                                                  const ResponseOptions& o) {
+  o.validate();
+  if (static_cast<int32_t>(pi.size()) != cc.n)
+    throw std::invalid_argument(detail::cat("pi has ", pi.size(), " entries, the chain ", cc.n, " states"));
+  auto t0 = Clock::now();
+  const Model& md = cc.model;
+  BuildOptions b;
+  b.memory_limit_bytes = o.memory_limit_bytes;
+  const Chain L = build_chain(*lumped_queue_generator(md), md, b);
+  const detail::SlotKernel K(md);
+  // pi lumped onto (n, avg, modulator)
+  std::vector<double> lp(static_cast<size_t>(L.n), 0.0);
+  const auto &level = cc.component(component::level), &avg = cc.component(component::avg),
+             &mod = cc.component(component::modulator);
+  for (int32_t s = 0; s < cc.n; ++s) {
+    const int32_t i = L.index_of_key(K.id(level[s], avg[s], mod[s]));
+    if (i < 0) throw std::logic_error("internal error: a class-chain state has no lumped state");
+    lp[static_cast<size_t>(i)] += pi[s];
+  }
+  TaggedChain tc = tagged_index(L, o);
+  tagged_matrix(L, K, md.aqm.policy, tc);
+  const double build = since(t0);
+  std::vector<ResponseResult> out;
+  for (int cls = -1; cls < md.class_count(); ++cls) {
+    ResponseResult res;
+    res.requested = res.method = ResponseMethod::TaggedChain;
+    res.states = tc.states;
+    res.nnz = static_cast<int64_t>(tc.col.size());
+    res.seconds.push_back({"build", cls < 0 ? build : 0.0});
+    std::vector<double> v;
+    const long double admitted = initial_law(L, K, md.aqm.policy, lp, tc, v, cls);
+    res.admitted_rate = static_cast<double>(admitted);
+    if (!(admitted > 0.0L)) {
+      res.status = Status::Converged;
+      out.push_back(std::move(res));
+      continue;
+    }
+    for (auto& x : v) x = static_cast<double>(x / admitted);
+    t0 = Clock::now();
+    step_until_absorbed(tc, std::move(v), o, res);
+    res.seconds.push_back({"iterate", since(t0)});
+    out.push_back(std::move(res));
+  }
+  return out;
 }
 
 }  // namespace aqm

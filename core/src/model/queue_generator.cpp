@@ -242,6 +242,16 @@ class RateGenerator final : public TransitionGenerator {
 
 }  // namespace
 
+std::unique_ptr<TransitionGenerator> lumped_queue_generator(const Model& model) {
+  model.validate();
+  if (model.aqm.modified != Modified::None)
+    fail_param("aqm.modified", "\"none\" for the lumped (n, avg, modulator) chain", "'" + to_string(model.aqm.modified) + "'");
+  if (model.aqm.flow_compare) fail_param("aqm.flow_compare", "false for the lumped (n, avg, modulator) chain", "true");
+  if (model.time != TimeKind::Discrete || model.aqm.stateful() || model.aqm.filter != FilterKind::Ewma)
+    fail_param("class", "a slotted model with the EWMA and no stateful AQM for the lumped chain", "another model");
+  return std::make_unique<SlotGenerator>(model);
+}
+
 std::unique_ptr<TransitionGenerator> queue_generator(const Model& model, ClassChain classes) {
   if (needs_class_chain(model)) return class_generator(model, classes);
   if (model.time == TimeKind::Continuous) return std::make_unique<RateGenerator>(model);

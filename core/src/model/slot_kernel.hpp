@@ -23,6 +23,11 @@ struct SlotKernel {
   // stride of avg is S times that of s and one stride serves both.
   int N, G, S, M;  // buffer, avg grid points, s grid points (1 for the EWMA), modulator states
   double mu, ecn;
+  /// ECN-capable probability of an arrival in modulator state m: sum_c share_c(m) ecn_c (one
+  /// class: its ecn in every state).  The plain kernel of a class model whose dynamics do not
+  /// read the classes (no modified RED, no flow comparison) is the exact lumping of its class
+  /// chain onto (n, avg, modulator): the response-time analysis of docs/classes.md uses it.
+  std::vector<double> ecn_m;
   EwmaFilter filter;
   bool redwm;
   RedwmFilter rfilter;
@@ -60,6 +65,9 @@ struct SlotKernel {
     const DropFunction drop = m.resolved_drop();
     pdrop.resize(static_cast<size_t>(G) * S);
     for (int i = 0; i < G; ++i) std::fill_n(pdrop.begin() + static_cast<ptrdiff_t>(i) * S, S, drop(grid.points()[i]));
+    ecn_m.assign(static_cast<size_t>(M), 0.0);
+    for (int i = 0; i < M; ++i)
+      for (int c = 0; c < m.class_count(); ++c) ecn_m[static_cast<size_t>(i)] += m.class_share(c, i) * m.class_ecn(c);
     mrows.resize(M);
     for (int i = 0; i < M; ++i) {
       // validation accepts rows within 1e-12 of stochastic; normalise so that P's
@@ -154,8 +162,9 @@ struct SlotKernel {
       if (per_arrival && a <= 0.0) continue;
       for (int k = 0; k < ng; ++k) {
         const double pd = pdrop[gt[k]];
-        const double rej = n == N ? 1.0 : (1.0 - ecn) * pd;
-        const double mark = n == N ? 0.0 : ecn * pd;
+        const double e = ecn_m[static_cast<size_t>(m2)];
+        const double rej = n == N ? 1.0 : (1.0 - e) * pd;
+        const double mark = n == N ? 0.0 : e * pd;
         if (per_arrival)
           f(gt[k], m2, pm * a * pg[k], 1.0, rej, mark);
         else

@@ -46,4 +46,17 @@ struct ResponseResult : ConvergenceReport<ResponseMethod> {
 /// Tagged-packet analysis for the chain's policy (tail, front or random).
 ResponseResult tagged_response(const Chain& chain, const std::vector<double>& pi, const ResponseOptions& options = {});
 
+/// Whether the (n, avg, modulator) part of a class model's chain is a Markov chain of its
+/// own (docs/classes.md): no modified RED, no flow comparison, nothing else that reads the
+/// classes of queued packets.  Then the class chain lumps exactly onto the plain kernel with
+/// the arrivals' ECN probability mixed per modulator state.
+bool class_blind(const Model& model);
+
+/// Response times per class from a class chain (approximate or exact) of a class-blind
+/// model: pi is lumped onto (n, avg, modulator), the tagged-packet chain is built on the
+/// lumped chain, and the tagged packet starts as an admitted packet of all classes
+/// (entry 0) or of class k (entry k + 1).  Exact for both class chains.
+std::vector<ResponseResult> class_tagged_response(const Chain& class_chain, const std::vector<double>& pi,
+                                                  const ResponseOptions& options = {});
+
 }  // namespace aqm

@@ -82,6 +82,11 @@ StatefulInfo stateful_info(const Model& model);
 /// A model with classes (needs_class_chain) gets the class chain `classes` asks for.
 std::unique_ptr<TransitionGenerator> queue_generator(const Model& model, ClassChain classes = ClassChain::Approx);
 
+/// The plain queue chain of a model with classes whose dynamics are class-blind (no
+/// modified RED, no flow comparison; ECN mixed per modulator state): the exact lumping of
+/// its class chains onto (n, avg, modulator).  Throws ModelError naming the feature otherwise.
+std::unique_ptr<TransitionGenerator> lumped_queue_generator(const Model& model);
+
 /// The class chain's generator (docs/classes.md); throws ModelError naming `class` (or the
 /// combination) when the model is outside what the class chains build.
 std::unique_ptr<TransitionGenerator> class_generator(const Model& model, ClassChain classes);
