@@ -36,6 +36,7 @@ from ._core import (  # noqa: E402
     ssmp_q_for_mean,
     stateful_info,
 )
+from ._classes import CLASS_METRICS, ClassMetrics
 from .modelfile import load_config, load_model, model_from_dict, model_to_dict
 from .optimize import OPTIMIZE_METHODS, OptimizeResult, optimize
 from .policies import PolicyComparison, compare_policies
@@ -59,6 +60,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Aqm", "Chain", "DropFunction", "GridSpec", "HurstReport", "Model", "Service", "Source", "TrafficClass",
+    "ClassMetrics", "CLASS_METRICS",
     "ModelError", "OptionError", "ReducibleChainError", "SolverError", "StateSpaceTooLarge",
     "NonConvergenceError", "SolverInfo", "StationaryResult", "DirectSolver",
     "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean", "redwm_s_grid", "stateful_info",

@@ -83,6 +83,21 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
   if (sc.phases.front().model.time != TimeKind::Discrete)
     fail_param("phase[0].time", "\"discrete\" for the simulator (it is slotted; continuous-time models are solved, "
                                 "not simulated)", "\"continuous\"");
+  {  // class-aware phases (docs/classes.md): the packets carry their flow, so every phase has the same flows
+    const Model& first = sc.phases.front().model;
+    for (size_t i = 0; i < sc.phases.size(); ++i) {
+      const Model& m = sc.phases[i].model;
+      if (sim::class_aware(m) && m.aqm.filter == FilterKind::Redwm)
+        fail_param(detail::cat("phase[", i, "].aqm.filter"), "ewma when traffic classes, modified RED or the flow "
+                   "comparison are simulated", "'redwm'");
+      if (sim::class_aware(m) != sim::class_aware(first) || m.class_count() != first.class_count() ||
+          m.total_flows() != first.total_flows())
+        fail_param(detail::cat("phase[", i, "].class"), "the traffic classes and flows of phase[0] (packets carry "
+                   "their class and flow across the phase boundaries)",
+                   detail::cat(m.class_count(), " classes with ", m.total_flows(), " flows against ",
+                               first.class_count(), " with ", first.total_flows()));
+    }
+  }
   o.validate();
   const double total = sc.total_duration();
   const std::vector<int64_t> out = output_slots(times, total);
@@ -158,9 +173,9 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
             rec.n[k] = s.n;
             rec.avg[k] = s.avg;
             rec.arrivals[k] = tally.arrivals - seen_arrivals;
-            rec.losses[k] = tally.aqm + tally.overflow - seen_losses;
+            rec.losses[k] = tally.aqm + tally.overflow + tally.flow_compare - seen_losses;
             seen_arrivals = tally.arrivals;
-            seen_losses = tally.aqm + tally.overflow;
+            seen_losses = tally.aqm + tally.overflow + tally.flow_compare;
             ++k;
           }
           if (stop.load(std::memory_order_relaxed)) return false;
