@@ -637,7 +637,7 @@ void chunk_classes(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
     Loss lost = None;          // the arrival's loss
     int victim = 0;            // FIFO position of a discarded waiting packet (0: none)
     Loss victim_cause = None;  // Aqm / Overflow: pushed out; Compare: flow comparison
-    bool mark = false, to_policy = false, search = false;
+    bool mark = false, to_policy = false, search = false, direct = false;
     if (arr) {
       if (n == N) {
         ++c_ovf;
@@ -672,16 +672,19 @@ void chunk_classes(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
               mark = e > 0.0 && rng.uniform() < e;
               to_policy = !mark;
             } else {
+              // modified RED (docs/classes.md): below max_th an early drop takes a waiting elephant
+              // (first from the head, or by three random trials) whatever the arrival's class; with
+              // no elephant waiting a protected arrival is admitted (marked when ECN-capable) and an
+              // elephant arrival is dropped.  At or above max_th the arrival is dropped as in RED.
               const double cur_max_th = S && S->dyn_maxth ? S->mt_drop[s.j].hi : K.max_th;
-              const bool protect = s.avg < cur_max_th && (capable || K.mice[static_cast<size_t>(c)]);
+              const bool protect = capable || K.mice[static_cast<size_t>(c)];
               const int waiting_elephants = s.elephants - static_cast<int>(n > 0 && elephant(at(0)));
-              // no elephant waits: the protected arrival is admitted, marked when ECN-capable (the
-              // paper drops mice only above max_th; docs/classes.md gives the reading)
-              if (!protect) to_policy = true;
+              if (!(s.avg < cur_max_th)) to_policy = true;
               else if (waiting_elephants > 0) search = true;
-              else mark = capable;
+              else if (protect) mark = capable;
+              else direct = true;  // the arrival is the only elephant: it is the one dropped
             }
-            if (to_policy || search) ++c_aqm, lost = Aqm;
+            if (to_policy || search || direct) ++c_aqm, lost = Aqm;
           }
         }
       }
