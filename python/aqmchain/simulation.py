@@ -105,6 +105,15 @@ class SimulationResult:
                 lines.append(f"{n:<{w}}  {v:.6g} (no interval: {_UNDEFINED_WHY.get(n, 'no observation')})")
             else:
                 lines.append(f"{n:<{w}}  {v:.6g} +- {hw:.2g}")
+        if self.classes:
+            lines.append(f"{'class':<{w}}  {'arrivals/slot':>13}  {'loss':>19}  {'mean_response':>13}  "
+                         f"{'thr. share':>10}  {'queue share':>11}")
+            for name, c in self.classes.items():
+                lines.append(f"{name:<{w}}  {_num(c.arrival_rate, '13.6g')}  {_num(c.loss, '.6g'):>8} +- "
+                             f"{_num(c.ci['loss'], '<8.2g')}  {_num(c.mean_response, '13.6g')}  "
+                             f"{_num(c.throughput_share, '10.4f')}  {_num(c.queue_share, '11.4f')}")
+            lines.append(f"{'fairness':<{w}}  {_num(self.fairness, '.6g')} +- {_num(self.ci['fairness'], '.2g')} "
+                         f"(Jain's index over {len(self.flows)} flows)")
         if self.arrival_rate == 0:
             lines.append("no packet arrived in the measured slots: per-arrival metrics and response times are "
                          "undefined (reported as 0 without an interval)")

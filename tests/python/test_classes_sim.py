@@ -286,3 +286,14 @@ def test_json_and_round_trip(tmp_path):
     for key in aqmchain.CLASS_METRICS + ("response_pmf", "ci"):
         assert key in web, key
     assert len(d["flows"]) == 3 and "fairness" in d and "fairness" in d["ci"]
+
+
+def test_cli_simulate_writes_classes(tmp_path, root):
+    out = tmp_path / "r.json"
+    code, stdout, stderr = run_cli("simulate", root / "examples" / "classes" / "flows.toml", "--slots", "200000",
+                                   "--replications", "2", "--json", out)
+    assert code == 0, stderr
+    d = json.loads(out.read_text())
+    assert set(d["classes"]) == {"tcp", "udp"} and len(d["flows"]) == 21
+    assert d["classes"]["udp"]["loss_flow_compare"] > d["classes"]["tcp"]["loss_flow_compare"]
+    assert "fairness" in stdout and "udp" in stdout
