@@ -297,3 +297,24 @@ def test_cli_simulate_writes_classes(tmp_path, root):
     assert set(d["classes"]) == {"tcp", "udp"} and len(d["flows"]) == 21
     assert d["classes"]["udp"]["loss_flow_compare"] > d["classes"]["tcp"]["loss_flow_compare"]
     assert "fairness" in stdout and "udp" in stdout
+
+
+def test_random_search_may_take_a_protected_packet_front_never():
+    classes = [{"name": "web", "share": 0.5, "mice": True}, {"name": "ftp", "share": 0.5}]
+    front = aqmchain.simulate(model({"modified": "front", "w": 0.2}, classes), **SIM)
+    rand = aqmchain.simulate(model({"modified": "random", "w": 0.2}, classes), **SIM)
+    assert front.classes["web"].loss_pushed_out == 0.0
+    # three picks all protected: about E[(1 - elephant fraction)^3] of the searches take a mice packet
+    assert rand.classes["web"].loss_pushed_out > 10 * rand.classes["web"].ci["loss_pushed_out"] > 0
+    assert rand.classes["web"].loss_pushed_out < rand.classes["ftp"].loss_pushed_out / 2
+    # the search does not change how many packets are lost, only whose
+    close(front, rand, "loss")
+    close(front, rand, "mean_queue")
+
+
+def test_scenario_phase_may_change_the_mice_flag():
+    a = model({"modified": "front"}, [{"name": "web", "share": 0.3, "mice": True}, {"name": "ftp", "share": 0.7}])
+    b = model({"modified": "front"}, [{"name": "web", "share": 0.3}, {"name": "ftp", "share": 0.7, "mice": True}])
+    sc = aqmchain.Scenario([aqmchain.Phase(3000, a), aqmchain.Phase(3000, b), aqmchain.Phase(3000, a)])
+    r = aqmchain.simulate_scenario(sc, [3000, 6000, 9000], replications=8, threads=1)
+    assert np.all(np.isfinite(r.mean_queue)) and np.all(r.loss_rate >= 0)

@@ -564,6 +564,14 @@ void chunk_classes(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
     return !(rec & 1u) && !K.mice[static_cast<size_t>(K.flow_class[rec >> 1])];
   };
   auto at = [&](int j) -> uint32_t& { return meta[(s.head + static_cast<uint64_t>(j)) & mask]; };
+  // the per-class counts and the elephants, recounted from the packets (a scenario phase may
+  // change the mice flags; O(n) per stretch of up to 4096 slots)
+  std::fill(s.in_sys.begin(), s.in_sys.end(), 0);
+  s.elephants = 0;
+  for (int j = 0; j < s.n; ++j) {
+    ++s.in_sys[static_cast<size_t>(K.flow_class[at(j) >> 1])];
+    s.elephants += static_cast<int>(elephant(at(j)));
+  }
   for (; t <= t_end; ++t) {
     const int n = s.n, q = n > 0 ? n - 1 : 0;
     // dynamic max_th: from P_t = p(avg_{t-1}) (or q / N) and Q_t
