@@ -280,6 +280,31 @@ def test_dynamic_max_th_matrix_equals_rules(reading, spacing):
     assert set(lab["maxth_index"].tolist()) == {0, 1}
 
 
+@pytest.mark.parametrize("reading", ["drop", "queue"])
+def test_dynamic_max_th_with_autored_matrix_equals_rules(reading):
+    # FDynamicAutoRED's AQM without its flow comparison: AutoRED's weight (floor 0.01) reads
+    # P_t with the cur_max_th the slot starts with
+    spec = {"buffer": 12, "mu": 0.5, "w": 0.01, "k": 2, "mapping": "split", "source": MMBP,
+            "drop": "red", "min_th": 2, "max_th": 6, "p_max": 0.7, "dynamic_max_th": True,
+            "max_th_growth": 0.5, "autored_p": reading, "weight": "autored"}
+    chain = compare(spec)
+    assert set(aqmchain.state_labels(chain)["maxth_index"].tolist()) == {0, 1}
+    # the weight is not the floor everywhere, and the raised max_th changes it
+    static = {k: v for k, v in spec.items() if k != "weight"}
+    P, Ps = aqmchain.transition_matrix(chain), aqmchain.transition_matrix(aqmchain.build_chain(model_of(static)))
+    assert P.shape != Ps.shape or (P != Ps).nnz > 0
+
+
+def test_dynamic_max_th_with_autored_matches_discretised_simulation():
+    doc = copy.deepcopy(SIM_DOC)
+    doc["aqm"].update(p_max=0.7, w=0.02, dynamic_max_th=True, max_th_growth=0.4, weight="autored")
+    model = aqmchain.model_from_dict(doc)[0]
+    r = aqmchain.solve_stationary(model)
+    sim = aqmchain.simulate(model, slots=400_000, replications=2, seed=17, discretised=True, threads=1)
+    for name in ("mean_queue", "var_queue", "loss_aqm", "mean_max_th", "mean_avg"):
+        within(getattr(r, name), sim, name)
+
+
 def test_dynamic_max_th_never_triggered_is_plain():
     # P_t = p(avg) <= p_max = 0.3 < 0.55: cur_max_th stays at max_th
     spec = {"buffer": 12, "mu": 0.5, "w": 0.3, "k": 2, "mapping": "split", "source": MMBP, **RED}
