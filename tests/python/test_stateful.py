@@ -353,3 +353,35 @@ def test_transient_scenario_with_spacing():
     with pytest.raises(aqmchain.ModelError) as e:
         aqmchain.make_scenario(doc, [{"slots": 200}, {"slots": 200, "aqm": {"p_max": 0.3}}])
     assert e.value.param.endswith(".aqm")
+    # the count's time course is reported: E[count] from the empty system (count -1)
+    assert tr.mean_count.shape == (3,) and -1.0 <= tr.mean_count[0] < tr.mean_count[2]
+
+
+def test_adaptive_load_step_p_max_over_time():
+    # adaptive RED through a load step 0.3 -> 0.7 -> 0.3: p_max starts at the model's value,
+    # falls while the load is light, climbs under the heavy load and falls again; the chain's
+    # E[p_max] over time against the ensemble that follows the chain's grids (its exact law)
+    doc = copy.deepcopy(SIM_DOC)
+    doc["aqm"].update(adaptive=True, interval=20, p_max_step=0.02, w=0.1)
+    sc = aqmchain.make_scenario(doc, [{"slots": 300, "alpha": 0.3}, {"slots": 500, "alpha": 0.75},
+                                      {"slots": 400, "alpha": 0.3}])
+    times = np.arange(20, 1201, 20)
+    tr = aqmchain.solve_transient(sc, times)
+    assert abs(tr.mean_p_max[0] - 0.2) < 0.02  # from the start value (one clock tick at most)
+    i300, i800 = 14, 39  # t = 300, 800
+    assert tr.mean_p_max[i300] < 0.15 < tr.mean_p_max[i800] and tr.mean_p_max[-1] < tr.mean_p_max[i800]
+    ens = aqmchain.simulate_scenario(sc, times, replications=600, seed=5, discretised=True, threads=1)
+    for name in ("mean_p_max", "mean_queue"):
+        hw = getattr(ens, name + "_hw")
+        z = np.abs(getattr(tr, name) - getattr(ens, name)) / np.maximum(hw, 1e-9)
+        assert np.mean(z > 1.96) < 0.15 and z.max() < 4.5, (name, z.max())
+    # the caller's own observables: P(p_max above its start)
+    above = (aqmchain.stateful_observables(sc.phases[0].model, aqmchain.build_chain(sc.phases[0].model))["p_max"]
+             > 0.2 + 1e-12)
+    tr2 = aqmchain.solve_transient(sc, times, observables={"p_max_raised": above})
+    np.testing.assert_allclose(tr2.mean_p_max, tr.mean_p_max, rtol=0, atol=1e-15)
+    assert np.all((tr2.p_max_raised >= 0) & (tr2.p_max_raised <= 1)) and tr2.p_max_raised[i800] > 0.5
+    with pytest.raises(aqmchain.OptionError):
+        aqmchain.solve_transient(sc, times, observables={"mean_queue": above})
+    with pytest.raises(aqmchain.OptionError):
+        aqmchain.solve_transient(sc, times, observables={"short": above[:3]})
