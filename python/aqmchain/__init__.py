@@ -36,6 +36,7 @@ from ._core import (  # noqa: E402
     ssmp_q_for_mean,
     stateful_info,
 )
+from ._classes import CLASS_METRICS, ClassMetrics
 from .modelfile import load_config, load_model, model_from_dict, model_to_dict
 from .optimize import OPTIMIZE_METHODS, OptimizeResult, optimize
 from .policies import PolicyComparison, compare_policies
@@ -51,6 +52,7 @@ from .stationary import (
     refine_grid,
     solve_stationary,
     state_labels,
+    stateful_observables,
     transition_matrix,
 )
 from .transient import TRANSIENT_METHODS, TRANSIENT_METRICS, TransientInfo, TransientResult, solve_transient, time_grid
@@ -59,9 +61,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Aqm", "Chain", "DropFunction", "GridSpec", "HurstReport", "Model", "Service", "Source", "TrafficClass",
+    "ClassMetrics", "CLASS_METRICS",
     "ModelError", "OptionError", "ReducibleChainError", "SolverError", "StateSpaceTooLarge",
     "NonConvergenceError", "SolverInfo", "StationaryResult", "DirectSolver",
-    "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean", "redwm_s_grid", "stateful_info",
+    "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean", "redwm_s_grid", "stateful_info", "stateful_observables",
     "load_config", "load_model", "model_from_dict", "model_to_dict",
     "solve_stationary", "state_labels", "transition_matrix", "refine_grid", "ErrorEstimate",
     "simulate", "SimulationResult", "compare", "Comparison", "compare_policies", "PolicyComparison",

@@ -21,7 +21,7 @@ from .policies import compare_policies
 from .simulation import Comparison, simulate
 from .scenario import load_scenario
 from .stationary import CLASS_CHAINS, METHODS, NonConvergenceError, solve_stationary
-from .transient import TRANSIENT_METHODS, TRANSIENT_METRICS, solve_transient, time_grid
+from .transient import TRANSIENT_METHODS, solve_transient, time_grid
 
 EXIT_OK, EXIT_INPUT, EXIT_SOLVE = 0, 2, 3
 GIB = 1024.0**3
@@ -304,11 +304,11 @@ def _cmd_transient(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(args.json, payload)
     if args.csv:
-        cols = ["time", "phase", *TRANSIENT_METRICS]
-        rows = [",".join(cols)]
+        names = list(result.metrics)  # the fixed metrics, then a stateful AQM's components
+        rows = [",".join(["time", "phase", *names])]
         for k, t in enumerate(result.times):
             rows.append(",".join([repr(float(t)), str(int(result.phase[k]))] +
-                                 [repr(float(result.metrics[m][k])) for m in TRANSIENT_METRICS]))
+                                 [repr(float(result.metrics[m][k])) for m in names]))
         _write("--csv", args.csv, "\n".join(rows) + "\n")
     if args.plot:
         fig = result.plot()

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import _checks, _core
+from ._classes import ClassMetrics
 from .stationary import refine_grid
 
 __all__ = ["simulate", "SimulationResult", "compare", "Comparison", "simulate_scenario"]
@@ -30,6 +31,12 @@ class SimulationResult:
     pmfs: ``queue_pmf``, ``system_pmf``, ``response_pmf`` with half-widths in
     ``queue_pmf_ci`` etc.  ``series`` holds the time series of replication 0
     (``slot``, ``level``, ``avg``, ``drops``) when ``sample_every`` was given.
+
+    Models with traffic classes, modified RED or the flow comparison (docs/classes.md)
+    add ``classes`` (class name -> :class:`ClassMetrics`, each with its own ``ci``),
+    ``flows`` (one dict per flow: ``class``, ``flow``, ``throughput``, ``loss``, ``ci``),
+    ``fairness`` (Jain's index over the flows' throughputs) and ``loss_flow_compare``;
+    otherwise ``classes`` is empty and those are None.
     """
 
     def __init__(self, model: _core.Model, options: _core.SimOptions, raw: _core.SimResult):
@@ -43,6 +50,23 @@ class SimulationResult:
             setattr(self, name, value)
             setattr(self, name + "_ci", hw)
             self.ci[name] = hw.tolist()
+        self.classes: dict[str, ClassMetrics] = {}
+        self.flows: list[dict[str, Any]] = []
+        self.fairness = self.loss_flow_compare = None
+        if raw.class_aware:
+            self.fairness, self.ci["fairness"] = raw.estimates["fairness"]
+            self.loss_flow_compare, self.ci["loss_flow_compare"] = raw.estimates["loss_flow_compare"]
+            for c in raw.class_estimates:
+                est = c["estimates"]
+                pmf, pmf_hw = c["response_pmf"]
+                ci: dict[str, Any] = {k: hw for k, (_, hw) in est.items()}
+                ci["response_pmf"] = pmf_hw.tolist()
+                self.classes[c["name"]] = ClassMetrics(c["name"], {k: v for k, (v, _) in est.items()}, pmf, ci, pmf_hw)
+            names = list(self.classes)
+            for f in raw.flow_estimates:
+                self.flows.append({"class": names[f["class"]], "flow": f["flow"], "throughput": f["throughput"][0],
+                                   "loss": f["loss"][0], "ci": {"throughput": f["throughput"][1],
+                                                                "loss": f["loss"][1]}})
         self.series = raw.series
         self.measured_slots, self.served_packets = raw.measured_slots, raw.served_packets
         self.observations, self.seconds = raw.observations, raw.seconds
@@ -51,9 +75,14 @@ class SimulationResult:
     def to_dict(self) -> dict[str, Any]:
         fin = lambda v: float(v) if np.isfinite(v) else None  # noqa: E731  (JSON has no infinity)
         d: dict[str, Any] = {name: fin(getattr(self, name)) for name in SCALARS}
-        for name in ("mean_count", "mean_p_max", "mean_max_th"):
+        for name in ("mean_count", "mean_p_max", "mean_max_th", "fairness", "loss_flow_compare"):
             if getattr(self, name) is not None:
                 d[name] = fin(getattr(self, name))
+        if self.classes:
+            d["classes"] = {name: c.to_dict() for name, c in self.classes.items()}
+            d["flows"] = [{"class": f["class"], "flow": f["flow"], "throughput": fin(f["throughput"]),
+                           "loss": fin(f["loss"]), "ci": {k: fin(v) for k, v in f["ci"].items()}}
+                          for f in self.flows]
         for name in ("queue_pmf", "system_pmf", "response_pmf"):
             d[name] = [float(v) for v in getattr(self, name)]
         d["ci"] = {k: [fin(x) for x in v] if isinstance(v, list) else fin(v) for k, v in self.ci.items()}
@@ -76,6 +105,15 @@ class SimulationResult:
                 lines.append(f"{n:<{w}}  {v:.6g} (no interval: {_UNDEFINED_WHY.get(n, 'no observation')})")
             else:
                 lines.append(f"{n:<{w}}  {v:.6g} +- {hw:.2g}")
+        if self.classes:
+            lines.append(f"{'class':<{w}}  {'arrivals/slot':>13}  {'loss':>19}  {'mean_response':>13}  "
+                         f"{'thr. share':>10}  {'queue share':>11}")
+            for name, c in self.classes.items():
+                lines.append(f"{name:<{w}}  {_num(c.arrival_rate, '13.6g')}  {_num(c.loss, '.6g'):>8} +- "
+                             f"{_num(c.ci['loss'], '<8.2g')}  {_num(c.mean_response, '13.6g')}  "
+                             f"{_num(c.throughput_share, '10.4f')}  {_num(c.queue_share, '11.4f')}")
+            lines.append(f"{'fairness':<{w}}  {_num(self.fairness, '.6g')} +- {_num(self.ci['fairness'], '.2g')} "
+                         f"(Jain's index over {len(self.flows)} flows)")
         if self.arrival_rate == 0:
             lines.append("no packet arrived in the measured slots: per-arrival metrics and response times are "
                          "undefined (reported as 0 without an interval)")

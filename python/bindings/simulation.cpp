@@ -27,7 +27,48 @@ py::dict estimates(const SimResult& r) {
     d["mean_p_max"] = py::make_tuple(r.mean_p_max.value, r.mean_p_max.half_width);
     d["mean_max_th"] = py::make_tuple(r.mean_max_th.value, r.mean_max_th.half_width);
   }
+  if (r.class_aware) {
+    d["loss_flow_compare"] = py::make_tuple(r.loss_flow_compare.value, r.loss_flow_compare.half_width);
+    d["fairness"] = py::make_tuple(r.fairness.value, r.fairness.half_width);
+  }
   return d;
+}
+
+/// Class-aware runs: [{"name", "estimates": {metric: (value, half-width)}, "response_pmf": (pmf, half-widths)}].
+py::list class_estimates(const SimResult& r) {
+  py::list out;
+  for (const ClassEstimate& c : r.classes) {
+    py::dict e;
+    const std::pair<const char*, const Estimate*> items[] = {
+        {"arrival_rate", &c.arrival_rate},   {"loss", &c.loss},
+        {"loss_aqm", &c.loss_aqm},           {"loss_overflow", &c.loss_overflow},
+        {"loss_flow_compare", &c.loss_flow_compare}, {"loss_pushed_out", &c.loss_pushed_out},
+        {"mark_prob", &c.mark_prob},         {"throughput", &c.throughput},
+        {"throughput_share", &c.throughput_share}, {"mean_response", &c.mean_response},
+        {"var_response", &c.var_response},   {"mean_queue", &c.mean_queue},
+        {"queue_share", &c.queue_share}};
+    for (const auto& [k, v] : items) e[k] = py::make_tuple(v->value, v->half_width);
+    py::dict d;
+    d["name"] = c.name;
+    d["estimates"] = e;
+    d["response_pmf"] = py::make_tuple(copy(c.response_pmf.value), copy(c.response_pmf.half_width));
+    out.append(d);
+  }
+  return out;
+}
+
+/// Class-aware runs: [{"class", "flow", "throughput": (value, hw), "loss": (value, hw)}].
+py::list flow_estimates(const SimResult& r) {
+  py::list out;
+  for (const FlowEstimate& f : r.flows) {
+    py::dict d;
+    d["class"] = f.cls;
+    d["flow"] = f.flow;
+    d["throughput"] = py::make_tuple(f.throughput.value, f.throughput.half_width);
+    d["loss"] = py::make_tuple(f.loss.value, f.loss.half_width);
+    out.append(d);
+  }
+  return out;
 }
 
 py::dict pmfs(const SimResult& r) {
@@ -73,6 +114,9 @@ void define_simulator(py::module_& m) {
       .def_property_readonly("estimates", &estimates)
       .def_property_readonly("pmfs", &pmfs)
       .def_property_readonly("series", &series)
+      .def_readonly("class_aware", &SimResult::class_aware)
+      .def_property_readonly("class_estimates", &class_estimates)
+      .def_property_readonly("flow_estimates", &flow_estimates)
       .def_readonly("measured_slots", &SimResult::measured_slots)
       .def_readonly("served_packets", &SimResult::served_packets)
       .def_readonly("observations", &SimResult::observations)
@@ -106,7 +150,8 @@ void define_simulator(py::module_& m) {
       {"mean_avg", &ER::mean_avg},       {"mean_avg_hw", &ER::mean_avg_hw},
       {"arrivals", &ER::arrivals},       {"arrivals_hw", &ER::arrivals_hw},
       {"losses", &ER::losses},           {"losses_hw", &ER::losses_hw},
-      {"loss_rate", &ER::loss_rate},     {"loss_rate_hw", &ER::loss_rate_hw}};
+      {"loss_rate", &ER::loss_rate},     {"loss_rate_hw", &ER::loss_rate_hw},
+      {"mean_p_max", &ER::mean_p_max},   {"mean_p_max_hw", &ER::mean_p_max_hw}};  // empty unless adaptive RED
   for (const auto& [name, field] : arrays) {
     auto f = field;
     er.def_property_readonly(name, [f](py::object self) { return view(self.cast<const ER&>().*f, self); });

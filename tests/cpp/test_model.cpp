@@ -330,7 +330,7 @@ Model class_model() {
   m.source = Source::mmbp({{0.9, 0.1}, {0.2, 0.8}}, {0.3, 0.6});
   m.service = Service::geometric(0.5);
   m.aqm.drop = DropFunction::red(4, 12, 0.1);
-  m.classes = {TrafficClass{"web", {0.25, 0.5}, 0.0, true, 3, {}}, TrafficClass{"ftp", {0.75}, 0.5, false, 1, {}}};
+  m.classes = {TrafficClass{"web", {0.25, 0.5}, 0.0, true, 3, {}}, TrafficClass{"ftp", {0.75, 0.5}, 0.5, false, 1, {}}};
   return m;
 }
 std::string param_of(const Model& m) {
@@ -348,7 +348,8 @@ TEST(TrafficClasses, AccessorsAndImplicitClass) {
   m.validate();
   EXPECT_EQ(m.class_count(), 2);
   EXPECT_EQ(m.class_share(0, 1), 0.5);
-  EXPECT_EQ(m.class_share(1, 1), 0.75);  // a single share holds in every modulator state
+  EXPECT_EQ(m.class_share(1, 1), 0.5);
+  EXPECT_EQ((TrafficClass{"x", {0.4}, 0.0, false, 1, {}}).share_in(1), 0.4);  // one share holds in every state
   EXPECT_EQ(m.class_ecn(1), 0.5);
   EXPECT_EQ(m.total_flows(), 4);
   Model plain;
@@ -362,7 +363,7 @@ TEST(TrafficClasses, AccessorsAndImplicitClass) {
 
 TEST(TrafficClasses, ValidationNamesTheParameter) {
   Model m = class_model();
-  m.classes[0].share = {0.25, 0.4};  // state 1 sums to 1.15
+  m.classes[0].share = {0.25, 0.4};  // state 1 sums to 0.9
   EXPECT_EQ(param_of(m), "class.share[1]");
   m = class_model();
   m.classes[1].name = "web";

@@ -192,3 +192,54 @@ TEST(Ensemble, BadInputIsNamed) {
   cont.phases.push_back(Phase{10, m, ""});
   expect_param({5}, EnsembleOptions{}, "phase[0].time", &cont);
 }
+
+// ---------------------------------------------------------------- traffic classes (docs/classes.md)
+
+TEST(SimulatorClasses, OneClassDrawsWhatTheStatefulLoopDraws) {
+  // a single class of a single flow takes no extra draw: bit-equal to the classless run
+  Model plain = geo(20, 0.5, 0.45);
+  plain.aqm.drop = DropFunction::red(4, 12, 0.2);
+  plain.aqm.w = 0.05;
+  plain.aqm.spacing = Spacing::Count;
+  plain.aqm.ecn = 0.3;
+  Model one = plain;
+  one.aqm.ecn = 0.0;
+  one.classes = {TrafficClass{"all", {1.0}, 0.3, false, 1, {}}};
+  SimOptions o;
+  o.slots = 200000;
+  o.replications = 2;
+  o.threads = 1;
+  const SimResult a = simulate(plain, o), b = simulate(one, o);
+  EXPECT_EQ(a.mean_queue.value, b.mean_queue.value);
+  EXPECT_EQ(a.loss_aqm.value, b.loss_aqm.value);
+  EXPECT_EQ(a.mark_prob.value, b.mark_prob.value);
+  EXPECT_EQ(a.mean_response.value, b.mean_response.value);
+  EXPECT_FALSE(a.class_aware);
+  ASSERT_TRUE(b.class_aware);
+  ASSERT_EQ(b.classes.size(), 1u);
+  EXPECT_NEAR(b.classes[0].loss.value, a.loss.value, 1e-15);
+  EXPECT_NEAR(b.classes[0].mean_queue.value, a.mean_system.value, 1e-12);
+}
+
+TEST(SimulatorClasses, FlowComparisonWithOneFlowDropsBothWheneverSomethingWaits) {
+  // min_th = 0 (always compared), p = 0 below max_th = N: n stays in {0, 1, 2}
+  const double a = 0.6, mu = 0.3;
+  Model m = geo(6, a, mu);
+  m.aqm.drop = DropFunction::red(0, 6, 0.0);
+  m.aqm.flow_compare = true;
+  // stationary law of the three-state chain, by its balance equations
+  const double p01 = a, p10 = (1 - a) * mu, p12 = a * (1 - mu), p20 = a * mu, p21 = a * (1 - mu) + (1 - a) * mu;
+  // pi0 p01 = pi1 p10 + pi2 p20;  pi2 (p20 + p21) = pi1 p12
+  const double r2 = p12 / (p20 + p21);      // pi2 / pi1
+  const double r0 = (p10 + r2 * p20) / p01; // pi0 / pi1
+  const double pi1 = 1 / (1 + r0 + r2), pi2 = r2 * pi1;
+  SimOptions o;
+  o.slots = 1000000;
+  o.replications = 2;
+  o.threads = 1;
+  const SimResult r = simulate(m, o);
+  EXPECT_NEAR(r.loss_flow_compare.value, 2 * pi2, 4 * r.loss_flow_compare.half_width);
+  EXPECT_NEAR(r.mean_system.value, pi1 + 2 * pi2, 4 * r.mean_system.half_width);
+  EXPECT_EQ(r.loss_aqm.value, 0.0);
+  EXPECT_EQ(r.system_pmf.value[3], 0.0);
+}

@@ -74,6 +74,36 @@ SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max
       sa->spacing = m.aqm.spacing;
     }
   }
+  if (class_aware(m)) {
+    Classes k;
+    k.C = m.class_count();
+    k.F = m.total_flows();
+    k.ccdf.resize(M);
+    for (int i = 0; i < M; ++i) {
+      double c = 0.0;
+      for (int j = 0; j < k.C; ++j) k.ccdf[i].push_back(c += m.class_share(j, i));
+      k.ccdf[i].back() = 1.0;
+    }
+    k.fcdf.resize(k.C);
+    for (int c = 0; c < k.C; ++c) {
+      k.flows.push_back(m.class_flows(c));
+      k.offset.push_back(static_cast<int>(k.flow_class.size()));
+      k.flow_class.insert(k.flow_class.end(), m.class_flows(c), c);
+      k.ecn.push_back(m.class_ecn(c));
+      k.mice.push_back(m.class_mice(c));
+      if (!m.classes.empty() && !m.classes[c].flow_weights.empty()) {
+        double acc = 0.0;
+        for (double w : m.classes[c].flow_weights) k.fcdf[c].push_back(acc += w);
+        k.fcdf[c].back() = 1.0;
+      }
+    }
+    k.modified = m.aqm.modified;
+    k.flow_compare = m.aqm.flow_compare;
+    k.min_th = drop.lo;
+    k.max_th = drop.hi;
+    k.autored_dyn = m.aqm.weight == Weight::AutoRED && m.aqm.dynamic_max_th;
+    cls = std::move(k);
+  }
   if (!discretised) return;
   grid.emplace(m.grid.resolve(m.buffer), m.grid.mapping);
   points = grid->points();
@@ -344,6 +374,7 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
   for (; t <= t_end; ++t) {
     const int n = s.n, q = n > 0 ? n - 1 : 0;
     // dynamic max_th: from P_t = p(avg_{t-1}) (or q / N) and Q_t
+    const int j0 = s.j;  // cur_max_th at the start of the slot: AutoRED's weight reads P_t with it
     if (S.dyn_maxth) {
       const double Pt = S.p_by_queue ? static_cast<double>(q) / N
                                      : (disc ? S.mt_pdrop[s.j][static_cast<size_t>(s.g)] : S.mt_drop[s.j](s.avg));
@@ -353,11 +384,11 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
     double cand;
     int gc = 0;
     if (disc) {
-      const GridTarget gt = P.grid->map(P.filter.next(P.points[static_cast<size_t>(s.g)], q));
+      const GridTarget gt = P.grid->map(P.filter.next(P.points[static_cast<size_t>(s.g)], q, j0));
       gc = gt.lo + static_cast<int>(!(rng.uniform() < gt.p_lo));
       cand = P.points[static_cast<size_t>(gc)];
     } else {
-      cand = P.filter.next(s.avg, q);
+      cand = P.filter.next(s.avg, q, j0);
     }
     // 2. modulator, 3. arrival
     if (P.M > 1) {
@@ -449,6 +480,328 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
   rng_ref = rng;
 }
 
+/// A response time r of a packet of class c (class-aware recording loops): as
+/// response_tail, on the class's own histogram.
+void class_response(Tally& T, int c, int64_t r, int64_t max_r) {
+  std::vector<int64_t>& h = T.ct->hist_r[static_cast<size_t>(c)];
+  const int64_t last = max_r - 1;
+  int64_t hsize = static_cast<int64_t>(h.size());
+  if (r >= hsize && hsize < max_r) {
+    const int64_t want = r >= last ? max_r : std::min<int64_t>(max_r, std::max<int64_t>(r + 1, 2 * hsize));
+    const int64_t grow = 8 * (want - hsize);
+    if (T.budget->bytes_left.fetch_sub(grow) < grow)
+      throw StateSpaceTooLarge(
+          "max_response",
+          detail::cat("simulate: the per-class response-time histograms outgrew the memory budget (a response time of ",
+                      r, " slots needs ", want, " bins per class and batch; memory_limit_bytes = ",
+                      T.budget->limit / 1e9, " GB): lower 'max_response' or 'batches'"));
+    h.resize(static_cast<size_t>(want), 0);
+    hsize = want;
+  }
+  if (r >= last) {
+    ++h[static_cast<size_t>(last)];
+    T.ct->tail_r[static_cast<size_t>(c)] += r;
+    T.ct->tail_r2[static_cast<size_t>(c)] += static_cast<__int128>(r) * r;
+  } else {
+    ++h[static_cast<size_t>(r)];
+  }
+}
+
+/// Index of the first entry of the cumulative `cdf` above u (the last one when none is).
+inline int pick_cdf(const std::vector<double>& cdf, double u) {
+  const auto it = std::upper_bound(cdf.begin(), cdf.end(), u);
+  return std::min(static_cast<int>(it - cdf.begin()), static_cast<int>(cdf.size()) - 1);
+}
+
+/// Remove FIFO position j (0 = head) of n packets from the arrival slots and the packet
+/// records together, shifting the shorter side.
+void erase2(int64_t* buf, uint32_t* meta, uint64_t mask, uint64_t& head, int n, int j) {
+  if (j < n - 1 - j) {
+    for (int i = j; i > 0; --i) {
+      buf[(head + i) & mask] = buf[(head + i - 1) & mask];
+      meta[(head + i) & mask] = meta[(head + i - 1) & mask];
+    }
+    ++head;
+  } else {
+    for (int i = j; i < n - 1; ++i) {
+      buf[(head + i) & mask] = buf[(head + i + 1) & mask];
+      meta[(head + i) & mask] = meta[(head + i + 1) & mask];
+    }
+  }
+}
+
+/// The class-aware slot loop (docs/classes.md): traffic classes and flows, ECN per class,
+/// seed 004's modified RED, seed 003's flow comparison, with or without the stateful AQM
+/// (drop spacing, adaptive p_max, AutoRED's weight, dynamic max_th), any source, continuous
+/// or discretised avg.  Written for clarity rather than speed; its draws follow
+/// chunk_stateful's order (engine.hpp), so that a single class of a single flow without
+/// modified RED or flow comparison draws exactly what chunk_stateful draws.
+template <bool Record>
+void chunk_classes(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, const int64_t t_end, Tally& T) {
+  Xoshiro256 rng = rng_ref;
+  const SlotParams::Classes& K = *P.cls;
+  const detail::StatefulLayout* S = P.sa ? &*P.sa : nullptr;
+  const bool disc = P.discretised;
+  if (!s.aqm_ready) {
+    if (S) s.count = -1, s.phase = 0, s.k = S->pmax_start, s.pmax = S->pmax[static_cast<size_t>(S->pmax_start)];
+    s.j = 0;
+    s.aqm_ready = true;
+  }
+  if (s.meta.size() != s.buf.size()) s.meta.assign(s.buf.size(), 0);
+  if (s.in_sys.size() != static_cast<size_t>(K.C)) s.in_sys.assign(static_cast<size_t>(K.C), 0);
+  if (S) s.k = std::min<int>(s.k, static_cast<int>(S->pmax.size()) - 1);
+  DropFunction drop = P.drop;
+  if (S) drop.p_max = s.pmax;
+  const int N = P.N;
+  const uint64_t mask = s.mask;
+  int64_t* const buf = s.buf.data();
+  uint32_t* const meta = s.meta.data();
+  const bool pushout = P.policy != DropPolicy::Tail;
+  const double fire = S && S->adaptive ? 1.0 / static_cast<double>(S->opt.interval) : 0.0;
+  ClassTally* const ct = T.ct;
+  int64_t c_arr = 0, c_aqm = 0, c_mark = 0, c_ovf = 0, c_push = 0, c_fc = 0, c_adm = 0, c_dep = 0;
+  double sum_avg = 0.0, sum_count = 0.0, sum_pmax = 0.0, sum_maxth = 0.0;
+  auto elephant = [&](uint32_t rec) {
+    return !(rec & 1u) && !K.mice[static_cast<size_t>(K.flow_class[rec >> 1])];
+  };
+  auto at = [&](int j) -> uint32_t& { return meta[(s.head + static_cast<uint64_t>(j)) & mask]; };
+  // the per-class counts and the elephants, recounted from the packets (a scenario phase may
+  // change the mice flags; O(n) per stretch of up to 4096 slots)
+  std::fill(s.in_sys.begin(), s.in_sys.end(), 0);
+  s.elephants = 0;
+  for (int j = 0; j < s.n; ++j) {
+    ++s.in_sys[static_cast<size_t>(K.flow_class[at(j) >> 1])];
+    s.elephants += static_cast<int>(elephant(at(j)));
+  }
+  for (; t <= t_end; ++t) {
+    const int n = s.n, q = n > 0 ? n - 1 : 0;
+    // dynamic max_th: from P_t = p(avg_{t-1}) (or q / N) and Q_t
+    if (S && S->dyn_maxth) {
+      const double Pt = S->p_by_queue ? static_cast<double>(q) / N
+                                      : (disc ? S->mt_pdrop[s.j][static_cast<size_t>(s.g)] : S->mt_drop[s.j](s.avg));
+      s.j = detail::maxth_next(s.j, Pt, q, S->mt_drop[0].hi);
+    }
+    // 1. filter candidate (AutoRED's weight with dynamic max_th reads p with the current max_th)
+    const double from = disc ? P.points[static_cast<size_t>(s.g)] : s.avg;
+    double y;
+    if (K.autored_dyn) {
+      const double w = autored_weight(P.filter.w(), S->maxth_P(s.j, from, q), q, from, N);
+      y = (1.0 - w) * from + w * q;
+    } else {
+      y = P.filter.next(from, q);
+    }
+    double cand = y;
+    int gc = 0;
+    if (disc) {
+      const GridTarget gt = P.grid->map(y);
+      gc = gt.lo + static_cast<int>(!(rng.uniform() < gt.p_lo));
+      cand = P.points[static_cast<size_t>(gc)];
+    }
+    // 2. modulator, 3. arrival
+    if (P.M > 1) {
+      const double u = rng.uniform();
+      const double* c = P.mcdf[static_cast<size_t>(s.m)].data();
+      int j = 0;
+      while (j < P.M - 1 && u >= c[j]) ++j;
+      s.m = j;
+    }
+    const bool arr = static_cast<double>(rng.next() >> 11) < P.lam53[static_cast<size_t>(s.m)];
+    if (P.per_slot || arr) s.avg = cand, s.g = gc;
+    if (S && S->adaptive) {
+      bool fires;
+      if (S->opt.clock == AdaptiveClock::Exact) {
+        s.phase = (s.phase + 1) % S->opt.interval;
+        fires = s.phase == 0;
+      } else {
+        fires = rng.uniform() < fire;
+      }
+      if (fires) {
+        if (disc) {
+          const GridTarget pt = S->target(s.k, s.avg);
+          s.k = pt.lo + static_cast<int>(pt.p_lo < 1.0 && !(rng.uniform() < pt.p_lo));
+          s.pmax = S->pmax[static_cast<size_t>(s.k)];
+        } else {
+          s.pmax = detail::adaptive_move(S->opt, S->lo_th, S->hi_th, s.pmax, s.avg);
+        }
+        drop.p_max = s.pmax;
+      }
+    }
+    // the arrival's class, flow and (modified RED) ECN capability
+    int c = 0, fl = 0;
+    bool capable = false;
+    if (arr) {
+      if (K.C > 1) c = pick_cdf(K.ccdf[static_cast<size_t>(s.m)], rng.uniform());
+      const int F = K.flows[static_cast<size_t>(c)];
+      fl = K.offset[static_cast<size_t>(c)];
+      if (F > 1) {
+        const double u = rng.uniform();
+        fl += K.fcdf[static_cast<size_t>(c)].empty() ? std::min(F - 1, static_cast<int>(u * F))
+                                                     : pick_cdf(K.fcdf[static_cast<size_t>(c)], u);
+      }
+      const double e = K.ecn[static_cast<size_t>(c)];
+      if (K.modified != Modified::None) capable = e >= 1.0 || (e > 0.0 && rng.uniform() < e);
+    }
+    // 4. the arrival's fate: what is lost (the arrival, a waiting packet `victim`) and why
+    enum Loss { None, Aqm, Overflow, Compare };
+    Loss lost = None;          // the arrival's loss
+    int victim = 0;            // FIFO position of a discarded waiting packet (0: none)
+    Loss victim_cause = None;  // Aqm / Overflow: pushed out; Compare: flow comparison
+    bool mark = false, to_policy = false, search = false, direct = false;
+    if (arr) {
+      if (n == N) {
+        ++c_ovf;
+        to_policy = true;
+        lost = Overflow;
+      } else {
+        bool matched = false;
+        if (K.flow_compare && s.avg >= K.min_th && n > 1) {
+          const int waiting = n - 1;
+          const int j = 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
+          if (static_cast<int>(at(j) >> 1) == fl) matched = true, victim = j, victim_cause = Compare, lost = Compare;
+        }
+        if (!matched) {
+          double pb;
+          if (S && S->dyn_maxth)
+            pb = disc ? S->mt_pdrop[s.j][static_cast<size_t>(s.g)] : S->mt_drop[s.j](s.avg);
+          else if (S)
+            pb = disc ? S->pdrop[static_cast<size_t>(s.k)][static_cast<size_t>(s.g)] : drop(s.avg);
+          else
+            pb = disc ? P.pdrop[static_cast<size_t>(s.g)] : drop(s.avg);
+          bool decision;
+          if (S) {
+            const detail::SpacingStep st = detail::spacing_step(S->spacing, s.count, pb);
+            decision = rng.uniform() < st.decision;
+            s.count = decision ? st.after_decision : st.after_none;
+          } else {
+            decision = rng.uniform() < pb;
+          }
+          if (decision) {
+            if (K.modified == Modified::None) {
+              const double e = K.ecn[static_cast<size_t>(c)];
+              mark = e > 0.0 && rng.uniform() < e;
+              to_policy = !mark;
+            } else {
+              // modified RED (docs/classes.md): below max_th an early drop takes a waiting elephant
+              // (first from the head, or by three random trials) whatever the arrival's class; with
+              // no elephant waiting a protected arrival is admitted (marked when ECN-capable) and an
+              // elephant arrival is dropped.  At or above max_th the arrival is dropped as in RED.
+              const double cur_max_th = S && S->dyn_maxth ? S->mt_drop[s.j].hi : K.max_th;
+              const bool protect = capable || K.mice[static_cast<size_t>(c)];
+              const int waiting_elephants = s.elephants - static_cast<int>(n > 0 && elephant(at(0)));
+              if (!(s.avg < cur_max_th)) to_policy = true;
+              else if (waiting_elephants > 0) search = true;
+              else if (protect) mark = capable;
+              else direct = true;  // the arrival is the only elephant: it is the one dropped
+            }
+            if (to_policy || search || direct) ++c_aqm, lost = Aqm;
+          }
+        }
+      }
+    }
+    // 5. departure of the packet in service at the start of the slot
+    const bool dep = (n > 0) & ((rng.next() >> 11) < P.mu_thr);
+    if (to_policy && pushout && n > 1) {  // admit the arrival, discard a waiting packet (never the one in service)
+      const int waiting = n - 1;
+      const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
+      victim = std::min(j, waiting), victim_cause = lost, lost = None;
+    }
+    if (search) {  // modified RED: an elephant leaves instead of the protected arrival
+      const int waiting = n - 1;
+      if (K.modified == Modified::Front) {
+        int j = 1;
+        while (!elephant(at(j))) ++j;  // one waits (counted above)
+        victim = j;
+      } else {
+        for (int trial = 0; trial < 3; ++trial) {
+          victim = 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
+          if (elephant(at(victim))) break;
+        }
+      }
+      victim_cause = Aqm, lost = None;
+    }
+    int now = n;
+    if (victim > 0) {
+      const uint32_t rec = at(victim);
+      const int vc = K.flow_class[rec >> 1];
+      --s.in_sys[static_cast<size_t>(vc)];
+      s.elephants -= static_cast<int>(elephant(rec));
+      if (victim_cause == Compare) c_fc += 1;
+      ++c_push;
+      if (ct) {
+        ++(victim_cause == Compare ? ct->fc : ct->push)[static_cast<size_t>(vc)];
+        ++ct->f_lost[rec >> 1];
+      }
+      erase2(buf, meta, mask, s.head, n, victim);
+      --now;
+    }
+    if (arr) {
+      ++c_arr;
+      c_mark += mark;
+      if (ct) {
+        ++ct->arr[static_cast<size_t>(c)];
+        ++ct->f_arr[static_cast<size_t>(fl)];
+        ct->marks[static_cast<size_t>(c)] += mark;
+      }
+      if (lost == None) {
+        const uint32_t rec = (static_cast<uint32_t>(fl) << 1) | static_cast<uint32_t>(capable);
+        buf[(s.head + static_cast<uint64_t>(now)) & mask] = t;
+        meta[(s.head + static_cast<uint64_t>(now)) & mask] = rec;
+        ++now;
+        ++c_adm;
+        ++s.in_sys[static_cast<size_t>(c)];
+        s.elephants += static_cast<int>(elephant(rec));
+      } else {
+        if (lost == Compare) c_fc += 1;
+        if (ct) {
+          ++(lost == Aqm ? ct->aqm : lost == Overflow ? ct->ovf : ct->fc)[static_cast<size_t>(c)];
+          ++ct->f_lost[static_cast<size_t>(fl)];
+        }
+      }
+    }
+    if (dep) {
+      const uint32_t rec = at(0);
+      const int dc = K.flow_class[rec >> 1];
+      --s.in_sys[static_cast<size_t>(dc)];
+      s.elephants -= static_cast<int>(elephant(rec));
+      const int64_t r = t - buf[s.head & mask];
+      if (ct) {
+        ++ct->dep[static_cast<size_t>(dc)];
+        ++ct->f_dep[rec >> 1];
+        if constexpr (Record) class_response(T, dc, r, P.max_r);
+      }
+      if constexpr (Record) {
+        std::vector<int64_t>& h = *T.hist_r;
+        if (r >= static_cast<int64_t>(h.size()) || r >= P.max_r - 1) {
+          int64_t hsize = static_cast<int64_t>(h.size()), lim = 0;
+          response_tail(T, r, P.max_r, hsize, lim);
+        } else {
+          ++h[static_cast<size_t>(r)];
+        }
+      }
+      ++s.head;
+      --now;
+      ++c_dep;
+    }
+    s.n = now;
+    ++T.hist_n[s.n];
+    if (ct)
+      for (int k = 0; k < K.C; ++k) ct->sum_n[static_cast<size_t>(k)] += s.in_sys[static_cast<size_t>(k)];
+    sum_avg += s.avg;
+    if (S) {
+      sum_count += static_cast<double>(s.count);
+      sum_pmax += s.pmax;
+      sum_maxth += S->mt_drop[s.j].hi;
+    }
+  }
+  T.arrivals += c_arr, T.aqm += c_aqm, T.marks += c_mark, T.overflow += c_ovf, T.flow_compare += c_fc;
+  T.departures += c_dep, T.admitted += c_adm, T.pushed += c_push;
+  T.sum_avg += sum_avg;
+  T.sum_count += sum_count;
+  T.sum_pmax += sum_pmax;
+  T.sum_maxth += sum_maxth;
+  rng_ref = rng;
+}
+
 template <bool Mod, bool Rec, bool Plain>
 ChunkFn pick(const SlotParams& P) {
   if (P.redwm) return P.discretised ? &chunk<Mod, AvgKind::RedwmGrid, Rec, Plain> : &chunk<Mod, AvgKind::Redwm, Rec, Plain>;
@@ -468,6 +821,7 @@ ChunkFn pick(const SlotParams& P) {
 }  // namespace
 
 ChunkFn chunk_function(const SlotParams& P, bool record) {
+  if (P.cls) return record ? &chunk_classes<true> : &chunk_classes<false>;
   if (P.sa) return record ? &chunk_stateful<true> : &chunk_stateful<false>;
   if (record) return P.M > 1 ? pick<true, true>(P) : pick<false, true>(P);
   return P.M > 1 ? pick<true, false>(P) : pick<false, false>(P);

@@ -27,6 +27,12 @@
 //      system held a packet at the start of the slot);
 //   5. push-out victim (random discard policy, only when a rejected arrival finds
 //      waiting packets): one uniform.
+// Class-aware models (traffic classes, modified RED, flow comparison: docs/classes.md)
+// run a loop of their own (chunk_classes in engine.cpp), which draws in the order of the
+// stateful loop and adds: the class of an arrival (only with two or more classes), its
+// flow (only when its class has several), its ECN capability (modified RED, when the
+// class's probability is strictly between 0 and 1), the packet the flow comparison
+// picks, and, after the departure, the victims of the modified random search.
 // A bare Bernoulli source with continuous avg therefore takes two draws per slot.
 // Comparisons are made on the integer k = x >> 11 of a 64-bit draw x (u = k 2^-53):
 // u < p  <=>  k < p 2^53  <=>  k < ceil(p 2^53), and the scaling by 2^53 is exact.
@@ -94,6 +100,11 @@ double t975(int dof);
 /// has entries.  Its bytes (0 when not used).
 double target_table_bytes(const Model& m, double total_slots);
 
+/// Whether a model runs the class-aware loop: traffic classes, modified RED or the flow comparison.
+inline bool class_aware(const Model& m) {
+  return !m.classes.empty() || m.aqm.modified != Modified::None || m.aqm.flow_compare;
+}
+
 /// Everything the slot loop reads about one model (one phase of a scenario).
 struct SlotParams {
   int N = 0, M = 1;
@@ -128,6 +139,21 @@ struct SlotParams {
   /// grid and count cap are used by discretised runs only (continuous runs keep count and
   /// p_max exactly).
   std::optional<detail::StatefulLayout> sa;
+  /// Class-aware runs (docs/classes.md).
+  struct Classes {
+    int C = 1, F = 1;
+    std::vector<std::vector<double>> ccdf;  ///< [m][c]: cumulative class shares in modulator state m
+    std::vector<std::vector<double>> fcdf;  ///< [c]: cumulative flow weights (empty: uniform)
+    std::vector<int> flows, offset;         ///< flows of class c, first global flow id of class c
+    std::vector<int> flow_class;            ///< class of a global flow id
+    std::vector<double> ecn;                ///< ECN-capable probability of class c
+    std::vector<char> mice;
+    Modified modified = Modified::None;
+    bool flow_compare = false;
+    double min_th = 0.0, max_th = 0.0;      ///< the drop function's thresholds
+    bool autored_dyn = false;               ///< AutoRED's weight reads p with the current max_th
+  };
+  std::optional<Classes> cls;
 
   SlotParams(const Model& m, bool discretised, bool target_table, int64_t max_response);
 
@@ -153,6 +179,11 @@ struct SimState {
   double ha[kMaxFilterCoefficients] = {}, hq[kMaxFilterCoefficients] = {};
   uint64_t head = 0, mask = 0;
   std::vector<int64_t> buf;
+  /// Class-aware runs: per FIFO place (flow id << 1) | ECN-capable; packets of each class
+  /// in the system; elephants (neither mice nor ECN-capable) in the system.
+  std::vector<uint32_t> meta;
+  std::vector<int> in_sys;
+  int elephants = 0;
   explicit SimState(int N) {
     size_t c = 1;
     while (c < static_cast<size_t>(N) + 1) c <<= 1;  // N + 1 slots: an unconditional write at head + n never hits a packet
@@ -161,7 +192,8 @@ struct SimState {
   }
   /// Empty system, avg 0, modulator drawn from `pi` (one uniform when it has several states).
   void start(const std::vector<double>& pi, Xoshiro256& rng) {
-    n = 0, g = 0, gs = 0, avg = 0.0, head = 0, m = 0;
+    n = 0, g = 0, gs = 0, avg = 0.0, head = 0, m = 0, elephants = 0;
+    std::fill(in_sys.begin(), in_sys.end(), 0);
     aqm_ready = false;
     std::fill(std::begin(ha), std::end(ha), 0.0);
     std::fill(std::begin(hq), std::end(hq), 0.0);
@@ -185,6 +217,22 @@ struct ResponseBudget {
   double limit = 0.0;
 };
 
+/// What a stretch of slots adds up per class and per flow (class-aware runs).
+struct ClassTally {
+  std::vector<int64_t> arr, aqm, ovf, fc, push, marks, dep, sum_n;  ///< per class
+  std::vector<std::vector<int64_t>> hist_r;                         ///< per class, as Tally::hist_r
+  std::vector<int64_t> tail_r;
+  std::vector<__int128> tail_r2;
+  std::vector<int64_t> f_arr, f_lost, f_dep;                        ///< per flow
+  void reset(int C, int F, bool record) {
+    for (auto* v : {&arr, &aqm, &ovf, &fc, &push, &marks, &dep, &sum_n}) v->assign(static_cast<size_t>(C), 0);
+    hist_r.assign(record ? static_cast<size_t>(C) : 0, std::vector<int64_t>(2, 0));
+    tail_r.assign(static_cast<size_t>(C), 0);
+    tail_r2.assign(static_cast<size_t>(C), 0);
+    for (auto* v : {&f_arr, &f_lost, &f_dep}) v->assign(static_cast<size_t>(F), 0);
+  }
+};
+
 /// What a stretch of slots adds up.
 struct Tally {
   int64_t arrivals = 0, aqm = 0, marks = 0, overflow = 0, departures = 0, admitted = 0, pushed = 0;
@@ -198,6 +246,8 @@ struct Tally {
   int64_t tail_r = 0;
   __int128 tail_r2 = 0;
   ResponseBudget* budget = nullptr;
+  int64_t flow_compare = 0;    ///< packets lost to the flow comparison (two per match)
+  ClassTally* ct = nullptr;    ///< class-aware runs that report classes (else not tallied)
 };
 
 /// Slots t0..t1 (inclusive, at most 4096 of them: the avg sum of the stretch is a double).

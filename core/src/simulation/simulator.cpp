@@ -128,7 +128,13 @@ SimMemory sim_memory(const Model& m, const SimOptions& o) {
   const double grid = o.discretised ? static_cast<double>(m.grid.size(m.buffer)) * 8.0 * 3.0 +
                                           sim::target_table_bytes(m, static_cast<double>(o.slots) * o.replications)
                                     : 0.0;
-  r.parts = {{"model.buffer", buffer}, {"max_response", response}, {"sample_every", series}, {"grid.k", grid}};
+  // class-aware runs: the packet records of the FIFO, per-flow counters per batch (the
+  // per-class response histograms grow at run time, under the budget)
+  const double flows = sim::class_aware(m) ? r.threads * fifo * 4.0 + RB * m.total_flows() * 3.0 * 8.0 +
+                                                 RB * m.class_count() * 12.0 * 8.0
+                                           : 0.0;
+  r.parts = {{"model.buffer", buffer}, {"max_response", response}, {"sample_every", series}, {"grid.k", grid},
+             {"class.flows", flows}};
   for (const auto& p : r.parts) r.total += p.second;
   return r;
 }
@@ -139,6 +145,10 @@ namespace {
 
 struct Batch {
   int64_t slots = 0, arrivals = 0, aqm = 0, marks = 0, overflow = 0, departures = 0, admitted = 0, pushed = 0;
+  int64_t flow_compare = 0;
+  sim::ClassTally ct;  ///< class-aware runs
+  std::vector<int64_t> csum_r;
+  std::vector<__int128> csum_r2;
   long double sum_avg = 0, sum_count = 0, sum_pmax = 0, sum_maxth = 0;
   int64_t sum_r = 0;
   __int128 sum_r2 = 0;
@@ -174,9 +184,9 @@ void run(const sim::SlotParams& P, sim::ChunkFn warm_step, sim::ChunkFn step, co
     while (t <= end) {
       int64_t last = std::min(end, t + 4095);
       if (every > 0) last = std::min(last, (t + every - 1) / every * every);  // the next sample slot
-      const int64_t drops_before = T.aqm + T.overflow;
+      const int64_t drops_before = T.aqm + T.overflow + T.flow_compare;
       fn(P, s, rng, t, last, T);
-      ts_drops += T.aqm + T.overflow - drops_before;
+      ts_drops += T.aqm + T.overflow + T.flow_compare - drops_before;
       t = last + 1;
       if (every > 0 && last % every == 0) {
         ts->slot.push_back(last);
@@ -203,7 +213,24 @@ void run(const sim::SlotParams& P, sim::ChunkFn warm_step, sim::ChunkFn step, co
     T.hist_n = B.hist_n.data();
     T.hist_r = &B.hist_r;
     T.budget = &budget;
+    if (P.cls) {
+      B.ct.reset(P.cls->C, P.cls->F, true);
+      T.ct = &B.ct;
+    }
     const bool go_on = stretch(step, T, end);
+    B.flow_compare = T.flow_compare;
+    if (P.cls) {
+      const int C = P.cls->C;
+      B.csum_r.assign(static_cast<size_t>(C), 0);
+      B.csum_r2.assign(static_cast<size_t>(C), 0);
+      for (int c = 0; c < C; ++c) {
+        sim::Tally tc;  // the class's histogram and tail sums in the shape response_sums reads
+        tc.tail_r = B.ct.tail_r[static_cast<size_t>(c)];
+        tc.tail_r2 = B.ct.tail_r2[static_cast<size_t>(c)];
+        sim::response_sums(B.ct.hist_r[static_cast<size_t>(c)], o.max_response, tc, B.csum_r[static_cast<size_t>(c)],
+                           B.csum_r2[static_cast<size_t>(c)]);
+      }
+    }
     B.slots = t - first;
     B.arrivals = T.arrivals, B.aqm = T.aqm, B.marks = T.marks, B.overflow = T.overflow;
     B.departures = T.departures, B.admitted = T.admitted, B.pushed = T.pushed;
@@ -260,8 +287,8 @@ Mom hist_moments(const std::vector<int64_t>& h, int shift) {
   return {static_cast<double>(mean), static_cast<double>(s2 / n - mean * mean)};
 }
 
-PmfEstimate pmf_estimate(const std::vector<Batch>& bs, const std::vector<int64_t> Batch::*h, size_t len,
-                         bool queue) {
+template <class H>
+PmfEstimate pmf_estimate_of(const std::vector<Batch>& bs, H hist, size_t len, bool queue) {
   // Bin t of the output counts n = t (system) or q = t, i.e. n = t + 1 and, for t = 0,
   // n = 0 too (queue).  One bin at a time: O(batches + len) memory.
   PmfEstimate out;
@@ -274,7 +301,7 @@ PmfEstimate pmf_estimate(const std::vector<Batch>& bs, const std::vector<int64_t
   std::vector<long double> sums(bs.size(), 0);
   long double all = 0;
   for (size_t b = 0; b < bs.size(); ++b) {
-    for (auto c : bs[b].*h) sums[b] += c;
+    for (auto c : hist(bs[b])) sums[b] += c;
     all += sums[b];
   }
   out.value.resize(L);
@@ -283,7 +310,7 @@ PmfEstimate pmf_estimate(const std::vector<Batch>& bs, const std::vector<int64_t
   for (size_t t = 0; t < L; ++t) {
     long double tot = 0;
     for (size_t b = 0; b < bs.size(); ++b) {
-      const long double f = count(bs[b].*h, t);
+      const long double f = count(hist(bs[b]), t);
       tot += f;
       per[b] = sums[b] > 0 ? static_cast<double>(f / sums[b]) : NAN;
     }
@@ -291,6 +318,88 @@ PmfEstimate pmf_estimate(const std::vector<Batch>& bs, const std::vector<int64_t
     out.half_width[t] = half_width(per);
   }
   return out;
+}
+
+PmfEstimate pmf_estimate(const std::vector<Batch>& bs, const std::vector<int64_t> Batch::*h, size_t len,
+                         bool queue) {
+  return pmf_estimate_of(bs, [h](const Batch& b) -> const std::vector<int64_t>& { return b.*h; }, len, queue);
+}
+
+/// Per-class and per-flow estimates and Jain's fairness index (class-aware runs).
+void class_estimates(const Model& model, const std::vector<Batch>& bs, SimResult& res) {
+  using LD = long double;
+  const int C = model.class_count(), F = model.total_flows();
+  res.class_aware = true;
+  res.loss_flow_compare = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.flow_compare, b.arrivals); });
+  for (int c = 0; c < C; ++c) {
+    const size_t k = static_cast<size_t>(c);
+    ClassEstimate e;
+    e.name = model.class_name(c);
+    auto per_arrival = [&](const std::vector<int64_t> sim::ClassTally::*v) {
+      return ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>((b.ct.*v)[k], b.ct.arr[k]); });
+    };
+    e.arrival_rate = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.arr[k], b.slots); });
+    e.loss_aqm = per_arrival(&sim::ClassTally::aqm);
+    e.loss_overflow = per_arrival(&sim::ClassTally::ovf);
+    e.loss_flow_compare = per_arrival(&sim::ClassTally::fc);
+    e.loss_pushed_out = per_arrival(&sim::ClassTally::push);
+    e.mark_prob = per_arrival(&sim::ClassTally::marks);
+    e.loss = ratio(bs, [&](const Batch& b) {
+      return std::pair<LD, LD>(b.ct.aqm[k] + b.ct.ovf[k] + b.ct.fc[k] + b.ct.push[k], b.ct.arr[k]);
+    });
+    e.throughput = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.dep[k], b.slots); });
+    e.throughput_share = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.dep[k], b.departures); });
+    e.mean_queue = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.sum_n[k], b.slots); });
+    e.queue_share = ratio(bs, [&](const Batch& b) {
+      LD all = 0;
+      for (int64_t v : b.ct.sum_n) all += v;
+      return std::pair<LD, LD>(b.ct.sum_n[k], all);
+    });
+    e.mean_response = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.csum_r[k], b.ct.dep[k]); });
+    LD sr = 0, sr2 = 0, nd = 0;
+    std::vector<double> bv;
+    for (const auto& b : bs) {
+      const LD r1 = static_cast<LD>(b.csum_r[k]), r2 = static_cast<LD>(b.csum_r2[k]), d = b.ct.dep[k];
+      sr += r1, sr2 += r2, nd += d;
+      bv.push_back(d > 1 ? static_cast<double>(r2 / d - (r1 / d) * (r1 / d)) : NAN);
+    }
+    e.var_response = {nd > 0 ? static_cast<double>(sr2 / nd - (sr / nd) * (sr / nd)) : 0.0, half_width(bv)};
+    size_t rlen = 2;
+    for (const auto& b : bs) rlen = std::max(rlen, b.ct.hist_r[k].size());
+    e.response_pmf = pmf_estimate_of(
+        bs, [k](const Batch& b) -> const std::vector<int64_t>& { return b.ct.hist_r[k]; }, rlen, false);
+    if (!e.response_pmf.value.empty()) e.response_pmf.value[0] = 0.0, e.response_pmf.half_width[0] = 0.0;
+    res.classes.push_back(std::move(e));
+  }
+  std::vector<int> flow_class;
+  for (int c = 0; c < C; ++c) flow_class.insert(flow_class.end(), model.class_flows(c), c);
+  for (int f = 0, first = 0; f < F; ++f) {
+    if (f > 0 && flow_class[static_cast<size_t>(f)] != flow_class[static_cast<size_t>(f - 1)]) first = f;
+    FlowEstimate e;
+    e.cls = flow_class[static_cast<size_t>(f)];
+    e.flow = f - first;
+    const size_t k = static_cast<size_t>(f);
+    e.throughput = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.f_dep[k], b.slots); });
+    e.loss = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.f_lost[k], b.ct.f_arr[k]); });
+    res.flows.push_back(std::move(e));
+  }
+  // Jain's index (sum x)^2 / (F sum x^2) over the flows' throughputs: pooled, and per batch for the interval
+  auto jain = [F](auto x_of) {
+    LD s1 = 0, s2 = 0;
+    for (int f = 0; f < F; ++f) {
+      const LD x = x_of(f);
+      s1 += x, s2 += x * x;
+    }
+    return s2 > 0 ? static_cast<double>(s1 * s1 / (F * s2)) : NAN;
+  };
+  std::vector<double> per;
+  for (const auto& b : bs) per.push_back(jain([&](int f) { return static_cast<LD>(b.ct.f_dep[static_cast<size_t>(f)]); }));
+  const double pooled = jain([&](int f) {
+    LD d = 0;
+    for (const auto& b : bs) d += b.ct.f_dep[static_cast<size_t>(f)];
+    return d;
+  });
+  res.fairness = {std::isfinite(pooled) ? pooled : 0.0, half_width(per)};
 }
 
 }  // namespace
@@ -341,7 +450,7 @@ SimResult simulate_impl(const Model& model, const SimOptions& o, const SimMemory
   using LD = long double;
   res.arrival_rate = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.arrivals, b.slots); });
   res.throughput = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.departures, b.slots); });
-  res.loss = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.aqm + b.overflow, b.arrivals); });
+  res.loss = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.aqm + b.overflow + b.flow_compare, b.arrivals); });
   res.loss_aqm = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.aqm, b.arrivals); });
   res.loss_overflow = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.overflow, b.arrivals); });
   res.mark_prob = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.marks, b.arrivals); });
@@ -384,6 +493,7 @@ SimResult simulate_impl(const Model& model, const SimOptions& o, const SimMemory
   size_t rlen = 2;
   for (const auto& b : bs) rlen = std::max(rlen, b.hist_r.size());
   res.response_pmf = pmf_estimate(bs, &Batch::hist_r, rlen, false);
+  if (P.cls) class_estimates(model, bs, res);
   return res;
 }
 }  // namespace
@@ -393,6 +503,9 @@ SimResult simulate(const Model& model, const SimOptions& o) {
   if (model.time != TimeKind::Discrete)
     fail_param("model.time", "\"discrete\" for the simulator (it is slotted; continuous-time models are solved, "
                              "not simulated)", "\"continuous\"");
+  if (sim::class_aware(model) && model.aqm.filter == FilterKind::Redwm)
+    fail_param("aqm.filter", "ewma when traffic classes, modified RED or the flow comparison are simulated (the "
+                             "class-aware loop runs RED's EWMA, not REDwM)", "'redwm'");
   o.validate();
   // Everything proportional to the input is counted before anything is allocated.
   const SimMemory need = sim_memory(model, o);

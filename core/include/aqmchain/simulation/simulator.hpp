@@ -104,7 +104,32 @@ struct TimeSeries {
   std::vector<int64_t> drops;    ///< AQM + overflow drops in the slots since the previous sample
 };
 
+/// One traffic class (docs/classes.md): rates per slot, losses per arrival of the class,
+/// split by cause (the arrival dropped by an AQM decision, on overflow, or by the flow
+/// comparison together with a queued packet of its flow; a queued packet of the class
+/// discarded by the drop policy or the modified-RED search), response times of its served
+/// packets, and its mean number of packets in the system.
+struct ClassEstimate {
+  std::string name;
+  Estimate arrival_rate, loss, loss_aqm, loss_overflow, loss_flow_compare, loss_pushed_out, mark_prob;
+  Estimate throughput, throughput_share, mean_response, var_response, mean_queue, queue_share;
+  PmfEstimate response_pmf;
+};
+
+/// One flow: its class (index), its index in the class, throughput per slot and loss per arrival.
+struct FlowEstimate {
+  int cls = 0, flow = 0;
+  Estimate throughput, loss;
+};
+
 struct SimResult {
+  /// Class-aware runs (a model with [[class]] tables, modified RED or the flow comparison):
+  /// one entry per class, one per flow (over all classes), Jain's fairness index over the
+  /// flows' throughputs, and the loss to the flow comparison (both packets of a match).
+  std::vector<ClassEstimate> classes;
+  std::vector<FlowEstimate> flows;
+  Estimate fairness, loss_flow_compare;
+  bool class_aware = false;
   Estimate arrival_rate, throughput, loss, loss_aqm, loss_overflow, mark_prob, pushed_out_prob;
   Estimate mean_system, var_system, mean_queue, var_queue, mean_avg;
   Estimate mean_response, var_response;
