@@ -179,14 +179,16 @@ def class_slot(spec: dict, state, pts, M, lam) -> dict:
                             finish(g2, m2, dec, joined(base_pre, ci))
                         else:
                             policy_drop(dec)
-                    elif avg < spec["max_th"] and (cls.get("mice", False) or bit):
+                    elif avg < spec["max_th"]:
+                        # a waiting elephant is discarded for any arrival; with none, a protected
+                        # arrival enters (an ECN-capable one marked), an elephant arrival is dropped
                         found = victims(dec, modified) if w >= 1 else 0.0
                         rest = dec * (1 - found)
                         if rest > 1e-300:
-                            if bit:
+                            if bit or cls.get("mice", False):
                                 finish(g2, m2, rest, joined(base_pre, ci))
                             else:
-                                policy_drop(rest)
+                                finish(g2, m2, rest, base_pre)
                     else:
                         policy_drop(dec)
     return out

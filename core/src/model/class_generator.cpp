@@ -455,8 +455,10 @@ class ClassSlotGenerator final : public TransitionGenerator {
           } else {
             to_policy(dec);
           }
-        } else if (!ge_max_[g2] && (mice_[c] || v.ecn)) {
-          // seed 004: admit the protected arrival, discard a waiting elephant instead
+        } else if (!ge_max_[g2]) {
+          // modified RED below max_th (docs/classes.md): the decision takes a waiting elephant,
+          // whatever the arrival; with none waiting a protected arrival is admitted (marked when
+          // ECN-capable) and an elephant arrival, the only elephant, is dropped
           double found = 0.0;
           X_.remove(x, modified_ == Modified::Front ? Rule::ModFront : Rule::ModRandom, v,
                     [&](double p, int vc, const Pre& rest) {
@@ -465,15 +467,19 @@ class ClassSlotGenerator final : public TransitionGenerator {
                       admit(dec * p, rest);
                     });
           const double none = dec * std::max(0.0, 1.0 - found);
-          if (none > 0.0) {  // no elephant waits: mark an ECN-capable arrival, else the policy
+          if (none > 0.0) {
             if (v.ecn) {
               t.marked(c, none);
               admit(none, x);
+            } else if (mice_[c]) {
+              t.e[aAdm] += none;
+              admit(none, x);
             } else {
-              to_policy(none);
+              t.lost(c, kAqm, none, false);
+              finish(g2, m2, none, x);
             }
           }
-        } else {  // an elephant, or avg at or above max_th: the policy, no mark
+        } else {  // modified RED at or above max_th: the policy, no mark
           to_policy(dec);
         }
       }
