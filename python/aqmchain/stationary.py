@@ -463,6 +463,10 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
         model, grid = refine_grid(model, memory_limit_gb=memory_limit_gb)
         chain = build_chain(model, memory_limit_gb, classes)
         grid["states"] = int(chain.n)
+    if "sequence" in chain.labels and "method" not in options and "auto_krylov_min_states" not in options:
+        # the exact class chain's rows are dense (a discard may take any position of the
+        # sequence): LU fill-in makes direct slow from a few thousand states, krylov goes first
+        opts = _options({**options, "auto_krylov_min_states": 0})
     result = _finish(chain, _core.solve_stationary(chain, opts), opts, memory_limit_gb, response, response_tail, grid)
     if error_estimate:
         result.error_estimate = _error_estimate(result, options, memory_limit_gb, response, response_tail, classes)
