@@ -225,6 +225,7 @@ struct ApproxContent {
     if (q2 > 0.0) f(mu * q2, p.h, n2, content_key(n2, 1, p.e_old - 1 + a2));
   }
   int successor_contents() const { return 8; }
+  double contents_at(int n) const { return n == 0 ? 1.0 : 2.0 * n; }
 };
 
 /// The exact chain's content: n and the sequence of the n packets' types (position 0 in
@@ -299,6 +300,7 @@ struct ExactContent {
     }
   }
   int successor_contents() const { return (N + 2) * (A + 1); }
+  double contents_at(int n) const { return static_cast<double>(pw[static_cast<size_t>(n)]); }
   template <class F>
   void depart(int n_prev, const Pre& p, double mu, F&& f) const {
     if (n_prev == 0 || !(mu > 0.0)) return f(1.0, -1, p.n, p.code * s_seq);
@@ -372,6 +374,14 @@ class ClassSlotGenerator final : public TransitionGenerator {
     return keys;
   }
   int max_successors() const override { return max_; }
+  /// Contents that can go with n packets: approx (e, h) with h <= e <= n - 1 + h, i.e. 2n
+  /// (1 when empty); exact A^n sequences.
+  int64_t reachable_bound() const override {
+    double contents = 0.0;
+    for (int n = 0; n <= K_.N; ++n) contents += X_.contents_at(n);
+    return static_cast<int64_t>(std::min(static_cast<double>(space_.product()),
+                                         contents * static_cast<double>(K_.G) * K_.M));
+  }
 
   void successors(int64_t key, Successors& out, double* events) const override {
     const int n = static_cast<int>((key / sn_) % (K_.N + 1));
