@@ -16,7 +16,7 @@ chain, and the state counts of both chains.  Families:
              mostly in the bursty state), tail drop, no ECN.
   modified   seed 004's modified RED (front variant), class a = mice, class b elephants
              half of them ECN-capable.
-  compare    seed 003's flow comparison, class a one flow, class b four flows.
+  compare    seed 003's flow comparison, class a one flow, class b two flows.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def model(family: str, load: float, share: float) -> aqmchain.Model:
         classes[1]["ecn"] = 0.5
     elif family == "compare":
         aqm["flow_compare"] = True
-        classes[1]["flows"] = 4
+        classes[1]["flows"] = 2
     doc = {"model": {"buffer": BUFFER}, "source": source, "service": {"mu": MU}, "aqm": aqm,
            "grid": {"k": 2, "refine": "none"}, "class": classes}
     return aqmchain.model_from_dict(doc)[0]

@@ -132,3 +132,65 @@ TEST(Filter, AutoredWeight) {
   EXPECT_EQ(autored_weight(0.002, 0.0, 5.0, 1.0, 10), 0.002);
   EXPECT_EQ(autored_weight(0.002, 0.5, 1000.0, 0.0, 1), 1.0);
 }
+
+// docs/classes.md: the two-class chain of two identical classes lumps onto the plain chain;
+// the per-class events add up to the aggregate ones; the refusals name the parameter.
+TEST(Chain, ClassChainsLumpAndRefuse) {
+  Model m = geo(8, 0.55, 0.5);
+  m.aqm.drop = DropFunction::red(2, 6, 0.3);
+  m.aqm.w = 0.3;
+  m.aqm.policy = DropPolicy::Random;
+  m.grid.k = 2;
+  m.aqm.ecn = 0.25;
+  const Chain plain = build_chain(m);
+  const StationaryResult pp = solve_stationary(plain);
+  const Metrics mp = compute_metrics(plain, pp.pi);
+  Model c = m;
+  c.aqm.ecn = 0.0;
+  TrafficClass a, b;
+  a.name = "a", a.share = {0.3}, a.ecn = 0.25;
+  b.name = "b", b.share = {0.7}, b.ecn = 0.25;
+  c.classes = {a, b};
+  for (ClassChain kind : {ClassChain::Approx, ClassChain::Exact}) {
+    BuildOptions o;
+    o.classes = kind;
+    const Chain ch = build_chain(c, o);
+    EXPECT_LE(ch.report.max_row_error, 1e-14);
+    EXPECT_GT(ch.n, plain.n);
+    const StationaryResult p = solve_stationary(ch);
+    const Metrics mc = compute_metrics(ch, p.pi);
+    EXPECT_NEAR(mc.loss, mp.loss, 1e-12);
+    EXPECT_NEAR(mc.mean_system, mp.mean_system, 1e-11);
+    EXPECT_NEAR(mc.mean_response, mp.mean_response, 1e-10);
+    ASSERT_EQ(mc.classes.size(), 2u);
+    EXPECT_NEAR(mc.classes[0].arrival_rate, 0.3 * mp.arrival_rate, 1e-15);
+    double lost = 0, in = 0;
+    for (const ClassMetrics& k : mc.classes) lost += k.loss * k.arrival_rate, in += k.mean_queue;
+    EXPECT_NEAR(lost, mp.loss * mp.arrival_rate, 1e-12);
+    EXPECT_NEAR(in, mp.mean_system, 1e-11);
+    // identical classes, Bernoulli arrivals: the random-order approximation is exact
+    EXPECT_NEAR(mc.classes[0].throughput_share, 0.3, 1e-11);
+    EXPECT_NEAR(mc.classes[0].mean_response, mp.mean_response, 1e-10);
+  }
+  Model three = c;
+  TrafficClass x = b;
+  x.name = "x", x.share = {0.2};
+  three.classes[1].share = {0.5};
+  three.classes.push_back(x);
+  try {
+    build_chain(three);
+    FAIL() << "three classes accepted by the chain";
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), "class");
+  }
+  Model big = c;
+  big.buffer = 20;
+  BuildOptions ex;
+  ex.classes = ClassChain::Exact;
+  try {
+    build_chain(big, ex);
+    FAIL() << "an exact chain of 2^21 sequences accepted";
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), "model.buffer");
+  }
+}

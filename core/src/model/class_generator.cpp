@@ -569,15 +569,20 @@ std::unique_ptr<TransitionGenerator> class_generator(const Model& md, ClassChain
   }
   const double A = static_cast<double>(types.size());
   double seqs = 0.0, term = 1.0;
-  for (int n = 0; n <= md.buffer; ++n, term *= A) seqs += term;
-  if (seqs > kMaxExactSequences || std::pow(A, md.buffer) > 9e15)
-    fail_param("model.buffer",
-               detail::cat("small enough for the exact class chain: sum_{n=0..N} A^n <= ", kMaxExactSequences,
-                           " sequences with A = ", types.size(), " packet types (classes x compared flows x "
-                           "ECN bits), i.e. N <= ", static_cast<int>(std::floor(std::log(kMaxExactSequences) /
-                                                                                std::log(std::max(A, 2.0)))),
-                           " here (classes = \"approx\" has no such bound)"),
-               md.buffer);
+  int n_max = -1;  // the largest buffer within the bound
+  for (int n = 0;; ++n, term *= A) {
+    seqs += term;
+    if (seqs <= kMaxExactSequences) n_max = n;
+    if (n == md.buffer && (seqs > kMaxExactSequences || std::pow(A, md.buffer) > 9e15)) {
+      fail_param("model.buffer",
+                 detail::cat("small enough for the exact class chain: sum_{n=0..N} A^n <= ", kMaxExactSequences,
+                             " sequences with A = ", types.size(),
+                             " packet types (class x compared flow x ECN bit), i.e. N <= ", n_max,
+                             " here (classes = \"approx\" has no such bound)"),
+                 md.buffer);
+    }
+    if (n >= md.buffer) break;
+  }
   space.add(component::sequence, static_cast<int32_t>(std::llround(std::pow(A, md.buffer))), /*coarsen=*/false);
   ExactContent x(md, space, types);
   return std::make_unique<ClassSlotGenerator<ExactContent>>(md, space, std::move(variants), std::move(x));
