@@ -210,13 +210,16 @@ def test_mmbp_shares_per_modulator_state():
         assert abs(r.classes[c].arrival_rate - lam) <= 4 * r.classes[c].ci["arrival_rate"] + 1e-9
 
 
-def test_fdynamic_autored_is_simulable_and_refused_by_the_chain():
+def test_fdynamic_autored_is_simulable_and_refused_by_the_class_chain():
     aqm = {"weight": "autored", "dynamic_max_th": True, "flow_compare": True, "p_max": 0.7, "max_th_growth": 0.4}
     m = model(aqm, [{"name": "tcp", "share": 0.7, "flows": 5}, {"name": "udp", "share": 0.3}])
     r = aqmchain.simulate(m, **SIM)
     assert r.mean_max_th >= 12 and r.loss_flow_compare > 0 and 0 < r.fairness <= 1
+    # the plain chain combines AutoRED's weight with dynamic max_th; the class chains do not
+    # combine the stateful AQM (docs/classes.md)
+    assert aqmchain.build_chain(model({"weight": "autored", "dynamic_max_th": True})).n > 0
     with pytest.raises(aqmchain.ModelError) as e:
-        aqmchain.build_chain(model({"weight": "autored", "dynamic_max_th": True}))
+        aqmchain.build_chain(m)
     assert e.value.param == "aqm.dynamic_max_th"
 
 
