@@ -244,8 +244,10 @@ class StationaryResult:
                 "mean_p_max": self.mean_p_max} if self.p_max_pmf is not None else {}),
             **({"max_th_values": lst(self.max_th_values), "max_th_pmf": lst(self.max_th_pmf),
                 "mean_max_th": self.mean_max_th} if self.max_th_pmf is not None else {}),
-            "classes": {name: k.to_dict() for name, k in self.classes.items()},
-            "class_chain": self.class_chain,
+            # as simulate: per-class output for models with [[class]] tables, modified RED or the
+            # flow comparison (a classless model's one class repeats the top level)
+            **({"classes": {name: k.to_dict() for name, k in self.classes.items()}, "class_chain": self.class_chain}
+               if len(self.model.classes) or self.class_chain != "single" else {}),
             **({"grid": self.grid} if self.grid is not None else {}),
             **(self.error_estimate.to_json() if self.error_estimate is not None else {}),
             "solver": {
