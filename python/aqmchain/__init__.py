@@ -37,7 +37,18 @@ from ._core import (  # noqa: E402
 )
 from .modelfile import load_config, load_model, model_from_dict, model_to_dict
 from .optimize import OPTIMIZE_METHODS, OptimizeResult, optimize
+from . import plots  # noqa: E402  (matplotlib is imported by the plot functions, not here)
 from .policies import PolicyComparison, compare_policies
+from .selfsim import (
+    HURST_ESTIMATORS,
+    HurstEstimate,
+    aggregated_variance,
+    arrival_trace,
+    estimate_hurst,
+    expected_rs,
+    hurst_from_trace,
+    rescaled_range,
+)
 from .scenario import load_scenario, make_scenario
 from .simulation import Comparison, SimulationResult, compare, simulate, simulate_scenario
 from .stationary import (
@@ -68,4 +79,6 @@ __all__ = [
     "solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS",
     "simulate_scenario", "EnsembleOptions", "EnsembleResult",
     "optimize", "OptimizeResult", "OPTIMIZE_METHODS",
+    "plots", "HURST_ESTIMATORS", "HurstEstimate", "estimate_hurst", "hurst_from_trace", "arrival_trace",
+    "aggregated_variance", "rescaled_range", "expected_rs",
 ]

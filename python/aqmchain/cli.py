@@ -72,6 +72,16 @@ def _write_json(path: str, payload: dict, option: str = "--json") -> None:
     _write(option, path, json.dumps(_output.json_safe(payload), indent=1, allow_nan=False) + "\n")
 
 
+def _save_figure(option: str, fig, path: str) -> None:
+    """Write a matplotlib Figure (format from the suffix, PNG by default); a write error is bad input."""
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as exc:
+        e = _core.ModelError(f"option '{option}': cannot write '{path}': {exc.strerror or exc}")
+        e.param = option
+        raise e from None
+
+
 def _capped_dict(result) -> dict:
     """result.to_dict() with the pmfs capped (see docs/model-file.md, "Output")."""
     short, info = _output.capped(result)
@@ -101,6 +111,7 @@ def _sim_kwargs(args: argparse.Namespace) -> dict:
 
 def _cmd_solve(args: argparse.Namespace) -> int:
     _check_output("--json", args.json)
+    _check_output("--plot", args.plot)
     model, solver = _config(args)
     if args.method is not None:
         solver["method"] = args.method
@@ -142,6 +153,16 @@ def _cmd_solve(args: argparse.Namespace) -> int:
                   + result.error_estimate.table(), file=_summary_stream(args))
     if args.json:
         _write_json(args.json, _capped_dict(result))
+    if args.plot:
+        from matplotlib.figure import Figure
+
+        from . import plots
+
+        fig = Figure(figsize=(12, 4.6), layout="constrained")
+        left, right = fig.subplots(1, 2)
+        plots.queue_pmf(result, ax=left, name=Path(args.model).name)
+        plots.heatmap(result, ax=right, name=Path(args.model).name)
+        _save_figure("--plot", fig, args.plot)
     return EXIT_OK
 
 
@@ -171,24 +192,24 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     print(cmp.table())
     print(f"max |z| = {cmp.max_abs_z():.2f}" + (" (over the metrics where z is defined)" if cmp.undefined() else ""))
     if args.plot:
-        try:
-            cmp.plot(args.plot)
-        except OSError as exc:
-            e = _core.ModelError(f"option '--plot': cannot write '{args.plot}': {exc.strerror or exc}")
-            e.param = "--plot"
-            raise e from None
+        _save_figure("--plot", cmp.plot(name=Path(args.model).name), args.plot)
         print(f"queue pmf overlay written to {args.plot}")
     return EXIT_OK
 
 
 def _cmd_policies(args: argparse.Namespace) -> int:
     _check_output("--json", args.json)
+    _check_output("--plot", args.plot)
     model, solver = _config(args)
     args.memory_limit_gb = solver.get("memory_limit_gb")
     cmp = compare_policies(model, **solver)
     print(cmp.table(), file=_summary_stream(args))
     if args.json:
         _write_json(args.json, {"policies": cmp.rows(), "note": cmp.note()})
+    if args.plot:
+        from .plots import response_pmf
+
+        _save_figure("--plot", response_pmf(cmp, name=Path(args.model).name), args.plot)
     return EXIT_OK
 
 
@@ -256,6 +277,57 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     return EXIT_OK if result.success else EXIT_SOLVE
 
 
+def _parse_range(option: str, text: str) -> tuple[float, float]:
+    """'LO:HI' in slots; each side a number or a power of two written 2^K."""
+    def one(v: str) -> float:
+        v = v.strip()
+        if v.startswith("2^"):
+            return 2.0 ** float(v[2:])
+        return float(v)
+
+    try:
+        lo, hi = (one(v) for v in text.split(":"))
+    except ValueError:
+        raise _opt_error(option, "LO:HI (slots; numbers or 2^K), e.g. 1:2^20", text) from None
+    return lo, hi
+
+
+def _cmd_hurst(args: argparse.Namespace) -> int:
+    from .selfsim import HURST_ESTIMATORS, estimate_hurst
+
+    for opt in ("--json", "--plot"):
+        _check_output(opt, getattr(args, opt[2:]))
+    model, _ = _config(args)
+    rng = _parse_range("--range", args.range) if args.range else None
+    names = list(HURST_ESTIMATORS) if args.estimator == "all" else [args.estimator]
+    kw = {"slots": args.slots, "replications": args.replications, "seed": args.seed}
+    out = []
+    for name in names:
+        if name == "asymptotic" and not (model.source.kind == "ssmp" and model.source.q > 1
+                                         and model.source.a > model.source.q ** 2):
+            if args.estimator == "all":
+                continue
+        out.append(estimate_hurst(model.source, name, range=rng if name != "asymptotic" else None, **kw))
+    if not args.quiet:
+        stream = _summary_stream(args)
+        print(f"source: {out[0].source}, mean rate {model.source.mean_rate():.6g} arrivals per slot", file=stream)
+        for e in out:
+            print("  " + e.summary().replace("\n", "\n    "), file=stream)
+    if args.json:
+        _write_json(args.json, {"source": out[0].source, "estimates": [e.to_dict() for e in out]})
+    if args.plot:
+        from matplotlib.figure import Figure
+
+        from .plots import local_hurst, variance_time
+
+        fig = Figure(figsize=(12, 4.6), layout="constrained")
+        left, right = fig.subplots(1, 2)
+        variance_time(next(e for e in out if e.estimator != "asymptotic"), ax=left)
+        local_hurst(out, ax=right)
+        _save_figure("--plot", fig, args.plot)
+    return EXIT_OK
+
+
 def _parse_times(text: str, integer: bool) -> list[float]:
     """--times: "10,100,1000", "log:START:STOP:NUM" or "lin:START:STOP:NUM"."""
     try:
@@ -311,12 +383,8 @@ def _cmd_transient(args: argparse.Namespace) -> int:
                                  [repr(float(result.metrics[m][k])) for m in TRANSIENT_METRICS]))
         _write("--csv", args.csv, "\n".join(rows) + "\n")
     if args.plot:
-        fig = result.plot()
-        fig.axes[0].set_title(Path(args.model).name + (f" + {Path(args.scenario).name}" if args.scenario else ""))
-        try:
-            fig.savefig(args.plot, dpi=120, bbox_inches="tight")
-        except OSError as exc:
-            raise _opt_error("--plot", "a writable PNG path", f"{args.plot} ({exc.strerror or exc})") from None
+        fig = result.plot(name=Path(args.model).name + (f" + {Path(args.scenario).name}" if args.scenario else ""))
+        _save_figure("--plot", fig, args.plot)
     if not args.quiet:
         i = result.info
         steady = [f"{t:g}" for t in i.steady_at if t >= 0]
@@ -344,6 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--error-estimate", dest="error_estimate", action="store_true",
                    help="also solve on grids with 2x and 4x the avg steps and extrapolate every metric to step 0 "
                         "(value, extrapolated, error; JSON key error_estimate)")
+    s.add_argument("--plot", metavar="PNG",
+                   help="write the queue pmf (log scale) and the heat map of the stationary (q, avg) law")
     s.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     s.set_defaults(func=_cmd_solve)
     def sim_args(sp: argparse.ArgumentParser, slots: int) -> None:
@@ -362,12 +432,14 @@ def build_parser() -> argparse.ArgumentParser:
     si.set_defaults(func=_cmd_simulate)
     co = sub.add_parser("compare", help="chain vs simulation: metric / analytic / simulated +- 95%% / z")
     sim_args(co, 20_000_000)
-    co.add_argument("--plot", metavar="PNG", default="compare_queue_pmf.png",
-                    help="queue pmf overlay on a log scale (default compare_queue_pmf.png; '' for none)")
+    co.add_argument("--plot", metavar="PNG",
+                    help="write the queue pmf overlay: chain line, simulation ± 95%% CI, log scale, "
+                         "min_th..max_th band (none by default)")
     co.set_defaults(func=_cmd_compare)
     po = sub.add_parser("policies", help="response times under tail, front and random drop, side by side")
     po.add_argument("model", help="TOML model file (docs/model-file.md)")
     po.add_argument("--json", metavar="OUT", help="write the table as JSON ('-' for stdout)")
+    po.add_argument("--plot", metavar="PNG", help="write the response-time pmfs, one line per policy (log scale)")
     po.set_defaults(func=_cmd_policies)
     tr = sub.add_parser("transient", help="metrics over time from an initial law, for a model or a load scenario")
     tr.add_argument("model", help="TOML model file (docs/model-file.md)")
@@ -404,6 +476,28 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--csv", metavar="OUT", help="write the trace, one row per evaluated or refused point")
     op.add_argument("-q", "--quiet", action="store_true", help="no progress lines, no summary")
     op.set_defaults(func=_cmd_optimize)
+    hu = sub.add_parser("hurst", help="Hurst parameter of the model's arrival source by several estimators",
+                        description="Hurst parameter of the arrival source of a model file. The estimators read "
+                                    "different curves over different ranges of time scales, so they give different "
+                                    "values for the same source: docs/hurst.md.",
+                        epilog="example: aqmchain hurst examples/dsred_ssmp.toml --estimator exact --range 1:2^20 "
+                               "--plot vt.png")
+    hu.add_argument("model", help="TOML model file (docs/model-file.md); only its [source] is used")
+    hu.add_argument("--estimator", default="all", choices=["all", "exact", "variance_time", "rs", "asymptotic"],
+                    help="exact: variance-time on the exact aggregated-variance curve; variance_time / rs: "
+                         "variance-time / rescaled range on simulated traces; asymptotic: the SSMP formula "
+                         "(default: all)")
+    hu.add_argument("--range", metavar="LO:HI",
+                    help="aggregation levels (block sizes) fitted, in slots, e.g. 1:2^20 (defaults: exact 1:2^20, "
+                         "variance_time 1:SLOTS/64, rs 16:SLOTS/16)")
+    hu.add_argument("--slots", type=int, default=2**20, help="slots per simulated trace (2^20)")
+    hu.add_argument("--replications", type=int, default=8, help="simulated traces; the 95%% CI is over them (8)")
+    hu.add_argument("--seed", type=int, default=1, help="seed of the first trace (1)")
+    hu.add_argument("--json", metavar="OUT", help="write the estimates and their curves ('-' for stdout)")
+    hu.add_argument("--plot", metavar="PNG", help="write the variance-time (or R/S) plot of the first estimator and "
+                                                  "the local H(m) of all")
+    hu.add_argument("-q", "--quiet", action="store_true")
+    hu.set_defaults(func=_cmd_hurst)
     e = sub.add_parser("estimate", help="upper bounds on states, transitions and memory, without building")
     e.add_argument("model", help="TOML model file (docs/model-file.md)")
     e.set_defaults(func=_cmd_estimate)
