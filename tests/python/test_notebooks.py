@@ -1,4 +1,4 @@
-"""Every notebook in notebooks/ runs from top to bottom (its code cells, in order, in one
+"""Every notebook in docs/notebooks/ runs from top to bottom (its code cells, in order, in one
 fresh interpreter with a non-interactive matplotlib backend)."""
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "docs" / "notebooks").glob("*.ipynb"))
 
 
 def test_there_are_notebooks():
