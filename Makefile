@@ -7,8 +7,8 @@ VENV     := .venv
 VPY      := $(VENV)/bin/python
 JOBS     ?= 2
 APT_PKGS := g++ make cmake ninja-build pkg-config libsuitesparse-dev libarpack2-dev libeigen3-dev libgtest-dev libopenblas0-pthread
-PY_MODS  := numpy scipy pybind11 scikit_build_core pytest matplotlib hypothesis
-PIP_PKGS := numpy scipy pybind11 scikit-build-core pytest matplotlib hypothesis
+PY_MODS  := numpy scipy pybind11 scikit_build_core pytest matplotlib hypothesis dask distributed pandas tqdm
+PIP_PKGS := numpy scipy pybind11 scikit-build-core pytest matplotlib hypothesis dask distributed pandas tqdm
 
 .PHONY: all deps sysdeps pydeps build build-py build-cpp test test-cpp test-py sanitize demo bench clean
 
