@@ -7,8 +7,8 @@ VENV     := .venv
 VPY      := $(VENV)/bin/python
 JOBS     ?= 2
 APT_PKGS := g++ make cmake ninja-build pkg-config libsuitesparse-dev libarpack2-dev libeigen3-dev libgtest-dev libopenblas0-pthread
-PY_MODS  := numpy scipy pybind11 scikit_build_core pytest matplotlib hypothesis
-PIP_PKGS := numpy scipy pybind11 scikit-build-core pytest matplotlib hypothesis
+PY_MODS  := numpy scipy pybind11 scikit_build_core pytest matplotlib hypothesis dask distributed pandas tqdm
+PIP_PKGS := numpy scipy pybind11 scikit-build-core pytest matplotlib hypothesis dask distributed pandas tqdm
 # the documentation site (`make docs`, part of `make test`): import names and PyPI names
 DOC_MODS := mkdocs material mkdocstrings mkdocstrings_handlers.python
 DOC_PKGS := mkdocs mkdocs-material mkdocstrings[python]

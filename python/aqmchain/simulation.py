@@ -48,6 +48,24 @@ class SimulationResult:
         self.observations, self.seconds = raw.observations, raw.seconds
         self.slots_per_second, self.threads = raw.slots_per_second, raw.threads
 
+    @property
+    def warmup(self) -> int:
+        """Slots discarded per replication (the default is slots // 10)."""
+        w = int(self.options.warmup)
+        return int(self.options.slots) // 10 if w < 0 else w
+
+    def __repr__(self) -> str:
+        return (f"<SimulationResult mean_queue={self.mean_queue:.6g} ± {self.ci['mean_queue']:.2g} "
+                f"loss={self.loss:.6g} ± {self.ci['loss']:.2g} slots={self.options.replications} x "
+                f"{self.options.slots} seed={self.options.seed}>")
+
+    def _repr_html_(self) -> str:
+        from ._objects import html_table
+
+        rows = [(ln[:ln.index("  ")].strip(), ln[ln.index("  "):].strip()) if "  " in ln else (ln, "")
+                for ln in self.summary().splitlines()]
+        return html_table("aqmchain simulation (95 % intervals)", rows)
+
     def to_dict(self) -> dict[str, Any]:
         fin = lambda v: float(v) if np.isfinite(v) else None  # noqa: E731  (JSON has no infinity)
         d: dict[str, Any] = {name: fin(getattr(self, name)) for name in SCALARS}
@@ -57,7 +75,7 @@ class SimulationResult:
         for name in ("queue_pmf", "system_pmf", "response_pmf"):
             d[name] = [float(v) for v in getattr(self, name)]
         d["ci"] = {k: [fin(x) for x in v] if isinstance(v, list) else fin(v) for k, v in self.ci.items()}
-        d["simulation"] = {"slots": int(self.options.slots), "warmup": int(self.options.warmup),
+        d["simulation"] = {"slots": int(self.options.slots), "warmup": self.warmup,
                            "replications": int(self.options.replications), "seed": int(self.options.seed),
                            "batches": int(self.options.batches), "discretised": bool(self.options.discretised),
                            "measured_slots": int(self.measured_slots), "served_packets": int(self.served_packets),
@@ -75,7 +93,7 @@ class SimulationResult:
             elif not np.isfinite(hw):
                 lines.append(f"{n:<{w}}  {v:.6g} (no interval: {_UNDEFINED_WHY.get(n, 'no observation')})")
             else:
-                lines.append(f"{n:<{w}}  {v:.6g} +- {hw:.2g}")
+                lines.append(f"{n:<{w}}  {v:.6g} ± {hw:.2g}")
         if self.arrival_rate == 0:
             lines.append("no packet arrived in the measured slots: per-arrival metrics and response times are "
                          "undefined (reported as 0 without an interval)")
@@ -188,6 +206,22 @@ class Comparison:
         elif self.undefined():
             lines.append(f"z n/a (no event observed in the simulation): {', '.join(self.undefined())}")
         return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Comparison of {len(self.rows)} metrics, max |z| = {self.max_abs_z():.2f}>"
+
+    def _repr_html_(self) -> str:
+        from ._objects import html_table
+
+        return html_table("chain vs simulation (95 % intervals, z-scores)",
+                          [(ln[:16].strip(), ln[16:].strip()) for ln in self.table().splitlines()])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as JSON-ready data: one row per metric and max |z|."""
+        fin = lambda v: float(v) if v is not None and np.isfinite(v) else None  # noqa: E731
+        return {"metrics": [{"metric": n, "analytic": fin(a), "simulated": fin(s), "half_width": fin(hw), "z": fin(z)}
+                            for n, a, s, hw, z in self.rows],
+                "max_abs_z": self.max_abs_z(), "z_undefined": self.undefined()}
 
     def plot(self, path: str | None = None, *, ax: Any = None, name: str | None = None) -> Any:
         """The queue pmf overlay (chain line, simulation points with 95 % bars, log scale,
