@@ -300,8 +300,15 @@ def transient(result: Any, *, ax: Any = None, metrics: Sequence[str] = ("mean_qu
             v, hw = np.asarray(getattr(simulated, m)), np.asarray(getattr(simulated, m + "_hw"))
             ax.fill_between(st, v - hw, v + hw, color=line.get_color(), alpha=0.25, lw=0,
                             label=f"{m.replace('_', ' ')}, simulation ± 95 % CI")
-    for b in list(result.phase_boundaries)[1:-1]:
+    bounds = list(result.phase_boundaries)
+    for b in bounds[1:-1]:
         ax.axvline(b, color="0.5", lw=0.8, ls="--")
+    labels = list(getattr(result, "phase_labels", []) or [])
+    if len(labels) > 1 and any(labels):
+        for (a, b), lab in zip(zip(bounds[:-1], bounds[1:]), labels):
+            if lab:
+                ax.annotate(lab, (0.5 * (a + b), 1.0), xycoords=("data", "axes fraction"), xytext=(0, -3),
+                            textcoords="offset points", ha="center", va="top", fontsize=8, color="0.3")
     unit = "time units" if result.continuous else "slots"
     ax.set_xlabel(f"time ({unit})")
     packets = all(m in ("mean_queue", "mean_avg", "mean_system", "var_queue") for m in metrics)
