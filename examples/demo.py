@@ -1,4 +1,5 @@
-"""`make demo`: solve the seeds' RED queue and print it beside the published row.
+"""`make demo`: solve the RED queue of "Implementation of modified AQM mechanisms in IP routers"
+and print it beside the published row.
 
 Model: the RED queue of Domanska, Domanski and Czachorski, Bernoulli(0.5) arrivals, geometric
 service mu = 0.5, buffer 250, RED min_th 100, max_th 200, p_max 0.1, w = 0.07, avg

@@ -381,8 +381,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
             return EXIT_OK
     if args.quiet:
         return EXIT_OK
-    comps = ", ".join(f"{k} {v}" for k, v in info["components"].items())
+    comps = ", ".join(f"{k} {v}" for k, v in info.get("refined_bounds", info)["components"].items())
     lines = [f"model {args.model}: components {comps}"]
+    bounds = info.get("refined_bounds", info)
     if info["exact"]:
         lines.append(f"reachable states  {info['reachable_states']:,} (exact, explored in "
                      f"{info['explore_seconds']:.2f} s)")
@@ -391,8 +392,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
         lines.append(f"reachable states  at most {info['reachable_bound']:,} (bound; --explore always for the "
                      "exact count)")
         lines.append(f"transitions       at most {info['max_nnz']:,}")
-    lines.append(f"product space     {info['product_states']:,} states")
-    lines.append(f"builder memory    at most {info['bytes'] / 1e9:.3g} GB")
+    lines.append(f"product space     {bounds['product_states']:,} states")
+    lines.append(f"builder memory    at most {bounds['bytes'] / 1e9:.3g} GB")
     if "grid" in info:
         g = info["grid"]
         lines.append(f"automatic grid    {g.get('points')} avg points after the pre-solve "
@@ -419,7 +420,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     params = [p.strip() for p in args.params.split(",") if p.strip()]
     starts: object = args.starts
     if args.starts in ("paper", "seed000"):
-        starts = "seed000"
+        starts = "paper"
     elif args.starts != "current":
         starts = [_floats("--starts", pt) for pt in args.starts.split(";") if pt.strip()]
     bounds = {}
@@ -586,8 +587,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         fig.axes[0].set_title(f"{Path(args.model).name}: " + fig.axes[0].get_title())
         _save_figure("--plot", fig, args.plot)
     if not args.quiet:
-        _say(args, result.table([m for m in ("mean_queue", "loss", "mean_response", args.metric)
-                                 if m in result.columns][:4] if "mean_queue" in result.columns else ()))
+        shown = list(dict.fromkeys(m for m in ("mean_queue", "loss", "mean_response", args.metric)
+                                   if m in result.columns))
+        _say(args, result.table(shown))
         _say(args, result.summary())
     for _, row in result.failed.iterrows():
         where = ", ".join(f"{k} = {row[k]!r}" for k in result.sweep_keys)

@@ -272,6 +272,12 @@ class StationaryResult:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
 
+    def __copy__(self) -> "StationaryResult":
+        """A shallow copy that keeps the chain (pickling alone leaves it behind)."""
+        out = object.__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        return out
+
     def _need_chain(self) -> _core.Chain:
         if self.chain is None:
             raise ValueError("this result was pickled without its chain (e.g. it came back from a Dask worker); "

@@ -286,7 +286,7 @@ void define_aqm_grid_model(py::module_& m) {
           "Defaults of the automatic grid's options (written once, in the core).")
       .def("resolve", &GridSpec::resolve, py::arg("buffer"));
   m.def("redwm_s_grid", &redwm_s_grid, py::arg("model"),
-        "The chain's grid for REDwM's s (SPEC 2.3): [0] for an EWMA model.");
+        "The chain's grid for REDwM's s (docs/redwm.md): [0] for an EWMA model.");
 
   m.def(
       "graded_points",
