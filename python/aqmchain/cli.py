@@ -30,7 +30,7 @@ from .simulation import SCALARS as SIM_SCALARS
 from .simulation import Comparison, simulate
 from .scenario import load_scenario
 from .stationary import METHODS, SCALAR_METRICS, NonConvergenceError, solve_stationary
-from .transient import TRANSIENT_METHODS, TRANSIENT_METRICS, solve_transient, time_grid
+from .transient import TRANSIENT_METHODS, solve_transient, time_grid
 
 EXIT_OK, EXIT_INPUT, EXIT_SOLVE, EXIT_INTERRUPTED = 0, 2, 3, 130
 GIB = 1024.0**3
@@ -389,8 +389,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
                      f"{info['explore_seconds']:.2f} s)")
         lines.append(f"transitions       at most {info['transitions_bound']:,}")
     else:
-        lines.append(f"reachable states  at most {info['reachable_bound']:,} (bound; --explore always for the "
-                     "exact count)")
+        loose = "" if info.get("bound_tight", True) else ", a loose bound"
+        lines.append(f"reachable states  at most {info['reachable_bound']:,} (bound{loose}; --explore always for "
+                     "the exact count)")
         lines.append(f"transitions       at most {info['max_nnz']:,}")
     lines.append(f"product space     {bounds['product_states']:,} states")
     lines.append(f"builder memory    at most {bounds['bytes'] / 1e9:.3g} GB")
@@ -510,11 +511,11 @@ def _cmd_transient(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(args, payload)
     if args.csv:
-        cols = ["time", "phase", *TRANSIENT_METRICS]
+        names = list(result.metrics)  # the fixed metrics, then a stateful AQM's components
         rows = []
         for k, t in enumerate(result.times):
-            rows.append([float(t), int(result.phase[k])] + [float(result.metrics[m][k]) for m in TRANSIENT_METRICS])
-        _write("--csv", args.csv, _csv_text(cols, rows))
+            rows.append([float(t), int(result.phase[k])] + [float(result.metrics[m][k]) for m in names])
+        _write("--csv", args.csv, _csv_text(["time", "phase", *names], rows))
     if args.plot:
         fig = result.plot()
         fig.axes[0].set_title(Path(args.model).name + (f" + {Path(args.scenario).name}" if args.scenario else ""))
