@@ -473,8 +473,11 @@ def sweep(model: Any, params: Any, *, simulate: bool = False, sim_options: dict 
 
     from .modelfile import load_document, model_from_dict, model_to_dict
 
+    carried: dict = {}
     if isinstance(model, _core.Model):
-        doc, time_kind = model_to_dict(model), model.time
+        from .modelfile import solver_options
+
+        doc, time_kind, carried = model_to_dict(model), model.time, solver_options(model)
     elif isinstance(model, dict):
         doc = copy.deepcopy(model)
         time_kind = model_from_dict(doc)[0].time
@@ -488,7 +491,7 @@ def sweep(model: Any, params: Any, *, simulate: bool = False, sim_options: dict 
         from .modelfile import set_key
 
         set_key(copy.deepcopy(doc), k, points[0][keys.index(k)])
-    solver = dict(solver or {})
+    solver = {**carried, **(solver or {})}  # a loaded model's [solver] table, under the options given
     sim = None
     if simulate:
         sim = {"threads": 1, **(sim_options or {})}
