@@ -667,7 +667,8 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 def _sub(sub, name: str) -> argparse.ArgumentParser:
     desc, examples = COMMANDS[name]
     epilog = "examples (from the repository root):\n" + "\n".join(f"  {e}" for e in examples)
-    return sub.add_parser(name, help=desc, description=desc[0].upper() + desc[1:] + ".", epilog=epilog,
+    return sub.add_parser(name, help=desc.replace("%", "%%"), description=desc[0].upper() + desc[1:] + ".",
+                          epilog=epilog,
                           formatter_class=_Formatter, aliases=_ALIASES.get(name, []))
 
 

@@ -81,6 +81,17 @@ def test_help_example_runs_when_pasted(tmp_path, monkeypatch, command, example):
             assert (tmp_path / f"{argv[argv.index('--prism') + 1]}.{ext}").stat().st_size > 0
 
 
+def test_top_level_help_lists_every_command():
+    code, out, err = run_cli("--help")
+    assert code == 0 and TRACEBACK not in err, err
+    for name in cli.COMMANDS:
+        assert name in out
+    assert "130" in out  # the exit codes
+    for name in cli.COMMANDS:
+        code, out, err = run_cli(name, "--help")
+        assert code == 0 and "examples (from the repository root):" in out, (name, err)
+
+
 def test_version():
     code, out, err = run_cli("--version")
     assert code == 0 and out.strip() == f"aqmchain {aqmchain.__version__}"
