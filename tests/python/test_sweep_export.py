@@ -107,6 +107,19 @@ def test_sweep_rejects_bad_keys_before_running():
     assert aqmchain.sweep.__module__ == "aqmchain.sweep"
 
 
+def test_scheduler_from_the_environment(monkeypatch):
+    from importlib import import_module
+
+    mod = import_module("aqmchain.sweep")
+    monkeypatch.setenv(mod.SCHEDULER_ENV, "sync")
+    assert mod.resolve_scheduler(None) == "sync"
+    res = aqmchain.sweep(base_model(), {"aqm.policy": ["tail", "front"]})  # no cluster started
+    assert list(res["status"]) == ["ok", "ok"] and res.loc[1, "mean_response"] < res.loc[0, "mean_response"]
+    assert "<table" in res._repr_html_() and "aqmchain sweep" in res._repr_html_()
+    monkeypatch.delenv(mod.SCHEDULER_ENV)
+    assert mod.resolve_scheduler(None) == "local"
+
+
 def test_parse_values():
     from importlib import import_module
 
