@@ -143,6 +143,21 @@ def _replace(self: _core.Model, **sections: dict) -> _core.Model:
     return replace(self, **sections)
 
 
+def _chain_repr(c: _core.Chain) -> str:
+    comps = ", ".join(f"{x.name}={x.size}" for x in c.space.components)
+    what = "P" if c.time == "discrete" else "G"
+    return f"<Chain {c.n} states, {c.nnz} nonzeros in {what}, components {comps}>"
+
+
+def _scenario_repr(s: _core.Scenario) -> str:
+    return "Scenario([" + ", ".join(repr(p) for p in s.phases) + "])"
+
+
+def _hurst_repr(h: Any) -> str:
+    return (f"<HurstReport asymptotic={h.asymptotic:.4g}{'' if h.asymptotic_valid else ' (not valid)'} "
+            f"variance_time={h.variance_time:.4g}>")
+
+
 def install() -> None:
     if getattr(_core, "_objects_installed", False):
         return
@@ -153,6 +168,9 @@ def install() -> None:
     _core.Aqm.__repr__ = _aqm_repr
     _core.GridSpec.__repr__ = _grid_repr
     _core.DropFunction.__repr__ = _drop_repr
+    _core.Chain.__repr__ = _chain_repr
+    _core.Scenario.__repr__ = _scenario_repr
+    _core.HurstReport.__repr__ = _hurst_repr
     copyreg.pickle(_core.Model, _reduce_model)
     copyreg.pickle(_core.SimOptions, _reduce_simoptions)
 

@@ -52,13 +52,62 @@ class _Null:
     total = None
 
 
+class _Ticking:
+    """A tqdm bar that appears after ``delay`` seconds and is redrawn four times a second from a
+    thread, so that its elapsed time moves while the core works on one long call."""
+
+    def __init__(self, total: float | None, desc: str, unit: str, delay: float):
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, delay=1e9, dynamic_ncols=True,
+                         leave=False)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(delay,), name="aqmchain-progress", daemon=True)
+        self._thread.start()
+
+    def _run(self, delay: float) -> None:
+        if self._stop.wait(delay):
+            return
+        try:
+            every = 0.25 if sys.stderr.isatty() else 5.0  # a log file (AQMCHAIN_PROGRESS=1) gets fewer lines
+        except (AttributeError, ValueError):
+            every = 5.0
+        while True:
+            with self._lock:
+                self._bar.refresh()
+            if self._stop.wait(every):
+                return
+
+    @property
+    def n(self) -> float:
+        return self._bar.n
+
+    def update(self, n: float = 1) -> None:
+        with self._lock:
+            self._bar.update(n)
+
+    def set_description_str(self, s: str, refresh: bool = False) -> None:
+        with self._lock:
+            self._bar.set_description_str(s, refresh=False)
+
+    def set_postfix_str(self, s: str = "", refresh: bool = False) -> None:
+        with self._lock:
+            self._bar.set_postfix_str(s, refresh=False)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        with self._lock:
+            self._bar.close()
+
+
 def bar(on: bool, total: float | None, desc: str, unit: str = "it", delay: float = DELAY) -> Any:
-    """A determinate tqdm bar on stderr (or a null bar)."""
+    """A determinate tqdm bar on stderr (or a null bar), shown after ``delay`` seconds and kept
+    moving while the work between two updates is one long call; ``close()`` it."""
     if not on:
         return _Null()
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, delay=delay, dynamic_ncols=True, leave=False)
+    return _Ticking(total, desc, unit, delay)
 
 
 @contextlib.contextmanager
@@ -78,7 +127,11 @@ def activity(on: bool, desc: str, delay: float = DELAY) -> Iterator[Any]:
         b = tqdm(total=None, desc=desc, file=sys.stderr, bar_format="{desc}: {elapsed}", leave=False,
                  dynamic_ncols=True)
         holder["bar"] = b
-        while not stop.wait(0.25):
+        try:
+            every = 0.25 if sys.stderr.isatty() else 5.0
+        except (AttributeError, ValueError):
+            every = 5.0
+        while not stop.wait(every):
             b.refresh()
         b.close()
 

@@ -31,7 +31,7 @@ from .simulation import Comparison, simulate
 from .scenario import load_scenario
 from .selfsim import HURST_ESTIMATORS
 from .stationary import METHODS, SCALAR_METRICS, NonConvergenceError, solve_stationary
-from .transient import TRANSIENT_METHODS, TRANSIENT_METRICS, solve_transient, time_grid
+from .transient import TRANSIENT_METHODS, solve_transient, time_grid
 
 EXIT_OK, EXIT_INPUT, EXIT_SOLVE, EXIT_INTERRUPTED = 0, 2, 3, 130
 GIB = 1024.0**3
@@ -401,18 +401,20 @@ def _cmd_info(args: argparse.Namespace) -> int:
             return EXIT_OK
     if args.quiet:
         return EXIT_OK
-    comps = ", ".join(f"{k} {v}" for k, v in info["components"].items())
+    comps = ", ".join(f"{k} {v}" for k, v in info.get("refined_bounds", info)["components"].items())
     lines = [f"model {args.model}: components {comps}"]
+    bounds = info.get("refined_bounds", info)
     if info["exact"]:
         lines.append(f"reachable states  {info['reachable_states']:,} (exact, explored in "
                      f"{info['explore_seconds']:.2f} s)")
         lines.append(f"transitions       at most {info['transitions_bound']:,}")
     else:
-        lines.append(f"reachable states  at most {info['reachable_bound']:,} (bound; --explore always for the "
-                     "exact count)")
+        loose = "" if info.get("bound_tight", True) else ", a loose bound"
+        lines.append(f"reachable states  at most {info['reachable_bound']:,} (bound{loose}; --explore always for "
+                     "the exact count)")
         lines.append(f"transitions       at most {info['max_nnz']:,}")
-    lines.append(f"product space     {info['product_states']:,} states")
-    lines.append(f"builder memory    at most {info['bytes'] / 1e9:.3g} GB")
+    lines.append(f"product space     {bounds['product_states']:,} states")
+    lines.append(f"builder memory    at most {bounds['bytes'] / 1e9:.3g} GB")
     if "grid" in info:
         g = info["grid"]
         lines.append(f"automatic grid    {g.get('points')} avg points after the pre-solve "
@@ -439,7 +441,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     params = [p.strip() for p in args.params.split(",") if p.strip()]
     starts: object = args.starts
     if args.starts in ("paper", "seed000"):
-        starts = "seed000"
+        starts = "paper"
     elif args.starts != "current":
         starts = [_floats("--starts", pt) for pt in args.starts.split(";") if pt.strip()]
     bounds = {}
@@ -529,11 +531,11 @@ def _cmd_transient(args: argparse.Namespace) -> int:
     if args.json:
         _write_json(args, payload)
     if args.csv:
-        cols = ["time", "phase", *TRANSIENT_METRICS]
+        names = list(result.metrics)  # the fixed metrics, then a stateful AQM's components
         rows = []
         for k, t in enumerate(result.times):
-            rows.append([float(t), int(result.phase[k])] + [float(result.metrics[m][k]) for m in TRANSIENT_METRICS])
-        _write("--csv", args.csv, _csv_text(cols, rows))
+            rows.append([float(t), int(result.phase[k])] + [float(result.metrics[m][k]) for m in names])
+        _write("--csv", args.csv, _csv_text(["time", "phase", *names], rows))
     if args.plot:
         fig = result.plot(name=Path(args.model).name + (f" + {Path(args.scenario).name}" if args.scenario else ""))
         _save_figure("--plot", fig, args.plot)
@@ -605,8 +607,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         fig.axes[0].set_title(f"{Path(args.model).name}: " + fig.axes[0].get_title())
         _save_figure("--plot", fig, args.plot)
     if not args.quiet:
-        _say(args, result.table([m for m in ("mean_queue", "loss", "mean_response", args.metric)
-                                 if m in result.columns][:4] if "mean_queue" in result.columns else ()))
+        shown = list(dict.fromkeys(m for m in ("mean_queue", "loss", "mean_response", args.metric)
+                                   if m in result.columns))
+        _say(args, result.table(shown))
         _say(args, result.summary())
     for _, row in result.failed.iterrows():
         where = ", ".join(f"{k} = {row[k]!r}" for k in result.sweep_keys)
@@ -732,9 +735,9 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
 def _sub(sub, name: str) -> argparse.ArgumentParser:
     desc, examples = COMMANDS[name]
     epilog = "examples (from the repository root):\n" + "\n".join(f"  {e}" for e in examples)
-    # the parent's command list %-formats each help ("95 % confidence" would break `aqmchain --help`)
     return sub.add_parser(name, help=desc.replace("%", "%%"), description=desc[0].upper() + desc[1:] + ".",
-                          epilog=epilog, formatter_class=_Formatter, aliases=_ALIASES.get(name, []))
+                          epilog=epilog,
+                          formatter_class=_Formatter, aliases=_ALIASES.get(name, []))
 
 
 def build_parser() -> argparse.ArgumentParser:

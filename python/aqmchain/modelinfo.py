@@ -34,7 +34,7 @@ def model_info(model: _core.Model, *, explore: bool | None = None, explore_limit
 
     Returns a dict: ``components`` (name -> size), ``product_states``, ``reachable_bound``,
     ``max_nnz``, ``bytes`` (upper bounds; an automatic grid: for its uniform 1/k grid before
-    refinement, or for the refined grid when explored), then, when explored, ``reachable_states`` (exact), ``transitions_bound``
+    refinement, and ``refined_bounds`` the same for the refined grid when explored), then, when explored, ``reachable_states`` (exact), ``transitions_bound``
     (transitions emitted while exploring, >= the matrix's nonzeros), ``explore_seconds``,
     ``grid`` (the automatic grid's report), ``exact`` (True); and for response times under
     front / random drop ``tagged_states`` (exact when explored, else ``tagged_states_bound``)
@@ -65,9 +65,11 @@ def model_info(model: _core.Model, *, explore: bool | None = None, explore_limit
                                                    "budget_limited", "presolve_states") if k in report}
             out["grid"]["presolve_seconds"] = time.perf_counter() - t0
             if report.get("refined"):  # the bounds of the chain solve will build
-                out.update(dict(_core.estimate_chain(target)))
+                refined = dict(_core.estimate_chain(target))
+                out["refined_bounds"] = {k: refined[k] for k in ("components", "product_states", "reachable_bound",
+                                                                 "max_nnz", "bytes")}
                 out["grid_note"] = (f"automatic grid refined by its pre-solve to {report.get('points')} avg points: "
-                                    "bounds and count for the refined grid")
+                                    "the count is for the refined grid, refined_bounds its bounds")
         count = _core.count_reachable(target, _limit_bytes(memory_limit_gb))
         out.update(reachable_states=int(count["states"]), transitions_bound=int(count["transitions_bound"]),
                    explore_seconds=float(count["seconds"]), exact=True)

@@ -68,7 +68,7 @@ def triple_of(model: _core.Model) -> list[float]:
 _FAILURES = (SolverError, ReducibleChainError, StateSpaceTooLarge)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)
 class OptimizeResult:
     """Outcome of :func:`optimize`.
 
@@ -95,6 +95,16 @@ class OptimizeResult:
     trace: list[dict[str, Any]]
     stopped: bool = False
     message: str = ""
+
+    def __repr__(self) -> str:
+        where = "none" if self.x is None else ", ".join(f"{k}={v:.6g}" for k, v in self.x.items())
+        return (f"<OptimizeResult {self.method} {self.objective}={self.value:.8g} at {where}; "
+                f"{self.evaluations} evaluations, {len(self.starts)} start(s)>")
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return "<pre>" + html.escape(self.summary()) + "</pre>"
 
     @property
     def success(self) -> bool:
@@ -354,11 +364,13 @@ def _starts(starts: Any, space: _Space) -> list[np.ndarray]:
     if starts is None or (isinstance(starts, str) and starts == "current"):
         return [np.array(space.current, dtype=float)]
     if isinstance(starts, str):
+        if starts == "paper":
+            starts = "seed000"
         if starts != "seed000":
-            raise _checks.model_error("starts", "'seed000', 'current', a list of points or a dict of value lists",
+            raise _checks.model_error("starts", "'paper' (or 'seed000'), 'current', a list of points or a dict of value lists",
                                       starts)
         if space.names != list(TRIPLE):
-            raise _checks.model_error("starts", "used with params='triple' ('seed000' is a grid of triples)", starts)
+            raise _checks.model_error("starts", "used with params='triple' ('paper' is a grid of triples)", starts)
         return [np.array(p, dtype=float) for p in SEED000_STARTS]
     if isinstance(starts, dict):  # a grid: the product of per-parameter value lists
         keys = [space._resolve(k) if k != "triple" else k for k in starts]
@@ -393,7 +405,7 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     ``"mean_queue"``) or a callable ``result -> float``; minimised.  ``bounds``: per parameter
     ``(lo, hi)`` (a dict by name or a list in order; the triple defaults to [0, 1] each, other
     parameters to no bound beyond the model's own validation).  ``starts``: None / "current"
-    (the model's values), ``"seed000"`` (the 10 x 10 x 10 triple grid of the REDwM paper), a
+    (the model's values), ``"paper"`` (also ``"seed000"``: the 10 x 10 x 10 triple grid of the REDwM paper), a
     list of points, or a dict of value lists (their product).  ``step``: first step per
     parameter (triple: 0.01, 0.001, 0.001; others 10 % of the value, or 0.1 at 0); ``min_step``:
     the search stops below it (default step / 64).  ``max_evals``: budget of solves over all

@@ -39,6 +39,16 @@ class PolicyComparison:
                         "method": r.response_method, "littles_law_error": r.littles_law_error})
         return out
 
+    def __repr__(self) -> str:
+        parts = [f"{r['policy']}: E[R]={r['mean_response']:.6g}" if r["mean_response"] is not None
+                 else f"{r['policy']}: E[R]=n/a" for r in self.rows()]
+        return "<PolicyComparison " + ", ".join(parts) + ">"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return "<pre>" + html.escape(self.table()) + "</pre>"
+
     def note(self) -> str | None:
         """Why response times are missing (no packet admitted), or ``None``."""
         r = self.results["tail"]

@@ -90,6 +90,22 @@ def _tail(pmf: np.ndarray) -> np.ndarray:
     return np.cumsum(pmf[::-1])[::-1]
 
 
+def stateful_observables(model: _core.Model, chain: _core.Chain) -> dict[str, np.ndarray]:
+    """The stateful AQM's quantities as functions of the state (one value per state of
+    ``chain``): ``count`` (drop spacing), ``p_max`` (adaptive RED), ``max_th`` (dynamic
+    max_th), for the components the chain has; empty for a plain model."""
+    labels = chain.labels
+    out: dict[str, np.ndarray] = {}
+    if "count" in labels:
+        out["count"] = np.asarray(labels["count"], dtype=float) - 1.0
+    if "pmax_index" in labels:
+        out["p_max"] = np.asarray(_core.stateful_info(model)["p_max_values"])[np.asarray(labels["pmax_index"])]
+    if "maxth_index" in labels:
+        hi = model.aqm.drop.hi
+        out["max_th"] = np.array([hi, hi * (1 + model.aqm.max_th_growth)])[np.asarray(labels["maxth_index"])]
+    return out
+
+
 class StationaryResult:
     """Stationary solution of a model with its metrics under the output names of docs/model-file.md.
 
@@ -271,6 +287,12 @@ class StationaryResult:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+
+    def __copy__(self) -> "StationaryResult":
+        """A shallow copy that keeps the chain (pickling alone leaves it behind)."""
+        out = object.__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        return out
 
     def _need_chain(self) -> _core.Chain:
         if self.chain is None:

@@ -207,6 +207,21 @@ def _sim_scalars(s: Any) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
+def _sigint_ignored():
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+@contextlib.contextmanager
 def _client(scheduler: Any, workers: int | None):
     """A dask.distributed Client for ``scheduler`` (closed afterwards when we made it)."""
     from dask.distributed import Client, LocalCluster
@@ -216,7 +231,9 @@ def _client(scheduler: Any, workers: int | None):
         return
     if scheduler == "local":
         n = workers or max(1, min(os.cpu_count() or 1, 4))
-        with contextlib.redirect_stdout(None):
+        # The workers ignore SIGINT (inherited at their start): Ctrl-C in a terminal reaches the
+        # whole process group, and it is this process that cancels the points and closes the cluster.
+        with _sigint_ignored(), contextlib.redirect_stdout(None):
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
                                    silence_logs=50)
         try:
@@ -456,8 +473,11 @@ def sweep(model: Any, params: Any, *, simulate: bool = False, sim_options: dict 
 
     from .modelfile import load_document, model_from_dict, model_to_dict
 
+    carried: dict = {}
     if isinstance(model, _core.Model):
-        doc, time_kind = model_to_dict(model), model.time
+        from .modelfile import solver_options
+
+        doc, time_kind, carried = model_to_dict(model), model.time, solver_options(model)
     elif isinstance(model, dict):
         doc = copy.deepcopy(model)
         time_kind = model_from_dict(doc)[0].time
@@ -471,7 +491,7 @@ def sweep(model: Any, params: Any, *, simulate: bool = False, sim_options: dict 
         from .modelfile import set_key
 
         set_key(copy.deepcopy(doc), k, points[0][keys.index(k)])
-    solver = dict(solver or {})
+    solver = {**carried, **(solver or {})}  # a loaded model's [solver] table, under the options given
     sim = None
     if simulate:
         sim = {"threads": 1, **(sim_options or {})}

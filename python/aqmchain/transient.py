@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import _checks, _core
-from .stationary import NonConvergenceError, StationaryResult, _limit_bytes, build_chain, refine_grid
+from .stationary import NonConvergenceError, StationaryResult, _limit_bytes, build_chain, refine_grid, stateful_observables
 
 __all__ = ["solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS"]
 
@@ -81,10 +81,12 @@ class TransientInfo:
 
 class TransientResult:
     """Metrics over time.  Every name in :data:`TRANSIENT_METRICS` is an attribute
-    (a numpy array over :attr:`times`); :attr:`queue_pmf` maps each requested pmf
-    time to the queue pmf there."""
+    (a numpy array over :attr:`times`), and so is every observable (``mean_p_max`` and the
+    like for a stateful AQM, the caller's); :attr:`metrics` holds them all by name;
+    :attr:`queue_pmf` maps each requested pmf time to the queue pmf there."""
 
-    def __init__(self, raw: Any, scenario: _core.Scenario, chain: _core.Chain, tol: float, build_seconds: dict):
+    def __init__(self, raw: Any, scenario: _core.Scenario, chain: _core.Chain, tol: float, build_seconds: dict,
+                 observable_names: Sequence[str] = ()):
         self.times = np.asarray(raw.times, dtype=float)
         self.phase = np.asarray(raw.phase, dtype=np.int32)
         self.phase_boundaries = np.asarray(raw.phase_boundaries, dtype=float)
@@ -92,6 +94,8 @@ class TransientResult:
         self.scenario = scenario  #: the scenario that was solved (one phase for a single model)
         self.continuous = chain.time == "continuous"
         self.metrics = {name: np.asarray(v) for name, v in zip(TRANSIENT_METRICS, raw.values)}
+        # observables (a stateful AQM's components, the caller's functions) after the fixed metrics
+        self.metrics.update({name: np.asarray(v) for name, v in zip(observable_names, raw.observable_values)})
         self.queue_pmf = {float(t): np.asarray(p) for t, p in zip(raw.pmf_times, raw.queue_pmf) if len(p)}
         self.final_law = np.asarray(raw.final_law)
         self.states = chain.n
@@ -187,7 +191,8 @@ def solve_transient(model: Any, times: Iterable[float], method: str = "auto", *,
                     krylov_dim: int | None = None, max_steps: int | None = None, max_applications: int | None = None,
                     shift_ratio: float | None = None, inner_max_iter: int | None = None,
                     project: bool = True, memory_limit_gb: float | None = None,
-                    progress: Callable[[float, float], None] | None = None) -> TransientResult:
+                    progress: Callable[[float, float], None] | None = None,
+                    observables: dict[str, Any] | None = None) -> TransientResult:
     """Metrics over time of ``model`` (a Model, a built Chain, or a Scenario / list of
     ``(duration, model[, label])`` phases) at the sorted output ``times``.
 
@@ -207,7 +212,11 @@ def solve_transient(model: Any, times: Iterable[float], method: str = "auto", *,
     ||p_t - p_{t/2}||_1 is below it (0 disables).  ``max_steps`` (slots for
     stepping; Krylov steps or Poisson chunks for the kernels, at most 1e9) /
     ``max_applications``: budgets; when one runs out :class:`NonConvergenceError` carries the partial result.
-    ``progress(t, last)`` is called after each output time.
+    ``progress(t, last)`` is called after each output time.  ``observables``: further
+    metrics over time, ``{name: f}`` with f one value per state of the chain (e.g. built
+    from ``chain.labels``); the result reports E[f] at each time under ``name``.  A
+    stateful AQM's components are reported without asking: ``mean_count``,
+    ``mean_p_max``, ``mean_max_th`` (docs/stateful-aqm.md).
     """
     if method not in TRANSIENT_METHODS:
         raise _checks.option_error("method", "one of " + ", ".join(TRANSIENT_METHODS), method)
@@ -243,11 +252,23 @@ def solve_transient(model: Any, times: Iterable[float], method: str = "auto", *,
     if progress is not None:
         opts.progress = progress
     chain = chains[0]
+    # the stateful AQM's components over time (mean_count, mean_p_max, mean_max_th), then the caller's
+    funcs = {f"mean_{k}": v for k, v in stateful_observables(chain.model, chain).items()}
+    for name, f in (observables or {}).items():
+        if not isinstance(name, str) or not name.isidentifier() or name in TRANSIENT_METRICS or name in funcs:
+            raise _checks.option_error("observables", "names that are identifiers and not metrics already reported",
+                                       name)
+        arr = np.asarray(f, dtype=float).ravel()
+        if arr.shape != (chain.n,):
+            raise _checks.option_error(f"observables['{name}']", f"one value per state ({chain.n})", arr.shape)
+        funcs[name] = arr
+    opts.observable_names = list(funcs)
+    opts.observables = [np.ascontiguousarray(v, dtype=float) for v in funcs.values()]
     raw = _core.analyse_transient(chains, scenario, _initial_law(p0, chain), t.tolist(), opts)
     rep = chain.report
     build = {"build_explore": rep["seconds_explore"], "build_assemble": rep["seconds_assemble"],
              "build_classes": rep["seconds_classes"]}
-    result = TransientResult(raw, scenario, chain, kernel.tol, build)
+    result = TransientResult(raw, scenario, chain, kernel.tol, build, opts.observable_names)
     if raw.status != "converged":
         raise NonConvergenceError(f"transient analysis stopped ({raw.method}, {raw.status}) after "
                                   f"{raw.outputs} of {len(t)} output times: {raw.note}", result)

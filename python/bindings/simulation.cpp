@@ -125,7 +125,8 @@ void define_simulator(py::module_& m) {
       {"mean_avg", &ER::mean_avg},       {"mean_avg_hw", &ER::mean_avg_hw},
       {"arrivals", &ER::arrivals},       {"arrivals_hw", &ER::arrivals_hw},
       {"losses", &ER::losses},           {"losses_hw", &ER::losses_hw},
-      {"loss_rate", &ER::loss_rate},     {"loss_rate_hw", &ER::loss_rate_hw}};
+      {"loss_rate", &ER::loss_rate},     {"loss_rate_hw", &ER::loss_rate_hw},
+      {"mean_p_max", &ER::mean_p_max},   {"mean_p_max_hw", &ER::mean_p_max_hw}};  // empty unless adaptive RED
   for (const auto& [name, field] : arrays) {
     auto f = field;
     er.def_property_readonly(name, [f](py::object self) { return view(self.cast<const ER&>().*f, self); });

@@ -28,6 +28,8 @@ void define_transient_analysis(py::module_& m) {
       .def_readwrite("kernel", &TransientAnalysisOptions::kernel)
       .def_readwrite("step", &TransientAnalysisOptions::step)
       .def_readwrite("pmf_times", &TransientAnalysisOptions::pmf_times)
+      .def_readwrite("observable_names", &TransientAnalysisOptions::observable_names)
+      .def_readwrite("observables", &TransientAnalysisOptions::observables)
       .def_property(
           "progress", [](const TransientAnalysisOptions&) { return py::none(); },
           [](TransientAnalysisOptions& o, py::object f) {
@@ -65,6 +67,11 @@ void define_transient_analysis(py::module_& m) {
       .def_property_readonly("queue_pmf", [](py::object self) {
         py::list out;
         for (const auto& v : self.cast<const TransientAnalysis&>().queue_pmf) out.append(view(v, self));
+        return out;
+      })
+      .def_property_readonly("observable_values", [](py::object self) {
+        py::list out;
+        for (const auto& v : self.cast<const TransientAnalysis&>().observable_values) out.append(view(v, self));
         return out;
       })
       .def_property_readonly("final_law", [](py::object self) { return view(self.cast<const TransientAnalysis&>().final_law, self); })

@@ -524,7 +524,8 @@ def stateful_chain(spec: dict):
         if dyn:
             P = q / N if spec.get("autored_p", "drop") == "queue" else pb_table[j][g]
             j2 = maxth_rule(j, P, q, spec["max_th"])
-        wq = filter_weight(spec, pts[g], q)
+        # AutoRED's weight reads P_t with the slot's starting cur_max_th (FDynamicAutoRED)
+        wq = filter_weight({**spec, "max_th": max_ths[j]} if dyn else spec, pts[g], q)
         y = (1 - wq) * pts[g] + wq * q
         ph2 = (ph + 1) % interval if (adaptive and exact) else 0
         if not adaptive:

@@ -170,6 +170,28 @@ def test_bad_adaptive_values(extra, param):
     assert e.value.param == param
 
 
+def test_count_bound_is_loose_and_not_refused_on_it():
+    # the count stays below about 1 / p_b(avg): its product bound is loose, so a build whose
+    # bound exceeds the budget explores and succeeds when the reachable states fit
+    doc = copy.deepcopy(SIM_DOC)
+    doc["aqm"].update(spacing="count", p_max=0.02)
+    model = aqmchain.model_from_dict(doc)[0]
+    est = aqmchain.estimate_chain(model)
+    assert not est["bound_tight"]
+    limit = est["bytes"] / 4 / 2**30
+    chain = aqmchain.build_chain(model, memory_limit_gb=limit)
+    assert chain.n < est["reachable_bound"] / 4
+    # a plain model's bound is tight: refused before exploring
+    plain = aqmchain.model_from_dict(SIM_DOC)[0]
+    pest = aqmchain.estimate_chain(plain)
+    assert pest["bound_tight"]
+    with pytest.raises(aqmchain.StateSpaceTooLarge):
+        aqmchain.build_chain(plain, memory_limit_gb=pest["bytes"] / 4 / 2**30)
+    # and a count whose reachable states do not fit is refused during the exploration
+    with pytest.raises(aqmchain.StateSpaceTooLarge, match="reachable states"):
+        aqmchain.build_chain(model, memory_limit_gb=chain.n * 50 / 2**30)
+
+
 def test_count_cap_above_count_max():
     doc = copy.deepcopy(BASE_DOC)
     doc["aqm"].update(spacing="count", p_max=0.001, count_max=50)
@@ -280,6 +302,31 @@ def test_dynamic_max_th_matrix_equals_rules(reading, spacing):
     assert set(lab["maxth_index"].tolist()) == {0, 1}
 
 
+@pytest.mark.parametrize("reading", ["drop", "queue"])
+def test_dynamic_max_th_with_autored_matrix_equals_rules(reading):
+    # FDynamicAutoRED's AQM without its flow comparison: AutoRED's weight (floor 0.01) reads
+    # P_t with the cur_max_th the slot starts with
+    spec = {"buffer": 12, "mu": 0.5, "w": 0.01, "k": 2, "mapping": "split", "source": MMBP,
+            "drop": "red", "min_th": 2, "max_th": 6, "p_max": 0.7, "dynamic_max_th": True,
+            "max_th_growth": 0.5, "autored_p": reading, "weight": "autored"}
+    chain = compare(spec)
+    assert set(aqmchain.state_labels(chain)["maxth_index"].tolist()) == {0, 1}
+    # the weight is not the floor everywhere, and the raised max_th changes it
+    static = {k: v for k, v in spec.items() if k != "weight"}
+    P, Ps = aqmchain.transition_matrix(chain), aqmchain.transition_matrix(aqmchain.build_chain(model_of(static)))
+    assert P.shape != Ps.shape or (P != Ps).nnz > 0
+
+
+def test_dynamic_max_th_with_autored_matches_discretised_simulation():
+    doc = copy.deepcopy(SIM_DOC)
+    doc["aqm"].update(p_max=0.7, w=0.02, dynamic_max_th=True, max_th_growth=0.4, weight="autored")
+    model = aqmchain.model_from_dict(doc)[0]
+    r = aqmchain.solve_stationary(model)
+    sim = aqmchain.simulate(model, slots=400_000, replications=2, seed=17, discretised=True, threads=1)
+    for name in ("mean_queue", "var_queue", "loss_aqm", "mean_max_th", "mean_avg"):
+        within(getattr(r, name), sim, name)
+
+
 def test_dynamic_max_th_never_triggered_is_plain():
     # P_t = p(avg) <= p_max = 0.3 < 0.55: cur_max_th stays at max_th
     spec = {"buffer": 12, "mu": 0.5, "w": 0.3, "k": 2, "mapping": "split", "source": MMBP, **RED}
@@ -328,3 +375,35 @@ def test_transient_scenario_with_spacing():
     with pytest.raises(aqmchain.ModelError) as e:
         aqmchain.make_scenario(doc, [{"slots": 200}, {"slots": 200, "aqm": {"p_max": 0.3}}])
     assert e.value.param.endswith(".aqm")
+    # the count's time course is reported: E[count] from the empty system (count -1)
+    assert tr.mean_count.shape == (3,) and -1.0 <= tr.mean_count[0] < tr.mean_count[2]
+
+
+def test_adaptive_load_step_p_max_over_time():
+    # adaptive RED through a load step 0.3 -> 0.7 -> 0.3: p_max starts at the model's value,
+    # falls while the load is light, climbs under the heavy load and falls again; the chain's
+    # E[p_max] over time against the ensemble that follows the chain's grids (its exact law)
+    doc = copy.deepcopy(SIM_DOC)
+    doc["aqm"].update(adaptive=True, interval=20, p_max_step=0.02, w=0.1)
+    sc = aqmchain.make_scenario(doc, [{"slots": 300, "alpha": 0.3}, {"slots": 500, "alpha": 0.75},
+                                      {"slots": 400, "alpha": 0.3}])
+    times = np.arange(20, 1201, 20)
+    tr = aqmchain.solve_transient(sc, times)
+    assert abs(tr.mean_p_max[0] - 0.2) < 0.02  # from the start value (one clock tick at most)
+    i300, i800 = 14, 39  # t = 300, 800
+    assert tr.mean_p_max[i300] < 0.15 < tr.mean_p_max[i800] and tr.mean_p_max[-1] < tr.mean_p_max[i800]
+    ens = aqmchain.simulate_scenario(sc, times, replications=600, seed=5, discretised=True, threads=1)
+    for name in ("mean_p_max", "mean_queue"):
+        hw = getattr(ens, name + "_hw")
+        z = np.abs(getattr(tr, name) - getattr(ens, name)) / np.maximum(hw, 1e-9)
+        assert np.mean(z > 1.96) < 0.15 and z.max() < 4.5, (name, z.max())
+    # the caller's own observables: P(p_max above its start)
+    above = (aqmchain.stateful_observables(sc.phases[0].model, aqmchain.build_chain(sc.phases[0].model))["p_max"]
+             > 0.2 + 1e-12)
+    tr2 = aqmchain.solve_transient(sc, times, observables={"p_max_raised": above})
+    np.testing.assert_allclose(tr2.mean_p_max, tr.mean_p_max, rtol=0, atol=1e-15)
+    assert np.all((tr2.p_max_raised >= 0) & (tr2.p_max_raised <= 1)) and tr2.p_max_raised[i800] > 0.5
+    with pytest.raises(aqmchain.OptionError):
+        aqmchain.solve_transient(sc, times, observables={"mean_queue": above})
+    with pytest.raises(aqmchain.OptionError):
+        aqmchain.solve_transient(sc, times, observables={"short": above[:3]})

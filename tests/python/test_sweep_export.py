@@ -62,6 +62,11 @@ def test_sweep_on_a_local_cluster_records_a_failing_point(client):
     res2 = aqmchain.sweep(m, {"service.mu": [0.45, 0.6]}, solver={"method": "power", "max_iter": 1},
                           scheduler=client)
     assert (res2["status"] == "failed").all() and all("did not converge" in e for e in res2["error"])
+    # a loaded model's [solver] table travels with it into the sweep
+    loaded = aqmchain.model_from_dict(dict(BASE_DOC, solver={"method": "power", "max_iter": 1}))
+    carried = aqmchain.modelfile.attach_solver(loaded[0], loaded[1])
+    res3 = aqmchain.sweep(carried, {"service.mu": [0.45]}, scheduler="sync")
+    assert res3.loc[0, "status"] == "failed"
     assert res2["mean_queue"].isna().all() and (res2["states"] > 0).all()
 
 
@@ -102,6 +107,19 @@ def test_sweep_rejects_bad_keys_before_running():
     assert aqmchain.sweep.__module__ == "aqmchain.sweep"
 
 
+def test_scheduler_from_the_environment(monkeypatch):
+    from importlib import import_module
+
+    mod = import_module("aqmchain.sweep")
+    monkeypatch.setenv(mod.SCHEDULER_ENV, "sync")
+    assert mod.resolve_scheduler(None) == "sync"
+    res = aqmchain.sweep(base_model(), {"aqm.policy": ["tail", "front"]})  # no cluster started
+    assert list(res["status"]) == ["ok", "ok"] and res.loc[1, "mean_response"] < res.loc[0, "mean_response"]
+    assert "<table" in res._repr_html_() and "aqmchain sweep" in res._repr_html_()
+    monkeypatch.delenv(mod.SCHEDULER_ENV)
+    assert mod.resolve_scheduler(None) == "local"
+
+
 def test_parse_values():
     from importlib import import_module
 
@@ -129,13 +147,21 @@ def test_sweep_cli_outputs_and_exit_3(root, tmp_path):
     assert (tmp_path / "s.png").stat().st_size > 1000
 
 
-def test_optimize_starts_on_the_sweep_machinery(client):
+def test_optimize_starts_on_the_sweep_machinery(client, tmp_path):
     m = base_model()
     kw = dict(params="aqm.w", objective="mean_queue", bounds={"aqm.w": (0.01, 0.5)}, max_evals=12)
     seq = aqmchain.optimize(m, starts=[[0.1]], **kw)
     par = aqmchain.optimize(m, starts=[[0.1]], scheduler="sync", **kw)
     assert par.x == seq.x and par.value == seq.value and par.evaluations == seq.evaluations
     assert [r["x"] for r in par.trace] == [r["x"] for r in seq.trace]
+    f = tmp_path / "m.toml"
+    f.write_text(to_toml(BASE_DOC))
+    code, out, err = run_cli("optimize", f, "--params", "aqm.w", "--objective", "mean_queue", "--bounds",
+                             "aqm.w=0.01:0.5", "--starts", "0.1", "--max-evals", "12", "--scheduler", "sync",
+                             "--json", "-", "-q")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["value"] == seq.value and doc["x"] == seq.x and doc["input_model"]["aqm"]["w"] == 0.1
     two = aqmchain.optimize(m, starts=[[0.1], [0.3]], scheduler=client, **kw)
     assert len(two.starts) == 2 and two.evaluations <= 12
     best = min((r for r in two.trace if r["status"] == "ok"), key=lambda r: r["value"])

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "aqmchain/interrupt.hpp"
 #include "aqmchain/operators/operator.hpp"
 #include "model/slot_kernel.hpp"
 
@@ -109,6 +110,7 @@ void tagged_matrix(const Chain& c, const detail::SlotKernel& K, DropPolicy pol, 
   std::vector<std::pair<int32_t, double>> row;
   double worst = 0.0;
   for (int32_t s = 0; s < c.n; ++s) {
+    if ((s & 1023) == 0) check_interrupt();  // Ctrl-C while the tagged chain is assembled
     int n, g, m;
     K.decode(c.key_of(s), n, g, m);
     for (int j = 0; j < n; ++j) {
@@ -186,6 +188,7 @@ void step_until_absorbed(const TaggedChain& tc, std::vector<double> v, const Res
   long r = 0;
   while (r < o.max_steps) {
     ++r;
+    check_interrupt();  // one step is a product with T: polling per step is free
     long double sr = 0, pr = 0;  // absorbed in this slot, read from v before the step
     for (size_t i = 0; i < v.size(); ++i) {
       sr += v[i] * tc.served[i];

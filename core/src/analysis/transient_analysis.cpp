@@ -47,6 +47,14 @@ void TransientAnalysisOptions::validate() const {
   for (double t : pmf_times)
     if (!std::isfinite(t) || t < 0.0)
       throw OptionError(detail::cat("transient option 'pmf_times' must hold finite times >= 0, got ", t));
+  if (observable_names.size() != observables.size())
+    throw OptionError(detail::cat("transient option 'observables' must have one name per function: ",
+                                  observable_names.size(), " names, ", observables.size(), " functions"));
+  for (size_t i = 0; i < observables.size(); ++i)
+    for (double v : observables[i])
+      if (!std::isfinite(v))
+        throw OptionError(detail::cat("transient option 'observables' ('", observable_names[i],
+                                      "') must hold finite values, got ", v));
 }
 
 std::vector<double> empty_system_law(const Chain& c) {
@@ -55,6 +63,9 @@ std::vector<double> empty_system_law(const Chain& c) {
   std::vector<double> weights{1.0};
   if (mod >= 0) weights = c.model.source.modulator_stationary();
   std::vector<int32_t> values(static_cast<size_t>(c.space.count()), 0);
+  // adaptive RED: p_max starts at the model's p_max, not at the lowest grid point
+  const int pm = c.space.find(component::pmax);
+  if (pm >= 0) values[static_cast<size_t>(pm)] = stateful_info(c.model).pmax_start;
   long double placed = 0.0L;
   for (size_t m = 0; m < weights.size(); ++m) {
     if (mod >= 0) values[static_cast<size_t>(mod)] = static_cast<int32_t>(m);
@@ -151,6 +162,11 @@ TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, con
   r.queue_pmf.resize(o.pmf_times.size());
   const auto& names = transient_metric_names();
   r.values.assign(names.size(), std::vector<double>(times.size(), 0.0));
+  for (size_t i = 0; i < o.observables.size(); ++i)
+    if (static_cast<int64_t>(o.observables[i].size()) != c0.n)
+      throw OptionError(detail::cat("transient option 'observables' ('", o.observable_names[i], "') must give one value per state (",
+                                    c0.n, "), got ", o.observables[i].size()));
+  r.observable_values.assign(o.observables.size(), std::vector<double>(times.size(), 0.0));
   r.phase.assign(times.size(), 0);
   r.steady_at.assign(chains.size(), -1.0);
 
@@ -166,6 +182,12 @@ TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, con
     const double v[] = {m.mean_queue, m.var_queue,  m.mean_system, m.var_system,    m.mean_avg, m.arrival_rate,
                         m.throughput, m.loss,       m.loss_aqm,    m.loss_overflow, m.mark_prob};
     for (size_t j = 0; j < names.size(); ++j) r.values[j][k] = v[j];
+    for (size_t j = 0; j < o.observables.size(); ++j) {
+      long double e = 0.0L;
+      const double* f = o.observables[j].data();
+      for (int64_t i = 0; i < c0.n; ++i) e += static_cast<long double>(law[static_cast<size_t>(i)]) * f[i];
+      r.observable_values[j][k] = static_cast<double>(e);
+    }
     r.phase[k] = ph;
     for (size_t j = 0; j < o.pmf_times.size(); ++j)
       if (o.pmf_times[j] == times[k] && r.queue_pmf[j].empty()) r.queue_pmf[j] = m.queue_pmf;

@@ -61,8 +61,6 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
                  "true with drop = '" + drop.name() + "'");
     if (adaptive.enabled)
       fail_param(p + ".dynamic_max_th", "false when aqm.adaptive = true (not combined)", "true");
-    if (weight == Weight::AutoRED)
-      fail_param(p + ".dynamic_max_th", "false when aqm.weight = 'autored' (not combined yet)", "true");
   }
   if (weight == Weight::AutoRED && adaptive.enabled)
     fail_param(p + ".weight", "static when aqm.adaptive = true (AutoRED's weight reads p(avg) with a fixed p_max)",

@@ -109,9 +109,10 @@ struct SlotKernel {
 
   /// Step 1 of a slot: the filter's targets from cell c with q waiting packets, at most
   /// 4 (REDwM: A and s mapped independently); returns their number.
-  int targets(int c, int q, int* tc, double* tp) const {
+  /// `maxth`: the cur_max_th index at the start of the slot (AutoRED's weight reads it).
+  int targets(int c, int q, int* tc, double* tp, int maxth = 0) const {
     if (redwm) return redwm_targets(c, q, tc, tp);
-    const GridTarget t = grid.map(filter.next(grid.points()[c], q));
+    const GridTarget t = grid.map(filter.next(grid.points()[c], q, maxth));
     tc[0] = t.lo, tp[0] = t.p_lo;
     if (t.p_lo >= 1.0) return 1;
     tc[1] = t.lo + 1, tp[1] = 1.0 - t.p_lo;
@@ -137,13 +138,14 @@ struct SlotKernel {
   /// Steps 1-4 of a slot from (n, cell g, m), as branches f(g2, m2, weight, a, rej, mark):
   /// with probability `weight` the filter lands on cell g2 and the modulator on m2;
   /// then an arrival happens with probability a, and is rejected (overflow or
-  /// AQM drop) with probability rej, ECN-marked with probability mark.
+  /// AQM drop) with probability rej, ECN-marked with probability mark.  `maxth` as in
+  /// targets().
   template <class F>
-  void branches(int n, int g, int m, F&& f) const {
+  void branches(int n, int g, int m, F&& f, int maxth = 0) const {
     const int q = std::max(n - 1, 0);
     int gt[4];
     double pg[4];
-    const int ng = targets(g, q, gt, pg);
+    const int ng = targets(g, q, gt, pg, maxth);
     const bool per_arrival = !filter.per_slot();
     for (const auto& [m2, pm] : mrows[m]) {
       const double a = lam[m2];
@@ -293,7 +295,7 @@ struct SlotKernel {
         if (dec > 0.0) level(g2, m2, st.after_decision, k2, w, dec, dec * ecn);
         if (none > 0.0) level(g2, m2, st.after_none, k2, w, none, none);
       }
-    });
+    }, j);
     if (ev) *ev = e;
   }
 };

@@ -344,6 +344,7 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
   for (; t <= t_end; ++t) {
     const int n = s.n, q = n > 0 ? n - 1 : 0;
     // dynamic max_th: from P_t = p(avg_{t-1}) (or q / N) and Q_t
+    const int j0 = s.j;  // cur_max_th at the start of the slot: AutoRED's weight reads P_t with it
     if (S.dyn_maxth) {
       const double Pt = S.p_by_queue ? static_cast<double>(q) / N
                                      : (disc ? S.mt_pdrop[s.j][static_cast<size_t>(s.g)] : S.mt_drop[s.j](s.avg));
@@ -353,11 +354,11 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
     double cand;
     int gc = 0;
     if (disc) {
-      const GridTarget gt = P.grid->map(P.filter.next(P.points[static_cast<size_t>(s.g)], q));
+      const GridTarget gt = P.grid->map(P.filter.next(P.points[static_cast<size_t>(s.g)], q, j0));
       gc = gt.lo + static_cast<int>(!(rng.uniform() < gt.p_lo));
       cand = P.points[static_cast<size_t>(gc)];
     } else {
-      cand = P.filter.next(s.avg, q);
+      cand = P.filter.next(s.avg, q, j0);
     }
     // 2. modulator, 3. arrival
     if (P.M > 1) {

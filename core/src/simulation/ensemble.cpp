@@ -35,26 +35,28 @@ namespace {
 /// losses in the interval that ends there.
 struct Record {
   std::vector<int32_t> n;
-  std::vector<double> avg;
+  std::vector<double> avg, pmax;  ///< pmax: adaptive RED's p_max (0 without)
   std::vector<int64_t> arrivals, losses;
-  explicit Record(size_t T) : n(T), avg(T), arrivals(T), losses(T) {}
+  explicit Record(size_t T) : n(T), avg(T), pmax(T), arrivals(T), losses(T) {}
 };
-constexpr double kRecordBytes = 4 + 8 + 8 + 8;
+constexpr double kRecordBytes = 4 + 8 + 8 + 8 + 8;
 
 /// Sums over the replications, in replication order.
 struct Sums {
-  std::vector<long double> q, q2, n, n2, a, a2, arr, arr2, loss, loss2, cross;
-  explicit Sums(size_t T) : q(T), q2(T), n(T), n2(T), a(T), a2(T), arr(T), arr2(T), loss(T), loss2(T), cross(T) {}
+  std::vector<long double> q, q2, n, n2, a, a2, arr, arr2, loss, loss2, cross, pm, pm2;
+  explicit Sums(size_t T)
+      : q(T), q2(T), n(T), n2(T), a(T), a2(T), arr(T), arr2(T), loss(T), loss2(T), cross(T), pm(T), pm2(T) {}
   void add(const Record& r) {
     for (size_t i = 0; i < q.size(); ++i) {
       const long double ni = r.n[i], qi = ni > 0 ? ni - 1 : 0, ai = r.avg[i], A = r.arrivals[i], L = r.losses[i];
       q[i] += qi, q2[i] += qi * qi, n[i] += ni, n2[i] += ni * ni, a[i] += ai, a2[i] += ai * ai;
       arr[i] += A, arr2[i] += A * A, loss[i] += L, loss2[i] += L * L, cross[i] += L * A;
+      pm[i] += r.pmax[i], pm2[i] += static_cast<long double>(r.pmax[i]) * r.pmax[i];
     }
   }
 };
-constexpr double kSumsBytes = 11 * sizeof(long double);
-constexpr double kResultBytes = 8 + 13 * 8;
+constexpr double kSumsBytes = 13 * sizeof(long double);
+constexpr double kResultBytes = 8 + 15 * 8;
 
 /// The whole number of slots in `times[i]`, checked.
 std::vector<int64_t> output_slots(const std::vector<double>& times, double total) {
@@ -157,6 +159,7 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
           if (t == out[k]) {
             rec.n[k] = s.n;
             rec.avg[k] = s.avg;
+            rec.pmax[k] = s.pmax;
             rec.arrivals[k] = tally.arrivals - seen_arrivals;
             rec.losses[k] = tally.aqm + tally.overflow - seen_losses;
             seen_arrivals = tally.arrivals;
@@ -194,8 +197,14 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
                     &res.mean_avg, &res.mean_avg_hw, &res.arrivals, &res.arrivals_hw, &res.losses, &res.losses_hw,
                     &res.loss_rate, &res.loss_rate_hw})
       v->resize(T);
+    const bool adaptive = sc.phases.front().model.aqm.adaptive.enabled;
+    if (adaptive) res.mean_p_max.resize(T), res.mean_p_max_hw.resize(T);
     for (size_t i = 0; i < T; ++i) {
       double m, v;
+      if (adaptive) {
+        mean_var(sums.pm[i], sums.pm2[i], m, v);
+        res.mean_p_max[i] = m, res.mean_p_max_hw[i] = half(v);
+      }
       mean_var(sums.q[i], sums.q2[i], m, v);
       res.mean_queue[i] = m, res.var_queue[i] = v, res.mean_queue_hw[i] = half(v);
       mean_var(sums.n[i], sums.n2[i], m, v);

@@ -39,6 +39,10 @@ struct TransientAnalysisOptions {
   StepOptions step;         ///< step: steady-state detection, step budget
   /// Times at which the queue pmf is kept (each must be one of the output times).
   std::vector<double> pmf_times;
+  /// Further metrics over time: E[f] under the law at each output time, for state
+  /// functions f (one value per state of the chain), e.g. p_max of adaptive RED.
+  std::vector<std::string> observable_names;
+  std::vector<std::vector<double>> observables;
   /// Called after each output time with (time reached, last time); runs on the
   /// computing thread.
   std::function<void(double, double)> progress;
@@ -51,6 +55,7 @@ struct TransientAnalysis : ConvergenceReport<TransientMethod> {
   std::vector<std::vector<double>> values;  ///< values[m][k]: metric transient_metric_names()[m] at times[k]
   std::vector<double> pmf_times;
   std::vector<std::vector<double>> queue_pmf;  ///< queue pmf at each of pmf_times
+  std::vector<std::vector<double>> observable_values;  ///< [i][k]: E[observables[i]] at times[k]
   std::vector<double> final_law;           ///< the law at the last time reached
   size_t outputs = 0;                      ///< times[0 .. outputs) were produced
   // accounts, summed over the phases
@@ -62,8 +67,8 @@ struct TransientAnalysis : ConvergenceReport<TransientMethod> {
   std::vector<double> phase_boundaries;    ///< start of each phase, then the end of the last
 };
 
-/// The default initial law: the empty system (every component 0) with the
-/// modulator in its stationary law.
+/// The default initial law: the empty system (every component 0, except adaptive RED's
+/// p_max at its start value) with the modulator in its stationary law.
 std::vector<double> empty_system_law(const Chain& chain);
 /// All mass on the state with these component values (descriptor order); ModelError
 /// naming 'p0' when the tuple is out of range or not a state of the chain.

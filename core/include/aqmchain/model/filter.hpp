@@ -40,22 +40,25 @@ class EwmaFilter {
     if (m.aqm.weight == Weight::AutoRED) {
       dynamic_ = true;
       by_queue_ = m.aqm.autored_p == AutoredP::Queue;
-      drop_ = m.resolved_drop();
+      drop_[0] = drop_[1] = m.resolved_drop();
+      // FDynamicAutoRED: P_t = p(avg_{t-1}) with the slot's cur_max_th (index 1: raised)
+      if (m.aqm.dynamic_max_th) drop_[1].hi = drop_[0].hi * (1.0 + m.aqm.max_th_growth);
       N_ = m.buffer;
     }
   }
   double w() const { return w_; }
   bool dynamic() const { return dynamic_; }
-  /// The weight of the update from `avg` with q waiting packets.
-  double weight(double avg, double q) const {
+  /// The weight of the update from `avg` with q waiting packets; `maxth` is the index of
+  /// cur_max_th at the start of the slot under dynamic max_th (0: max_th, 1: raised).
+  double weight(double avg, double q, int maxth = 0) const {
     if (!dynamic_) return w_;
-    const double P = by_queue_ ? q / static_cast<double>(N_) : drop_(avg);
+    const double P = by_queue_ ? q / static_cast<double>(N_) : drop_[maxth](avg);
     return autored_weight(w_, P, q, avg, N_);
   }
   /// The value after one update from `avg` with q waiting packets.
-  double next(double avg, double q) const {
+  double next(double avg, double q, int maxth = 0) const {
     if (!dynamic_) return (1.0 - w_) * avg + w_ * q;
-    const double w = weight(avg, q);
+    const double w = weight(avg, q, maxth);
     return (1.0 - w) * avg + w * q;
   }
   /// Whether the filter advances in a slot (with or without an arrival).
@@ -74,7 +77,7 @@ class EwmaFilter {
   double w_;
   bool per_slot_;
   bool dynamic_ = false, by_queue_ = false;
-  DropFunction drop_;
+  DropFunction drop_[2];
   int N_ = 1;
 };
 

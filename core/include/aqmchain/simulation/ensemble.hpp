@@ -52,6 +52,8 @@ struct EnsembleResult {
   std::vector<double> mean_system, mean_system_hw;
   std::vector<double> mean_avg, mean_avg_hw;
   std::vector<double> arrivals, arrivals_hw, losses, losses_hw, loss_rate, loss_rate_hw;
+  /// Adaptive RED (the first phase's aqm.adaptive): p_max at the output times; else empty.
+  std::vector<double> mean_p_max, mean_p_max_hw;
   int replications = 0;
   int threads = 0;
   double seconds = 0.0;
