@@ -644,7 +644,13 @@ def _cmd_hurst(args: argparse.Namespace) -> int:
     out = []
     with _progress.activity(_progress_on(args), "aqmchain: estimating the Hurst parameter"):
         for name in names:
-            out.append(estimate_hurst(src, name, range=rng if name != "asymptotic" else None, **kw))
+            try:
+                out.append(estimate_hurst(src, name, range=rng if name != "asymptotic" else None, **kw))
+            except _core.ModelError as exc:  # the library names its arguments; say the options
+                if getattr(exc, "param", None) == "range":
+                    raise _opt_error("--range", str(exc).split(" must be ", 1)[-1].split(", got")[0],
+                                     args.range) from None
+                raise
     _say(args, f"source: {out[0].source}, mean rate {src.mean_rate():.6g} arrivals per slot")
     for e in out:
         _say(args, "  " + e.summary().replace("\n", "\n    "))
