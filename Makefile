@@ -11,7 +11,7 @@ PY_MODS  := numpy scipy pybind11 scikit_build_core pytest matplotlib hypothesis 
 PIP_PKGS := numpy scipy pybind11 scikit-build-core pytest matplotlib hypothesis dask distributed pandas tqdm
 # the documentation site (`make docs`, part of `make test`): import names and PyPI names
 DOC_MODS := mkdocs material mkdocstrings mkdocstrings_handlers.python
-DOC_PKGS := mkdocs mkdocs-material mkdocstrings[python]
+DOC_PKGS := mkdocs mkdocs-material 'mkdocstrings[python]'
 # `make notebooks` only (never for `make test`)
 NB_PKGS  := jupyterlab
 
