@@ -7,12 +7,14 @@
    section in file-name order, so a new notebook needs no nav line.
 2. ``reference/cli-help.md`` is generated from the command line's own argparse parser
    (every command's ``--help``), so it cannot drift from the code.
+3. The docstrings' Sphinx roles (:class:`X`, :func:`~a.b`) are shown as code, without the role.
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
+import re
 from pathlib import Path
 
 from mkdocs.structure.files import File
@@ -115,3 +117,10 @@ def on_files(files, config):
         files.append(File.generated(config, uri, content=notebook_markdown(path)))
     files.append(File.generated(config, "reference/cli-help.md", content=cli_markdown()))
     return files
+
+
+_ROLE = re.compile(r":(?:class|func|meth|attr|data|mod|exc|obj):(<code>)~?")
+
+
+def on_page_content(html, page, config, files):
+    return _ROLE.sub(r"\1", html)

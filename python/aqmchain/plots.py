@@ -5,15 +5,13 @@ Every function draws on ``ax`` when one is given and otherwise creates a new
 returns the figure; ``fig.savefig("out.png")`` writes it, and in a notebook the figure
 is displayed when it is the value of a cell.
 
-==========================  =========================================================
-:func:`queue_pmf`           queue-length pmf on a log scale, chain (line) against
-                            simulation (points with 95 % bars), min_th..max_th band
-:func:`response_pmf`        response-time pmf R = D - A, one line per drop policy
-:func:`heatmap`             the stationary joint law of (q, avg), log colour scale
-:func:`transient`           metrics over time, phase boundaries marked
-:func:`variance_time`       the variance-time curve of a source (Hurst estimation)
-:func:`local_hurst`         the local Hurst parameter against the time scale
-==========================  =========================================================
+- ``queue_pmf``: queue-length pmf on a log scale, chain (line) against simulation
+  (points with 95 % bars), min_th..max_th band;
+- ``response_pmf``: response-time pmf R = D - A, one line per drop policy;
+- ``heatmap``: the stationary joint law of (q, avg), log colour scale;
+- ``transient``: metrics over time, phase boundaries marked;
+- ``variance_time``: the variance-time curve of a source (Hurst estimation);
+- ``local_hurst``: the local Hurst parameter against the time scale.
 
 Conventions: the x-axes are in packets (queue length q = waiting packets, avg) or
 slots (response time, time); probabilities use log scales wherever tails matter, and

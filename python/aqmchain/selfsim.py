@@ -3,16 +3,13 @@
 The Hurst parameter of a traffic source is not one number: it is read off the slope of
 a curve over a range of time scales, and each estimator reads a different curve.
 
-=================  ============================================================
-``"exact"``        variance-time slope on the exact aggregated-variance curve
-                   Var X^(m) (closed form from the source's autocovariance; no
-                   simulation, no sampling error)
-``"variance_time"`` the same slope measured on simulated arrival traces
-``"rs"``           rescaled-range (R/S) statistic on simulated traces, with the
-                   Anis-Lloyd small-sample correction
-``"asymptotic"``   the SSMP's closed form H = 1 - ln q / (2 ln(a/q)) (the limit of
-                   its local slope over the scales it covers, as n grows)
-=================  ============================================================
+- ``"exact"``: variance-time slope on the exact aggregated-variance curve Var X^(m)
+  (closed form from the source's autocovariance; no simulation, no sampling error);
+- ``"variance_time"``: the same slope measured on simulated arrival traces;
+- ``"rs"``: rescaled-range (R/S) statistic on simulated traces, with the Anis-Lloyd
+  small-sample correction;
+- ``"asymptotic"``: the SSMP's closed form H = 1 - ln q / (2 ln(a/q)) (the limit of its
+  local slope over the scales it covers, as n grows).
 
 A fit is made over aggregation levels (block sizes) m = 2^j inside ``range`` =
 (lo, hi) slots.  The trace estimators run ``replications`` independent traces and
