@@ -173,3 +173,17 @@ def test_cli_plot_path_checked_before_work(tmp_path, request):
     for cmd in ("solve", "policies", "hurst"):
         code, out, err = run_cli(cmd, model, "--plot", tmp_path / "missing" / "p.png")
         assert code == 2 and "--plot" in err and "does not exist" in err, (cmd, err)
+
+
+def test_local_hurst_lines_are_the_local_slopes():
+    src = aqmchain.Source.ssmp(5, 1.927562, 31.6)
+    exact = aqmchain.estimate_hurst(src, "exact", range=(1, 2**12))
+    asym = aqmchain.estimate_hurst(src, "asymptotic")
+    ax = plots.local_hurst([exact, asym]).axes[0]
+    local = next(ln for ln in ax.get_lines() if ln.get_label() == "local H, exact")
+    np.testing.assert_array_equal(local.get_ydata(), exact.local)
+    np.testing.assert_allclose(local.get_xdata(), np.sqrt(exact.levels[1:] * exact.levels[:-1]))
+    fit = next(ln for ln in ax.get_lines() if ln.get_label().startswith("exact: H ="))
+    assert list(fit.get_ydata()) == [exact.H, exact.H] and list(fit.get_xdata()) == [1, 2**12]
+    assert any(ln.get_label() == f"asymptotic formula: H = {asym.H:.3f}" for ln in ax.get_lines())
+    assert ax.get_xscale() == "log" and "slots" in ax.get_xlabel()
