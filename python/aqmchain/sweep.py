@@ -385,7 +385,7 @@ class _SweepMethods:
     def table(self, metrics: Sequence[str] = ("mean_queue", "loss", "mean_response")) -> str:
         """A text table: the swept keys and a few metrics per point."""
         cols = list(self.sweep_keys) + [m for m in metrics if m in self.columns] + ["status"]
-        return self.scalar_frame()[cols].to_string(index=False, float_format=lambda v: f"{v:.6g}")
+        return self.scalar_frame()[cols].to_string(index=False, float_format=lambda v: f"{v:.6g}", na_rep="n/a")
 
     # -- plot -----------------------------------------------------------------
     def plot_curves(self, metric: str = "mean_queue", x: str | None = None, by: str | None = None, *,

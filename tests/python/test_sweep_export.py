@@ -139,6 +139,7 @@ def test_sweep_cli_outputs_and_exit_3(root, tmp_path):
                              "--plot", tmp_path / "s.png")
     assert code == 3, err
     assert "aqm.w = 2" in err and "invalid" in err
+    assert "nan" not in out.lower() and "n/a" in out  # the failed points in the table
     rows = list(csv.DictReader(io.StringIO((tmp_path / "s.csv").read_text())))
     assert len(rows) == 4 and [r["status"] for r in rows] == ["ok", "ok", "invalid", "invalid"]
     doc = json.loads((tmp_path / "s.json").read_text())
