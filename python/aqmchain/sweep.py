@@ -33,7 +33,7 @@ import math
 import os
 import time
 import traceback
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
