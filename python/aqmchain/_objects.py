@@ -62,8 +62,6 @@ def _grid_repr(g: _core.GridSpec) -> str:
 
 
 def _aqm_repr(a: _core.Aqm) -> str:
-    from .modelfile import model_to_dict  # noqa: F401  (keys as in the file)
-
     parts = [f"drop={_drop_repr(a.drop)}"]
     if a.filter == "redwm":
         parts.append(f"filter='redwm', a={_num(list(a.a))}, b={_num(list(a.b))}")

@@ -33,7 +33,7 @@ from .selfsim import HURST_ESTIMATORS
 from .stationary import METHODS, SCALAR_METRICS, NonConvergenceError, solve_stationary
 from .transient import TRANSIENT_METHODS, solve_transient, time_grid
 
-EXIT_OK, EXIT_INPUT, EXIT_SOLVE, EXIT_INTERRUPTED = 0, 2, 3, 130
+EXIT_OK, EXIT_INPUT, EXIT_SOLVE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 2, 3, 130, 141
 GIB = 1024.0**3
 
 # simulation option -> command-line name (for messages)
@@ -872,7 +872,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(e)
     e.add_argument("--explore", choices=["auto", "always", "never"], default="auto",
                    help="count the reachable states exactly by the builder's exploration: auto (when the bound is "
-                        "at most 2,000,000), always, never")
+                        "at most 5,000,000), always, never")
     e.add_argument("--json", metavar="OUT", help="write the numbers as JSON ('-' for stdout)")
     e.set_defaults(func=_cmd_info)
 
@@ -922,6 +922,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("aqmchain: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader went away (| head): stop quietly, as SIGPIPE would
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+        return EXIT_PIPE
     except (_core.ModelError, _core.OptionError) as exc:
         print(f"aqmchain: error: {_message(exc, args)}", file=sys.stderr)
         return EXIT_INPUT

@@ -120,8 +120,8 @@ def export_prism(obj: Any, base: str | Path) -> dict[str, Path]:
     for n in names:
         if n not in ("level", "modulator"):
             init &= comps[n] == 0
-    if "modulator" in comps:
-        init &= comps["modulator"] == comps["modulator"][init].min() if init.any() else init
+    if "modulator" in comps and init.any():  # one initial state: the first modulator value among them
+        init &= comps["modulator"] == comps["modulator"][init].min()
     empty = level == 0
     full = level == chain.model.buffer
     flags = [init, np.zeros(chain.n, dtype=bool), empty, full]

@@ -22,7 +22,7 @@ from . import _checks, _core
 __all__ = ["model_info", "EXPLORE_LIMIT"]
 
 #: Explore (exact count) when the generator's bound on reachable states is at most this.
-EXPLORE_LIMIT = 2_000_000
+EXPLORE_LIMIT = 5_000_000
 
 
 def model_info(model: _core.Model, *, explore: bool | None = None, explore_limit: int = EXPLORE_LIMIT,
@@ -82,6 +82,12 @@ def model_info(model: _core.Model, *, explore: bool | None = None, explore_limit
         tagged = int(min(est["product_states"], est["reachable_bound"]) * buffer // 2)
         out["tagged_states_bound"] = tagged
         which = "at most"
+    if model.time == "continuous":  # no tagged-packet chain: front / random report no response time
+        out.pop("tagged_states", None)
+        out.pop("tagged_states_bound", None)
+        out["policy_cost"] = ("continuous time: response times under front and random drop are not computed "
+                              "(no tagged-packet chain); tail drop uses the closed form")
+        return out
     out["tagged_bytes"] = float(_core.tagged_chain_bytes(tagged))
     out["policy_cost"] = (f"front and random drop: a tagged-packet chain of {which} {tagged:,} states "
                           f"(about {out['tagged_bytes'] / 1e9:.3g} GB), stepped until the mass still in the system "

@@ -574,9 +574,16 @@ def _optimize_distributed(model, space, obj_name, objective, evaluate, solver, m
                 stopped[0] = True
                 raise _Cancel
 
+    def on_error(i: int, exc: BaseException) -> dict[str, Any]:  # the start's task failed (e.g. its worker died)
+        rec = {"start": dict(zip(space.names, map(float, points[i]))), "end": None, "value": math.inf,
+               "evaluations": 0, "message": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
+        return {"record": rec, "trace": [], "evaluations": 0, "cache_hits": 0, "infeasible": 0, "failed": 0,
+                "best_value": math.inf, "best_x": None}
+
     t0 = time.perf_counter()
     try:
-        outs = run_tasks(_start_task, args, scheduler=scheduler, workers=workers, on_done=on_done)
+        outs = run_tasks(_start_task, args, scheduler=scheduler, workers=workers, on_done=on_done,
+                         on_error=on_error)
     except _Cancel:
         outs = None
     seconds = time.perf_counter() - t0

@@ -33,7 +33,7 @@ import math
 import os
 import time
 import traceback
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -275,11 +275,13 @@ def resolve_scheduler(scheduler: Any) -> Any:
 
 
 def run_tasks(fn: Callable, args: Sequence[tuple], *, scheduler: Any = None, workers: int | None = None,
-              on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
+              on_done: Callable[[int, Any], None] | None = None,
+              on_error: Callable[[int, BaseException], Any] | None = None) -> list[Any]:
     """``[fn(*a) for a in args]`` on Dask (or in this process with ``scheduler="sync"``), in
     order; ``on_done(i, value)`` is called in this process as each task completes.  ``fn``
-    must be a module-level function whose arguments pickle.  A task that raises re-raises
-    here: the callers catch what a point may raise inside ``fn``."""
+    must be a module-level function whose arguments pickle.  A task that fails on the cluster
+    (it raised, or its worker died: ``KilledWorker``) gives ``on_error(i, exception)`` as its
+    value, or re-raises here without ``on_error``."""
     scheduler = resolve_scheduler(scheduler)
     out: list[Any] = [None] * len(args)
     if not args:
@@ -299,7 +301,12 @@ def run_tasks(fn: Callable, args: Sequence[tuple], *, scheduler: Any = None, wor
         try:
             for fut in as_completed(futures):
                 i = index[fut.key]
-                out[i] = fut.result()
+                try:
+                    out[i] = fut.result()
+                except Exception as exc:  # noqa: BLE001  (the task's failure, reported per task)
+                    if on_error is None:
+                        raise
+                    out[i] = on_error(i, exc)
                 if on_done is not None:
                     on_done(i, out[i])
         except BaseException:
@@ -385,7 +392,7 @@ class _SweepMethods:
     def table(self, metrics: Sequence[str] = ("mean_queue", "loss", "mean_response")) -> str:
         """A text table: the swept keys and a few metrics per point."""
         cols = list(self.sweep_keys) + [m for m in metrics if m in self.columns] + ["status"]
-        return self.scalar_frame()[cols].to_string(index=False, float_format=lambda v: f"{v:.6g}")
+        return self.scalar_frame()[cols].to_string(index=False, float_format=lambda v: f"{v:.6g}", na_rep="n/a")
 
     # -- plot -----------------------------------------------------------------
     def plot_curves(self, metric: str = "mean_queue", x: str | None = None, by: str | None = None, *,
@@ -509,8 +516,12 @@ def sweep(model: Any, params: Any, *, simulate: bool = False, sim_options: dict 
         recs[i] = rec
         done(i, rec)
 
+    def on_error(i: int, exc: BaseException) -> dict:  # the task itself failed (e.g. its worker died)
+        return {"status": "failed", "error": f"{type(exc).__name__}: {' '.join(str(exc).split())}", "result": None,
+                "simulation": None, "seconds": float("nan")}
+
     run_tasks(_evaluate_point, [(doc, keys, p, solver, sim, keep_results) for p in points], scheduler=scheduler,
-              workers=workers, on_done=on_done)
+              workers=workers, on_done=on_done, on_error=on_error)
     rows = []
     for p, rec in zip(points, recs):
         row: dict[str, Any] = dict(zip(keys, p))

@@ -153,8 +153,9 @@ TEST(Chain, CountReachableIsTheBuildersStateSet) {
     }
     EXPECT_LE(r.states, estimate_chain(m).reachable_bound);
   }
-  Model m = geo(250, 0.5, 0.5);
+  Model m = geo(250, 0.5, 0.5);  // the budget of Chain.MemoryBudgetRefuses: exploring alone refuses too
+  m.grid.k = 64;
   BuildOptions tiny;
-  tiny.memory_limit_bytes = 1e5;
+  tiny.memory_limit_bytes = 1e6;
   EXPECT_THROW(count_reachable(m, tiny), StateSpaceTooLarge);
 }

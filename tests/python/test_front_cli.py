@@ -315,3 +315,15 @@ def test_reprs_replace_and_pickle():
 
     assert isinstance(fig, Figure) and fig.axes[0].get_xlabel()
     assert "max |z|" in repr(cmp)
+
+
+def test_a_closed_pipe_stops_quietly(root):
+    p = subprocess.run(f"'{sys.executable}' -m aqmchain info examples/red_geo.toml | head -1", shell=True, cwd=root,
+                       capture_output=True, text=True, timeout=120)
+    assert p.stdout.startswith("model examples/red_geo.toml") and TRACEBACK not in p.stderr, p.stderr
+    assert "BrokenPipe" not in p.stderr
+
+
+def test_info_on_a_continuous_time_model(root):
+    info = aqmchain.model_info(aqmchain.load_model(root / "examples" / "red_ctmc.toml"))
+    assert info["exact"] and "tagged_states" not in info and "not computed" in info["policy_cost"]

@@ -62,6 +62,14 @@ def test_sweep_on_a_local_cluster_records_a_failing_point(client):
     res2 = aqmchain.sweep(m, {"service.mu": [0.45, 0.6]}, solver={"method": "power", "max_iter": 1},
                           scheduler=client)
     assert (res2["status"] == "failed").all() and all("did not converge" in e for e in res2["error"])
+    # a task that fails on the cluster itself (not inside a point) is reported per task, not fatal
+    from importlib import import_module
+
+    run_tasks = import_module("aqmchain.sweep").run_tasks
+    out = run_tasks(math.sqrt, [(4.0,), (-1.0,)], scheduler=client, on_error=lambda i, e: f"{i}: {e}")
+    assert out == [2.0, "1: math domain error"]
+    with pytest.raises(ValueError, match="math domain error"):
+        run_tasks(math.sqrt, [(-1.0,)], scheduler=client)
     # a loaded model's [solver] table travels with it into the sweep
     loaded = aqmchain.model_from_dict(dict(BASE_DOC, solver={"method": "power", "max_iter": 1}))
     carried = aqmchain.modelfile.attach_solver(loaded[0], loaded[1])
@@ -139,6 +147,7 @@ def test_sweep_cli_outputs_and_exit_3(root, tmp_path):
                              "--plot", tmp_path / "s.png")
     assert code == 3, err
     assert "aqm.w = 2" in err and "invalid" in err
+    assert "nan" not in out.lower() and "n/a" in out  # the failed points in the table
     rows = list(csv.DictReader(io.StringIO((tmp_path / "s.csv").read_text())))
     assert len(rows) == 4 and [r["status"] for r in rows] == ["ok", "ok", "invalid", "invalid"]
     doc = json.loads((tmp_path / "s.json").read_text())
