@@ -234,7 +234,7 @@ def _client(scheduler: Any, workers: int | None):
         # The workers ignore SIGINT (inherited at their start): Ctrl-C in a terminal reaches the
         # whole process group, and it is this process that cancels the points and closes the cluster.
         with _sigint_ignored(), contextlib.redirect_stdout(None):
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                                    silence_logs=50)
         try:
             with Client(cluster) as client:

@@ -23,7 +23,7 @@ def client():
     """Two worker processes with one thread each (the machine has 2 cores); closed after."""
     from dask.distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                            silence_logs=50)
     c = Client(cluster)
     try:
