@@ -1,4 +1,5 @@
-"""`make demo`: solve the seeds' RED queue and print it beside the published row.
+"""`make demo`: solve the RED queue of "Implementation of modified AQM mechanisms in IP routers"
+and print it beside the published row.
 
 Model: the RED queue of Domanska, Domanski and Czachorski, Bernoulli(0.5) arrivals, geometric
 service mu = 0.5, buffer 250, RED min_th 100, max_th 200, p_max 0.1, w = 0.07, avg
@@ -13,7 +14,7 @@ import numpy as np
 import aqmchain
 
 HERE = Path(__file__).resolve().parent
-# Seed 001, Tables I-III, row "RED, GEO, mu = 0.5, w = 0.07" (also in shared/reference).
+# "Implementation of modified AQM mechanisms in IP routers", Tables I-III, row "RED, GEO, mu = 0.5, w = 0.07".
 PAPER = {"mean_queue": 64.43, "var_queue": 1504.8, "loss": 0.00390818, "mean_response": 131.375,
          "var_response": 6109.14}
 

@@ -6,9 +6,10 @@ Layers: model description (:class:`Model`, :class:`Source`, :class:`DropFunction
 (docs/conventions.md): probability vectors are rows, pi P = pi, P is CSR with rows = from-state.
 """
 
-from . import _checks
+from . import _checks, _objects
 
 _checks.install()  # type and range checks in front of the C++ constructors: ModelError, never TypeError
+_objects.install()  # reprs, Model.replace, pickling through the model-file document
 
 from ._core import (  # noqa: E402
     Aqm,
@@ -31,15 +32,31 @@ from ._core import (  # noqa: E402
     SolverError,
     StateSpaceTooLarge,
     estimate_chain,
+    count_reachable,
     hurst,
+    num_threads,
     redwm_s_grid,
+    set_num_threads,
     ssmp_q_for_mean,
     stateful_info,
 )
 from ._classes import CLASS_METRICS, ClassMetrics
-from .modelfile import load_config, load_model, model_from_dict, model_to_dict
+from .export import export_matrix, export_prism, export_stationary, stationary_table
+from .modelfile import apply_overrides, load_config, load_model, model_from_dict, model_to_dict, replace, solver_options
+from .modelinfo import model_info
 from .optimize import OPTIMIZE_METHODS, OptimizeResult, optimize
+from . import plots  # noqa: E402  (matplotlib is imported by the plot functions, not here)
 from .policies import PolicyComparison, compare_policies
+from .selfsim import (
+    HURST_ESTIMATORS,
+    HurstEstimate,
+    aggregated_variance,
+    arrival_trace,
+    estimate_hurst,
+    expected_rs,
+    hurst_from_trace,
+    rescaled_range,
+)
 from .scenario import load_scenario, make_scenario
 from .simulation import Comparison, SimulationResult, compare, simulate, simulate_scenario
 from .stationary import (
@@ -55,6 +72,7 @@ from .stationary import (
     stateful_observables,
     transition_matrix,
 )
+from .sweep import sweep
 from .transient import TRANSIENT_METHODS, TRANSIENT_METRICS, TransientInfo, TransientResult, solve_transient, time_grid
 
 __version__ = "0.1.0"
@@ -72,4 +90,17 @@ __all__ = [
     "solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS",
     "simulate_scenario", "EnsembleOptions", "EnsembleResult",
     "optimize", "OptimizeResult", "OPTIMIZE_METHODS",
+    "plots", "HURST_ESTIMATORS", "HurstEstimate", "estimate_hurst", "hurst_from_trace", "arrival_trace",
+    "aggregated_variance", "rescaled_range", "expected_rs",
+    "sweep", "SweepResult", "model_info", "count_reachable", "set_num_threads", "num_threads",
+    "export_matrix", "export_prism", "export_stationary", "stationary_table",
+    "apply_overrides", "replace", "solver_options",
 ]
+
+
+def __getattr__(name: str):
+    if name == "SweepResult":  # made on first use (pandas loads only for sweeps)
+        import importlib
+
+        return importlib.import_module(".sweep", __name__).SweepResult
+    raise AttributeError(f"module 'aqmchain' has no attribute {name!r}")

@@ -1,40 +1,101 @@
-"""Command line: ``aqmchain solve MODEL.toml [--json OUT]`` (and simulate, compare, policies,
-transient, optimize, estimate).
+"""Command line: ``aqmchain COMMAND MODEL.toml [options]``.
 
-Exit codes: 0 ok, 2 bad input (the message names the key and the value),
-3 the solve failed (non-convergence, reducible chain, back-end failure).
+Commands (one function ``_cmd_<name>`` each): solve, simulate, compare, policies, transient,
+optimize, sweep, info (alias estimate), export.  Every command takes ``--set KEY=VALUE``
+(override a model-file key), ``--threads N`` and ``-q/--quiet``; ``aqmchain --version``.
+
+Exit codes: 0 ok, 2 bad input (the message names the key and the value; also an unreadable
+model file or an output path that cannot be written, checked before any work), 3 the solve
+failed (non-convergence, reducible chain, back-end failure; a sweep with a failed point),
+130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import os
 import re
+import shlex
 import sys
 import warnings
 from pathlib import Path
 
-from . import _checks, _core, _output
-from .modelfile import load_config, load_document, model_from_dict
+from . import _checks, _core, _output, _progress
+from .modelfile import apply_overrides, load_document, model_from_dict, model_to_dict
 from .policies import compare_policies
+from .simulation import SCALARS as SIM_SCALARS
 from .simulation import Comparison, simulate
 from .scenario import load_scenario
-from .stationary import CLASS_CHAINS, METHODS, NonConvergenceError, solve_stationary
+from .selfsim import HURST_ESTIMATORS
+from .stationary import CLASS_CHAINS, METHODS, SCALAR_METRICS, NonConvergenceError, solve_stationary
 from .transient import TRANSIENT_METHODS, solve_transient, time_grid
 
-EXIT_OK, EXIT_INPUT, EXIT_SOLVE = 0, 2, 3
+EXIT_OK, EXIT_INPUT, EXIT_SOLVE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 2, 3, 130, 141
 GIB = 1024.0**3
 
 # simulation option -> command-line name (for messages)
 _SIM_NAMES = {"slots": "--slots", "replications": "--replications", "seed": "--seed", "warmup": "--warmup",
-              "batches": "--batches", "discretised": "--discretised"}
+              "batches": "--batches", "discretised": "--discretised", "threads": "--threads"}
+
+#: One-line description and examples of every command (the examples are run by the tests,
+#: from the repository root, with their slot counts made smaller).
+COMMANDS: dict[str, tuple[str, list[str]]] = {
+    "solve": ("stationary solution and metrics of a model file", [
+        "aqmchain solve examples/red_geo.toml --json out.json",
+        "aqmchain solve examples/red_geo.toml --set aqm.w=0.02 --method direct --csv out.csv",
+        "aqmchain solve examples/small_ecn.toml --json - -q",
+        "aqmchain solve examples/red_geo.toml --plot solve.png",
+    ]),
+    "simulate": ("slotted Monte Carlo simulation with 95 % confidence intervals", [
+        "aqmchain simulate examples/red_geo.toml --slots 2000000 --seed 1 --json sim.json",
+        "aqmchain simulate examples/small_ecn.toml --slots 1000000 --threads 2 --csv sim.csv",
+    ]),
+    "compare": ("chain against simulation: metric, analytic, simulated ± 95 %, z-score, queue pmf plot", [
+        "aqmchain compare examples/red_geo.toml --slots 2000000 --plot cmp.png --json cmp.json",
+    ]),
+    "policies": ("response times under tail, front and random drop, side by side", [
+        "aqmchain policies examples/small_ecn.toml --json policies.json --plot policies.png",
+    ]),
+    "transient": ("metrics over time from an initial law, for a model or a load scenario", [
+        "aqmchain transient examples/load_step/sred.toml --scenario examples/load_step/scenario.toml "
+        "--times lin:0:10000:101 --csv tr.csv --plot tr.png",
+        "aqmchain transient examples/red_ctmc.toml --times log:1:1000:20 --json tr.json",
+    ]),
+    "optimize": ("direct search (Hooke-Jeeves, Nelder-Mead) over model parameters minimising a metric", [
+        "aqmchain optimize examples/small_ecn.toml --params aqm.w --objective mean_response --bounds aqm.w=0.01:0.5 "
+        "--max-evals 15 --json opt.json",
+    ]),
+    "sweep": ("solve (and simulate) a model over a grid of model-file keys, on Dask", [
+        "aqmchain sweep examples/small_ecn.toml --param aqm.w=0.05,0.1,0.2 --param service.mu=0.4:0.6:3 "
+        "--csv sweep.csv --plot sweep.png",
+        "aqmchain sweep examples/small_ecn.toml --param aqm.p_max=0.1,0.2 --simulate --slots 500000 "
+        "--scheduler sync --json sweep.json",
+    ]),
+    "hurst": ("Hurst parameter of a model's arrival source by several estimators (docs/hurst.md)", [
+        "aqmchain hurst examples/dsred_ssmp.toml --slots 262144 --replications 4",
+        "aqmchain hurst examples/dsred_ssmp.toml --estimator exact --range 2^6:2^16 --plot vt.png --json h.json",
+    ]),
+    "info": ("states (exact when cheap), transitions, memory and the tagged-chain cost, without solving", [
+        "aqmchain info examples/red_geo.toml",
+        "aqmchain info examples/red_geo_w0002.toml --json info.json",
+    ]),
+    "export": ("write the transition matrix (Matrix Market, PRISM explicit files) and the stationary vector", [
+        "aqmchain export examples/small_ecn.toml --matrix P.mtx --prism small_ecn --stationary pi.csv",
+    ]),
+}
+_ALIASES = {"info": ["estimate"]}
 
 
 def _opt_error(param: str, bound: str, value: object) -> _core.ModelError:
     e = _core.ModelError(f"option '{param}' must be {bound}, got {_checks.fmt(value)}")
     e.param = param
     return e
+
+
+# ------------------------------------------------------------------ output
 
 
 def _check_output(option: str, path: str | None) -> None:
@@ -56,9 +117,15 @@ def _check_output(option: str, path: str | None) -> None:
         raise e
 
 
+def _check_outputs(args: argparse.Namespace, *options: str) -> None:
+    for opt in options:
+        _check_output(opt, getattr(args, opt[2:].replace("-", "_"), None))
+
+
 def _write(option: str, path: str, text: str) -> None:
     if path == "-":
         sys.stdout.write(text)
+        sys.stdout.flush()
         return
     try:
         Path(path).write_text(text, encoding="utf-8")
@@ -68,8 +135,44 @@ def _write(option: str, path: str, text: str) -> None:
         raise e from None
 
 
-def _write_json(path: str, payload: dict, option: str = "--json") -> None:
-    _write(option, path, json.dumps(_output.json_safe(payload), indent=1, allow_nan=False) + "\n")
+def _meta(args: argparse.Namespace) -> dict:
+    """What every JSON carries: the command, the library version, the model as parsed."""
+    from . import __version__
+
+    meta = {"command": "aqmchain " + shlex.join(args.argv), "version": __version__}
+    if getattr(args, "model_doc", None) is not None:
+        meta["model"] = args.model_doc
+    if getattr(args, "solver_doc", None):
+        meta["solver_options"] = args.solver_doc
+    return meta
+
+
+def _write_json(args: argparse.Namespace, payload: dict, option: str = "--json") -> None:
+    """The payload with ``command``, ``version`` and ``model`` (the model as parsed; named
+    ``input_model`` where the payload has a ``model`` of its own, e.g. optimize's best)."""
+    meta = _meta(args)
+    if "model" in payload and "model" in meta:
+        meta["input_model"] = meta.pop("model")
+    out = {**payload, **meta}
+    _write(option, getattr(args, option[2:]), json.dumps(_output.json_safe(out), indent=1, allow_nan=False) + "\n")
+
+
+def _csv_text(header: list[str], rows: list[list]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for r in rows:
+        w.writerow(["" if v is None else (repr(float(v)) if isinstance(v, float) else v) for v in r])
+    return buf.getvalue()
+
+
+def _save_figure(option: str, fig, path: str) -> None:
+    try:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    except OSError as exc:
+        e = _core.ModelError(f"option '{option}': cannot write '{path}': {exc.strerror or exc}")
+        e.param = option
+        raise e from None
 
 
 def _capped_dict(result) -> dict:
@@ -81,43 +184,96 @@ def _capped_dict(result) -> dict:
 
 
 def _summary_stream(args: argparse.Namespace):
-    """The summary goes to stdout unless the JSON does (``--json -``)."""
-    return sys.stderr if getattr(args, "json", None) == "-" else sys.stdout
+    """The summary goes to stdout unless an output does (``--json -`` / ``--csv -``)."""
+    return sys.stderr if "-" in (getattr(args, "json", None), getattr(args, "csv", None)) else sys.stdout
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    if not args.quiet:
+        print(text, file=_summary_stream(args))
+
+
+def _progress_on(args: argparse.Namespace) -> bool:
+    return _progress.enabled(args.quiet)
+
+
+# ------------------------------------------------------------------ model and options
 
 
 def _config(args: argparse.Namespace, doc: dict | None = None) -> tuple[_core.Model, dict]:
-    """Load the model file (or use its parsed document); remember where each solver option
-    came from (for messages)."""
-    model, solver = load_config(args.model) if doc is None else model_from_dict(doc)
+    """Load the model file (or use its parsed document), apply ``--set``; remember where each
+    solver option came from (for messages) and the model as parsed (for the JSON)."""
+    _threads(args)
+    if doc is None:
+        doc = load_document(args.model)
+    if args.set:
+        doc = apply_overrides(doc, args.set)
+    args.doc = doc
+    model, solver = model_from_dict(doc)
     args.names = {k: f"solver.{k}" for k in solver}
     args.names.setdefault("memory_limit_gb", "solver.memory_limit_gb")
+    args.model_doc = model_to_dict(model)
+    args.solver_doc = dict(solver)
     return model, solver
 
 
+def _threads(args: argparse.Namespace) -> int:
+    """--threads N: the simulator's threads and a cap on the core's parallel loops
+    (absent or 0: every core)."""
+    n = args.threads
+    if n is None:
+        return 0
+    if not 0 <= n <= 4096:
+        raise _opt_error("--threads", "in [0, 4096] (0: every core)", n)
+    if n > 0:
+        _core.set_num_threads(n)
+    return n
+
+
 def _sim_kwargs(args: argparse.Namespace) -> dict:
-    return _checks.sim_options(args.slots, args.warmup, args.replications, args.seed, args.batches,
-                               args.discretised, 0, 0, names=_SIM_NAMES, err=_opt_error)
+    kw = _checks.sim_options(args.slots, args.warmup, args.replications, args.seed, args.batches,
+                             args.discretised, 0, 0, names=_SIM_NAMES, err=_opt_error)
+    kw["threads"] = _threads(args)
+    return kw
 
 
-def _cmd_solve(args: argparse.Namespace) -> int:
-    _check_output("--json", args.json)
-    model, solver = _config(args)
-    if args.method is not None:
+def _solver_overrides(args: argparse.Namespace, solver: dict) -> dict:
+    if getattr(args, "method", None) is not None:
         solver["method"] = args.method
-    if args.tol is not None:
+    if getattr(args, "tol", None) is not None:
         tol = _checks.real("--tol", args.tol, err=_opt_error)
         if not 0.0 < tol < 1.0:
             raise _opt_error("--tol", "in (0, 1)", tol)
         solver["tol"], args.names["tol"] = tol, "--tol"
-    if args.max_iter is not None:
+    if getattr(args, "max_iter", None) is not None:
         lo, hi = _checks.SOLVER_INT_BOUNDS["max_iter"]
         solver["max_iter"] = _checks.integer("--max-iter", args.max_iter, lo, hi, err=_opt_error)
         args.names["max_iter"] = "--max-iter"
-    if args.memory_limit_gb is not None:
+    if getattr(args, "memory_limit_gb", None) is not None:
         solver["memory_limit_gb"] = _checks.memory_limit_gb("--memory-limit-gb", args.memory_limit_gb,
                                                             err=_opt_error)
         args.names["memory_limit_gb"] = "--memory-limit-gb"
     args.memory_limit_gb = solver.get("memory_limit_gb")
+    args.solver_doc = dict(solver)
+    return solver
+
+
+def _solve(args: argparse.Namespace, model: _core.Model, solver: dict, what: str = "solving", **kw):
+    with _progress.activity(_progress_on(args), f"aqmchain: {what}"):
+        return solve_stationary(model, **solver, **kw)
+
+
+def _scalar_rows(result) -> list[list]:
+    return [[name, getattr(result, name)] for name, _ in SCALAR_METRICS]
+
+
+# ------------------------------------------------------------------ commands
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    _check_outputs(args, "--json", "--csv", "--plot")
+    model, solver = _config(args)
+    solver = _solver_overrides(args, solver)
     est = _core.estimate_chain(model)
     if not args.quiet:
         filt = (f"w {model.aqm.w}" if model.aqm.filter == "ewma"
@@ -127,78 +283,146 @@ def _cmd_solve(args: argparse.Namespace) -> int:
               f"at most {est['reachable_bound']} states" + (" before refinement" if model.grid.refine == "auto" else ""),
               file=sys.stderr)
     try:
-        result = solve_stationary(model, error_estimate=args.error_estimate, classes=args.classes, **solver)
+        result = _solve(args, model, solver, error_estimate=args.error_estimate, classes=args.classes)
     except NonConvergenceError as exc:
-        print(f"aqmchain: {exc}", file=sys.stderr)
+        print(f"aqmchain: {_message(exc, args)}", file=sys.stderr)
         if args.json:
             payload = _capped_dict(exc.result)
             payload["error"] = str(exc)
-            _write_json(args.json, payload)
+            _write_json(args, payload)
         return EXIT_SOLVE
-    if not args.quiet:
-        print(result.summary(), file=_summary_stream(args))
-        if result.error_estimate is not None:
-            print("\ndiscretisation error estimate (grids with 4x, 2x, 1x the steps):\n"
-                  + result.error_estimate.table(), file=_summary_stream(args))
+    _say(args, result.summary())
+    if result.error_estimate is not None:
+        _say(args, "\ndiscretisation error estimate (grids with 4x, 2x, 1x the steps):\n"
+             + result.error_estimate.table())
     if args.json:
-        _write_json(args.json, _capped_dict(result))
+        _write_json(args, _capped_dict(result))
+    if args.csv:
+        _write("--csv", args.csv, _csv_text(["metric", "value"], _scalar_rows(result)
+                                            + [["states", result.states], ["nnz", result.nnz]]))
+    if args.plot:
+        from matplotlib.figure import Figure
+
+        from . import plots
+
+        fig = Figure(figsize=(12, 4.6), layout="constrained")
+        left, right = fig.subplots(1, 2)
+        plots.queue_pmf(result, ax=left, name=Path(args.model).name)
+        plots.heatmap(result, ax=right, name=Path(args.model).name)
+        _save_figure("--plot", fig, args.plot)
     return EXIT_OK
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     kwargs = _sim_kwargs(args)
-    _check_output("--json", args.json)
+    _check_outputs(args, "--json", "--csv")
     model, _ = _config(args)
-    result = simulate(model, **kwargs)
-    if not args.quiet:
-        print(result.summary(), file=_summary_stream(args))
+    with _progress.activity(_progress_on(args), f"aqmchain: simulating {args.replications} x {args.slots} slots"):
+        result = simulate(model, **kwargs)
+    _say(args, result.summary())
     if args.json:
-        _write_json(args.json, _capped_dict(result))
+        _write_json(args, _capped_dict(result))
+    if args.csv:
+        rows = [[n, getattr(result, n), result.ci.get(n)] for n in SIM_SCALARS]
+        _write("--csv", args.csv, _csv_text(["metric", "value", "half_width_95"], rows))
     return EXIT_OK
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     kwargs = _sim_kwargs(args)
-    _check_output("--plot", args.plot)
+    _check_outputs(args, "--plot", "--json", "--csv")
     model, solver = _config(args)
     args.memory_limit_gb = solver.get("memory_limit_gb")
-    analytic = solve_stationary(model, **solver)
-    sim = simulate(model, **kwargs)
+    analytic = _solve(args, model, solver)
+    with _progress.activity(_progress_on(args), f"aqmchain: simulating {args.replications} x {args.slots} slots"):
+        sim = simulate(model, **kwargs)
     cmp = Comparison(analytic, sim)
     mode = "discretised avg (the chain is its exact law)" if args.discretised else "continuous avg"
-    print(f"chain: {analytic.states} states, residual {analytic.info.residual:.1e}; simulation: "
-          f"{args.replications} x {args.slots} slots, {mode}, seed {args.seed}")
-    print(cmp.table())
-    print(f"max |z| = {cmp.max_abs_z():.2f}" + (" (over the metrics where z is defined)" if cmp.undefined() else ""))
+    _say(args, f"chain: {analytic.states} states, residual {analytic.info.residual:.1e}; simulation: "
+               f"{args.replications} x {args.slots} slots, {mode}, seed {args.seed}")
+    _say(args, cmp.table())
+    _say(args, f"max |z| = {cmp.max_abs_z():.2f}" + (" (over the metrics where z is defined)" if cmp.undefined() else ""))
+    if args.json:
+        _write_json(args, {"comparison": cmp.to_dict(), "analytic": _capped_dict(analytic),
+                           "simulation": _capped_dict(sim)})
+    if args.csv:
+        _write("--csv", args.csv, _csv_text(["metric", "analytic", "simulated", "half_width_95", "z"],
+                                            [list(r) for r in cmp.rows]))
     if args.plot:
-        try:
-            cmp.plot(args.plot)
-        except OSError as exc:
-            e = _core.ModelError(f"option '--plot': cannot write '{args.plot}': {exc.strerror or exc}")
-            e.param = "--plot"
-            raise e from None
-        print(f"queue pmf overlay written to {args.plot}")
+        fig = cmp.plot(name=Path(args.model).name)
+        _save_figure("--plot", fig, args.plot)
+        _say(args, f"queue pmf overlay written to {args.plot}")
     return EXIT_OK
 
 
 def _cmd_policies(args: argparse.Namespace) -> int:
-    _check_output("--json", args.json)
+    _check_outputs(args, "--json", "--csv", "--plot")
     model, solver = _config(args)
     args.memory_limit_gb = solver.get("memory_limit_gb")
-    cmp = compare_policies(model, **solver)
-    print(cmp.table(), file=_summary_stream(args))
+    bar = _progress.bar(_progress_on(args), 3, "aqmchain: policies", unit="policy")
+
+    def progress(i: int, n: int, policy: str) -> None:
+        if i:
+            bar.update(1)
+        if policy:
+            bar.set_postfix_str(policy + (" (tagged-packet chain)" if policy != "tail" else ""))
+
+    try:
+        cmp = compare_policies(model, progress=progress, **solver)
+    finally:
+        bar.close()
+    _say(args, cmp.table())
     if args.json:
-        _write_json(args.json, {"policies": cmp.rows(), "note": cmp.note()})
+        _write_json(args, {"policies": cmp.rows(), "note": cmp.note()})
+    if args.csv:
+        rows = cmp.rows()
+        keys = list(rows[0])
+        _write("--csv", args.csv, _csv_text(keys, [[r[k] for k in keys] for r in rows]))
+    if args.plot:
+        from .plots import response_pmf
+
+        _save_figure("--plot", response_pmf(cmp, name=Path(args.model).name), args.plot)
     return EXIT_OK
 
 
-def _cmd_estimate(args: argparse.Namespace) -> int:
-    model, _ = _config(args)
-    est = dict(_core.estimate_chain(model))
-    if model.grid.refine == "auto":
-        est["grid"] = (f"automatic: bounds for the uniform grid 1/{model.grid.k} before refinement; the refined "
-                       f"chain is kept within grid.state_budget = {model.grid.state_budget:g} estimated states")
-    print(json.dumps(est, indent=1))
+def _cmd_info(args: argparse.Namespace) -> int:
+    from .modelinfo import model_info
+
+    if args.command == "estimate" and args.json is None:
+        args.json = "-"  # the alias keeps the command's original output: JSON on stdout
+    _check_outputs(args, "--json")
+    model, solver = _config(args)
+    explore = {"auto": None, "always": True, "never": False}[args.explore]
+    with _progress.activity(_progress_on(args), "aqmchain: exploring the state space"):
+        info = model_info(model, explore=explore, memory_limit_gb=solver.get("memory_limit_gb"))
+    if args.json:
+        _write_json(args, info)
+        if args.json == "-":
+            return EXIT_OK
+    if args.quiet:
+        return EXIT_OK
+    comps = ", ".join(f"{k} {v}" for k, v in info.get("refined_bounds", info)["components"].items())
+    lines = [f"model {args.model}: components {comps}"]
+    bounds = info.get("refined_bounds", info)
+    if info["exact"]:
+        lines.append(f"reachable states  {info['reachable_states']:,} (exact, explored in "
+                     f"{info['explore_seconds']:.2f} s)")
+        lines.append(f"transitions       at most {info['transitions_bound']:,}")
+    else:
+        loose = "" if info.get("bound_tight", True) else ", a loose bound"
+        lines.append(f"reachable states  at most {info['reachable_bound']:,} (bound{loose}; --explore always for "
+                     "the exact count)")
+        lines.append(f"transitions       at most {info['max_nnz']:,}")
+    lines.append(f"product space     {bounds['product_states']:,} states")
+    lines.append(f"builder memory    at most {bounds['bytes'] / 1e9:.3g} GB")
+    if "grid" in info:
+        g = info["grid"]
+        lines.append(f"automatic grid    {g.get('points')} avg points after the pre-solve "
+                     f"({g.get('presolve_seconds', 0):.2f} s)")
+    elif "grid_note" in info:
+        lines.append(f"automatic grid    {info['grid_note']}")
+    lines.append(f"policies          {info['policy_cost']}")
+    print("\n".join(lines), file=_summary_stream(args))
     return EXIT_OK
 
 
@@ -212,12 +436,13 @@ def _floats(option: str, text: str) -> list[float]:
 def _cmd_optimize(args: argparse.Namespace) -> int:
     from .optimize import optimize
 
-    for opt in ("--json", "--csv"):
-        _check_output(opt, getattr(args, opt[2:]))
+    _check_outputs(args, "--json", "--csv")
     model, solver = _config(args)
     params = [p.strip() for p in args.params.split(",") if p.strip()]
     starts: object = args.starts
-    if args.starts not in ("seed000", "current"):
+    if args.starts in ("paper", "seed000"):
+        starts = "paper"
+    elif args.starts != "current":
         starts = [_floats("--starts", pt) for pt in args.starts.split(";") if pt.strip()]
     bounds = {}
     for b in args.bounds or []:
@@ -236,6 +461,9 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         kwargs["min_step"] = _floats("--min-step", args.min_step)
     if args.max_evals is not None:
         kwargs["max_evals"] = args.max_evals
+    if args.scheduler is not None:
+        kwargs["scheduler"] = args.scheduler
+    _threads(args)
 
     def progress(rec: dict) -> None:
         if args.quiet:
@@ -248,11 +476,10 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 
     result = optimize(model, callback=progress, **kwargs)
     if args.json:
-        _write_json(args.json, result.to_dict())
+        _write_json(args, result.to_dict())
     if args.csv:
         _write("--csv", args.csv, result.trace_csv())
-    if not args.quiet:
-        print(result.summary(), file=_summary_stream(args))
+    _say(args, result.summary())
     return EXIT_OK if result.success else EXIT_SOLVE
 
 
@@ -270,21 +497,19 @@ def _parse_times(text: str, integer: bool) -> list[float]:
 
 
 def _cmd_transient(args: argparse.Namespace) -> int:
-    for opt in ("--json", "--csv", "--plot"):
-        _check_output(opt, getattr(args, opt[2:]))
-    doc = load_document(args.model)  # read once: the model and the scenario's base
-    model, solver = _config(args, doc)
-    target = load_scenario(args.scenario, doc) if args.scenario else model
+    _check_outputs(args, "--json", "--csv", "--plot")
+    model, solver = _config(args)  # read once: the model and the scenario's base (args.doc)
+    _threads(args)
+    target = load_scenario(args.scenario, args.doc) if args.scenario else model
     discrete = model.time == "discrete"
     times = _parse_times(args.times, integer=discrete and args.method in ("auto", "step"))
     pmf_times = _parse_times(args.pmf_times, integer=discrete and args.method in ("auto", "step")) \
         if args.pmf_times else []
-    last = [0.0]
+    end = max(times) if times else 0.0
+    bar = _progress.bar(_progress_on(args), float(end) if end > 0 else None, "aqmchain: transient", unit="t")
 
-    def progress(t: float, end: float) -> None:
-        if not args.quiet and (t >= end or t - last[0] >= 0.1 * end):
-            last[0] = t
-            print(f"aqmchain: transient: t = {t:g} of {end:g}", file=sys.stderr, flush=True)
+    def progress(t: float, end_: float) -> None:
+        bar.update(max(0.0, float(t) - bar.n))
 
     kwargs = {"method": args.method, "pmf_times": pmf_times, "progress": progress,
               "memory_limit_gb": solver.get("memory_limit_gb")}
@@ -298,82 +523,282 @@ def _cmd_transient(args: argparse.Namespace) -> int:
     except NonConvergenceError as exc:
         print(f"aqmchain: {exc}", file=sys.stderr)
         result, status = exc.result, EXIT_SOLVE
+    finally:
+        bar.close()
     payload = result.to_dict()
     if status != EXIT_OK:
         payload["error"] = result.info.note
     if args.json:
-        _write_json(args.json, payload)
+        _write_json(args, payload)
     if args.csv:
         names = list(result.metrics)  # the fixed metrics, then a stateful AQM's components
-        rows = [",".join(["time", "phase", *names])]
+        rows = []
         for k, t in enumerate(result.times):
-            rows.append(",".join([repr(float(t)), str(int(result.phase[k]))] +
-                                 [repr(float(result.metrics[m][k])) for m in names]))
-        _write("--csv", args.csv, "\n".join(rows) + "\n")
+            rows.append([float(t), int(result.phase[k])] + [float(result.metrics[m][k]) for m in names])
+        _write("--csv", args.csv, _csv_text(["time", "phase", *names], rows))
     if args.plot:
-        fig = result.plot()
-        fig.axes[0].set_title(Path(args.model).name + (f" + {Path(args.scenario).name}" if args.scenario else ""))
-        try:
-            fig.savefig(args.plot, dpi=120, bbox_inches="tight")
-        except OSError as exc:
-            raise _opt_error("--plot", "a writable PNG path", f"{args.plot} ({exc.strerror or exc})") from None
+        fig = result.plot(name=Path(args.model).name + (f" + {Path(args.scenario).name}" if args.scenario else ""))
+        _save_figure("--plot", fig, args.plot)
     if not args.quiet:
         i = result.info
         steady = [f"{t:g}" for t in i.steady_at if t >= 0]
-        print(f"transient ({i.method}): {result.states} states, {len(result.times)} output times, "
-              f"{i.iterations} steps, {i.matvecs} products, {i.seconds.get('transient_total', 0.0):.2f} s"
-              + (f"; steady state detected at t = {', '.join(steady)}" if steady else ""),
-              file=_summary_stream(args))
+        _say(args, f"transient ({i.method}): {result.states} states, {len(result.times)} output times, "
+                   f"{i.iterations} steps, {i.matvecs} products, {i.seconds.get('transient_total', 0.0):.2f} s"
+                   + (f"; steady state detected at t = {', '.join(steady)}" if steady else ""))
         if len(result.times):
-            print(f"  at t = {result.times[-1]:g}: mean queue {result.mean_queue[-1]:.6g}, "
-                  f"mean avg {result.mean_avg[-1]:.6g}, loss {result.loss[-1]:.6g}", file=_summary_stream(args))
+            _say(args, f"  at t = {result.times[-1]:g}: mean queue {result.mean_queue[-1]:.6g}, "
+                       f"mean avg {result.mean_avg[-1]:.6g}, loss {result.loss[-1]:.6g}")
     return status
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from .sweep import parse_values, resolve_scheduler, sweep
+
+    _check_outputs(args, "--json", "--csv", "--plot")
+    model, solver = _config(args)
+    solver = _solver_overrides(args, solver)
+    params: dict = {}
+    for p in args.param or []:
+        key, sep, values = p.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise _opt_error("--param", "KEY=VALUES (e.g. aqm.w=0.002,0.005 or service.mu=0.25:0.5:6)", p)
+        if key.strip() in params:
+            raise _opt_error("--param", "each key once", key.strip())
+        params[key.strip()] = parse_values(key.strip(), values)
+    if not params:
+        raise _opt_error("--param", "given at least once (KEY=VALUES)", None)
+    sim_opts = None
+    if args.simulate:
+        sim_opts = _sim_kwargs(args)
+        sim_opts["threads"] = args.threads or 1
+    scheduler = resolve_scheduler(args.scheduler)
+    if args.workers is not None and not 1 <= args.workers <= 1024:
+        raise _opt_error("--workers", "in [1, 1024]", args.workers)
+    if args.threads:
+        _threads(args)
+    n_points = 1
+    for v in params.values():
+        n_points *= len(v)
+    bar = _progress.bar(_progress_on(args), n_points, "aqmchain: sweep", unit="point", delay=0.0)
+    failed = [0]
+
+    def progress(done: int, total: int, rec: dict) -> None:
+        failed[0] += rec["status"] != "ok"
+        bar.update(1)
+        if failed[0]:
+            bar.set_postfix_str(f"{failed[0]} failed")
+
+    solver_opts = {k: v for k, v in solver.items()}
+    try:
+        result = sweep(args.doc, params, simulate=args.simulate, sim_options=sim_opts, solver=solver_opts,
+                       scheduler=scheduler, workers=args.workers, keep_results=False, progress=progress)
+    finally:
+        bar.close()
+    if args.csv:
+        _write("--csv", args.csv, result.to_csv_text())
+    if args.json:
+        _write_json(args, {"sweep": {"keys": result.sweep_keys, "points": len(result),
+                                     "scheduler": scheduler if isinstance(scheduler, str) else "client",
+                                     "failed": int((result["status"] != "ok").sum())},
+                           "rows": result.to_records_json()})
+    if args.plot:
+        metric = args.metric
+        fig = result.plot_curves(metric)
+        fig.axes[0].set_title(f"{Path(args.model).name}: " + fig.axes[0].get_title())
+        _save_figure("--plot", fig, args.plot)
+    if not args.quiet:
+        shown = list(dict.fromkeys(m for m in ("mean_queue", "loss", "mean_response", args.metric)
+                                   if m in result.columns))
+        _say(args, result.table(shown))
+        _say(args, result.summary())
+    for _, row in result.failed.iterrows():
+        where = ", ".join(f"{k} = {row[k]!r}" for k in result.sweep_keys)
+        print(f"aqmchain: sweep point {where}: {row['status']}: {row['error']}", file=sys.stderr)
+    return EXIT_OK if (result["status"] == "ok").all() else EXIT_SOLVE
+
+
+def _parse_range(option: str, text: str) -> tuple[float, float]:
+    """'LO:HI' in slots; each side a number or a power of two written 2^K."""
+    def one(v: str) -> float:
+        v = v.strip()
+        return 2.0 ** float(v[2:]) if v.startswith("2^") else float(v)
+
+    try:
+        lo, hi = (one(v) for v in text.split(":"))
+    except ValueError:
+        raise _opt_error(option, "LO:HI (slots; numbers or 2^K), e.g. 1:2^20", text) from None
+    return lo, hi
+
+
+def _cmd_hurst(args: argparse.Namespace) -> int:
+    from .selfsim import HURST_ESTIMATORS, estimate_hurst
+
+    _check_outputs(args, "--json", "--plot")
+    model, _ = _config(args)
+    rng = _parse_range("--range", args.range) if args.range else None
+    src = model.source
+    names = list(HURST_ESTIMATORS) if args.estimator == "all" else [args.estimator]
+    if args.estimator == "all" and not (src.kind == "ssmp" and src.q > 1 and src.a > src.q ** 2):
+        names.remove("asymptotic")  # the closed form exists for SSMP sources only
+    kw = {"slots": args.slots, "replications": args.replications, "seed": args.seed}
+    out = []
+    with _progress.activity(_progress_on(args), "aqmchain: estimating the Hurst parameter"):
+        for name in names:
+            try:
+                out.append(estimate_hurst(src, name, range=rng if name != "asymptotic" else None, **kw))
+            except _core.ModelError as exc:  # the library names its arguments; say the options
+                if getattr(exc, "param", None) == "range":
+                    raise _opt_error("--range", str(exc).split(" must be ", 1)[-1].split(", got")[0],
+                                     args.range) from None
+                raise
+    _say(args, f"source: {out[0].source}, mean rate {src.mean_rate():.6g} arrivals per slot")
+    for e in out:
+        _say(args, "  " + e.summary().replace("\n", "\n    "))
+    if args.json:
+        _write_json(args, {"source": out[0].source, "estimates": [e.to_dict() for e in out]})
+    if args.plot:
+        from matplotlib.figure import Figure
+
+        from .plots import local_hurst, variance_time
+
+        fig = Figure(figsize=(12, 4.6), layout="constrained")
+        left, right = fig.subplots(1, 2)
+        first = next((e for e in out if e.estimator != "asymptotic"), None)
+        if first is None:  # only the closed form: draw the exact curve it is the limit of
+            first = estimate_hurst(src, "exact")
+        variance_time(first, ax=left)
+        local_hurst(out, ax=right)
+        _save_figure("--plot", fig, args.plot)
+    return EXIT_OK
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .export import export_matrix, export_prism, export_stationary
+    from .stationary import build_chain
+
+    if not (args.matrix or args.prism or args.stationary):
+        raise _opt_error("--matrix / --prism / --stationary", "given (at least one output)", None)
+    _check_outputs(args, "--matrix", "--stationary")
+    if args.stationary and Path(args.stationary).suffix not in (".npy", ".csv"):
+        raise _opt_error("--stationary", "a path ending in .npy or .csv", args.stationary)
+    if args.prism:
+        for ext in ("tra", "sta", "lab"):
+            _check_output("--prism", args.prism + "." + ext)
+    model, solver = _config(args)
+    args.memory_limit_gb = solver.get("memory_limit_gb")
+    written = []
+    if args.stationary:
+        result = _solve(args, model, solver, response="none")
+        chain = result.chain
+    else:
+        with _progress.activity(_progress_on(args), "aqmchain: building the chain"):
+            chain = build_chain(model, args.memory_limit_gb)
+    with _progress.activity(_progress_on(args), "aqmchain: writing"):
+        if args.matrix:
+            written.append(str(export_matrix(chain, args.matrix)))
+        if args.prism:
+            written.extend(str(p) for p in export_prism(chain, args.prism).values())
+        if args.stationary:
+            written.append(str(export_stationary(result, args.stationary)))
+    what = "P" if chain.time == "discrete" else "G"
+    _say(args, f"{chain.n} states, {chain.nnz} nonzeros in {what}; wrote " + ", ".join(written))
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------ parser
+
+
+def _common(sp: argparse.ArgumentParser, model: bool = True) -> None:
+    if model:
+        sp.add_argument("model", help="TOML model file (docs/model-file.md)")
+    sp.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
+                    help="override a model-file key, e.g. --set aqm.w=0.01 --set solver.method=direct (repeatable)")
+    sp.add_argument("--threads", type=int, metavar="N",
+                    help="threads for the simulator and the core's parallel loops (default: every core)")
+    sp.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors; no progress bars")
+
+
+def _sim_args(sp: argparse.ArgumentParser, slots: int) -> None:
+    sp.add_argument("--slots", type=int, default=slots, help=f"slots per replication incl. warm-up ({slots})")
+    sp.add_argument("--replications", type=int, default=4, help="independent replications, 1..10000 (4)")
+    sp.add_argument("--seed", type=int, default=1, help="random seed, 0..2^64-1 (1)")
+    sp.add_argument("--warmup", type=int, help="slots discarded per replication, >= 0 (default slots/10)")
+    sp.add_argument("--batches", type=int, default=20, help="batch means per replication, 1..10000 (20)")
+    sp.add_argument("--discretised", action="store_true", help="avg on the chain's grid (exact law of the chain)")
+
+
+def _solver_args(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--method", choices=list(METHODS), help="stationary solver (default: the file's, else auto)")
+    sp.add_argument("--tol", type=float, help="target for ||pi P - pi||_1 (default 1e-12)")
+    sp.add_argument("--max-iter", dest="max_iter", type=int, help="sweeps / products / restarts, 0..1e9 (0: default)")
+    sp.add_argument("--memory-limit-gb", type=float, help="refuse state spaces above this many GB (default 8)")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+def _sub(sub, name: str) -> argparse.ArgumentParser:
+    desc, examples = COMMANDS[name]
+    epilog = "examples (from the repository root):\n" + "\n".join(f"  {e}" for e in examples)
+    return sub.add_parser(name, help=desc.replace("%", "%%"), description=desc[0].upper() + desc[1:] + ".",
+                          epilog=epilog,
+                          formatter_class=_Formatter, aliases=_ALIASES.get(name, []))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="aqmchain", description="Exact Markov-chain analysis of AQM router queues.")
-    sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("solve", help="stationary solution and metrics of a model file")
-    s.add_argument("model", help="TOML model file (docs/model-file.md)")
+    from . import __version__
+
+    p = argparse.ArgumentParser(
+        prog="aqmchain", formatter_class=_Formatter,
+        description="Exact Markov-chain analysis of AQM router queues.",
+        epilog="exit codes: 0 ok, 2 bad input, 3 failed solve, 130 interrupted (Ctrl-C).\n"
+               "'aqmchain COMMAND --help' shows a command's options and examples; docs/cli.md has them all.")
+    p.add_argument("--version", action="version", version=f"aqmchain {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = _sub(sub, "solve")
+    _common(s)
     s.add_argument("--json", metavar="OUT",
                    help="write the JSON result here ('-' for stdout; the summary then goes to stderr)")
-    s.add_argument("--method", choices=list(METHODS))
-    s.add_argument("--tol", type=float, help="target for ||pi P - pi||_1 (default 1e-12)")
-    s.add_argument("--max-iter", dest="max_iter", type=int, help="sweeps / products / restarts, 0..1e9 (0: default)")
-    s.add_argument("--memory-limit-gb", type=float, help="refuse state spaces above this many GB (default 8)")
+    s.add_argument("--csv", metavar="OUT", help="write the scalar metrics as 'metric,value' rows ('-': stdout)")
+    s.add_argument("--plot", metavar="PNG",
+                   help="write the queue pmf (log scale) and the heat map of the stationary (q, avg) law")
+    _solver_args(s)
     s.add_argument("--error-estimate", dest="error_estimate", action="store_true",
                    help="also solve on grids with 2x and 4x the avg steps and extrapolate every metric to step 0 "
                         "(value, extrapolated, error; JSON key error_estimate)")
     s.add_argument("--classes", choices=list(CLASS_CHAINS), default="approx",
                    help="chain of a model with traffic classes: 'approx' (two classes, random-order approximation) "
                         "or 'exact' (the FIFO's class sequence, small buffers); docs/classes.md")
-    s.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     s.set_defaults(func=_cmd_solve)
-    def sim_args(sp: argparse.ArgumentParser, slots: int) -> None:
-        sp.add_argument("model", help="TOML model file (docs/model-file.md)")
-        sp.add_argument("--slots", type=int, default=slots, help=f"slots per replication incl. warm-up ({slots})")
-        sp.add_argument("--replications", type=int, default=4, help="independent replications, 1..10000 (4)")
-        sp.add_argument("--seed", type=int, default=1, help="random seed, 0..2^64-1 (1)")
-        sp.add_argument("--warmup", type=int, help="slots discarded per replication, >= 0 (default slots/10)")
-        sp.add_argument("--batches", type=int, default=20, help="batch means per replication, 1..10000 (20)")
-        sp.add_argument("--discretised", action="store_true", help="avg on the chain's grid (exact law of the chain)")
 
-    si = sub.add_parser("simulate", help="slotted Monte Carlo simulation with 95%% confidence intervals")
-    sim_args(si, 10_000_000)
-    si.add_argument("--json", metavar="OUT", help="write estimates and a 'ci' object of half-widths")
-    si.add_argument("-q", "--quiet", action="store_true")
+    si = _sub(sub, "simulate")
+    _common(si)
+    _sim_args(si, 10_000_000)
+    si.add_argument("--json", metavar="OUT", help="write estimates and a 'ci' object of half-widths ('-': stdout)")
+    si.add_argument("--csv", metavar="OUT", help="write 'metric,value,half_width_95' rows ('-': stdout)")
     si.set_defaults(func=_cmd_simulate)
-    co = sub.add_parser("compare", help="chain vs simulation: metric / analytic / simulated +- 95%% / z")
-    sim_args(co, 20_000_000)
-    co.add_argument("--plot", metavar="PNG", default="compare_queue_pmf.png",
-                    help="queue pmf overlay on a log scale (default compare_queue_pmf.png; '' for none)")
+
+    co = _sub(sub, "compare")
+    _common(co)
+    _sim_args(co, 20_000_000)
+    co.add_argument("--plot", metavar="PNG",
+                    help="write the queue pmf overlay: chain line, simulation ± 95%% CI, log scale, "
+                         "min_th..max_th band (nothing is written by default)")
+    co.add_argument("--json", metavar="OUT", help="write the comparison, the chain's and the simulation's results")
+    co.add_argument("--csv", metavar="OUT", help="write 'metric,analytic,simulated,half_width_95,z' rows")
     co.set_defaults(func=_cmd_compare)
-    po = sub.add_parser("policies", help="response times under tail, front and random drop, side by side")
-    po.add_argument("model", help="TOML model file (docs/model-file.md)")
+
+    po = _sub(sub, "policies")
+    _common(po)
     po.add_argument("--json", metavar="OUT", help="write the table as JSON ('-' for stdout)")
+    po.add_argument("--csv", metavar="OUT", help="write the table as CSV, one row per policy ('-' for stdout)")
+    po.add_argument("--plot", metavar="PNG", help="write the response-time pmfs, one line per policy (log scale)")
     po.set_defaults(func=_cmd_policies)
-    tr = sub.add_parser("transient", help="metrics over time from an initial law, for a model or a load scenario")
-    tr.add_argument("model", help="TOML model file (docs/model-file.md)")
+
+    tr = _sub(sub, "transient")
+    _common(tr)
     tr.add_argument("--scenario", metavar="FILE", help="scenario file of [[phase]] tables (docs/transient.md)")
     tr.add_argument("--times", required=True,
                     help="output times: '10,100,1000', 'log:1:1e6:50' or 'lin:0:9000:91' (slots are rounded)")
@@ -387,30 +812,85 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--json", metavar="OUT", help="write times, one list per metric and the accounts ('-': stdout)")
     tr.add_argument("--csv", metavar="OUT", help="write one row per output time ('-': stdout)")
     tr.add_argument("--plot", metavar="PNG", help="mean queue and mean avg over time, phase boundaries marked")
-    tr.add_argument("-q", "--quiet", action="store_true")
     tr.set_defaults(func=_cmd_transient)
-    op = sub.add_parser("optimize", help="direct search (Hooke-Jeeves, Nelder-Mead) over model parameters, "
-                                         "e.g. the REDwM triple, minimising a metric")
-    op.add_argument("model", help="TOML model file (docs/model-file.md)")
+
+    op = _sub(sub, "optimize")
+    _common(op)
     op.add_argument("--params", default="triple",
                     help="'triple' (REDwM's [x, y, z]; default) or comma-separated model-file keys, e.g. aqm.w")
     op.add_argument("--objective", default="mean_response", help="scalar metric to minimise (mean_response)")
     op.add_argument("--method", choices=["hooke_jeeves", "nelder_mead"], default="hooke_jeeves")
     op.add_argument("--starts", default="current",
-                    help="'current' (the model's values), 'seed000' (the REDwM paper's 10 x 10 x 10 grid of "
-                         "triples) or points 'x,y,z;x,y,z'")
+                    help="'current' (the model's values), 'paper' (the 10 x 10 x 10 grid of triples of \"A RED "
+                         "modified weighted moving average for soft real-time application\"; also 'seed000') or "
+                         "points 'x,y,z;x,y,z'")
     op.add_argument("--bounds", action="append", metavar="NAME=LO:HI", help="bounds of a parameter (repeatable)")
     op.add_argument("--step", help="first steps, one per parameter (triple: 0.01,0.001,0.001)")
     op.add_argument("--min-step", dest="min_step", help="stop below these steps (default step / 64)")
     op.add_argument("--max-evals", dest="max_evals", type=int, help="budget of solves over all starts")
+    op.add_argument("--scheduler", metavar="ADDRESS",
+                    help="run the starts on Dask: 'local' (a LocalCluster), 'sync' or a scheduler address; "
+                         "default: one after the other in this process")
     op.add_argument("--json", metavar="OUT", help="write the result, the starts and the trace ('-': stdout)")
     op.add_argument("--csv", metavar="OUT", help="write the trace, one row per evaluated or refused point")
-    op.add_argument("-q", "--quiet", action="store_true", help="no progress lines, no summary")
     op.set_defaults(func=_cmd_optimize)
-    e = sub.add_parser("estimate", help="upper bounds on states, transitions and memory, without building")
-    e.add_argument("model", help="TOML model file (docs/model-file.md)")
-    e.set_defaults(func=_cmd_estimate)
+
+    sw = _sub(sub, "sweep")
+    _common(sw)
+    sw.add_argument("--param", action="append", metavar="KEY=VALUES",
+                    help="a swept model-file key and its values: 'a,b,c', 'LO:HI:N' (N points, ends included) or "
+                         "'log:LO:HI:N'; repeat for a grid (the first key varies slowest)")
+    sw.add_argument("--simulate", action="store_true", help="also simulate every point (sim_* columns)")
+    _sim_args(sw, 2_000_000)
+    _solver_args(sw)
+    sw.add_argument("--scheduler", metavar="ADDRESS",
+                    help="'local' (a LocalCluster on this machine), 'sync' (in this process, no cluster) or the "
+                         "address of a Dask scheduler; default $AQMCHAIN_SCHEDULER, else local")
+    sw.add_argument("--workers", type=int, help="worker processes of the local cluster (default: cores, at most 4)")
+    sw.add_argument("--metric", default="mean_queue", help="metric of the --plot curves (mean_queue)")
+    sw.add_argument("--json", metavar="OUT", help="write one object per point ('-': stdout)")
+    sw.add_argument("--csv", metavar="OUT", help="write one row per point ('-': stdout)")
+    sw.add_argument("--plot", metavar="PNG",
+                    help="the metric against the first key, one line per value of the second")
+    sw.set_defaults(func=_cmd_sweep)
+
+    hu = _sub(sub, "hurst")
+    _common(hu)
+    hu.add_argument("--estimator", default="all", choices=["all", *HURST_ESTIMATORS],
+                    help="exact: variance-time on the exact aggregated-variance curve; variance_time / rs: "
+                         "variance-time / rescaled range on simulated traces; asymptotic: the SSMP formula "
+                         "(default: all)")
+    hu.add_argument("--range", metavar="LO:HI",
+                    help="aggregation levels (block sizes) fitted, in slots, e.g. 1:2^20 (defaults: exact 1:2^20, "
+                         "variance_time 1:SLOTS/64, rs 16:SLOTS/16)")
+    hu.add_argument("--slots", type=int, default=2**20, help="slots per simulated trace (2^20)")
+    hu.add_argument("--replications", type=int, default=8, help="simulated traces; the 95%% CI is over them (8)")
+    hu.add_argument("--seed", type=int, default=1, help="seed of the first trace (1)")
+    hu.add_argument("--json", metavar="OUT", help="write the estimates and their curves ('-' for stdout)")
+    hu.add_argument("--plot", metavar="PNG", help="write the variance-time (or R/S) curve of the first estimator "
+                                                  "and the local H(m) of all")
+    hu.set_defaults(func=_cmd_hurst)
+
+    e = _sub(sub, "info")
+    _common(e)
+    e.add_argument("--explore", choices=["auto", "always", "never"], default="auto",
+                   help="count the reachable states exactly by the builder's exploration: auto (when the bound is "
+                        "at most 5,000,000), always, never")
+    e.add_argument("--json", metavar="OUT", help="write the numbers as JSON ('-' for stdout)")
+    e.set_defaults(func=_cmd_info)
+
+    ex = _sub(sub, "export")
+    _common(ex)
+    ex.add_argument("--matrix", metavar="OUT.mtx", help="P (or the generator G) as a Matrix Market file")
+    ex.add_argument("--prism", metavar="BASE",
+                    help="PRISM explicit files BASE.tra, BASE.sta, BASE.lab (states labelled by their components)")
+    ex.add_argument("--stationary", metavar="OUT",
+                    help="the stationary vector with the state labels, .npy (structured array) or .csv")
+    ex.set_defaults(func=_cmd_export)
     return p
+
+
+# ------------------------------------------------------------------ errors
 
 
 def _message(exc: BaseException, args: argparse.Namespace) -> str:
@@ -434,12 +914,24 @@ def _message(exc: BaseException, args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always")
             warnings.showwarning = lambda msg, *a, **k: print(f"aqmchain: warning: {msg}", file=sys.stderr)
             return args.func(args)
+    except KeyboardInterrupt:
+        print("aqmchain: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # the reader went away (| head): stop quietly, as SIGPIPE would
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+        return EXIT_PIPE
     except (_core.ModelError, _core.OptionError) as exc:
         print(f"aqmchain: error: {_message(exc, args)}", file=sys.stderr)
         return EXIT_INPUT

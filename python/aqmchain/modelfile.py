@@ -17,7 +17,8 @@ from typing import Any
 from . import _checks, _core
 from ._core import ModelError
 
-__all__ = ["load_model", "load_config", "load_document", "model_from_dict", "model_to_dict"]
+__all__ = ["load_model", "load_config", "load_document", "model_from_dict", "model_to_dict", "apply_overrides",
+           "parse_value", "set_key", "replace", "solver_options"]
 
 # Keys each drop function takes (beyond the common AQM keys).
 _DROP_KEYS: dict[str, dict[str, bool]] = {  # key -> required
@@ -412,8 +413,34 @@ def load_document(path: str | Path, what: str = "model file") -> dict:
 
 
 def load_model(path: str | Path) -> _core.Model:
-    """Read the TOML model file (docs/model-file.md) into a validated :class:`Model`."""
-    return load_config(path)[0]
+    """Read the TOML model file (docs/model-file.md) into a validated :class:`Model`.
+
+    The file's ``[solver]`` table travels with the model (``model.solver``): functions that
+    solve it (:func:`aqmchain.solve_stationary`, :func:`aqmchain.compare`, sweeps, ...) use
+    those options unless given others."""
+    model, solver = load_config(path)
+    return attach_solver(model, solver)
+
+
+# model id -> its file's [solver] table, for as long as the model lives
+_SOLVER_TABLES: dict[int, dict] = {}
+
+
+def attach_solver(model: _core.Model, solver: dict) -> _core.Model:
+    """Let ``model`` carry solver options (``model.solver``); returns the model."""
+    import weakref
+
+    if solver:
+        key = id(model)
+        if key not in _SOLVER_TABLES:
+            weakref.finalize(model, _SOLVER_TABLES.pop, key, None)
+        _SOLVER_TABLES[key] = dict(solver)
+    return model
+
+
+def solver_options(model: Any) -> dict:
+    """The solver options a model carries from its file's ``[solver]`` table (``{}`` if none)."""
+    return dict(_SOLVER_TABLES.get(id(model), {})) if isinstance(model, _core.Model) else {}
 
 
 def model_to_dict(model: _core.Model) -> dict:
@@ -479,3 +506,100 @@ def model_to_dict(model: _core.Model) -> dict:
                 t["flow_weights"] = list(c.flow_weights)
             out["class"].append(t)
     return out
+
+
+# ------------------------------------------------------------------ overrides
+
+_KEY_PATH = re.compile(r"^([A-Za-z_][A-Za-z_0-9]*)\.([A-Za-z_][A-Za-z_0-9]*)(?:\[(\d+)\])?$")
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value as TOML reads it (``0.01``, ``250``, ``true``, ``[0.1, 0, 0]``,
+    ``"dsred"``); a bare word that is not TOML (``dsred``) is taken as a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text.strip()
+
+
+def set_key(doc: dict, key: str, value: Any) -> dict:
+    """Set ``section.key`` (or ``section.key[i]``, an entry of a list) in a model document, in place.
+
+    An integral float given for a key whose current value is an integer becomes an integer
+    (``model.buffer = 200.0`` from a range).  Raises :class:`ModelError` naming the key when
+    the path is malformed or indexes past a list; the value itself is checked when the
+    document is turned into a model."""
+    m = _KEY_PATH.match(key.strip()) if isinstance(key, str) else None
+    if m is None:
+        raise _err("key", "'section.key' or 'section.key[i]' (e.g. aqm.w, service.mu, aqm.triple[0])", key)
+    sec, name, idx = m.groups()
+    table = doc.setdefault(sec, {})
+    if not isinstance(table, dict):
+        raise _err(sec, "a table", table)
+    old = table.get(name)
+    if idx is not None:
+        if not isinstance(old, list) or int(idx) >= len(old):
+            raise _err(f"{sec}.{name}[{idx}]", f"an entry of the list '{sec}.{name}' "
+                       f"({'absent' if old is None else _checks.fmt(old)})", value)
+        lst = list(old)
+        lst[int(idx)] = value
+        table[name] = lst
+        return doc
+    if isinstance(old, int) and not isinstance(old, bool) and isinstance(value, float) and value.is_integer():
+        value = int(value)
+    table[name] = value
+    if sec == "aqm" and name == "drop" and isinstance(old, str) and old != value:
+        for k in _DROP_KEYS.get(old, {}):  # the old drop function's keys go with it
+            if k not in _DROP_KEYS.get(value, {}):
+                table.pop(k, None)
+    if sec == "aqm" and name == "filter" and old != value:
+        for k in _FILTER_KEYS.get(old or "ewma", set()):
+            table.pop(k, None)
+    if sec == "aqm" and name in ("triple", "a", "b"):
+        table.pop("w", None)
+        table.setdefault("filter", "redwm")
+        for k in ({"a", "b"} if name == "triple" else {"triple"}):
+            table.pop(k, None)
+    return doc
+
+
+def apply_overrides(doc: dict, overrides: dict[str, Any] | list[str]) -> dict:
+    """A copy of ``doc`` with ``overrides`` applied: a dict ``{"aqm.w": 0.01}`` or command-line
+    strings ``["aqm.w=0.01", "grid.k=8"]`` (values parsed by :func:`parse_value`)."""
+    import copy
+
+    out = copy.deepcopy(doc)
+    items = overrides.items() if isinstance(overrides, dict) else []
+    if not isinstance(overrides, dict):
+        parsed = []
+        for text in overrides:
+            key, sep, value = str(text).partition("=")
+            if not sep or not key.strip():
+                raise _err("--set", "KEY=VALUE (e.g. aqm.w=0.01)", text)
+            parsed.append((key.strip(), parse_value(value)))
+        items = parsed
+    for key, value in items:
+        set_key(out, key, value)
+    return out
+
+
+def replace(model: _core.Model, **sections: dict[str, Any]) -> _core.Model:
+    """A copy of ``model`` with model-file keys changed, section by section:
+    ``replace(model, aqm={"w": 0.01}, service={"mu": 0.4})`` (also ``model.replace(...)``).
+
+    Keys and values are those of the model file (docs/model-file.md) and are checked the same
+    way; a new ``aqm.drop`` drops the keys of the old drop function that it does not take."""
+    doc = model_to_dict(model)
+    solver = solver_options(model)
+    for sec, table in sections.items():
+        if sec == "solver":
+            if not isinstance(table, dict):
+                raise _err(sec, "a dict of solver options", table)
+            solver.update(table)
+            continue
+        if not isinstance(table, dict):
+            raise _err(sec, "a dict of model-file keys, e.g. aqm={'w': 0.01}", table)
+        for key, value in table.items():
+            set_key(doc, f"{sec}.{key}", value)
+    model2, _ = model_from_dict({**doc, "solver": solver})
+    return attach_solver(model2, solver)

@@ -68,7 +68,7 @@ def triple_of(model: _core.Model) -> list[float]:
 _FAILURES = (SolverError, ReducibleChainError, StateSpaceTooLarge)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(repr=False)
 class OptimizeResult:
     """Outcome of :func:`optimize`.
 
@@ -95,6 +95,16 @@ class OptimizeResult:
     trace: list[dict[str, Any]]
     stopped: bool = False
     message: str = ""
+
+    def __repr__(self) -> str:
+        where = "none" if self.x is None else ", ".join(f"{k}={v:.6g}" for k, v in self.x.items())
+        return (f"<OptimizeResult {self.method} {self.objective}={self.value:.8g} at {where}; "
+                f"{self.evaluations} evaluations, {len(self.starts)} start(s)>")
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return "<pre>" + html.escape(self.summary()) + "</pre>"
 
     @property
     def success(self) -> bool:
@@ -354,11 +364,13 @@ def _starts(starts: Any, space: _Space) -> list[np.ndarray]:
     if starts is None or (isinstance(starts, str) and starts == "current"):
         return [np.array(space.current, dtype=float)]
     if isinstance(starts, str):
+        if starts == "paper":
+            starts = "seed000"
         if starts != "seed000":
-            raise _checks.model_error("starts", "'seed000', 'current', a list of points or a dict of value lists",
+            raise _checks.model_error("starts", "'paper' (or 'seed000'), 'current', a list of points or a dict of value lists",
                                       starts)
         if space.names != list(TRIPLE):
-            raise _checks.model_error("starts", "used with params='triple' ('seed000' is a grid of triples)", starts)
+            raise _checks.model_error("starts", "used with params='triple' ('paper' is a grid of triples)", starts)
         return [np.array(p, dtype=float) for p in SEED000_STARTS]
     if isinstance(starts, dict):  # a grid: the product of per-parameter value lists
         keys = [space._resolve(k) if k != "triple" else k for k in starts]
@@ -382,7 +394,8 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
              method: str = "hooke_jeeves", starts: Any = None, step: Sequence[float] | None = None,
              min_step: Sequence[float] | float | None = None, max_evals: int = 10**9,
              evaluate: Callable[[_core.Model], Any] | None = None, solver: dict | None = None,
-             callback: Callable[[dict], Any] | None = None) -> OptimizeResult:
+             callback: Callable[[dict], Any] | None = None, scheduler: Any = None,
+             workers: int | None = None) -> OptimizeResult:
     """Minimise ``objective`` over model parameters by direct search.
 
     ``params``: ``"triple"`` (REDwM's [x, y, z], the default; an EWMA model starts from
@@ -392,7 +405,7 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     ``"mean_queue"``) or a callable ``result -> float``; minimised.  ``bounds``: per parameter
     ``(lo, hi)`` (a dict by name or a list in order; the triple defaults to [0, 1] each, other
     parameters to no bound beyond the model's own validation).  ``starts``: None / "current"
-    (the model's values), ``"seed000"`` (the 10 x 10 x 10 triple grid of the REDwM paper), a
+    (the model's values), ``"paper"`` (also ``"seed000"``: the 10 x 10 x 10 triple grid of the REDwM paper), a
     list of points, or a dict of value lists (their product).  ``step``: first step per
     parameter (triple: 0.01, 0.001, 0.001; others 10 % of the value, or 0.1 at 0); ``min_step``:
     the search stops below it (default step / 64).  ``max_evals``: budget of solves over all
@@ -403,6 +416,16 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     Infeasible points (outside the bounds, or refused by the model: negative coefficients,
     x + y + z > 1, ...) get +inf and are never evaluated; a failed evaluation (non-convergence,
     state space too large, a reducible chain) is recorded in the trace and counts as +inf.
+
+    ``scheduler``: ``None`` runs the starts one after the other in this process, sharing one
+    cache of evaluated points and one budget.  Otherwise the starts run as independent tasks
+    through the machinery of :func:`aqmchain.sweep` (``run_tasks`` in its module: ``"local"`` a Dask
+    LocalCluster of ``workers`` processes, ``"sync"`` in this process, an address or a
+    ``dask.distributed.Client``): each start has its own cache and ``max_evals`` is split
+    evenly over the starts (at least one evaluation each), so that the result does not depend
+    on the order in which the workers finish; ``callback`` sees each start's records when the
+    start has finished (returning True cancels the starts not yet finished).  ``evaluate``
+    and a callable ``objective`` must then be picklable (module-level functions).
     """
     if not isinstance(model, _core.Model):
         raise _checks.model_error("model", "an aqmchain.Model", model)
@@ -423,6 +446,7 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
         obj_name, metric = getattr(objective, "__name__", "objective"), objective
     else:
         raise _checks.model_error("objective", "a metric name or a callable", objective)
+    custom_evaluate = evaluate is not None
     if evaluate is None:
         from .stationary import solve_stationary
 
@@ -461,6 +485,10 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     max_evals = _checks.integer("max_evals", max_evals, 1, 10**9)
     points = _starts(starts, space)
 
+    if scheduler is not None:
+        return _optimize_distributed(model, space, obj_name, objective, evaluate if custom_evaluate else None,
+                                     dict(solver or {}), method, b, points, h, hmin, max_evals, callback,
+                                     scheduler, workers)
     f = _Objective(space, b, evaluate, metric, max_evals, callback)
     run = _hooke_jeeves if method == "hooke_jeeves" else _nelder_mead
     t0 = time.perf_counter()
@@ -491,3 +519,92 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
                           failed=f.failed, seconds=seconds, starts=per_start, trace=f.trace, stopped=stopped,
                           message=f.stop_message if stopped else ("" if xb is not None else
                                                                    "every evaluated point failed or was infeasible"))
+
+
+# ------------------------------------------------------------------ starts on Dask
+
+
+def _start_task(model: _core.Model, params: list[str], objective: Any, evaluate: Callable | None, solver: dict,
+                method: str, bounds: np.ndarray, x0: np.ndarray, h: np.ndarray, hmin: np.ndarray, budget: int,
+                start: int) -> dict[str, Any]:
+    """One start of the search, run on a worker: its record, trace and counts."""
+    space = _Space(model, params)
+    space.names = list(params)  # already resolved by the caller
+    metric = (lambda r: getattr(r, objective)) if isinstance(objective, str) else objective  # noqa: E731
+    if evaluate is None:
+        from .stationary import solve_stationary
+
+        evaluate = lambda m: solve_stationary(m, **solver)  # noqa: E731
+    f = _Objective(space, bounds, evaluate, metric, budget, None)
+    f.start = start
+    run = _hooke_jeeves if method == "hooke_jeeves" else _nelder_mead
+    rec = {"start": dict(zip(space.names, map(float, x0))), "end": None, "value": math.inf, "evaluations": 0,
+           "message": ""}
+    try:
+        xe, fe = run(f, x0, h, hmin)
+        rec.update(end=dict(zip(space.names, map(float, xe))), value=float(fe))
+        if not math.isfinite(fe):
+            rec["message"] = "the start point is infeasible or its evaluation failed"
+    except _Stop:
+        rec["message"] = f.stop_message
+    rec["evaluations"] = f.evaluations
+    value, xb, _ = f.best
+    return {"record": rec, "trace": f.trace, "evaluations": f.evaluations, "cache_hits": f.cache_hits,
+            "infeasible": f.infeasible, "failed": f.failed, "best_value": float(value),
+            "best_x": None if xb is None else [float(v) for v in xb]}
+
+
+def _optimize_distributed(model, space, obj_name, objective, evaluate, solver, method, bounds, points, h, hmin,
+                          max_evals, callback, scheduler, workers) -> OptimizeResult:
+    from .sweep import run_tasks
+
+    budget = max(1, max_evals // len(points))
+    args = [(model, list(space.names), objective, evaluate, solver, method, bounds, x0, h, hmin, budget, i)
+            for i, x0 in enumerate(points)]
+    stopped = [False]
+
+    class _Cancel(Exception):
+        pass
+
+    def on_done(i: int, out: dict) -> None:
+        if callback is None or stopped[0]:
+            return
+        for r in out["trace"]:
+            if callback(r):
+                stopped[0] = True
+                raise _Cancel
+
+    def on_error(i: int, exc: BaseException) -> dict[str, Any]:  # the start's task failed (e.g. its worker died)
+        rec = {"start": dict(zip(space.names, map(float, points[i]))), "end": None, "value": math.inf,
+               "evaluations": 0, "message": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
+        return {"record": rec, "trace": [], "evaluations": 0, "cache_hits": 0, "infeasible": 0, "failed": 0,
+                "best_value": math.inf, "best_x": None}
+
+    t0 = time.perf_counter()
+    try:
+        outs = run_tasks(_start_task, args, scheduler=scheduler, workers=workers, on_done=on_done,
+                         on_error=on_error)
+    except _Cancel:
+        outs = None
+    seconds = time.perf_counter() - t0
+    if outs is None:
+        return OptimizeResult(params=list(space.names), objective=obj_name, method=method, x=None, value=math.inf,
+                              model=None, evaluations=0, cache_hits=0, infeasible=0, failed=0, seconds=seconds,
+                              starts=[], trace=[], stopped=True, message="the callback asked to stop")
+    trace, starts = [], []
+    best_value, best_x = math.inf, None
+    counts = {"evaluations": 0, "cache_hits": 0, "infeasible": 0, "failed": 0}
+    for out in outs:
+        for r in out["trace"]:
+            trace.append({**r, "index": len(trace)})
+        starts.append(out["record"])
+        for k in counts:
+            counts[k] += out[k]
+        if out["best_x"] is not None and out["best_value"] < best_value:
+            best_value, best_x = out["best_value"], out["best_x"]
+    best_model = space.model_at(best_x) if best_x is not None else None
+    return OptimizeResult(params=list(space.names), objective=obj_name, method=method,
+                          x=None if best_x is None else dict(zip(space.names, best_x)), value=float(best_value),
+                          model=best_model, seconds=seconds, starts=starts, trace=trace, stopped=False,
+                          message="" if best_x is not None else "every evaluated point failed or was infeasible",
+                          **counts)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from . import _core
 from .modelfile import model_from_dict, model_to_dict
@@ -39,6 +39,16 @@ class PolicyComparison:
                         "method": r.response_method, "littles_law_error": r.littles_law_error})
         return out
 
+    def __repr__(self) -> str:
+        parts = [f"{r['policy']}: E[R]={r['mean_response']:.6g}" if r["mean_response"] is not None
+                 else f"{r['policy']}: E[R]=n/a" for r in self.rows()]
+        return "<PolicyComparison " + ", ".join(parts) + ">"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return "<pre>" + html.escape(self.table()) + "</pre>"
+
     def note(self) -> str | None:
         """Why response times are missing (no packet admitted), or ``None``."""
         r = self.results["tail"]
@@ -60,15 +70,28 @@ class PolicyComparison:
         return "\n".join(lines)
 
 
-def compare_policies(model: _core.Model, **options: Any) -> PolicyComparison:
+def compare_policies(model: _core.Model, *, progress: Callable[[int, int, str], None] | None = None,
+                     **options: Any) -> PolicyComparison:
     """The model solved under tail, front and random drop (the queue-length law is the same;
-    the chain is solved once per policy so that every answer carries its own accounts)."""
+    the chain is solved once per policy so that every answer carries its own accounts).
+    Front and random drop build the tagged-packet chain (one state per packet position in
+    each state: :func:`aqmchain.info` reports its size).  ``progress(i, 3, policy)`` is called
+    before each policy is solved."""
+    from .modelfile import solver_options
+
+    options = {**solver_options(model), **options}
+    if "memory_limit_gb" in options and options["memory_limit_gb"] is None:
+        options.pop("memory_limit_gb")
     doc = model_to_dict(model)
     results = {}
-    for policy in POLICIES:
+    for i, policy in enumerate(POLICIES):
+        if progress is not None:
+            progress(i, len(POLICIES), policy)
         doc["aqm"]["policy"] = policy
         with warnings.catch_warnings():  # the model's own warnings were given when it was built
             warnings.simplefilter("ignore", UserWarning)
             variant = model_from_dict(doc)[0]
         results[policy] = solve_stationary(variant, **options)
+    if progress is not None:
+        progress(len(POLICIES), len(POLICIES), "")
     return PolicyComparison(results)

@@ -72,6 +72,24 @@ class SimulationResult:
         self.observations, self.seconds = raw.observations, raw.seconds
         self.slots_per_second, self.threads = raw.slots_per_second, raw.threads
 
+    @property
+    def warmup(self) -> int:
+        """Slots discarded per replication (the default is slots // 10)."""
+        w = int(self.options.warmup)
+        return int(self.options.slots) // 10 if w < 0 else w
+
+    def __repr__(self) -> str:
+        return (f"<SimulationResult mean_queue={self.mean_queue:.6g} ± {self.ci['mean_queue']:.2g} "
+                f"loss={self.loss:.6g} ± {self.ci['loss']:.2g} slots={self.options.replications} x "
+                f"{self.options.slots} seed={self.options.seed}>")
+
+    def _repr_html_(self) -> str:
+        from ._objects import html_table
+
+        rows = [(ln[:ln.index("  ")].strip(), ln[ln.index("  "):].strip()) if "  " in ln else (ln, "")
+                for ln in self.summary().splitlines()]
+        return html_table("aqmchain simulation (95 % intervals)", rows)
+
     def to_dict(self) -> dict[str, Any]:
         fin = lambda v: float(v) if np.isfinite(v) else None  # noqa: E731  (JSON has no infinity)
         d: dict[str, Any] = {name: fin(getattr(self, name)) for name in SCALARS}
@@ -86,7 +104,7 @@ class SimulationResult:
         for name in ("queue_pmf", "system_pmf", "response_pmf"):
             d[name] = [float(v) for v in getattr(self, name)]
         d["ci"] = {k: [fin(x) for x in v] if isinstance(v, list) else fin(v) for k, v in self.ci.items()}
-        d["simulation"] = {"slots": int(self.options.slots), "warmup": int(self.options.warmup),
+        d["simulation"] = {"slots": int(self.options.slots), "warmup": self.warmup,
                            "replications": int(self.options.replications), "seed": int(self.options.seed),
                            "batches": int(self.options.batches), "discretised": bool(self.options.discretised),
                            "measured_slots": int(self.measured_slots), "served_packets": int(self.served_packets),
@@ -104,7 +122,7 @@ class SimulationResult:
             elif not np.isfinite(hw):
                 lines.append(f"{n:<{w}}  {v:.6g} (no interval: {_UNDEFINED_WHY.get(n, 'no observation')})")
             else:
-                lines.append(f"{n:<{w}}  {v:.6g} +- {hw:.2g}")
+                lines.append(f"{n:<{w}}  {v:.6g} ± {hw:.2g}")
         if self.classes:
             lines.append(f"{'class':<{w}}  {'arrivals/slot':>13}  {'loss':>19}  {'mean_response':>13}  "
                          f"{'thr. share':>10}  {'queue share':>11}")
@@ -233,27 +251,32 @@ class Comparison:
             lines.append(f"z n/a (no event observed in the simulation): {', '.join(self.undefined())}")
         return "\n".join(lines)
 
-    def plot(self, path: str) -> None:
-        """Write the queue pmf overlay (chain line, simulation points with 95 % bars) to ``path``.
-        Draws on a :class:`matplotlib.figure.Figure`: no backend is chosen or changed."""
-        from matplotlib.figure import Figure
+    def __repr__(self) -> str:
+        return f"<Comparison of {len(self.rows)} metrics, max |z| = {self.max_abs_z():.2f}>"
 
-        a, s = self.analytic, self.simulated
-        fig = Figure(figsize=(7, 4))
-        ax = fig.add_subplot()
-        k = np.arange(len(a.queue_pmf))
-        ax.semilogy(k, np.maximum(a.queue_pmf, 1e-300), lw=1.5, label="chain (analytic)")
-        has = s.queue_pmf > 0
-        v, hw = s.queue_pmf[has], s.queue_pmf_ci[has]
-        ax.errorbar(k[has], v, yerr=[np.minimum(hw, 0.9 * v), hw], fmt=".", ms=3, lw=0.6,
-                    label="simulation +- 95%")
-        ax.set_ylim(1e-15, 1)
-        ax.set_xlabel("waiting packets q")
-        ax.set_ylabel("P(q)")
-        ax.set_title("queue-length distribution: chain vs simulation")
-        ax.legend(loc="lower left")
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
+    def _repr_html_(self) -> str:
+        from ._objects import html_table
+
+        return html_table("chain vs simulation (95 % intervals, z-scores)",
+                          [(ln[:16].strip(), ln[16:].strip()) for ln in self.table().splitlines()])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as JSON-ready data: one row per metric and max |z|."""
+        fin = lambda v: float(v) if v is not None and np.isfinite(v) else None  # noqa: E731
+        return {"metrics": [{"metric": n, "analytic": fin(a), "simulated": fin(s), "half_width": fin(hw), "z": fin(z)}
+                            for n, a, s, hw, z in self.rows],
+                "max_abs_z": self.max_abs_z(), "z_undefined": self.undefined()}
+
+    def plot(self, path: str | None = None, *, ax: Any = None, name: str | None = None) -> Any:
+        """The queue pmf overlay (chain line, simulation points with 95 % bars, log scale,
+        min_th..max_th band; :func:`aqmchain.plots.queue_pmf`) as a Figure; also written
+        to ``path`` (PNG, ...) when one is given.  No backend is chosen or changed."""
+        from .plots import queue_pmf
+
+        fig = queue_pmf(self.analytic, self.simulated, ax=ax, name=name)
+        if path is not None:
+            fig.savefig(path, dpi=120)
+        return fig
 
 
 def compare(model: _core.Model, *, solver: dict | None = None, **sim_options: Any) -> Comparison:

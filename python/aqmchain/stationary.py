@@ -193,7 +193,7 @@ class StationaryResult:
 
     def component_pmf(self, name: str) -> np.ndarray:
         """Stationary law of one state component (by its index values), e.g. ``"count"``."""
-        labels = self.chain.labels
+        labels = self._need_chain().labels
         if name not in labels:
             raise KeyError(f"no state component '{name}' (the chain has: {', '.join(labels)})")
         return np.bincount(np.asarray(labels[name]), weights=np.asarray(self.pi))
@@ -221,10 +221,12 @@ class StationaryResult:
 
     # -- the chain -----------------------------------------------------------
     def transition_matrix(self):
-        return transition_matrix(self.chain)
+        """P (or G) as ``scipy.sparse.csr_matrix``, rows = from-state."""
+        return transition_matrix(self._need_chain())
 
     def state_labels(self) -> dict[str, np.ndarray]:
-        return state_labels(self.chain)
+        """One array per state component, plus ``queue`` and ``avg`` (see :func:`state_labels`)."""
+        return state_labels(self._need_chain())
 
     # -- output ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -289,8 +291,42 @@ class StationaryResult:
         return "\n".join(f"{k:<{w}}  {v}" for k, v in rows)
 
     def __repr__(self) -> str:
-        return (f"<StationaryResult states={self.states} mean_queue={self.mean_queue:.6g} loss={self.loss:.6g} "
+        resp = "" if self.mean_response is None else f" mean_response={self.mean_response:.6g}"
+        return (f"<StationaryResult states={self.states} mean_queue={self.mean_queue:.6g} loss={self.loss:.6g}{resp} "
                 f"method={self.info.method} residual={self.info.residual:.2e}>")
+
+    def _repr_html_(self) -> str:
+        from ._objects import html_table
+
+        rows = [tuple(line.split("  ", 1)) for line in self.summary().splitlines()]
+        return html_table("aqmchain stationary result", [(k.strip(), v.strip()) for k, v in rows])
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the chain (a result sent back from a Dask worker): metrics, pmfs,
+        pi and the accounts travel, ``transition_matrix()`` needs the chain (rebuild it with
+        :func:`build_chain`)."""
+        state = dict(self.__dict__)
+        state["chain"] = None
+        state["pi"] = np.asarray(self.pi)
+        if self.error_estimate is not None:
+            state["error_estimate"] = None
+            state["_error_estimate_json"] = self.error_estimate.to_json()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def __copy__(self) -> "StationaryResult":
+        """A shallow copy that keeps the chain (pickling alone leaves it behind)."""
+        out = object.__new__(type(self))
+        out.__dict__.update(self.__dict__)
+        return out
+
+    def _need_chain(self) -> _core.Chain:
+        if self.chain is None:
+            raise ValueError("this result was pickled without its chain (e.g. it came back from a Dask worker); "
+                             "rebuild it with aqmchain.build_chain(result.model)")
+        return self.chain
 
 
 def _class_result(k) -> ClassMetrics:
@@ -457,6 +493,12 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     if not isinstance(error_estimate, bool):
         raise _checks.option_error("error_estimate", "True or False", error_estimate)
     _class_chain(classes)
+    carried = _carried_options(model)
+    if carried:  # the model file's [solver] table (load_model), under the options given here
+        if memory_limit_gb is None:
+            memory_limit_gb = carried.get("memory_limit_gb")
+        carried.pop("memory_limit_gb", None)
+        options = {**carried, **options}
     opts = _options(options)
     if isinstance(model, _core.Chain):
         chain, grid = model, None
@@ -473,6 +515,12 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     if error_estimate:
         result.error_estimate = _error_estimate(result, options, memory_limit_gb, response, response_tail, classes)
     return result
+
+
+def _carried_options(model: Any) -> dict:
+    from .modelfile import solver_options
+
+    return solver_options(model)
 
 
 def _options(options: dict) -> _core.StationaryOptions:

@@ -303,7 +303,7 @@ void define_aqm_grid_model(py::module_& m) {
 
   const RefineOptions ro{};
   py::class_<GridSpec>(m, "GridSpec",
-                       "avg grid: uniform step 1/k, custom points, the seeds' flags, or refine='auto' (a pre-solve "
+                       "avg grid: uniform step 1/k, custom points, the flags mapping of \"Implementation of modified AQM mechanisms in IP routers\", or refine='auto' (a pre-solve "
                        "locates avg's mass and the grid is refined there where p(avg) jumps or is steep); REDwM's s "
                        "grid: step 1/s_k (0: automatic) or s_points.")
       .def(py::init(&make_grid), py::kw_only(), py::arg("k") = GridSpec{}.k, py::arg("points") = std::vector<double>{},
@@ -336,7 +336,7 @@ void define_aqm_grid_model(py::module_& m) {
           "Defaults of the automatic grid's options (written once, in the core).")
       .def("resolve", &GridSpec::resolve, py::arg("buffer"));
   m.def("redwm_s_grid", &redwm_s_grid, py::arg("model"),
-        "The chain's grid for REDwM's s (SPEC 2.3): [0] for an EWMA model.");
+        "The chain's grid for REDwM's s (docs/redwm.md): [0] for an EWMA model.");
 
   m.def(
       "graded_points",

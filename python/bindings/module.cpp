@@ -108,4 +108,7 @@ PYBIND11_MODULE(_core, m) {
   aqmpy::define_analysis(m);
   aqmpy::define_transient_analysis(m);
   aqmpy::define_simulator(m);
+  m.def("set_num_threads", &aqm::set_num_threads, pybind11::arg("n"),
+        "Use at most n threads in the core's parallel loops (OpenMP); returns the previous setting.");
+  m.def("num_threads", &aqm::num_threads, "Threads of the core's parallel loops (1 without OpenMP).");
 }

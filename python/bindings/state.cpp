@@ -93,6 +93,30 @@ void define_state(py::module_& m) {
 
   m.def("estimate_chain", &estimate_dict, py::arg("model"),
         "Upper bounds on states, transitions and builder memory, before building.");
+  m.def(
+      "count_reachable",
+      [](const Model& md, double memory_limit) {
+        BuildOptions o;
+        o.memory_limit_bytes = memory_limit;
+        ReachableCount r;
+        {
+          InterruptGuard interrupt;
+          py::gil_scoped_release release;
+          r = count_reachable(md, o);
+        }
+        py::dict d, comps;
+        const StateSpace space = queue_state_space(md);
+        for (int k = 0; k < space.count(); ++k) comps[py::str(space.component(k).name)] = r.component_counts[k];
+        d["states"] = r.states;
+        d["transitions_bound"] = r.transitions_bound;
+        d["component_counts"] = comps;
+        d["seconds"] = r.seconds;
+        d["hashed_index"] = r.hashed_index;
+        return d;
+      },
+      py::arg("model"), py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
+      "Reachable states by the builder's exploration alone (no matrix): states, an upper bound on the "
+      "transitions, per component the number of states at each value, seconds.");
   m.def("queue_event_names", &queue_event_names, "Names of the per-state event weights of the queue models.");
 
   py::class_<Chain>(m, "Chain",

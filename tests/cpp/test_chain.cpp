@@ -193,4 +193,30 @@ TEST(Chain, ClassChainsLumpAndRefuse) {
   } catch (const ModelError& e) {
     EXPECT_EQ(e.param(), "model.buffer");
   }
+
+TEST(Chain, CountReachableIsTheBuildersStateSet) {
+  // The exploration alone numbers exactly the states build_chain assembles; the per-component
+  // counts are the histograms of the chain's labels.
+  for (int k : {1, 2, 4}) {
+    Model m = geo(30, 0.45, 0.5);
+    m.aqm.drop = DropFunction::red(8, 20, 0.2);
+    m.aqm.w = 0.05;
+    m.grid.k = k;
+    const Chain c = build_chain(m);
+    const ReachableCount r = count_reachable(m);
+    EXPECT_EQ(r.states, c.n);
+    EXPECT_GE(r.transitions_bound, c.nnz());
+    ASSERT_EQ(static_cast<int>(r.component_counts.size()), c.space.count());
+    for (int comp = 0; comp < c.space.count(); ++comp) {
+      std::vector<int64_t> hist(r.component_counts[comp].size(), 0);
+      for (int32_t s = 0; s < c.n; ++s) ++hist[c.labels[comp][s]];
+      EXPECT_EQ(hist, r.component_counts[comp]) << c.space.component(comp).name;
+    }
+    EXPECT_LE(r.states, estimate_chain(m).reachable_bound);
+  }
+  Model m = geo(250, 0.5, 0.5);  // the budget of Chain.MemoryBudgetRefuses: exploring alone refuses too
+  m.grid.k = 64;
+  BuildOptions tiny;
+  tiny.memory_limit_bytes = 1e6;
+  EXPECT_THROW(count_reachable(m, tiny), StateSpaceTooLarge);
 }

@@ -194,7 +194,7 @@ def test_solve_json_to_stdout_is_only_json(root):
     doc = json.loads(out)
     assert doc["states"] > 0 and "mean queue" in err
     code, out, err = run_cli("simulate", root / "examples" / "small_ecn.toml", *SIM, "--json", "-")
-    assert code == 0 and "mean_queue" in json.loads(out) and "+-" in err
+    assert code == 0 and "mean_queue" in json.loads(out) and "±" in err
 
 
 # ---------------------------------------------------------------- 5. bad input accepted before

@@ -3,6 +3,7 @@
 #pragma once
 #include "aqmchain/errors.hpp"
 #include "aqmchain/interrupt.hpp"
+#include "aqmchain/threads.hpp"
 #include "aqmchain/model/filter.hpp"
 #include "aqmchain/model/model.hpp"
 #include "aqmchain/model/queue_generator.hpp"

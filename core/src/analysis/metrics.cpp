@@ -1,5 +1,6 @@
 #include "aqmchain/analysis/metrics.hpp"
 
+#include "aqmchain/interrupt.hpp"
 #include "aqmchain/model/queue_generator.hpp"
 
 #include <algorithm>
@@ -53,6 +54,7 @@ void tail_response(const std::vector<long double>& c, double mu, const MetricsOp
   long double remaining = 1.0L;
   out.response_pmf.assign(1, 0.0);
   for (long r = 1; r <= o.response_max_len && remaining > o.response_tail; ++r) {
+    if ((r & 255) == 0) check_interrupt();  // a slow server: millions of slots of O(N) work
     const long double absorbed = mu * v[1];
     remaining = 0.0L;  // summed from v, not as 1 - sum(absorbed): no cancellation
     for (int j = 1; j < top; ++j) remaining += (v[j] = (1.0L - mu) * v[j] + mu * v[j + 1]);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "aqmchain/interrupt.hpp"
 #include "aqmchain/operators/operator.hpp"
 #include "model/slot_kernel.hpp"
 
@@ -54,6 +55,10 @@ double step4(DropPolicy pol, int n, int j, double wgt, double a, double rej, Out
 
 std::string to_string(ResponseMethod) { return "tagged_chain"; }
 
+double tagged_chain_bytes(int64_t states) {
+  return static_cast<double>(states) * (4 + 3 * 8) + static_cast<double>(states) * 16 * 12;
+}
+
 void ResponseOptions::validate() const {
   if (!(tail_mass > 0.0 && tail_mass < 1.0)) fail_param("response.tail_mass", "in (0, 1)", tail_mass);
   if (max_steps < 1) fail_param("response.max_steps", ">= 1", max_steps);
@@ -84,7 +89,7 @@ TaggedChain tagged_index(const Chain& c, const ResponseOptions& o) {
   tc.off.assign(static_cast<size_t>(c.n) + 1, 0);
   for (int32_t s = 0; s < c.n; ++s) tc.off[s + 1] = tc.off[s] + level[s];
   tc.states = tc.off[c.n];
-  const double bytes = static_cast<double>(tc.states) * (4 + 3 * 8) + static_cast<double>(tc.states) * 16 * 12;
+  const double bytes = tagged_chain_bytes(tc.states);
   if (tc.states >= std::numeric_limits<int32_t>::max() || bytes > o.memory_limit_bytes)
     throw StateSpaceTooLarge("memory_limit_gb",
                              detail::cat("the tagged-packet chain has ", tc.states, " states and needs up to ",
@@ -105,6 +110,7 @@ void tagged_matrix(const Chain& c, const detail::SlotKernel& K, DropPolicy pol, 
   std::vector<std::pair<int32_t, double>> row;
   double worst = 0.0;
   for (int32_t s = 0; s < c.n; ++s) {
+    if ((s & 1023) == 0) check_interrupt();  // Ctrl-C while the tagged chain is assembled
     int n, g, m;
     K.decode(c.key_of(s), n, g, m);
     for (int j = 0; j < n; ++j) {
@@ -190,6 +196,7 @@ void step_until_absorbed(const TaggedChain& tc, std::vector<double> v, const Res
   long r = 0;
   while (r < o.max_steps) {
     ++r;
+    check_interrupt();  // one step is a product with T: polling per step is free
     long double sr = 0, pr = 0;  // absorbed in this slot, read from v before the step
     for (size_t i = 0; i < v.size(); ++i) {
       sr += v[i] * tc.served[i];

@@ -377,6 +377,32 @@ Chain build_chain(const TransitionGenerator& gen, const Model& model, const Buil
   return c;
 }
 
+ReachableCount count_reachable(const Model& model, const BuildOptions& options) {
+  model.validate();
+  Model m = model;
+  if (m.grid.refine == Refine::Auto) m.grid.refine = Refine::None;  // the uniform 1/k grid
+  const auto gen = queue_generator(m);
+  Chain c = skeleton(*gen, m, options);
+  std::vector<int64_t> queue;
+  std::unordered_map<int64_t, int32_t> hashed;
+  ReachableCount out;
+  out.transitions_bound = explore(c, *gen, {gen.get()}, options, queue, hashed)[0];
+  out.states = c.n;
+  out.seconds = c.report.seconds_explore;
+  out.hashed_index = c.report.hashed_index;
+  const StateSpace& space = gen->space();
+  out.component_counts.resize(static_cast<size_t>(space.count()));
+  for (int k = 0; k < space.count(); ++k)
+    out.component_counts[k].assign(static_cast<size_t>(space.component(k).size), 0);
+  std::vector<int32_t> tuple(space.count());
+  for (int32_t s = 0; s < c.n; ++s) {
+    space.decode(queue[s], tuple.data());
+    for (int k = 0; k < space.count(); ++k) ++out.component_counts[k][tuple[k]];
+    if ((s & 65535) == 0) check_interrupt();
+  }
+  return out;
+}
+
 std::vector<Chain> build_scenario_chains(const Scenario& scenario, const BuildOptions& options) {
   scenario.validate();
   std::vector<std::unique_ptr<TransitionGenerator>> gens;

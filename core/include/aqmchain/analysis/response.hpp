@@ -43,6 +43,10 @@ struct ResponseResult : ConvergenceReport<ResponseMethod> {
   int64_t states = 0, nnz = 0;
 };
 
+/// Peak memory of a tagged-packet chain with this many states (what tagged_response
+/// checks against memory_limit_bytes before allocating).
+double tagged_chain_bytes(int64_t states);
+
 /// Tagged-packet analysis for the chain's policy (tail, front or random).
 ResponseResult tagged_response(const Chain& chain, const std::vector<double>& pi, const ResponseOptions& options = {});
 

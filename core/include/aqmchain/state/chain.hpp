@@ -107,6 +107,20 @@ Chain build_chain(const Model& model, const BuildOptions& options = {});
 /// grid, service, policy).  Used for models assembled from components by hand.
 Chain build_chain(const TransitionGenerator& generator, const Model& model, const BuildOptions& options = {});
 
+/// The reachable states of a model counted by the builder's exploration alone
+/// (no matrix is assembled): what `info` reports when it is cheap.
+struct ReachableCount {
+  int64_t states = 0;             ///< reachable states (exactly those build_chain numbers)
+  int64_t transitions_bound = 0;  ///< transitions emitted while exploring (duplicates included): >= nnz
+  /// component_counts[c][v]: reachable states whose component c (descriptor order) has value v.
+  std::vector<std::vector<int64_t>> component_counts;
+  double seconds = 0.0;           ///< exploration time
+  bool hashed_index = false;      ///< states indexed by a hash map
+};
+/// Explore the states of `model` (validated first; an automatic grid is explored
+/// on its uniform 1/k grid, as in estimate_chain) within the memory budget.
+ReachableCount count_reachable(const Model& model, const BuildOptions& options = {});
+
 /// One chain per phase of `scenario` (validated first), all on the same states:
 /// the union of the states reachable under any phase's parameters, numbered
 /// once, so a probability vector of one phase's chain is one of every other's.

@@ -1,0 +1,95 @@
+"""What a model costs before it is solved: :func:`model_info`.
+
+Upper bounds come from the model alone (:func:`aqmchain.estimate_chain`: the product of the
+component sizes, the generator's bound on reachable states, transitions, builder memory).  When
+the bound is small enough (``explore_limit``), the builder's exploration runs alone (no matrix
+is assembled) and gives the **exact** number of reachable states; an automatic grid is first
+resolved by its pre-solve (a solve on a coarse grid) so that the count is that of the chain
+``solve`` would build.  The tagged-packet chain that front and random drop need for response
+times (``aqmchain policies``) has one state per packet position in each state of the chain,
+i.e. sum over the states of n: it is counted exactly from the exploration, or bounded.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from . import _checks, _core
+
+__all__ = ["model_info", "EXPLORE_LIMIT"]
+
+#: Explore (exact count) when the generator's bound on reachable states is at most this.
+EXPLORE_LIMIT = 5_000_000
+
+
+def model_info(model: _core.Model, *, explore: bool | None = None, explore_limit: int = EXPLORE_LIMIT,
+               memory_limit_gb: float | None = None) -> dict[str, Any]:
+    """State count and memory of ``model``'s chain, exact when cheap.
+
+    ``explore``: ``None`` (explore when ``reachable_bound <= explore_limit``), ``True``
+    (always; an automatic grid runs its pre-solve), ``False`` (bounds only).
+
+    Returns a dict: ``components`` (name -> size), ``product_states``, ``reachable_bound``,
+    ``max_nnz``, ``bytes`` (upper bounds; an automatic grid: for its uniform 1/k grid before
+    refinement, and ``refined_bounds`` the same for the refined grid when explored), then, when explored, ``reachable_states`` (exact), ``transitions_bound``
+    (transitions emitted while exploring, >= the matrix's nonzeros), ``explore_seconds``,
+    ``grid`` (the automatic grid's report), ``exact`` (True); and for response times under
+    front / random drop ``tagged_states`` (exact when explored, else ``tagged_states_bound``)
+    with ``tagged_bytes``.  ``policy_cost`` says in words what ``policies`` will build."""
+    from .stationary import _limit_bytes, refine_grid
+
+    if not isinstance(model, _core.Model):
+        raise _checks.model_error("model", "an aqmchain.Model", model)
+    if explore not in (None, True, False):
+        raise _checks.model_error("explore", "None, True or False", explore)
+    explore_limit = _checks.integer("explore_limit", explore_limit, 0, 2**62)
+    est = dict(_core.estimate_chain(model))
+    out: dict[str, Any] = dict(est)
+    out["exact"] = False
+    auto = model.grid.refine == "auto"
+    if auto:
+        out["grid_note"] = (f"automatic grid: the bounds are for the uniform grid 1/{model.grid.k} before refinement; "
+                            f"the refined chain is kept within grid.state_budget = {model.grid.state_budget:g} "
+                            "estimated states")
+    do = explore if explore is not None else est["reachable_bound"] <= explore_limit
+    buffer = model.buffer
+    if do:
+        target = model
+        if auto:
+            t0 = time.perf_counter()
+            target, report = refine_grid(model, memory_limit_gb=memory_limit_gb)
+            out["grid"] = {k: report[k] for k in ("refined", "points", "min_step", "estimated_states",
+                                                   "budget_limited", "presolve_states") if k in report}
+            out["grid"]["presolve_seconds"] = time.perf_counter() - t0
+            if report.get("refined"):  # the bounds of the chain solve will build
+                refined = dict(_core.estimate_chain(target))
+                out["refined_bounds"] = {k: refined[k] for k in ("components", "product_states", "reachable_bound",
+                                                                 "max_nnz", "bytes")}
+                out["grid_note"] = (f"automatic grid refined by its pre-solve to {report.get('points')} avg points: "
+                                    "the count is for the refined grid, refined_bounds its bounds")
+        count = _core.count_reachable(target, _limit_bytes(memory_limit_gb))
+        out.update(reachable_states=int(count["states"]), transitions_bound=int(count["transitions_bound"]),
+                   explore_seconds=float(count["seconds"]), exact=True)
+        levels = np.asarray(count["component_counts"]["level"], dtype=np.int64)
+        out["tagged_states"] = int(np.dot(np.arange(len(levels), dtype=np.int64), levels))
+        tagged = out["tagged_states"]
+        which = "exactly"
+    else:
+        # every level n holds at most product / (N + 1) states: sum_n n * that = product * N / 2
+        tagged = int(min(est["product_states"], est["reachable_bound"]) * buffer // 2)
+        out["tagged_states_bound"] = tagged
+        which = "at most"
+    if model.time == "continuous":  # no tagged-packet chain: front / random report no response time
+        out.pop("tagged_states", None)
+        out.pop("tagged_states_bound", None)
+        out["policy_cost"] = ("continuous time: response times under front and random drop are not computed "
+                              "(no tagged-packet chain); tail drop uses the closed form")
+        return out
+    out["tagged_bytes"] = float(_core.tagged_chain_bytes(tagged))
+    out["policy_cost"] = (f"front and random drop: a tagged-packet chain of {which} {tagged:,} states "
+                          f"(about {out['tagged_bytes'] / 1e9:.3g} GB), stepped until the mass still in the system "
+                          f"is below 1e-12; tail drop uses the closed form")
+    return out
