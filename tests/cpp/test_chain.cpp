@@ -193,6 +193,7 @@ TEST(Chain, ClassChainsLumpAndRefuse) {
   } catch (const ModelError& e) {
     EXPECT_EQ(e.param(), "model.buffer");
   }
+}
 
 TEST(Chain, CountReachableIsTheBuildersStateSet) {
   // The exploration alone numbers exactly the states build_chain assembles; the per-component

@@ -242,6 +242,7 @@ TEST(SimulatorClasses, FlowComparisonWithOneFlowDropsBothWheneverSomethingWaits)
   EXPECT_NEAR(r.mean_system.value, pi1 + 2 * pi2, 4 * r.mean_system.half_width);
   EXPECT_EQ(r.loss_aqm.value, 0.0);
   EXPECT_EQ(r.system_pmf.value[3], 0.0);
+}
 
 // arrival_trace: the source alone.  Bernoulli: the count is Binomial (mean within 5 sd);
 // a two-state MMBP: the fraction of slots in each modulator state shows in the rate, and
