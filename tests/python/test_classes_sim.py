@@ -210,14 +210,23 @@ def test_mmbp_shares_per_modulator_state():
         assert abs(r.classes[c].arrival_rate - lam) <= 4 * r.classes[c].ci["arrival_rate"] + 1e-9
 
 
-def test_fdynamic_autored_is_simulable_and_refused_by_the_chain():
+@pytest.mark.parametrize("discretised", [False, True])
+def test_fdynamic_autored_one_class_is_the_stateful_loop(discretised):
+    """AutoRED's weight with dynamic max_th (the band reached: p_max = 0.7): the class loop
+    reads P_t as the stateful loop does, draw for draw."""
+    aqm = {"weight": "autored", "dynamic_max_th": True, "p_max": 0.7, "max_th_growth": 0.4, "w": 0.01}
+    a = aqmchain.simulate(model(aqm), discretised=discretised, **SIM)
+    b = aqmchain.simulate(model(aqm, [{"name": "all", "share": 1.0}]), discretised=discretised, **SIM)
+    same(a, b, ALL + ("mean_max_th",))
+    assert a.mean_max_th > 12.0
+
+
+def test_fdynamic_autored_with_flow_comparison():
     aqm = {"weight": "autored", "dynamic_max_th": True, "flow_compare": True, "p_max": 0.7, "max_th_growth": 0.4}
     m = model(aqm, [{"name": "tcp", "share": 0.7, "flows": 5}, {"name": "udp", "share": 0.3}])
     r = aqmchain.simulate(m, **SIM)
     assert r.mean_max_th >= 12 and r.loss_flow_compare > 0 and 0 < r.fairness <= 1
-    with pytest.raises(aqmchain.ModelError) as e:
-        aqmchain.build_chain(model({"weight": "autored", "dynamic_max_th": True}))
-    assert e.value.param == "aqm.dynamic_max_th"
+    assert r.classes["udp"].loss_flow_compare > r.classes["tcp"].loss_flow_compare
 
 
 def test_bad_input_names_the_key():

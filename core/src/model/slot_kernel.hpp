@@ -69,9 +69,6 @@ struct SlotKernel {
       for (int j = 0; j < M; ++j)
         if (m.source.matrix[i][j] > 0.0) mrows[i].push_back({j, m.source.matrix[i][j] / sum});
     }
-    if (m.aqm.weight == Weight::AutoRED && m.aqm.dynamic_max_th)  // the simulator runs the combination
-      fail_param("aqm.dynamic_max_th", "false when aqm.weight = 'autored' in the chain (not combined there; the "
-                 "simulator runs FDynamicAutoRED's combination)", "true");
     if (m.aqm.stateful()) {
       stateful = true;
       sa.emplace(m, grid.points());
