@@ -327,3 +327,30 @@ def test_scenario_phase_may_change_the_mice_flag():
     sc = aqmchain.Scenario([aqmchain.Phase(3000, a), aqmchain.Phase(3000, b), aqmchain.Phase(3000, a)])
     r = aqmchain.simulate_scenario(sc, [3000, 6000, 9000], replications=8, threads=1)
     assert np.all(np.isfinite(r.mean_queue)) and np.all(r.loss_rate >= 0)
+
+
+def test_per_class_ecn_against_the_classless_chain():
+    """Class draws are independent of the state: with one class always ECN-capable (share e)
+    and one never, the chain of the classless model with aqm.ecn = e gives each class's
+    numbers: the ECN class is marked at mark_prob / e, the other dropped at loss_aqm / (1 - e),
+    both see the aggregate overflow; the served mix has the chain's response time."""
+    e = 0.3
+    top = {"model": {"buffer": 12}, "grid": {"k": 2, "refine": "none"}}
+    plain = model({"ecn": e, "w": 0.2, "min_th": 2, "max_th": 8, "p_max": 0.3}, **top)
+    chain = aqmchain.solve_stationary(plain)
+    classes = [{"name": "ecn", "share": e, "ecn": 1.0}, {"name": "plain", "share": 1 - e}]
+    r = aqmchain.simulate(model({"w": 0.2, "min_th": 2, "max_th": 8, "p_max": 0.3}, classes, **top),
+                          discretised=True, slots=1_000_000, replications=2, seed=3, threads=1)
+    a, b = r.classes["ecn"], r.classes["plain"]
+    expect = [(a, "mark_prob", chain.mark_prob / e), (a, "loss_aqm", 0.0), (b, "mark_prob", 0.0),
+              (b, "loss_aqm", chain.loss_aqm / (1 - e)), (a, "loss_overflow", chain.loss_overflow),
+              (b, "loss_overflow", chain.loss_overflow), (a, "throughput", e * chain.throughput * (1 - chain.loss_overflow)
+                                                                           / (1 - chain.loss)),
+              (b, "throughput", (1 - e) * chain.throughput * (1 - chain.loss_aqm / (1 - e) - chain.loss_overflow)
+                                / (1 - chain.loss))]
+    for c, name, v in expect:
+        assert abs(getattr(c, name) - v) <= 4 * c.ci[name] + 1e-12, (c.name, name, getattr(c, name), v, c.ci[name])
+    # marked packets enter at high occupancy: the ECN class waits longer; the mix is the chain's
+    assert a.mean_response > b.mean_response
+    mix = (a.throughput * a.mean_response + b.throughput * b.mean_response) / (a.throughput + b.throughput)
+    assert abs(mix - chain.mean_response) <= 4 * r.ci["mean_response"]
