@@ -530,7 +530,7 @@ void erase2(int64_t* buf, uint32_t* meta, uint64_t mask, uint64_t& head, int n, 
 }
 
 /// The class-aware slot loop (docs/classes.md): traffic classes and flows, ECN per class,
-/// seed 004's modified RED, seed 003's flow comparison, with or without the stateful AQM
+/// modified RED, the flow comparison, with or without the stateful AQM
 /// (drop spacing, adaptive p_max, AutoRED's weight, dynamic max_th), any source, continuous
 /// or discretised avg.  Written for clarity rather than speed; its draws follow
 /// chunk_stateful's order (engine.hpp), so that a single class of a single flow without
