@@ -27,6 +27,7 @@ ALL = ("arrival_rate", "throughput", "loss", "loss_aqm", "loss_overflow", "mark_
 def model(aqm=None, classes=None, **top):
     doc = copy.deepcopy(DOC)
     doc["aqm"].update(aqm or {})
+    doc["aqm"] = {k: v for k, v in doc["aqm"].items() if v is not None}  # None removes a key
     for k, v in top.items():
         doc[k] = v if "kind" in v else {**doc[k], **v}
     if classes is not None:
@@ -354,3 +355,103 @@ def test_per_class_ecn_against_the_classless_chain():
     assert a.mean_response > b.mean_response
     mix = (a.throughput * a.mean_response + b.throughput * b.mean_response) / (a.throughput + b.throughput)
     assert abs(mix - chain.mean_response) <= 4 * r.ci["mean_response"]
+
+
+# ---------------------------------------------------------------- an exact oracle on FIFO strings
+def string_chain(N, a, mu, labels, fate):
+    """Stationary law of the FIFO's label string (head first) when the AQM's action does not
+    depend on avg: written here from the rules of docs/classes.md.  fate(s, l) lists
+    (probability, string after the arrival's fate, {label: packets lost}); the packet in
+    service at the start of the slot then leaves with probability mu.  Returns the states,
+    pi and the expected losses per slot by label."""
+    index, states, rows = {(): 0}, [()], []
+    k = 0
+    while k < len(states):
+        s = states[k]
+        out, loss = {}, {}
+        branches = [(1 - a, s, {})] + [(a * pl * pf, s2, lo) for l, pl in labels.items() for pf, s2, lo in fate(s, l)]
+        for p, s2, lo in branches:
+            for lab, cnt in lo.items():
+                loss[lab] = loss.get(lab, 0.0) + p * cnt
+            for pd, s3 in (((mu, s2[1:]), (1 - mu, s2)) if s else ((1.0, s2),)):
+                if s3 not in index:
+                    index[s3] = len(states)
+                    states.append(s3)
+                out[index[s3]] = out.get(index[s3], 0.0) + p * pd
+        rows.append((out, loss))
+        k += 1
+    P = np.zeros((len(states), len(states)))
+    for i, (out, _) in enumerate(rows):
+        for j, p in out.items():
+            P[i, j] += p
+    A = np.vstack([P.T - np.eye(len(states)), np.ones(len(states))])
+    pi = np.linalg.lstsq(A, np.r_[np.zeros(len(states)), 1.0], rcond=None)[0]
+    lost = {l: sum(pi[i] * rows[i][1].get(l, 0.0) for i in range(len(states))) for l in labels}
+    return states, pi, lost
+
+
+def modified_fate(N, variant):
+    def fate(s, l):
+        if len(s) == N:
+            return [(1.0, s, {l: 1})]
+        w = len(s) - 1
+        eles = [j for j in range(1, len(s)) if s[j] == "E"]
+        if not eles:  # no elephant waits: mice admitted, an elephant arrival dropped
+            return [(1.0, s + (l,), {})] if l == "M" else [(1.0, s, {"E": 1})]
+        if variant == "front":
+            j = eles[0]
+            return [(1.0, s[:j] + s[j + 1:] + (l,), {"E": 1})]
+        r = (w - len(eles)) / w  # a pick is not an elephant
+        out = []
+        for j in range(1, len(s)):
+            pj = (1 + r + r * r) / w if s[j] == "E" else r * r / w
+            if pj > 0:
+                out.append((pj, s[:j] + s[j + 1:] + (l,), {s[j]: 1}))
+        return out
+    return fate
+
+
+def compare_strings(r, states, pi, lost, shares, a, names):
+    for lab, name in names.items():
+        c = r.classes[name]
+        exp_loss = lost[lab] / (a * shares[lab])
+        exp_n = sum(p * s.count(lab) for s, p in zip(states, pi))
+        assert abs(c.loss - exp_loss) <= 4 * c.ci["loss"] + 1e-12, (name, "loss", c.loss, exp_loss, c.ci["loss"])
+        assert abs(c.mean_queue - exp_n) <= 4 * c.ci["mean_queue"] + 1e-12, (name, c.mean_queue, exp_n)
+
+
+@pytest.mark.parametrize("variant", ["front", "random"])
+def test_modified_red_against_the_string_chain(variant):
+    """p = 1 below max_th = N (polynomial with c_0 = 1): every arrival meets an early decision,
+    so the modified search acts in every slot with an arrival; the FIFO's mice/elephant
+    string is then a Markov chain (at most 127 strings for N = 6)."""
+    N, a, mu, sm = 6, 0.7, 0.5, 0.4
+    states, pi, lost = string_chain(N, a, mu, {"M": sm, "E": 1 - sm}, modified_fate(N, variant))
+    m = model({"drop": "polynomial", "min_th": 0, "max_th": N, "coeffs": [1.0], "modified": variant,
+               "p_max": None}, [{"name": "web", "share": sm, "mice": True}, {"name": "ftp", "share": 1 - sm}],
+              model={"buffer": N}, source={"alpha": a}, service={"mu": mu})
+    r = aqmchain.simulate(m, slots=1_000_000, replications=2, seed=9, threads=1)
+    compare_strings(r, states, pi, lost, {"M": sm, "E": 1 - sm}, a, {"M": "web", "E": "ftp"})
+
+
+def test_flow_comparison_against_the_string_chain():
+    """Two flows (one per class), min_th = 0 and p = 0 below max_th = N: every arrival that
+    finds a waiting packet is compared with a uniform one of them."""
+    N, a, mu, sa = 6, 0.7, 0.45, 0.7
+
+    def fate(s, l):
+        if len(s) == N:
+            return [(1.0, s, {l: 1})]
+        if len(s) <= 1:
+            return [(1.0, s + (l,), {})]
+        w = len(s) - 1
+        return [(1 / w, s[:j] + s[j + 1:], {l: 2}) if s[j] == l else (1 / w, s + (l,), {})
+                for j in range(1, len(s))]
+
+    states, pi, lost = string_chain(N, a, mu, {"A": sa, "B": 1 - sa}, fate)
+    m = model({"min_th": 0, "max_th": N, "p_max": 0.0, "flow_compare": True},
+              [{"name": "heavy", "share": sa}, {"name": "light", "share": 1 - sa}],
+              model={"buffer": N}, source={"alpha": a}, service={"mu": mu})
+    r = aqmchain.simulate(m, slots=1_000_000, replications=2, seed=4, threads=1)
+    compare_strings(r, states, pi, lost, {"A": sa, "B": 1 - sa}, a, {"A": "heavy", "B": "light"})
+    assert r.classes["heavy"].loss_flow_compare > r.classes["light"].loss_flow_compare
