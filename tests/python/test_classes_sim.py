@@ -390,10 +390,13 @@ def string_chain(N, a, mu, labels, fate):
     return states, pi, lost
 
 
-def modified_fate(N, variant):
+def modified_fate(N, variant, p):
     def fate(s, l):
         if len(s) == N:
             return [(1.0, s, {l: 1})]
+        return [(1 - p, s + (l,), {})] + [(p * q, s2, lo) for q, s2, lo in decided(s, l)]
+
+    def decided(s, l):
         w = len(s) - 1
         eles = [j for j in range(1, len(s)) if s[j] == "E"]
         if not eles:  # no elephant waits: mice admitted, an elephant arrival dropped
@@ -422,12 +425,13 @@ def compare_strings(r, states, pi, lost, shares, a, names):
 
 @pytest.mark.parametrize("variant", ["front", "random"])
 def test_modified_red_against_the_string_chain(variant):
-    """p = 1 below max_th = N (polynomial with c_0 = 1): every arrival meets an early decision,
-    so the modified search acts in every slot with an arrival; the FIFO's mice/elephant
-    string is then a Markov chain (at most 127 strings for N = 6)."""
+    """p = 0.5 below max_th = N (polynomial with c_0 = 0.5): an arrival meets an early decision
+    with probability 0.5 whatever avg, so the FIFO's mice/elephant string is a Markov chain
+    (all 127 strings of length <= 6)."""
     N, a, mu, sm = 6, 0.7, 0.5, 0.4
-    states, pi, lost = string_chain(N, a, mu, {"M": sm, "E": 1 - sm}, modified_fate(N, variant))
-    m = model({"drop": "polynomial", "min_th": 0, "max_th": N, "coeffs": [1.0], "modified": variant,
+    states, pi, lost = string_chain(N, a, mu, {"M": sm, "E": 1 - sm}, modified_fate(N, variant, 0.5))
+    assert len(states) == 127
+    m = model({"drop": "polynomial", "min_th": 0, "max_th": N, "coeffs": [0.5], "modified": variant,
                "p_max": None}, [{"name": "web", "share": sm, "mice": True}, {"name": "ftp", "share": 1 - sm}],
               model={"buffer": N}, source={"alpha": a}, service={"mu": mu})
     r = aqmchain.simulate(m, slots=1_000_000, replications=2, seed=9, threads=1)
