@@ -459,3 +459,33 @@ def test_flow_comparison_against_the_string_chain():
     r = aqmchain.simulate(m, slots=1_000_000, replications=2, seed=4, threads=1)
     compare_strings(r, states, pi, lost, {"A": sa, "B": 1 - sa}, a, {"A": "heavy", "B": "light"})
     assert r.classes["heavy"].loss_flow_compare > r.classes["light"].loss_flow_compare
+
+
+@pytest.mark.parametrize("aqm", [
+    {"modified": "front", "policy": "random"},
+    {"modified": "random", "policy": "front", "spacing": "count"},
+    {"flow_compare": True, "adaptive": True, "interval": 500},
+    {"flow_compare": True, "modified": "random", "spacing": "wait", "policy": "random"},
+    {"flow_compare": True, "weight": "autored", "dynamic_max_th": True, "p_max": 0.7, "update": "per_arrival"},
+])
+@pytest.mark.parametrize("discretised", [False, True])
+def test_accounts_add_up(aqm, discretised):
+    """Every lost packet is counted once: per class by the packet's class, at the top by the
+    decision (one packet each, two for a flow-comparison match)."""
+    classes = [{"name": "web", "share": 0.3, "mice": True, "ecn": 0.5, "flows": 2},
+               {"name": "ftp", "share": 0.7, "ecn": 0.3, "flows": 3}]
+    src = {"kind": "mmbp", "matrix": [[0.9, 0.1], [0.3, 0.7]], "arrival": [0.3, 0.9]}
+    r = aqmchain.simulate(model(aqm, classes, source=src), discretised=discretised, slots=200_000, replications=2,
+                          seed=2, threads=1)
+    cs = r.classes.values()
+    lost = sum(c.arrival_rate * c.loss for c in cs)
+    assert lost == pytest.approx(r.arrival_rate * r.loss, rel=1e-9)
+    assert sum(c.arrival_rate * c.mark_prob for c in cs) == pytest.approx(r.arrival_rate * r.mark_prob, rel=1e-9)
+    assert sum(c.arrival_rate * c.loss_flow_compare for c in cs) == pytest.approx(
+        r.arrival_rate * r.loss_flow_compare, rel=1e-9, abs=1e-15)
+    assert sum(c.throughput for c in cs) == pytest.approx(r.throughput, rel=1e-12)
+    assert sum(f["throughput"] for f in r.flows) == pytest.approx(r.throughput, rel=1e-12)
+    assert sum(c.mean_queue for c in cs) == pytest.approx(r.mean_system, rel=1e-12)
+    for name, c in r.classes.items():
+        fl = [f for f in r.flows if f["class"] == name]
+        assert sum(f["throughput"] for f in fl) == pytest.approx(c.throughput, rel=1e-12)
