@@ -160,7 +160,9 @@ def simulate_scenario(scenario: _core.Scenario, times: Any, **options: Any) -> _
     ``mean_system``, ``mean_avg`` with 95 % half-widths (``*_hw``, Student t over the
     replications) and ``var_queue``; per interval ending there ``arrivals``, ``losses``
     (mean per replication) and ``loss_rate`` (lost / arrived) with half-widths.
-    Continuous-time scenarios are refused (they are solved, not simulated).
+    Continuous-time scenarios are refused (they are solved, not simulated).  With
+    ``discretised=True`` an automatic grid is resolved as :func:`solve_transient` resolves
+    it, so the ensemble follows the transient chain's grid.
     """
     if not isinstance(scenario, _core.Scenario):
         raise _checks.model_error("scenario", "an aqmchain.Scenario", scenario)
@@ -172,6 +174,10 @@ def simulate_scenario(scenario: _core.Scenario, times: Any, **options: Any) -> _
         raise _checks.model_error("times", "a list of output slots (numbers)", times) from None
     if t.ndim != 1:
         raise _checks.model_error("times", "a one-dimensional list of output slots", times)
+    if options.get("discretised") and any(p.model.grid.refine == "auto" and not len(p.model.grid.points)
+                                          for p in scenario.phases):
+        # the chain's grid: one automatic grid for all phases, as solve_transient builds it
+        scenario = refine_grid(scenario)[0]
     return _core.simulate_scenario(scenario, t, _core.EnsembleOptions(**options))
 
 

@@ -19,6 +19,7 @@ py::dict estimate_dict(const Model& md) {
   d["components"] = comps;
   d["product_states"] = e.product_states;
   d["reachable_bound"] = e.reachable_bound;
+  d["bound_tight"] = e.bound_tight;
   d["max_nnz"] = e.max_nnz;
   d["bytes"] = e.bytes;
   return d;

@@ -234,3 +234,16 @@ def test_scenario_binding():
     assert [p.label for p in sc.phases] == ["low", "high", ""]
     assert sc.phases[1].model.source.arrival == [0.9] and sc.phases[0].duration == 3000
     sc.validate()
+
+
+def test_discretised_ensemble_resolves_an_automatic_grid():
+    # an automatic grid is resolved once for the scenario, as solve_transient resolves it:
+    # the ensemble then follows the transient chain's law
+    auto = [aqmchain.Model(buffer=m.buffer, source=m.source, service=m.service, aqm=m.aqm,
+                           grid=aqmchain.GridSpec(k=2, refine="auto")) for m in (model(alpha=0.4), model(alpha=0.8))]
+    sc = aqmchain.Scenario([aqmchain.Phase(60, auto[0]), aqmchain.Phase(80, auto[1])])
+    times = np.arange(5, 141, 5)
+    ens = aqmchain.simulate_scenario(sc, times, replications=4000, seed=21, discretised=True, threads=1)
+    tr = aqmchain.solve_transient(sc, times)
+    z = np.abs(tr.mean_queue - ens.mean_queue) / np.maximum(ens.mean_queue_hw, 1e-12)
+    assert np.mean(z > 1.96) < 0.2 and z.max() < 4.5

@@ -170,6 +170,28 @@ def test_bad_adaptive_values(extra, param):
     assert e.value.param == param
 
 
+def test_count_bound_is_loose_and_not_refused_on_it():
+    # the count stays below about 1 / p_b(avg): its product bound is loose, so a build whose
+    # bound exceeds the budget explores and succeeds when the reachable states fit
+    doc = copy.deepcopy(SIM_DOC)
+    doc["aqm"].update(spacing="count", p_max=0.02)
+    model = aqmchain.model_from_dict(doc)[0]
+    est = aqmchain.estimate_chain(model)
+    assert not est["bound_tight"]
+    limit = est["bytes"] / 4 / 2**30
+    chain = aqmchain.build_chain(model, memory_limit_gb=limit)
+    assert chain.n < est["reachable_bound"] / 4
+    # a plain model's bound is tight: refused before exploring
+    plain = aqmchain.model_from_dict(SIM_DOC)[0]
+    pest = aqmchain.estimate_chain(plain)
+    assert pest["bound_tight"]
+    with pytest.raises(aqmchain.StateSpaceTooLarge):
+        aqmchain.build_chain(plain, memory_limit_gb=pest["bytes"] / 4 / 2**30)
+    # and a count whose reachable states do not fit is refused during the exploration
+    with pytest.raises(aqmchain.StateSpaceTooLarge, match="reachable states"):
+        aqmchain.build_chain(model, memory_limit_gb=chain.n * 50 / 2**30)
+
+
 def test_count_cap_above_count_max():
     doc = copy.deepcopy(BASE_DOC)
     doc["aqm"].update(spacing="count", p_max=0.001, count_max=50)

@@ -143,6 +143,7 @@ class SlotGenerator final : public TransitionGenerator {
     return static_cast<int>(3 * (K_.max_targets() + (K_.filter.per_slot() ? 0 : 1)) * row);
   }
   int64_t reachable_bound() const override { return K_.redwm ? detail::redwm_reachable_bound(K_) : K_.space.product(); }
+  bool reachable_bound_tight() const override { return !(K_.stateful && K_.scnt != 0); }
   void successors(int64_t key, Successors& out, double* events) const override {
     detail::SlotKernel::Events ev;
     if (K_.stateful) {

@@ -109,6 +109,7 @@ ChainEstimate estimate_chain(const TransitionGenerator& g) {
   ChainEstimate e;
   e.product_states = g.space().product();
   e.reachable_bound = std::min(e.product_states, g.reachable_bound());
+  e.bound_tight = g.reachable_bound_tight();
   // All in double: the product space may be far beyond what fits (that is what
   // the estimate is for), and int64 products of it would overflow.  The dense index
   // spans the product; the rest is per reachable state.
@@ -182,10 +183,12 @@ Chain skeleton(const TransitionGenerator& gen, const Model& model, const BuildOp
   const ChainEstimate est = estimate_chain(gen);
   const double limit = options.memory_limit_bytes;
   // The dense product bound is loose for sparse reachable sets (e.g. several
-  // filter variables): refuse on it only when the space could not be hashed either.
+  // filter variables): refuse on it only when the space could not be hashed either,
+  // and not when the generator says its bound is loose (drop spacing's count): then the
+  // exploration refuses once the reachable states exceed the budget.
   const bool dense = dense_index_bytes(est.product_states) <= kDenseShare * limit &&
                      est.product_states < std::numeric_limits<int32_t>::max();
-  if (dense && est.bytes > limit)
+  if (dense && est.bytes > limit && est.bound_tight)
     throw StateSpaceTooLarge(
         "memory_limit_gb",
         detail::cat("state space too large: up to ", est.reachable_bound, " states and ", est.max_nnz,

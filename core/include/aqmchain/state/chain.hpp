@@ -37,6 +37,7 @@ struct ChainEstimate {
   int64_t reachable_bound = 0; ///< upper bound on the reachable states (the generator's; <= product_states)
   int64_t max_nnz = 0;         ///< upper bound on the transitions
   double bytes = 0.0;          ///< upper bound on the builder's peak memory
+  bool bound_tight = true;     ///< the generator's reachable_bound_tight(): false when the bound is far above the reachable count
 };
 ChainEstimate estimate_chain(const Model& model);  ///< an automatic grid: its uniform 1/k before refinement
 ChainEstimate estimate_chain(const TransitionGenerator& generator);

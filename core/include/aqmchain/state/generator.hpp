@@ -40,6 +40,11 @@ class TransitionGenerator {
   /// of the component sizes; a model whose components are strongly correlated, such
   /// as REDwM's A and s, gives a tighter one).
   virtual int64_t reachable_bound() const { return space().product(); }
+  /// Whether reachable_bound() is close to the reachable count (a build above the memory
+  /// budget by the bound is then refused before exploring).  False when most of the
+  /// product is unreachable, e.g. drop spacing's count, which stays below about 1 / p_b(avg):
+  /// the builder then explores and refuses only if the reachable states do not fit.
+  virtual bool reachable_bound_tight() const { return true; }
   /// Append the successors of `key` to `out` (cleared by the caller) and, when
   /// `events` is not null, write event_names().size() weights to it.
   virtual void successors(int64_t key, Successors& out, double* events) const = 0;
