@@ -407,3 +407,16 @@ def test_adaptive_load_step_p_max_over_time():
         aqmchain.solve_transient(sc, times, observables={"mean_queue": above})
     with pytest.raises(aqmchain.OptionError):
         aqmchain.solve_transient(sc, times, observables={"short": above[:3]})
+
+
+def test_automatic_grid_refines_at_the_raised_max_th():
+    # overload: avg lives around max_th and the raised max_th (44); the automatic grid grades
+    # toward both jumps of p, not only toward the static drop function's
+    model = aqmchain.Model(buffer=50, source=aqmchain.Source.bernoulli(0.5), service=aqmchain.Service(mu=0.25),
+                           aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.red(20, 40, 0.1), w=0.05, weight="autored",
+                                            autored_p="queue", dynamic_max_th=True),
+                           grid=aqmchain.GridSpec(k=2, refine="auto"))
+    resolved, report = aqmchain.refine_grid(model)
+    assert any(abs(j - 44.0) < 1e-9 for j in report["jumps"]) and any(abs(j - 40.0) < 1e-9 for j in report["jumps"])
+    pts = np.asarray(resolved.grid.points)
+    assert np.min(np.abs(pts - 44.0)) < 1e-9 and np.min(np.diff(pts[(pts > 43) & (pts < 45)])) < 0.01

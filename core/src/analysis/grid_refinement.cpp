@@ -1,6 +1,8 @@
 // Automatic avg grids: pre-solve, mass range, graded points within a state budget.
 #include "aqmchain/analysis/grid_refinement.hpp"
 
+#include "aqmchain/model/queue_generator.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -112,7 +114,25 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
     f.drop = m.resolved_drop();
     out.report.mass_ranges.emplace_back(f.mass_lo, f.mass_hi);
     for (double b : focus_jumps(f, N, o.p_step)) out.report.jumps.push_back(b);
+    // a stateful AQM moves the drop function: grade toward the raised max_th's jump
+    // (dynamic max_th) and to the steepest slope adaptive RED's p_max can reach
+    std::vector<GridFocus> moved;
+    if (m.aqm.dynamic_max_th) {
+      GridFocus g = f;
+      g.drop.hi = f.drop.hi * (1.0 + m.aqm.max_th_growth);
+      moved.push_back(g);
+    }
+    if (m.aqm.adaptive.enabled) {
+      const std::vector<double> pm = stateful_info(m).pmax;
+      GridFocus g = f;
+      g.drop.p_max = *std::max_element(pm.begin(), pm.end());
+      moved.push_back(g);
+    }
     foci.push_back(std::move(f));
+    for (GridFocus& g : moved) {
+      for (double b : focus_jumps(g, N, o.p_step)) out.report.jumps.push_back(b);
+      foci.push_back(std::move(g));
+    }
   }
   std::sort(out.report.jumps.begin(), out.report.jumps.end());
   out.report.jumps.erase(std::unique(out.report.jumps.begin(), out.report.jumps.end()), out.report.jumps.end());
