@@ -229,8 +229,9 @@ void define_aqm_grid_model(py::module_& m) {
            py::arg("weight") = to_string(Aqm{}.weight), py::arg("autored_p") = to_string(Aqm{}.autored_p),
            py::arg("dynamic_max_th") = Aqm{}.dynamic_max_th, py::arg("max_th_growth") = Aqm{}.max_th_growth,
            py::arg("modified") = to_string(Aqm{}.modified), py::arg("flow_compare") = Aqm{}.flow_compare,
-           "modified = 'front' | 'random' protects mice and ECN-capable arrivals (seed 004's modified RED); "
-           "flow_compare = True drops an arrival and a queued packet of the same flow (seed 003). "
+           "modified = 'front' | 'random' protects mice and ECN-capable arrivals (\"Modified RED Algorithm to Improve "
+           "The Performance of Web Traffic\"); flow_compare = True drops an arrival and a waiting packet of the same "
+           "flow (FDynamicAutoRED's flow comparison); see docs/classes.md. "
            "filter = 'redwm' takes a = [a_1, ..., a_k] and b = [b_0, ..., b_m], or triple = [x, y, z] "
            "(b_0 = x, b_1 = y, a_2 = z, a_1 = 1 - x - y - z).")
       .def_static(
@@ -419,7 +420,7 @@ static void define_model_enums(py::module_& m) {
       .value("tail", DropPolicy::Tail)
       .value("front", DropPolicy::Front)
       .value("random", DropPolicy::Random);
-  py::enum_<Modified>(m, "Modified", "Seed 004's modified RED: which elephant a protected arrival displaces.")
+  py::enum_<Modified>(m, "Modified", "Modified RED for mice and ECN (docs/classes.md): which waiting elephant an early drop takes.")
       .value("none", Modified::None)
       .value("front", Modified::Front)
       .value("random", Modified::Random);

@@ -27,6 +27,7 @@ ALL = ("arrival_rate", "throughput", "loss", "loss_aqm", "loss_overflow", "mark_
 def model(aqm=None, classes=None, **top):
     doc = copy.deepcopy(DOC)
     doc["aqm"].update(aqm or {})
+    doc["aqm"] = {k: v for k, v in doc["aqm"].items() if v is not None}  # None removes a key
     for k, v in top.items():
         doc[k] = v if "kind" in v else {**doc[k], **v}
     if classes is not None:
@@ -210,11 +211,23 @@ def test_mmbp_shares_per_modulator_state():
         assert abs(r.classes[c].arrival_rate - lam) <= 4 * r.classes[c].ci["arrival_rate"] + 1e-9
 
 
-def test_fdynamic_autored_is_simulable_and_refused_by_the_class_chain():
+@pytest.mark.parametrize("discretised", [False, True])
+def test_fdynamic_autored_one_class_is_the_stateful_loop(discretised):
+    """AutoRED's weight with dynamic max_th (the band reached: p_max = 0.7): the class loop
+    reads P_t as the stateful loop does, draw for draw."""
+    aqm = {"weight": "autored", "dynamic_max_th": True, "p_max": 0.7, "max_th_growth": 0.4, "w": 0.01}
+    a = aqmchain.simulate(model(aqm), discretised=discretised, **SIM)
+    b = aqmchain.simulate(model(aqm, [{"name": "all", "share": 1.0}]), discretised=discretised, **SIM)
+    same(a, b, ALL + ("mean_max_th",))
+    assert a.mean_max_th > 12.0
+
+
+def test_fdynamic_autored_with_flow_comparison_is_simulated_and_refused_by_the_class_chain():
     aqm = {"weight": "autored", "dynamic_max_th": True, "flow_compare": True, "p_max": 0.7, "max_th_growth": 0.4}
     m = model(aqm, [{"name": "tcp", "share": 0.7, "flows": 5}, {"name": "udp", "share": 0.3}])
     r = aqmchain.simulate(m, **SIM)
     assert r.mean_max_th >= 12 and r.loss_flow_compare > 0 and 0 < r.fairness <= 1
+    assert r.classes["udp"].loss_flow_compare > r.classes["tcp"].loss_flow_compare
     # the plain chain combines AutoRED's weight with dynamic max_th; the class chains do not
     # combine the stateful AQM (docs/classes.md)
     assert aqmchain.build_chain(model({"weight": "autored", "dynamic_max_th": True})).n > 0
@@ -321,3 +334,164 @@ def test_scenario_phase_may_change_the_mice_flag():
     sc = aqmchain.Scenario([aqmchain.Phase(3000, a), aqmchain.Phase(3000, b), aqmchain.Phase(3000, a)])
     r = aqmchain.simulate_scenario(sc, [3000, 6000, 9000], replications=8, threads=1)
     assert np.all(np.isfinite(r.mean_queue)) and np.all(r.loss_rate >= 0)
+
+
+def test_per_class_ecn_against_the_classless_chain():
+    """Class draws are independent of the state: with one class always ECN-capable (share e)
+    and one never, the chain of the classless model with aqm.ecn = e gives each class's
+    numbers: the ECN class is marked at mark_prob / e, the other dropped at loss_aqm / (1 - e),
+    both see the aggregate overflow; the served mix has the chain's response time."""
+    e = 0.3
+    top = {"model": {"buffer": 12}, "grid": {"k": 2, "refine": "none"}}
+    plain = model({"ecn": e, "w": 0.2, "min_th": 2, "max_th": 8, "p_max": 0.3}, **top)
+    chain = aqmchain.solve_stationary(plain)
+    classes = [{"name": "ecn", "share": e, "ecn": 1.0}, {"name": "plain", "share": 1 - e}]
+    r = aqmchain.simulate(model({"w": 0.2, "min_th": 2, "max_th": 8, "p_max": 0.3}, classes, **top),
+                          discretised=True, slots=1_000_000, replications=2, seed=3, threads=1)
+    a, b = r.classes["ecn"], r.classes["plain"]
+    expect = [(a, "mark_prob", chain.mark_prob / e), (a, "loss_aqm", 0.0), (b, "mark_prob", 0.0),
+              (b, "loss_aqm", chain.loss_aqm / (1 - e)), (a, "loss_overflow", chain.loss_overflow),
+              (b, "loss_overflow", chain.loss_overflow), (a, "throughput", e * chain.throughput * (1 - chain.loss_overflow)
+                                                                           / (1 - chain.loss)),
+              (b, "throughput", (1 - e) * chain.throughput * (1 - chain.loss_aqm / (1 - e) - chain.loss_overflow)
+                                / (1 - chain.loss))]
+    for c, name, v in expect:
+        assert abs(getattr(c, name) - v) <= 4 * c.ci[name] + 1e-12, (c.name, name, getattr(c, name), v, c.ci[name])
+    # marked packets enter at high occupancy: the ECN class waits longer; the mix is the chain's
+    assert a.mean_response > b.mean_response
+    mix = (a.throughput * a.mean_response + b.throughput * b.mean_response) / (a.throughput + b.throughput)
+    assert abs(mix - chain.mean_response) <= 4 * r.ci["mean_response"]
+
+
+# ---------------------------------------------------------------- an exact oracle on FIFO strings
+def string_chain(N, a, mu, labels, fate):
+    """Stationary law of the FIFO's label string (head first) when the AQM's action does not
+    depend on avg: written here from the rules of docs/classes.md.  fate(s, l) lists
+    (probability, string after the arrival's fate, {label: packets lost}); the packet in
+    service at the start of the slot then leaves with probability mu.  Returns the states,
+    pi and the expected losses per slot by label."""
+    index, states, rows = {(): 0}, [()], []
+    k = 0
+    while k < len(states):
+        s = states[k]
+        out, loss = {}, {}
+        branches = [(1 - a, s, {})] + [(a * pl * pf, s2, lo) for l, pl in labels.items() for pf, s2, lo in fate(s, l)]
+        for p, s2, lo in branches:
+            for lab, cnt in lo.items():
+                loss[lab] = loss.get(lab, 0.0) + p * cnt
+            for pd, s3 in (((mu, s2[1:]), (1 - mu, s2)) if s else ((1.0, s2),)):
+                if s3 not in index:
+                    index[s3] = len(states)
+                    states.append(s3)
+                out[index[s3]] = out.get(index[s3], 0.0) + p * pd
+        rows.append((out, loss))
+        k += 1
+    P = np.zeros((len(states), len(states)))
+    for i, (out, _) in enumerate(rows):
+        for j, p in out.items():
+            P[i, j] += p
+    A = np.vstack([P.T - np.eye(len(states)), np.ones(len(states))])
+    pi = np.linalg.lstsq(A, np.r_[np.zeros(len(states)), 1.0], rcond=None)[0]
+    lost = {l: sum(pi[i] * rows[i][1].get(l, 0.0) for i in range(len(states))) for l in labels}
+    return states, pi, lost
+
+
+def modified_fate(N, variant, p):
+    def fate(s, l):
+        if len(s) == N:
+            return [(1.0, s, {l: 1})]
+        return [(1 - p, s + (l,), {})] + [(p * q, s2, lo) for q, s2, lo in decided(s, l)]
+
+    def decided(s, l):
+        w = len(s) - 1
+        eles = [j for j in range(1, len(s)) if s[j] == "E"]
+        if not eles:  # no elephant waits: mice admitted, an elephant arrival dropped
+            return [(1.0, s + (l,), {})] if l == "M" else [(1.0, s, {"E": 1})]
+        if variant == "front":
+            j = eles[0]
+            return [(1.0, s[:j] + s[j + 1:] + (l,), {"E": 1})]
+        r = (w - len(eles)) / w  # a pick is not an elephant
+        out = []
+        for j in range(1, len(s)):
+            pj = (1 + r + r * r) / w if s[j] == "E" else r * r / w
+            if pj > 0:
+                out.append((pj, s[:j] + s[j + 1:] + (l,), {s[j]: 1}))
+        return out
+    return fate
+
+
+def compare_strings(r, states, pi, lost, shares, a, names):
+    for lab, name in names.items():
+        c = r.classes[name]
+        exp_loss = lost[lab] / (a * shares[lab])
+        exp_n = sum(p * s.count(lab) for s, p in zip(states, pi))
+        assert abs(c.loss - exp_loss) <= 4 * c.ci["loss"] + 1e-12, (name, "loss", c.loss, exp_loss, c.ci["loss"])
+        assert abs(c.mean_queue - exp_n) <= 4 * c.ci["mean_queue"] + 1e-12, (name, c.mean_queue, exp_n)
+
+
+@pytest.mark.parametrize("variant", ["front", "random"])
+def test_modified_red_against_the_string_chain(variant):
+    """p = 0.5 below max_th = N (polynomial with c_0 = 0.5): an arrival meets an early decision
+    with probability 0.5 whatever avg, so the FIFO's mice/elephant string is a Markov chain
+    (all 127 strings of length <= 6)."""
+    N, a, mu, sm = 6, 0.7, 0.5, 0.4
+    states, pi, lost = string_chain(N, a, mu, {"M": sm, "E": 1 - sm}, modified_fate(N, variant, 0.5))
+    assert len(states) == 127
+    m = model({"drop": "polynomial", "min_th": 0, "max_th": N, "coeffs": [0.5], "modified": variant,
+               "p_max": None}, [{"name": "web", "share": sm, "mice": True}, {"name": "ftp", "share": 1 - sm}],
+              model={"buffer": N}, source={"alpha": a}, service={"mu": mu})
+    r = aqmchain.simulate(m, slots=1_000_000, replications=2, seed=9, threads=1)
+    compare_strings(r, states, pi, lost, {"M": sm, "E": 1 - sm}, a, {"M": "web", "E": "ftp"})
+
+
+def test_flow_comparison_against_the_string_chain():
+    """Two flows (one per class), min_th = 0 and p = 0 below max_th = N: every arrival that
+    finds a waiting packet is compared with a uniform one of them."""
+    N, a, mu, sa = 6, 0.7, 0.45, 0.7
+
+    def fate(s, l):
+        if len(s) == N:
+            return [(1.0, s, {l: 1})]
+        if len(s) <= 1:
+            return [(1.0, s + (l,), {})]
+        w = len(s) - 1
+        return [(1 / w, s[:j] + s[j + 1:], {l: 2}) if s[j] == l else (1 / w, s + (l,), {})
+                for j in range(1, len(s))]
+
+    states, pi, lost = string_chain(N, a, mu, {"A": sa, "B": 1 - sa}, fate)
+    m = model({"min_th": 0, "max_th": N, "p_max": 0.0, "flow_compare": True},
+              [{"name": "heavy", "share": sa}, {"name": "light", "share": 1 - sa}],
+              model={"buffer": N}, source={"alpha": a}, service={"mu": mu})
+    r = aqmchain.simulate(m, slots=1_000_000, replications=2, seed=4, threads=1)
+    compare_strings(r, states, pi, lost, {"A": sa, "B": 1 - sa}, a, {"A": "heavy", "B": "light"})
+    assert r.classes["heavy"].loss_flow_compare > r.classes["light"].loss_flow_compare
+
+
+@pytest.mark.parametrize("aqm", [
+    {"modified": "front", "policy": "random"},
+    {"modified": "random", "policy": "front", "spacing": "count"},
+    {"flow_compare": True, "adaptive": True, "interval": 500},
+    {"flow_compare": True, "modified": "random", "spacing": "wait", "policy": "random"},
+    {"flow_compare": True, "weight": "autored", "dynamic_max_th": True, "p_max": 0.7, "update": "per_arrival"},
+])
+@pytest.mark.parametrize("discretised", [False, True])
+def test_accounts_add_up(aqm, discretised):
+    """Every lost packet is counted once: per class by the packet's class, at the top by the
+    decision (one packet each, two for a flow-comparison match)."""
+    classes = [{"name": "web", "share": 0.3, "mice": True, "ecn": 0.5, "flows": 2},
+               {"name": "ftp", "share": 0.7, "ecn": 0.3, "flows": 3}]
+    src = {"kind": "mmbp", "matrix": [[0.9, 0.1], [0.3, 0.7]], "arrival": [0.3, 0.9]}
+    r = aqmchain.simulate(model(aqm, classes, source=src), discretised=discretised, slots=200_000, replications=2,
+                          seed=2, threads=1)
+    cs = r.classes.values()
+    lost = sum(c.arrival_rate * c.loss for c in cs)
+    assert lost == pytest.approx(r.arrival_rate * r.loss, rel=1e-9)
+    assert sum(c.arrival_rate * c.mark_prob for c in cs) == pytest.approx(r.arrival_rate * r.mark_prob, rel=1e-9)
+    assert sum(c.arrival_rate * c.loss_flow_compare for c in cs) == pytest.approx(
+        r.arrival_rate * r.loss_flow_compare, rel=1e-9, abs=1e-15)
+    assert sum(c.throughput for c in cs) == pytest.approx(r.throughput, rel=1e-12)
+    assert sum(f["throughput"] for f in r.flows) == pytest.approx(r.throughput, rel=1e-12)
+    assert sum(c.mean_queue for c in cs) == pytest.approx(r.mean_system, rel=1e-12)
+    for name, c in r.classes.items():
+        fl = [f for f in r.flows if f["class"] == name]
+        assert sum(f["throughput"] for f in fl) == pytest.approx(c.throughput, rel=1e-12)

@@ -101,7 +101,6 @@ SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max
     k.flow_compare = m.aqm.flow_compare;
     k.min_th = drop.lo;
     k.max_th = drop.hi;
-    k.autored_dyn = m.aqm.weight == Weight::AutoRED && m.aqm.dynamic_max_th;
     cls = std::move(k);
   }
   if (!discretised) return;
@@ -531,7 +530,7 @@ void erase2(int64_t* buf, uint32_t* meta, uint64_t mask, uint64_t& head, int n, 
 }
 
 /// The class-aware slot loop (docs/classes.md): traffic classes and flows, ECN per class,
-/// seed 004's modified RED, seed 003's flow comparison, with or without the stateful AQM
+/// modified RED, the flow comparison, with or without the stateful AQM
 /// (drop spacing, adaptive p_max, AutoRED's weight, dynamic max_th), any source, continuous
 /// or discretised avg.  Written for clarity rather than speed; its draws follow
 /// chunk_stateful's order (engine.hpp), so that a single class of a single flow without
@@ -575,21 +574,15 @@ void chunk_classes(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
   }
   for (; t <= t_end; ++t) {
     const int n = s.n, q = n > 0 ? n - 1 : 0;
+    const int j0 = s.j;  // cur_max_th at the start of the slot: AutoRED's weight reads P_t with it
     // dynamic max_th: from P_t = p(avg_{t-1}) (or q / N) and Q_t
     if (S && S->dyn_maxth) {
       const double Pt = S->p_by_queue ? static_cast<double>(q) / N
                                       : (disc ? S->mt_pdrop[s.j][static_cast<size_t>(s.g)] : S->mt_drop[s.j](s.avg));
       s.j = detail::maxth_next(s.j, Pt, q, S->mt_drop[0].hi);
     }
-    // 1. filter candidate (AutoRED's weight with dynamic max_th reads p with the current max_th)
-    const double from = disc ? P.points[static_cast<size_t>(s.g)] : s.avg;
-    double y;
-    if (K.autored_dyn) {
-      const double w = autored_weight(P.filter.w(), S->maxth_P(s.j, from, q), q, from, N);
-      y = (1.0 - w) * from + w * q;
-    } else {
-      y = P.filter.next(from, q);
-    }
+    // 1. filter candidate
+    const double y = P.filter.next(disc ? P.points[static_cast<size_t>(s.g)] : s.avg, q, j0);
     double cand = y;
     int gc = 0;
     if (disc) {

@@ -151,7 +151,6 @@ struct SlotParams {
     Modified modified = Modified::None;
     bool flow_compare = false;
     double min_th = 0.0, max_th = 0.0;      ///< the drop function's thresholds
-    bool autored_dyn = false;               ///< AutoRED's weight reads p with the current max_th
   };
   std::optional<Classes> cls;
 

@@ -71,11 +71,11 @@ struct Adaptive {
   void validate(const std::string& prefix = "aqm") const;
 };
 
-/// Seed 004's modified RED for mice and ECN-capable packets (docs/classes.md): an early-drop
-/// decision (min_th <= avg < max_th) that falls on a protected arrival (mice or ECN-capable)
-/// admits it and discards an elephant packet from the queue instead: the first waiting
-/// elephant from the head (`Front`) or one found in up to three uniform trials among the
-/// waiting packets (`Random`; the third pick is discarded if none was an elephant).
+/// Modified RED for mice and ECN-capable packets ("Modified RED Algorithm to Improve The
+/// Performance of Web Traffic"; rules and readings in docs/classes.md): below max_th an early
+/// drop admits the arrival and discards a waiting elephant (neither mice nor ECN-capable)
+/// instead: the first from the head (`Front`) or one found in up to three uniform picks among
+/// the waiting packets (`Random`; the third pick is discarded if none was an elephant).
 enum class Modified { None, Front, Random };
 
 /// At most this many traffic classes, and flows over all classes.
@@ -115,9 +115,9 @@ struct Aqm {
   /// {max_th, max_th (1 + max_th_growth)}, with P_t read as `autored_p` says.
   bool dynamic_max_th = false;
   double max_th_growth = 0.1;
-  /// Seed 004's modified RED (mice / ECN protection); needs a drop function with min_th, max_th.
+  /// Modified RED (mice / ECN protection); needs a drop function with min_th, max_th.
   Modified modified = Modified::None;
-  /// Seed 003's flow comparison (after CHOKe): when avg >= min_th an arrival is compared with
+  /// FDynamicAutoRED's flow comparison (after CHOKe): when avg >= min_th an arrival is compared with
   /// one uniformly chosen waiting packet; if both belong to the same flow both are dropped.
   bool flow_compare = false;
   /// Whether the AQM keeps state beyond avg (spacing or adaptive p_max).
