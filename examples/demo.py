@@ -14,7 +14,7 @@ import numpy as np
 import aqmchain
 
 HERE = Path(__file__).resolve().parent
-# Seed 001, Tables I-III, row "RED, GEO, mu = 0.5, w = 0.07" (also in shared/reference).
+# "Implementation of modified AQM mechanisms in IP routers", Tables I-III, row "RED, GEO, mu = 0.5, w = 0.07".
 PAPER = {"mean_queue": 64.43, "var_queue": 1504.8, "loss": 0.00390818, "mean_response": 131.375,
          "var_response": 6109.14}
 

@@ -43,7 +43,18 @@ from .export import export_matrix, export_prism, export_stationary, stationary_t
 from .modelfile import apply_overrides, load_config, load_model, model_from_dict, model_to_dict, replace, solver_options
 from .modelinfo import model_info
 from .optimize import OPTIMIZE_METHODS, OptimizeResult, optimize
+from . import plots  # noqa: E402  (matplotlib is imported by the plot functions, not here)
 from .policies import PolicyComparison, compare_policies
+from .selfsim import (
+    HURST_ESTIMATORS,
+    HurstEstimate,
+    aggregated_variance,
+    arrival_trace,
+    estimate_hurst,
+    expected_rs,
+    hurst_from_trace,
+    rescaled_range,
+)
 from .scenario import load_scenario, make_scenario
 from .simulation import Comparison, SimulationResult, compare, simulate, simulate_scenario
 from .stationary import (
@@ -76,6 +87,8 @@ __all__ = [
     "solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS",
     "simulate_scenario", "EnsembleOptions", "EnsembleResult",
     "optimize", "OptimizeResult", "OPTIMIZE_METHODS",
+    "plots", "HURST_ESTIMATORS", "HurstEstimate", "estimate_hurst", "hurst_from_trace", "arrival_trace",
+    "aggregated_variance", "rescaled_range", "expected_rs",
     "sweep", "SweepResult", "model_info", "count_reachable", "set_num_threads", "num_threads",
     "export_matrix", "export_prism", "export_stationary", "stationary_table",
     "apply_overrides", "replace", "solver_options",

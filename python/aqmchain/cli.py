@@ -29,6 +29,7 @@ from .policies import compare_policies
 from .simulation import SCALARS as SIM_SCALARS
 from .simulation import Comparison, simulate
 from .scenario import load_scenario
+from .selfsim import HURST_ESTIMATORS
 from .stationary import METHODS, SCALAR_METRICS, NonConvergenceError, solve_stationary
 from .transient import TRANSIENT_METHODS, solve_transient, time_grid
 
@@ -46,6 +47,7 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
         "aqmchain solve examples/red_geo.toml --json out.json",
         "aqmchain solve examples/red_geo.toml --set aqm.w=0.02 --method direct --csv out.csv",
         "aqmchain solve examples/small_ecn.toml --json - -q",
+        "aqmchain solve examples/red_geo.toml --plot solve.png",
     ]),
     "simulate": ("slotted Monte Carlo simulation with 95 % confidence intervals", [
         "aqmchain simulate examples/red_geo.toml --slots 2000000 --seed 1 --json sim.json",
@@ -55,7 +57,7 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
         "aqmchain compare examples/red_geo.toml --slots 2000000 --plot cmp.png --json cmp.json",
     ]),
     "policies": ("response times under tail, front and random drop, side by side", [
-        "aqmchain policies examples/small_ecn.toml --json policies.json",
+        "aqmchain policies examples/small_ecn.toml --json policies.json --plot policies.png",
     ]),
     "transient": ("metrics over time from an initial law, for a model or a load scenario", [
         "aqmchain transient examples/load_step/sred.toml --scenario examples/load_step/scenario.toml "
@@ -71,6 +73,10 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
         "--csv sweep.csv --plot sweep.png",
         "aqmchain sweep examples/small_ecn.toml --param aqm.p_max=0.1,0.2 --simulate --slots 500000 "
         "--scheduler sync --json sweep.json",
+    ]),
+    "hurst": ("Hurst parameter of a model's arrival source by several estimators (docs/hurst.md)", [
+        "aqmchain hurst examples/dsred_ssmp.toml --slots 262144 --replications 4",
+        "aqmchain hurst examples/dsred_ssmp.toml --estimator exact --range 2^6:2^16 --plot vt.png --json h.json",
     ]),
     "info": ("states (exact when cheap), transitions, memory and the tagged-chain cost, without solving", [
         "aqmchain info examples/red_geo.toml",
@@ -265,7 +271,7 @@ def _scalar_rows(result) -> list[list]:
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
-    _check_outputs(args, "--json", "--csv")
+    _check_outputs(args, "--json", "--csv", "--plot")
     model, solver = _config(args)
     solver = _solver_overrides(args, solver)
     est = _core.estimate_chain(model)
@@ -294,6 +300,16 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     if args.csv:
         _write("--csv", args.csv, _csv_text(["metric", "value"], _scalar_rows(result)
                                             + [["states", result.states], ["nnz", result.nnz]]))
+    if args.plot:
+        from matplotlib.figure import Figure
+
+        from . import plots
+
+        fig = Figure(figsize=(12, 4.6), layout="constrained")
+        left, right = fig.subplots(1, 2)
+        plots.queue_pmf(result, ax=left, name=Path(args.model).name)
+        plots.heatmap(result, ax=right, name=Path(args.model).name)
+        _save_figure("--plot", fig, args.plot)
     return EXIT_OK
 
 
@@ -333,14 +349,14 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         _write("--csv", args.csv, _csv_text(["metric", "analytic", "simulated", "half_width_95", "z"],
                                             [list(r) for r in cmp.rows]))
     if args.plot:
-        fig = cmp.plot()
+        fig = cmp.plot(name=Path(args.model).name)
         _save_figure("--plot", fig, args.plot)
         _say(args, f"queue pmf overlay written to {args.plot}")
     return EXIT_OK
 
 
 def _cmd_policies(args: argparse.Namespace) -> int:
-    _check_outputs(args, "--json", "--csv")
+    _check_outputs(args, "--json", "--csv", "--plot")
     model, solver = _config(args)
     args.memory_limit_gb = solver.get("memory_limit_gb")
     bar = _progress.bar(_progress_on(args), 3, "aqmchain: policies", unit="policy")
@@ -362,6 +378,10 @@ def _cmd_policies(args: argparse.Namespace) -> int:
         rows = cmp.rows()
         keys = list(rows[0])
         _write("--csv", args.csv, _csv_text(keys, [[r[k] for k in keys] for r in rows]))
+    if args.plot:
+        from .plots import response_pmf
+
+        _save_figure("--plot", response_pmf(cmp, name=Path(args.model).name), args.plot)
     return EXIT_OK
 
 
@@ -517,8 +537,7 @@ def _cmd_transient(args: argparse.Namespace) -> int:
             rows.append([float(t), int(result.phase[k])] + [float(result.metrics[m][k]) for m in names])
         _write("--csv", args.csv, _csv_text(["time", "phase", *names], rows))
     if args.plot:
-        fig = result.plot()
-        fig.axes[0].set_title(Path(args.model).name + (f" + {Path(args.scenario).name}" if args.scenario else ""))
+        fig = result.plot(name=Path(args.model).name + (f" + {Path(args.scenario).name}" if args.scenario else ""))
         _save_figure("--plot", fig, args.plot)
     if not args.quiet:
         i = result.info
@@ -596,6 +615,61 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         where = ", ".join(f"{k} = {row[k]!r}" for k in result.sweep_keys)
         print(f"aqmchain: sweep point {where}: {row['status']}: {row['error']}", file=sys.stderr)
     return EXIT_OK if (result["status"] == "ok").all() else EXIT_SOLVE
+
+
+def _parse_range(option: str, text: str) -> tuple[float, float]:
+    """'LO:HI' in slots; each side a number or a power of two written 2^K."""
+    def one(v: str) -> float:
+        v = v.strip()
+        return 2.0 ** float(v[2:]) if v.startswith("2^") else float(v)
+
+    try:
+        lo, hi = (one(v) for v in text.split(":"))
+    except ValueError:
+        raise _opt_error(option, "LO:HI (slots; numbers or 2^K), e.g. 1:2^20", text) from None
+    return lo, hi
+
+
+def _cmd_hurst(args: argparse.Namespace) -> int:
+    from .selfsim import HURST_ESTIMATORS, estimate_hurst
+
+    _check_outputs(args, "--json", "--plot")
+    model, _ = _config(args)
+    rng = _parse_range("--range", args.range) if args.range else None
+    src = model.source
+    names = list(HURST_ESTIMATORS) if args.estimator == "all" else [args.estimator]
+    if args.estimator == "all" and not (src.kind == "ssmp" and src.q > 1 and src.a > src.q ** 2):
+        names.remove("asymptotic")  # the closed form exists for SSMP sources only
+    kw = {"slots": args.slots, "replications": args.replications, "seed": args.seed}
+    out = []
+    with _progress.activity(_progress_on(args), "aqmchain: estimating the Hurst parameter"):
+        for name in names:
+            try:
+                out.append(estimate_hurst(src, name, range=rng if name != "asymptotic" else None, **kw))
+            except _core.ModelError as exc:  # the library names its arguments; say the options
+                if getattr(exc, "param", None) == "range":
+                    raise _opt_error("--range", str(exc).split(" must be ", 1)[-1].split(", got")[0],
+                                     args.range) from None
+                raise
+    _say(args, f"source: {out[0].source}, mean rate {src.mean_rate():.6g} arrivals per slot")
+    for e in out:
+        _say(args, "  " + e.summary().replace("\n", "\n    "))
+    if args.json:
+        _write_json(args, {"source": out[0].source, "estimates": [e.to_dict() for e in out]})
+    if args.plot:
+        from matplotlib.figure import Figure
+
+        from .plots import local_hurst, variance_time
+
+        fig = Figure(figsize=(12, 4.6), layout="constrained")
+        left, right = fig.subplots(1, 2)
+        first = next((e for e in out if e.estimator != "asymptotic"), None)
+        if first is None:  # only the closed form: draw the exact curve it is the limit of
+            first = estimate_hurst(src, "exact")
+        variance_time(first, ax=left)
+        local_hurst(out, ax=right)
+        _save_figure("--plot", fig, args.plot)
+    return EXIT_OK
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -688,6 +762,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", metavar="OUT",
                    help="write the JSON result here ('-' for stdout; the summary then goes to stderr)")
     s.add_argument("--csv", metavar="OUT", help="write the scalar metrics as 'metric,value' rows ('-': stdout)")
+    s.add_argument("--plot", metavar="PNG",
+                   help="write the queue pmf (log scale) and the heat map of the stationary (q, avg) law")
     _solver_args(s)
     s.add_argument("--error-estimate", dest="error_estimate", action="store_true",
                    help="also solve on grids with 2x and 4x the avg steps and extrapolate every metric to step 0 "
@@ -704,8 +780,9 @@ def build_parser() -> argparse.ArgumentParser:
     co = _sub(sub, "compare")
     _common(co)
     _sim_args(co, 20_000_000)
-    co.add_argument("--plot", metavar="PNG", default="compare_queue_pmf.png",
-                    help="queue pmf overlay on a log scale (default compare_queue_pmf.png; '' for none)")
+    co.add_argument("--plot", metavar="PNG",
+                    help="write the queue pmf overlay: chain line, simulation ± 95%% CI, log scale, "
+                         "min_th..max_th band (nothing is written by default)")
     co.add_argument("--json", metavar="OUT", help="write the comparison, the chain's and the simulation's results")
     co.add_argument("--csv", metavar="OUT", help="write 'metric,analytic,simulated,half_width_95,z' rows")
     co.set_defaults(func=_cmd_compare)
@@ -714,6 +791,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(po)
     po.add_argument("--json", metavar="OUT", help="write the table as JSON ('-' for stdout)")
     po.add_argument("--csv", metavar="OUT", help="write the table as CSV, one row per policy ('-' for stdout)")
+    po.add_argument("--plot", metavar="PNG", help="write the response-time pmfs, one line per policy (log scale)")
     po.set_defaults(func=_cmd_policies)
 
     tr = _sub(sub, "transient")
@@ -772,6 +850,23 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--plot", metavar="PNG",
                     help="the metric against the first key, one line per value of the second")
     sw.set_defaults(func=_cmd_sweep)
+
+    hu = _sub(sub, "hurst")
+    _common(hu)
+    hu.add_argument("--estimator", default="all", choices=["all", *HURST_ESTIMATORS],
+                    help="exact: variance-time on the exact aggregated-variance curve; variance_time / rs: "
+                         "variance-time / rescaled range on simulated traces; asymptotic: the SSMP formula "
+                         "(default: all)")
+    hu.add_argument("--range", metavar="LO:HI",
+                    help="aggregation levels (block sizes) fitted, in slots, e.g. 1:2^20 (defaults: exact 1:2^20, "
+                         "variance_time 1:SLOTS/64, rs 16:SLOTS/16)")
+    hu.add_argument("--slots", type=int, default=2**20, help="slots per simulated trace (2^20)")
+    hu.add_argument("--replications", type=int, default=8, help="simulated traces; the 95%% CI is over them (8)")
+    hu.add_argument("--seed", type=int, default=1, help="seed of the first trace (1)")
+    hu.add_argument("--json", metavar="OUT", help="write the estimates and their curves ('-' for stdout)")
+    hu.add_argument("--plot", metavar="PNG", help="write the variance-time (or R/S) curve of the first estimator "
+                                                  "and the local H(m) of all")
+    hu.set_defaults(func=_cmd_hurst)
 
     e = _sub(sub, "info")
     _common(e)

@@ -229,27 +229,13 @@ class Comparison:
                             for n, a, s, hw, z in self.rows],
                 "max_abs_z": self.max_abs_z(), "z_undefined": self.undefined()}
 
-    def plot(self, path: str | None = None):
-        """The queue pmf overlay (chain line, simulation points with 95 % bars) as a
-        :class:`matplotlib.figure.Figure`, also written to ``path`` when given.
-        No backend is chosen or changed."""
-        from matplotlib.figure import Figure
+    def plot(self, path: str | None = None, *, ax: Any = None, name: str | None = None) -> Any:
+        """The queue pmf overlay (chain line, simulation points with 95 % bars, log scale,
+        min_th..max_th band; :func:`aqmchain.plots.queue_pmf`) as a Figure; also written
+        to ``path`` (PNG, ...) when one is given.  No backend is chosen or changed."""
+        from .plots import queue_pmf
 
-        a, s = self.analytic, self.simulated
-        fig = Figure(figsize=(7, 4))
-        ax = fig.add_subplot()
-        k = np.arange(len(a.queue_pmf))
-        ax.semilogy(k, np.maximum(a.queue_pmf, 1e-300), lw=1.5, label="chain (analytic)")
-        has = s.queue_pmf > 0
-        v, hw = s.queue_pmf[has], s.queue_pmf_ci[has]
-        ax.errorbar(k[has], v, yerr=[np.minimum(hw, 0.9 * v), hw], fmt=".", ms=3, lw=0.6,
-                    label="simulation +- 95%")
-        ax.set_ylim(1e-15, 1)
-        ax.set_xlabel("waiting packets q")
-        ax.set_ylabel("P(q)")
-        ax.set_title("queue-length distribution: chain vs simulation")
-        ax.legend(loc="lower left")
-        fig.tight_layout()
+        fig = queue_pmf(self.analytic, self.simulated, ax=ax, name=name)
         if path is not None:
             fig.savefig(path, dpi=120)
         return fig

@@ -91,6 +91,7 @@ class TransientResult:
         self.phase = np.asarray(raw.phase, dtype=np.int32)
         self.phase_boundaries = np.asarray(raw.phase_boundaries, dtype=float)
         self.phase_labels = [p.label for p in scenario.phases]
+        self.scenario = scenario  #: the scenario that was solved (one phase for a single model)
         self.continuous = chain.time == "continuous"
         self.metrics = {name: np.asarray(v) for name, v in zip(TRANSIENT_METRICS, raw.values)}
         # observables (a stateful AQM's components, the caller's functions) after the fixed metrics
@@ -129,23 +130,13 @@ class TransientResult:
                          "seconds": info["seconds"].get("transient_total", 0.0), "accounts": info}
         return out
 
-    def plot(self, ax: Any = None, metrics: Sequence[str] = ("mean_queue", "mean_avg")) -> Any:
-        """Plot metrics over time with the phase boundaries marked; returns the figure.
+    def plot(self, ax: Any = None, metrics: Sequence[str] = ("mean_queue", "mean_avg"), **kwargs: Any) -> Any:
+        """Plot metrics over time with the phase boundaries marked; returns the figure
+        (:func:`aqmchain.plots.transient`: units, title, min_th..max_th band).
         Creates a :class:`matplotlib.figure.Figure` (no backend is chosen) unless ``ax`` is given."""
-        if ax is None:
-            from matplotlib.figure import Figure
+        from .plots import transient
 
-            fig = Figure(figsize=(7, 4))
-            ax = fig.add_subplot()
-        else:
-            fig = ax.figure
-        for name in metrics:
-            ax.plot(self.times, self.metrics[name], label=name.replace("_", " "))
-        for b in self.phase_boundaries[1:-1]:
-            ax.axvline(b, color="0.6", lw=0.8, ls="--")
-        ax.set_xlabel("time" if self.continuous else "slot")
-        ax.legend()
-        return fig
+        return transient(self, ax=ax, metrics=metrics, **kwargs)
 
     def __repr__(self) -> str:
         return (f"TransientResult({len(self.times)} times, {len(self.phase_boundaries) - 1} phase(s), "

@@ -253,7 +253,7 @@ void define_aqm_grid_model(py::module_& m) {
 
   const RefineOptions ro{};
   py::class_<GridSpec>(m, "GridSpec",
-                       "avg grid: uniform step 1/k, custom points, the seeds' flags, or refine='auto' (a pre-solve "
+                       "avg grid: uniform step 1/k, custom points, the flags mapping of \"Implementation of modified AQM mechanisms in IP routers\", or refine='auto' (a pre-solve "
                        "locates avg's mass and the grid is refined there where p(avg) jumps or is steep); REDwM's s "
                        "grid: step 1/s_k (0: automatic) or s_points.")
       .def(py::init(&make_grid), py::kw_only(), py::arg("k") = GridSpec{}.k, py::arg("points") = std::vector<double>{},

@@ -2,6 +2,8 @@
 // calls below), estimates, pmfs, time series.
 #include "common.hpp"
 
+#include <algorithm>
+
 #include "aqmchain/simulation/ensemble.hpp"
 #include "aqmchain/simulation/simulator.hpp"
 
@@ -81,6 +83,23 @@ void define_simulator(py::module_& m) {
       .def_readonly("threads", &SimResult::threads);
 
   m.def("simulate", &simulate, py::arg("model"), py::arg("options"), py::call_guard<InterruptGuard, py::gil_scoped_release>());
+
+  m.def(
+      "arrival_trace",
+      [](const Source& source, int64_t slots, uint64_t seed) {
+        std::vector<uint8_t> x;
+        {
+          InterruptGuard interrupt;
+          py::gil_scoped_release release;
+          x = arrival_trace(source, slots, seed);
+        }
+        py::array_t<uint8_t> out(static_cast<py::ssize_t>(x.size()));
+        std::copy(x.begin(), x.end(), out.mutable_data());
+        return out;
+      },
+      py::arg("source"), py::arg("slots"), py::arg("seed") = 1,
+      "Arrival indicators (0/1, uint8) of a slotted source over `slots` slots, modulator started from its "
+      "stationary law; xoshiro256** stream of `seed`.");
 
   py::class_<EnsembleOptions> ensembleoptions_class(m, "EnsembleOptions",
                               "Options of simulate_scenario; keyword arguments set the fields (checked in Python, "

@@ -192,3 +192,47 @@ TEST(Ensemble, BadInputIsNamed) {
   cont.phases.push_back(Phase{10, m, ""});
   expect_param({5}, EnsembleOptions{}, "phase[0].time", &cont);
 }
+
+// arrival_trace: the source alone.  Bernoulli: the count is Binomial (mean within 5 sd);
+// a two-state MMBP: the fraction of slots in each modulator state shows in the rate, and
+// the lag-1 covariance matches the closed form pi_i lam_i M_ij lam_j - mean^2 within 5 sd.
+TEST(ArrivalTrace, BernoulliAndMmbpMomentsAndErrors) {
+  const int64_t n = 1 << 20;
+  const auto b = arrival_trace(Source::bernoulli(0.3), n, 7);
+  ASSERT_EQ(static_cast<int64_t>(b.size()), n);
+  double s = 0;
+  for (auto x : b) s += x;
+  EXPECT_NEAR(s / n, 0.3, 5 * std::sqrt(0.21 / n));
+  EXPECT_EQ(arrival_trace(Source::bernoulli(0.3), 1000, 7), arrival_trace(Source::bernoulli(0.3), 1000, 7));
+  EXPECT_NE(arrival_trace(Source::bernoulli(0.3), 1000, 7), arrival_trace(Source::bernoulli(0.3), 1000, 8));
+
+  const auto m = Source::mmbp({{0.9, 0.1}, {0.2, 0.8}}, {0.1, 0.9});
+  const double pi0 = 2.0 / 3.0, pi1 = 1.0 / 3.0, mean = pi0 * 0.1 + pi1 * 0.9;
+  // E[X_t X_{t+1}] = sum_ij pi_i lam_i M_ij lam_j
+  const double exy = pi0 * 0.1 * (0.9 * 0.1 + 0.1 * 0.9) + pi1 * 0.9 * (0.2 * 0.1 + 0.8 * 0.9);
+  double sum = 0, lag = 0, sum_runs = 0;
+  const int runs = 8;
+  std::vector<double> means;
+  for (int r = 0; r < runs; ++r) {
+    const auto x = arrival_trace(m, n, 100 + r);
+    double a = 0, c = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      a += x[t];
+      if (t + 1 < n) c += x[t] * x[t + 1];
+    }
+    means.push_back(a / n);
+    sum += a;
+    lag += c / (n - 1);
+    sum_runs += 1;
+  }
+  double mu = sum / (runs * static_cast<double>(n)), var = 0;
+  for (double v : means) var += (v - mu) * (v - mu);
+  const double sd = std::sqrt(var / (runs - 1) / runs);
+  EXPECT_NEAR(mu, mean, 5 * sd + 1e-12);
+  EXPECT_NEAR(lag / sum_runs, exy, 0.01);
+  EXPECT_GT(lag / sum_runs - mean * mean, 0.05);  // positively correlated (0.0996), unlike Bernoulli
+
+  EXPECT_THROW(arrival_trace(Source::bernoulli(0.3), 0, 1), ModelError);
+  EXPECT_THROW(arrival_trace(Source::bernoulli(0.3), (int64_t{1} << 31) + 1, 1), ModelError);
+  EXPECT_THROW(arrival_trace(Source::poisson(1.0), 10, 1), ModelError);
+}

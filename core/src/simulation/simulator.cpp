@@ -414,4 +414,41 @@ SimResult simulate(const Model& model, const SimOptions& o) {
   }
 }
 
+std::vector<uint8_t> arrival_trace(const Source& source, int64_t slots, uint64_t seed) {
+  source.validate();
+  if (source.continuous())
+    fail_param("source.kind", "a slotted source (bernoulli, ssmp, mmbp) for an arrival trace", source.describe());
+  constexpr int64_t kMaxTrace = int64_t{1} << 31;
+  if (slots < 1 || slots > kMaxTrace) fail_param("slots", "in [1, 2^31]", slots);
+  const int M = source.states();
+  std::vector<std::vector<double>> cdf(static_cast<size_t>(M));
+  for (int i = 0; i < M; ++i) {
+    double c = 0.0;
+    for (int j = 0; j < M; ++j) cdf[static_cast<size_t>(i)].push_back(c += source.matrix[i][j]);
+    cdf[static_cast<size_t>(i)].back() = 1.0;
+  }
+  std::vector<uint64_t> thr(static_cast<size_t>(M));
+  for (int i = 0; i < M; ++i) thr[static_cast<size_t>(i)] = sim::threshold(source.arrival[i]);
+  Xoshiro256 rng(seed);
+  int m = 0;
+  if (M > 1) {  // the stationary law of the modulator
+    const auto pi = source.modulator_stationary();
+    double u = rng.uniform(), c = 0.0;
+    while (m < M - 1 && u >= (c += pi[static_cast<size_t>(m)])) ++m;
+  }
+  std::vector<uint8_t> x(static_cast<size_t>(slots));
+  for (int64_t t = 0; t < slots; ++t) {
+    if ((t & 0xFFFFF) == 0) check_interrupt();
+    if (M > 1) {
+      const double u = rng.uniform();
+      const double* c = cdf[static_cast<size_t>(m)].data();
+      int j = 0;
+      while (j < M - 1 && u >= c[j]) ++j;
+      m = j;
+    }
+    x[static_cast<size_t>(t)] = static_cast<uint8_t>((rng.next() >> 11) < thr[static_cast<size_t>(m)]);
+  }
+  return x;
+}
+
 }  // namespace aqm
