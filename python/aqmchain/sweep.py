@@ -231,11 +231,14 @@ def _client(scheduler: Any, workers: int | None):
         return
     if scheduler == "local":
         n = workers or max(1, min(os.cpu_count() or 1, 4))
-        # The workers ignore SIGINT (inherited at their start): Ctrl-C in a terminal reaches the
-        # whole process group, and it is this process that cancels the points and closes the cluster.
+        # The workers ignore SIGINT: Ctrl-C in a terminal reaches the whole process group, and it is
+        # this process that cancels the points and closes the cluster.  They are started while this
+        # process ignores it (a child started so ignores it from its first instruction, imports
+        # included; Ctrl-C is therefore not seen during the second or two of the start), and
+        # aqmchain._dask_worker makes a worker restarted later ignore it too.
         with _sigint_ignored(), contextlib.redirect_stdout(None):
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                   silence_logs=50)
+                                   silence_logs=50, preload=["aqmchain._dask_worker"])
         try:
             with Client(cluster) as client:
                 yield client

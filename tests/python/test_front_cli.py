@@ -39,14 +39,14 @@ def help_examples() -> list[tuple[str, str]]:
 def small(argv: list[str]) -> list[str]:
     """The example with small slot counts (the tests' budget), otherwise as pasted."""
     argv = list(argv)
-    for opt, value in (("--slots", "200000"),):
-        if opt in argv:
-            argv[argv.index(opt) + 1] = value
+    if argv[1] in ("simulate", "compare", "sweep") and "--slots" in argv:  # the simulator's budget
+        argv[argv.index("--slots") + 1] = "200000"
     return argv
 
 
 def small_file(tmp_path) -> Path:
-    """A gentle-RED queue of 30 places with ECN on a two-state modulated source, on a plain grid."""
+    """examples/small_ecn.toml: a gentle-RED queue of 30 places with ECN on a two-state modulated
+    source, on its plain grid (about 3,000 states)."""
     return ROOT / "examples" / "small_ecn.toml"
 
 
@@ -124,8 +124,8 @@ INTERRUPTED = {
                  "--threads", "1"],
     "policies": ["policies", "examples/red_geo.toml", "--set", "grid.refine=none", "--set", "grid.k=2"],
     # Ctrl-C in a terminal reaches the whole process group: the Dask workers too
-    "sweep": ["sweep", "examples/red_geo.toml", "--param", "aqm.w=0.002,0.003,0.004", "--param",
-              "service.mu=0.45,0.5", "--workers", "2"],
+    "sweep": ["sweep", "examples/red_geo.toml", "--param", "aqm.w=0.002,0.003,0.004,0.005", "--param",
+              "service.mu=0.45,0.5,0.55", "--workers", "2"],
 }
 
 
@@ -133,7 +133,16 @@ INTERRUPTED = {
 def test_ctrl_c_exits_130_without_traceback(root, command):
     p = subprocess.Popen([sys.executable, "-m", "aqmchain", *INTERRUPTED[command]], cwd=root,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    time.sleep(6.0 if command == "sweep" else 3.0)  # imports (and the cluster), then the work
+    if command == "sweep":  # wait for the cluster's two workers, then for the points to run
+        deadline = time.time() + 60
+        while time.time() < deadline and p.poll() is None:
+            ps = subprocess.run(["pgrep", "-f", "-s", str(p.pid), "spawn_main"], capture_output=True, text=True)
+            if len(ps.stdout.split()) >= 2:  # the two workers
+                break
+            time.sleep(0.2)
+        time.sleep(3.0)
+    else:
+        time.sleep(3.0)  # imports, then the work
     assert p.poll() is None, p.communicate()
     t0 = time.time()
     os.killpg(p.pid, signal.SIGINT)  # as a terminal does: the whole process group
