@@ -124,8 +124,11 @@ INTERRUPTED = {
                  "--threads", "1"],
     "policies": ["policies", "examples/red_geo.toml", "--set", "grid.refine=none", "--set", "grid.k=2"],
     # Ctrl-C in a terminal reaches the whole process group: the Dask workers too
+    # (each point also simulates 2e9 slots: the sweep cannot end before the signal, however
+    # fast or loaded the machine)
     "sweep": ["sweep", "examples/red_geo.toml", "--param", "aqm.w=0.002,0.003,0.004,0.005", "--param",
-              "service.mu=0.45,0.5,0.55", "--workers", "2"],
+              "service.mu=0.45,0.5,0.55", "--workers", "2", "--simulate", "--slots", "2000000000",
+              "--replications", "1", "--threads", "1"],
 }
 
 
