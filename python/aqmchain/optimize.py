@@ -497,16 +497,7 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     for i, x0 in enumerate(points):
         f.start = i
         before = f.evaluations
-        rec = {"start": dict(zip(space.names, map(float, x0))), "end": None, "value": math.inf, "evaluations": 0,
-               "message": ""}
-        try:
-            xe, fe = run(f, x0, h, hmin)
-            rec.update(end=dict(zip(space.names, map(float, xe))), value=float(fe))
-            if not math.isfinite(fe):
-                rec["message"] = "the start point is infeasible or its evaluation failed"
-        except _Stop:
-            stopped = True
-            rec["message"] = f.stop_message
+        rec, stopped = _run_start(f, run, space.names, x0, h, hmin)
         rec["evaluations"] = f.evaluations - before
         per_start.append(rec)
         if stopped:
@@ -519,6 +510,23 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
                           failed=f.failed, seconds=seconds, starts=per_start, trace=f.trace, stopped=stopped,
                           message=f.stop_message if stopped else ("" if xb is not None else
                                                                    "every evaluated point failed or was infeasible"))
+
+
+def _run_start(f: Any, run: Callable, names: list[str], x0: np.ndarray, h: np.ndarray,
+               hmin: np.ndarray) -> tuple[dict[str, Any], bool]:
+    """One start of the search from x0: its record (start, end, value, message) and whether
+    a budget stopped it."""
+    rec = {"start": dict(zip(names, map(float, x0))), "end": None, "value": math.inf, "evaluations": 0,
+           "message": ""}
+    try:
+        xe, fe = run(f, x0, h, hmin)
+        rec.update(end=dict(zip(names, map(float, xe))), value=float(fe))
+        if not math.isfinite(fe):
+            rec["message"] = "the start point is infeasible or its evaluation failed"
+    except _Stop:
+        rec["message"] = f.stop_message
+        return rec, True
+    return rec, False
 
 
 # ------------------------------------------------------------------ starts on Dask
@@ -538,15 +546,7 @@ def _start_task(model: _core.Model, params: list[str], objective: Any, evaluate:
     f = _Objective(space, bounds, evaluate, metric, budget, None)
     f.start = start
     run = _hooke_jeeves if method == "hooke_jeeves" else _nelder_mead
-    rec = {"start": dict(zip(space.names, map(float, x0))), "end": None, "value": math.inf, "evaluations": 0,
-           "message": ""}
-    try:
-        xe, fe = run(f, x0, h, hmin)
-        rec.update(end=dict(zip(space.names, map(float, xe))), value=float(fe))
-        if not math.isfinite(fe):
-            rec["message"] = "the start point is infeasible or its evaluation failed"
-    except _Stop:
-        rec["message"] = f.stop_message
+    rec, _ = _run_start(f, run, space.names, x0, h, hmin)
     rec["evaluations"] = f.evaluations
     value, xb, _ = f.best
     return {"record": rec, "trace": f.trace, "evaluations": f.evaluations, "cache_hits": f.cache_hits,

@@ -140,6 +140,14 @@ inline int select(bool c, int a, int b) {
   return (a & m) | (b & ~m);
 }
 
+/// Step 2: the modulator's next state from m, by inversion of its row's cdf with one uniform.
+inline int next_modulator(const SlotParams& P, int m, double u) {
+  const double* c = P.mcdf[static_cast<size_t>(m)].data();
+  int j = 0;
+  while (j < P.M - 1 && u >= c[j]) ++j;
+  return j;
+}
+
 /// Remove FIFO position j (0 = head) of a FIFO of n packets, shifting the shorter side.
 void erase(int64_t* buf, uint64_t mask, uint64_t& head, int n, int j) {
   if (j < n - 1 - j) {
@@ -220,11 +228,7 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
     const int q = n > 0 ? n - 1 : 0;
     // 2. modulator move
     if constexpr (Modulated) {
-      const double u = rng.uniform();
-      const double* c = P.mcdf[static_cast<size_t>(m)].data();
-      int j = 0;
-      while (j < P.M - 1 && u >= c[j]) ++j;
-      m = j;
+      m = next_modulator(P, m, rng.uniform());
       lam53 = P.lam53[static_cast<size_t>(m)];
     }
     // 1. filter update: the candidate avg_t (taken when the filter advances) and p(avg_t)
@@ -390,13 +394,7 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
       cand = P.filter.next(s.avg, q, j0);
     }
     // 2. modulator, 3. arrival
-    if (P.M > 1) {
-      const double u = rng.uniform();
-      const double* c = P.mcdf[static_cast<size_t>(s.m)].data();
-      int j = 0;
-      while (j < P.M - 1 && u >= c[j]) ++j;
-      s.m = j;
-    }
+    if (P.M > 1) s.m = next_modulator(P, s.m, rng.uniform());
     const bool arr = static_cast<double>(rng.next() >> 11) < P.lam53[static_cast<size_t>(s.m)];
     if (P.per_slot || arr) s.avg = cand, s.g = gc;
     // adaptive p_max, with the updated avg
@@ -591,13 +589,7 @@ void chunk_classes(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
       cand = P.points[static_cast<size_t>(gc)];
     }
     // 2. modulator, 3. arrival
-    if (P.M > 1) {
-      const double u = rng.uniform();
-      const double* c = P.mcdf[static_cast<size_t>(s.m)].data();
-      int j = 0;
-      while (j < P.M - 1 && u >= c[j]) ++j;
-      s.m = j;
-    }
+    if (P.M > 1) s.m = next_modulator(P, s.m, rng.uniform());
     const bool arr = static_cast<double>(rng.next() >> 11) < P.lam53[static_cast<size_t>(s.m)];
     if (P.per_slot || arr) s.avg = cand, s.g = gc;
     if (S && S->adaptive) {
