@@ -10,6 +10,18 @@ namespace aqm {
 
 namespace {
 
+/// The response-time law of packets that are served, from a tagged-chain result, into the
+/// metrics of all packets or of one class (left unset when no packet is served).
+template <class Target>
+void take_served(const ResponseResult& r, Target& t) {
+  if (!(r.served_prob > 0)) return;
+  t.response_pmf = r.served_pmf;
+  for (double& v : t.response_pmf) v /= r.served_prob;
+  t.mean_response = r.mean_response;
+  t.var_response = r.var_response;
+  t.response_available = r.converged();
+}
+
 struct Moments {
   double mean, var;
 };
@@ -158,13 +170,7 @@ void class_metrics(const Chain& c, const std::vector<double>& pi, const MetricsO
     // R depends only on the n an admitted packet of the class finds
     if (!tagged.empty()) {
       const ResponseResult& r = tagged[static_cast<size_t>(k) + 1];
-      if (r.served_prob > 0) {
-        x.response_pmf = r.served_pmf;
-        for (double& v : x.response_pmf) v /= r.served_prob;
-        x.mean_response = r.mean_response;
-        x.var_response = r.var_response;
-        x.response_available = r.converged();
-      }
+      take_served(r, x);
       x.response_note = r.converged() ? std::string() : m.response_note;
     } else if (!m.response_available || m.response_method != "closed_form" || c.time != TimeKind::Discrete) {
       x.response_note = m.response_note;
@@ -292,13 +298,7 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
     m.pushed_out_prob = r.pushed_out_prob;
     m.mean_sojourn = r.mean_sojourn;
     m.response_truncated = r.remaining_mass;
-    if (r.served_prob > 0) {
-      m.response_pmf = r.served_pmf;
-      for (double& x : m.response_pmf) x /= r.served_prob;
-      m.mean_response = r.mean_response;
-      m.var_response = r.var_response;
-      m.response_available = r.converged();
-    }
+    take_served(r, m);
     if (!r.converged())
       m.response_note = detail::cat("tagged-packet chain stopped after ", r.iterations, " steps with mass ",
                                     r.remaining_mass, " still in the system (tail_mass ", o.tagged.tail_mass, ")");
