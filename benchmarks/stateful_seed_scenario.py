@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "out" / "stateful_seed_scenario.json"
 #: memory_limit_gb of the builds: the product bounds of these chains are far above their
 #: reachable states (the bound, not the need, is what a lower limit refuses)
-MEMORY_GB = 70
+MEMORY_GB = 260
 
 FEATURES = {
     "plain w=0.07": ({"w": 0.07}, 4),
