@@ -158,34 +158,42 @@ void erase(int64_t* buf, uint64_t mask, uint64_t& head, int n, int j) {
   }
 }
 
-/// A response time r at or above the histogram's current limit: grow the histogram
-/// (doubling, under the shared budget) to hold r, or, for r >= max_r - 1, count it in the
-/// last bin and add r, r^2 to the tail sums.  Returns the (possibly moved) data; `hsize`
-/// and `lim` (the smallest r that comes here next time) follow.
-[[gnu::noinline, gnu::cold]] int64_t* response_tail(Tally& T, int64_t r, int64_t max_r, int64_t& hsize,
-                                                    int64_t& lim) {
-  std::vector<int64_t>& h = *T.hist_r;
+/// Count a response time r in histogram h: grow h (doubling, under the shared budget) to
+/// hold r, or, for r >= max_r - 1, count it in the last bin and add r, r^2 to the tail
+/// sums.  `per` names what a bin is per in the budget error ("batch", "class and batch").
+void add_response(std::vector<int64_t>& h, int64_t& tail_r, __int128& tail_r2, ResponseBudget& budget, int64_t r,
+                  int64_t max_r, const char* per) {
   const int64_t last = max_r - 1;
-  const int64_t want = r >= last ? max_r : std::min<int64_t>(max_r, std::max<int64_t>(r + 1, 2 * hsize));
-  if (want > hsize) {
+  const int64_t hsize = static_cast<int64_t>(h.size());
+  if (r >= hsize && hsize < max_r) {
+    const int64_t want = r >= last ? max_r : std::min<int64_t>(max_r, std::max<int64_t>(r + 1, 2 * hsize));
     const int64_t grow = 8 * (want - hsize);
-    if (T.budget->bytes_left.fetch_sub(grow) < grow)
+    if (budget.bytes_left.fetch_sub(grow) < grow)
       throw StateSpaceTooLarge(
           "max_response",
           detail::cat("simulate: the response-time histograms outgrew the memory budget (a response time of ", r,
-                      " slots needs ", want, " bins per batch; memory_limit_bytes = ", T.budget->limit / 1e9,
+                      " slots needs ", want, " bins per ", per, "; memory_limit_bytes = ", budget.limit / 1e9,
                       " GB): lower 'max_response' (longer response times go to its last bin) or 'batches'"));
     h.resize(static_cast<size_t>(want), 0);
-    hsize = want;
   }
   if (r >= last) {
     ++h[static_cast<size_t>(last)];
-    T.tail_r += r;
-    T.tail_r2 += static_cast<__int128>(r) * r;
+    tail_r += r;
+    tail_r2 += static_cast<__int128>(r) * r;
   } else {
     ++h[static_cast<size_t>(r)];
   }
-  lim = hsize == max_r ? last : hsize;
+}
+
+/// A response time r at or above the histogram's current limit (the recording loops' cold
+/// path): add_response on the tally's histogram.  Returns the (possibly moved) data;
+/// `hsize` and `lim` (the smallest r that comes here next time) follow.
+[[gnu::noinline, gnu::cold]] int64_t* response_tail(Tally& T, int64_t r, int64_t max_r, int64_t& hsize,
+                                                    int64_t& lim) {
+  std::vector<int64_t>& h = *T.hist_r;
+  add_response(h, T.tail_r, T.tail_r2, *T.budget, r, max_r, "batch");
+  hsize = static_cast<int64_t>(h.size());
+  lim = hsize == max_r ? max_r - 1 : hsize;
   return h.data();
 }
 
@@ -477,31 +485,11 @@ void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64
   rng_ref = rng;
 }
 
-/// A response time r of a packet of class c (class-aware recording loops): as
-/// response_tail, on the class's own histogram.
+/// A response time r of a packet of class c (class-aware recording loops), on the class's
+/// own histogram.
 void class_response(Tally& T, int c, int64_t r, int64_t max_r) {
-  std::vector<int64_t>& h = T.ct->hist_r[static_cast<size_t>(c)];
-  const int64_t last = max_r - 1;
-  int64_t hsize = static_cast<int64_t>(h.size());
-  if (r >= hsize && hsize < max_r) {
-    const int64_t want = r >= last ? max_r : std::min<int64_t>(max_r, std::max<int64_t>(r + 1, 2 * hsize));
-    const int64_t grow = 8 * (want - hsize);
-    if (T.budget->bytes_left.fetch_sub(grow) < grow)
-      throw StateSpaceTooLarge(
-          "max_response",
-          detail::cat("simulate: the per-class response-time histograms outgrew the memory budget (a response time of ",
-                      r, " slots needs ", want, " bins per class and batch; memory_limit_bytes = ",
-                      T.budget->limit / 1e9, " GB): lower 'max_response' or 'batches'"));
-    h.resize(static_cast<size_t>(want), 0);
-    hsize = want;
-  }
-  if (r >= last) {
-    ++h[static_cast<size_t>(last)];
-    T.ct->tail_r[static_cast<size_t>(c)] += r;
-    T.ct->tail_r2[static_cast<size_t>(c)] += static_cast<__int128>(r) * r;
-  } else {
-    ++h[static_cast<size_t>(r)];
-  }
+  const size_t k = static_cast<size_t>(c);
+  add_response(T.ct->hist_r[k], T.ct->tail_r[k], T.ct->tail_r2[k], *T.budget, r, max_r, "class and batch");
 }
 
 /// Index of the first entry of the cumulative `cdf` above u (the last one when none is).
@@ -755,13 +743,7 @@ void chunk_classes(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
         if constexpr (Record) class_response(T, dc, r, P.max_r);
       }
       if constexpr (Record) {
-        std::vector<int64_t>& h = *T.hist_r;
-        if (r >= static_cast<int64_t>(h.size()) || r >= P.max_r - 1) {
-          int64_t hsize = static_cast<int64_t>(h.size()), lim = 0;
-          response_tail(T, r, P.max_r, hsize, lim);
-        } else {
-          ++h[static_cast<size_t>(r)];
-        }
+        add_response(*T.hist_r, T.tail_r, T.tail_r2, *T.budget, r, P.max_r, "batch");
       }
       ++s.head;
       --now;
