@@ -70,6 +70,76 @@ def test_two_class_matrix_equals_dense_oracle(case):
     np.testing.assert_allclose(P, P_ref, rtol=0, atol=1e-13)
 
 
+# ---------------------------------------------------------------- with a stateful AQM (docs/stateful-aqm.md)
+FDYN = dict(weight="autored", dynamic_max_th=True, max_th_growth=0.3)
+#: small enough for the dense oracle (a count's range grows as 1 / the smallest p_b)
+SMALL = dict(buffer=6, k=1, source=BERN, min_th=1, max_th=4, p_max=0.6)
+STATEFUL_CASES = {
+    # FDynamicAutoRED: AutoRED's weight, dynamic max_th and the flow comparison
+    "fdynamic_queue_reading": dict(**FDYN, autored_p="queue", flow_compare=True,
+                                   classes=two([0.4, 0.8], b_flows=2, b_flow_weights=[0.7, 0.3])),
+    "fdynamic_drop_reading_modified": dict(**FDYN, buffer=7, p_max=0.7, w=0.05, modified="front", flow_compare=True,
+                                           classes=two(0.4, a_mice=True, b_flows=2)),
+    "spacing_count_front_ecn": dict(**SMALL, spacing="count", policy="front", classes=two(0.3, a_ecn=0.6)),
+    "spacing_wait_flow_compare": dict(**SMALL, spacing="wait", flow_compare=True, classes=two(0.5, a_flows=2)),
+    "spacing_dynamic_max_th": dict(**SMALL, spacing="count", dynamic_max_th=True, autored_p="queue",
+                                   max_th_growth=0.3, modified="random",
+                                   classes=two(0.4, a_mice=True, b_ecn=0.25)),
+    "adaptive_geometric_modified": dict(**dict(SMALL, p_max=0.3), adaptive=True, interval=3, p_max_step=0.1,
+                                        increment=0.05, modified="random",
+                                        classes=two(0.4, a_mice=True, a_ecn=0.2)),
+    "adaptive_exact_ecn": dict(**dict(SMALL, buffer=5, p_max=0.3), adaptive=True, clock="exact", interval=2,
+                               p_max_step=0.2, increment=0.05, classes=two(0.4, b_ecn=0.3)),
+}
+STATEFUL_LABELS = ("level", "avg_index", "modulator", "class2", "head_class", "count", "pmax_index", "maxth_index",
+                   "phase")
+
+
+@pytest.mark.parametrize("case", list(STATEFUL_CASES))
+def test_stateful_two_class_matrix_equals_dense_oracle(case):
+    s = spec(**STATEFUL_CASES[case])
+    states, P_ref = class_chain(s)
+    chain = aqmchain.build_chain(model_of(s))
+    lab = aqmchain.state_labels(chain)
+    zero = np.zeros(chain.n, dtype=int)
+    built = list(zip(*(np.asarray(lab.get(k, zero)).tolist() for k in STATEFUL_LABELS)))
+    order = sorted(range(chain.n), key=built.__getitem__)  # the oracle's order (the keys put the AQM first)
+    assert [built[i] for i in order] == states, "reachable state sets differ"
+    P = aqmchain.transition_matrix(chain).toarray()[np.ix_(order, order)]
+    np.testing.assert_allclose(P, P_ref, rtol=0, atol=1e-13)
+    assert chain.nnz == np.count_nonzero(P_ref)
+    # the rules fire: the count moves, p_max moves, cur_max_th is raised somewhere
+    for name in ("count", "pmax_index", "maxth_index"):
+        if name in lab:
+            assert len(set(np.asarray(lab[name]).tolist())) > 1, name
+
+
+@pytest.mark.parametrize("chain_kind", ["approx", "exact"])
+@pytest.mark.parametrize("aqm", [dict(spacing="count", adaptive=True, interval=4, p_max=0.3, p_max_low=0.3,
+                                      p_max_step=0.1, increment=0.05),
+                                 dict(weight="autored", dynamic_max_th=True, autored_p="queue", max_th_growth=0.3,
+                                      p_max=0.6, spacing="wait")])
+def test_identical_classes_with_stateful_aqm_split_the_single_class_chain(chain_kind, aqm):
+    """Two classes that differ only in their name (and their share per modulator state): the
+    class chain lumps onto the single-class stateful chain, the same law of the count, p_max
+    and cur_max_th."""
+    base = spec(buffer=8 if chain_kind == "approx" else 6, k=1, min_th=1, max_th=4, ecn=0.3, **aqm)
+    plain = aqmchain.solve_stationary(model_of(base))
+    r = aqmchain.solve_stationary(model_of(dict(base, ecn=0.0, classes=two([0.35, 0.8], a_ecn=0.3, b_ecn=0.3))),
+                                  classes=chain_kind)
+    assert r.class_chain == chain_kind and r.states > plain.states
+    for k in ("loss", "loss_aqm", "mark_prob", "mean_queue", "var_queue", "throughput", "mean_avg", "mean_count",
+              "mean_p_max", "mean_max_th", "mean_response"):
+        if getattr(plain, k) is not None:
+            assert getattr(r, k) == pytest.approx(getattr(plain, k), rel=1e-9, abs=1e-14), k
+    for name in ("count_pmf", "p_max_pmf", "max_th_pmf"):
+        if getattr(plain, name) is not None:
+            np.testing.assert_allclose(getattr(r, name), getattr(plain, name), atol=1e-11)
+    # per class under tail: R follows from the level an admitted packet of the class finds
+    both = sum(k.throughput * k.mean_response for k in r.classes.values())
+    assert both == pytest.approx(plain.throughput * plain.mean_response, rel=1e-9)
+
+
 # ---------------------------------------------------------------- degenerate cases
 def test_one_class_gives_the_plain_chain_exactly():
     plain = aqmchain.solve_stationary(model_of(spec(ecn=0.3, policy="front")))
@@ -215,8 +285,6 @@ def test_class_chain_refusals():
         aqmchain.build_chain(model_of(spec(classes=three)))
     with pytest.raises(aqmchain.ModelError, match="model.buffer.*exact class chain.*N <= 15"):
         aqmchain.build_chain(model_of(spec(buffer=20, classes=two(0.5))), classes="exact")
-    with pytest.raises(aqmchain.ModelError, match="aqm.spacing"):
-        aqmchain.build_chain(model_of(spec(spacing="count", classes=two(0.5))))
     with pytest.raises(aqmchain.OptionError, match="classes"):
         aqmchain.solve_stationary(model_of(spec(classes=two(0.5))), classes="lumped")
 
@@ -271,6 +339,14 @@ def test_class_response_under_push_out_policies(policy):
 
 # ---------------------------------------------------------------- the exact chain against the simulator
 SIM_CASES = {
+    # FDynamicAutoRED: AutoRED's weight, dynamic max_th (raised under the queue reading) and
+    # the flow comparison with unequal flows
+    "fdynamic": dict(buffer=6, mu=0.35, min_th=1, max_th=4, weight="autored", autored_p="queue", dynamic_max_th=True,
+                     max_th_growth=0.3, flow_compare=True,
+                     classes=two([0.5, 0.5], a_flows=1, b_flows=2, b_flow_weights=[0.7, 0.3])),
+    # drop spacing with modified RED's search
+    "spacing_modified": dict(buffer=6, min_th=1, max_th=4, spacing="count", modified="random",
+                             classes=two([0.3, 0.6], a_mice=True, b_ecn=0.3)),
     # bursty class mixes, class-dependent ECN, modified front drop with mice
     "modified_front": dict(buffer=6, modified="front", policy="front",
                            classes=two([0.2, 0.7], a_mice=True, b_ecn=0.5)),
@@ -296,3 +372,8 @@ def test_exact_chain_against_discretised_simulator(case):
             floor = 3.0 / (sim.classes[name].arrival_rate * 4 * 360_000) if k.startswith(("loss", "mark")) else 0.0
             assert abs(c - s) <= 4.5 * hw + floor, (name, k, c, s, hw)
     assert ex.loss == pytest.approx(sim.loss, abs=4.5 * sim.ci["loss"])
+    for k in ("mean_count", "mean_max_th"):
+        if getattr(ex, k) is not None:
+            assert abs(getattr(ex, k) - getattr(sim, k)) <= 4.5 * sim.ci[k] + 1e-9, (k, getattr(ex, k), getattr(sim, k))
+    if case == "fdynamic":
+        assert ex.max_th_pmf[1] > 0.01  # the raise matters

@@ -258,11 +258,12 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
   m.admitted_rate = static_cast<double>(adm);
   const bool tail = c.model.aqm.policy == DropPolicy::Tail;
   const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0;
-  const bool blind = class_blind(c.model);
+  // the classes of the queued packets steer the queue (the response then depends on them)
+  const bool steered = c.model.aqm.modified != Modified::None || c.model.aqm.flow_compare;
   std::vector<ResponseResult> per_class;  // class chains under the tagged chain: all, then each class
   if (o.response == "none") {
     m.response_note = "response times not requested";
-  } else if (class_chain && !blind) {
+  } else if (class_chain && steered) {
     m.response_note = "response times are not computed by the chain under modified RED or the flow comparison "
                       "(the queue then depends on the classes of the queued packets; the simulator measures them)";
   } else if (!(adm > 0)) {
@@ -287,7 +288,8 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
     m.mean_sojourn = m.mean_response;
   } else if (c.model.aqm.stateful()) {
     m.response_note = "the tagged-packet chain (front/random drop policy) is not built for a stateful AQM "
-                      "(aqm.spacing or aqm.adaptive): response times are computed under the tail policy only";
+                      "(aqm.spacing, aqm.adaptive or aqm.dynamic_max_th): response times are computed under the tail "
+                      "policy only";
   } else {
     if (class_chain) per_class = class_tagged_response(c, pi, o.tagged);
     const ResponseResult r = class_chain ? per_class[0] : tagged_response(c, pi, o.tagged);

@@ -276,6 +276,9 @@ std::vector<ResponseResult> class_tagged_response(const Chain& cc, const std::ve
   o.validate();
   if (static_cast<int32_t>(pi.size()) != cc.n)
     throw std::invalid_argument(detail::cat("pi has ", pi.size(), " entries, the chain ", cc.n, " states"));
+  if (!class_blind(cc.model))
+    throw std::invalid_argument("class_tagged_response: the model's dynamics read the classes or carry a stateful "
+                                "AQM (no lumped (n, avg, modulator) chain)");
   auto t0 = Clock::now();
   const Model& md = cc.model;
   BuildOptions b;

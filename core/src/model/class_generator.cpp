@@ -321,14 +321,6 @@ void check_class_model(const Model& md) {
   if (md.aqm.filter != FilterKind::Ewma)
     fail_param("aqm.filter", "\"ewma\" in a chain with traffic classes, modified RED or the flow comparison",
                "\"" + to_string(md.aqm.filter) + "\"");
-  if (md.aqm.stateful()) {
-    const char* which = md.aqm.spacing != Spacing::None ? "aqm.spacing"
-                        : md.aqm.adaptive.enabled       ? "aqm.adaptive"
-                                                        : "aqm.dynamic_max_th";
-    fail_param(which, "off in a chain with traffic classes, modified RED or the flow comparison (the simulator "
-                      "combines them)",
-               "on");
-  }
 }
 
 template <class Content>
@@ -348,10 +340,14 @@ class ClassSlotGenerator final : public TransitionGenerator {
     sg_ = space_.stride(space_.at(component::avg));
     sm_ = space_.stride(space_.at(component::modulator));
     const DropFunction drop = md.resolved_drop();
-    for (double g : K_.grid.points()) {
-      ge_min_.push_back(g >= drop.lo);
-      ge_max_.push_back(g >= drop.hi);
+    // stateful AQM (docs/stateful-aqm.md): the count, p_max, the clock and cur_max_th as
+    // in the single-class kernel; modified RED compares avg with the current max_th
+    if (K_.stateful) S_ = &*K_.sa, keys_ = detail::StatefulKeys(space_, *S_);
+    for (int j = 0; j < 2; ++j) {
+      const double hi = S_ && S_->dyn_maxth ? S_->mt_drop[j].hi : drop.hi;
+      for (double g : K_.grid.points()) ge_max_[j].push_back(g >= hi);
     }
+    for (double g : K_.grid.points()) ge_min_.push_back(g >= drop.lo);
     names_ = queue_event_names();
     names_.push_back(event::flow_compare);
     names_.push_back(event::pushed_out);
@@ -363,14 +359,15 @@ class ClassSlotGenerator final : public TransitionGenerator {
     // reachable from one (a few class counts; exact: a removed position or none, x types)
     size_t row = 1;
     for (const auto& r : K_.mrows) row = std::max(row, r.size());
-    max_ = static_cast<int>(2 * row * 4 * X_.successor_contents());
+    max_ = static_cast<int>(2 * row * 4 * X_.successor_contents() * (S_ ? 6 : 1));  // stateful: 3 p_max x 2 counts
   }
   const StateSpace& space() const override { return space_; }
   TimeKind time() const override { return TimeKind::Discrete; }
   const std::vector<std::string>& event_names() const override { return names_; }
   std::vector<int64_t> initial_states() const override {
     std::vector<int64_t> keys;
-    for (int m = 0; m < K_.M; ++m) keys.push_back(m * sm_);
+    const int64_t aqm0 = S_ ? keys_.encode(-1, S_->pmax_start, 0, 0) : 0;  // count -1, p_max at its start
+    for (int m = 0; m < K_.M; ++m) keys.push_back(m * sm_ + aqm0);
     return keys;
   }
   int max_successors() const override { return max_; }
@@ -379,9 +376,12 @@ class ClassSlotGenerator final : public TransitionGenerator {
   int64_t reachable_bound() const override {
     double contents = 0.0;
     for (int n = 0; n <= K_.N; ++n) contents += X_.contents_at(n);
+    const double aqm = S_ ? static_cast<double>(keys_.ncount * keys_.npmax * keys_.nphase * (S_->dyn_maxth ? 2 : 1)) : 1.0;
     return static_cast<int64_t>(std::min(static_cast<double>(space_.product()),
-                                         contents * static_cast<double>(K_.G) * K_.M));
+                                         contents * static_cast<double>(K_.G) * K_.M * aqm));
   }
+  /// The count's bound is loose (it stays below about 1 / p_b(avg)).
+  bool reachable_bound_tight() const override { return !(S_ && keys_.scnt != 0); }
 
   void successors(int64_t key, Successors& out, double* events) const override {
     const int n = static_cast<int>((key / sn_) % (K_.N + 1));
@@ -389,39 +389,53 @@ class ClassSlotGenerator final : public TransitionGenerator {
     const int m = static_cast<int>((key / sm_) % K_.M);
     using Pre = typename Content::Pre;
     const Pre x = X_.decode(key, n, space_);
+    // stateful AQM: the slot's cur_max_th (moved first), clock, and the count at the start
+    const detail::StatefulKeys::Value sv = S_ ? keys_.decode(key) : detail::StatefulKeys::Value{-1, 0, 0, 0};
+    const int j2 = S_ ? K_.maxth_step(sv.j, n, g) : 0;
+    const detail::SlotKernel::ClockStep ck = S_ ? K_.clock_step(sv.ph) : detail::SlotKernel::ClockStep{};
+    const int64_t c = sv.c;
+    int k2 = 0;  // the p_max index of the branch being expanded
     Tally t(C_);
     const double mu = K_.mu;
     const int w = std::max(n - 1, 0);
     // step 5 from a pre-departure content, then the key
-    auto finish = [&](int g2, int m2, double p, const Pre& pre) {
+    // c2: the count after the slot (c when no AQM test is taken)
+    auto finish = [&](int g2, int m2, double p, const Pre& pre, int64_t c2) {
       if (!(p > 0.0)) return;
-      X_.depart(n, pre, mu, [&](double pd, int dep_cls, int n2, int64_t ck) {
+      if (S_ && c2 > S_->count_cap) throw std::logic_error("internal error: count above its cap");
+      const int64_t aqm = keys_.encode(c2, k2, ck.ph2, j2);
+      X_.depart(n, pre, mu, [&](double pd, int dep_cls, int n2, int64_t content) {
         (void)dep_cls;
-        if (pd > 0.0) out.push_back({n2 * sn_ + g2 * sg_ + m2 * sm_ + ck, p * pd});
+        if (pd > 0.0) out.push_back({n2 * sn_ + g2 * sg_ + m2 * sm_ + content + aqm, p * pd});
       });
     };
-    K_.branches(n, g, m, [&](int g2, int m2, double wgt, double a, double, double) {
-      if (a < 1.0) finish(g2, m2, wgt * (1.0 - a), x);  // no arrival
-      if (!(a > 0.0)) return;
+    K_.branches(n, g, m, [&](int g2, int m2, double wgt0, double a, double, double) {
+     std::pair<int, double> ks[3] = {{0, 1.0}, {0, 0.0}, {0, 0.0}};
+     const int nk = S_ ? K_.pmax_targets(ck, sv.k, g2, ks) : 1;
+     for (int ik = 0; ik < nk; ++ik) {
+      k2 = ks[ik].first;
+      const double wgt = wgt0 * ks[ik].second;
+      if (a < 1.0) finish(g2, m2, wgt * (1.0 - a), x, c);  // no arrival
+      if (!(a > 0.0)) continue;
       t.e[aArr] += wgt * a;
       for (const Variant& v : V_) {
         const double pv = wgt * a * v.p[static_cast<size_t>(m2)];
         if (!(pv > 0.0)) continue;
-        const int c = v.cls;
-        t.at(c, kArr) += pv;
-        auto admit = [&](double p, const Pre& from) {  // the arrival joins behind
-          t.at(c, kAdm) += p;
-          finish(g2, m2, p, X_.append(from, v));
+        const int cl = v.cls;
+        t.at(cl, kArr) += pv;
+        auto admit = [&](double p, const Pre& from, int64_t c2) {  // the arrival joins behind
+          t.at(cl, kAdm) += p;
+          finish(g2, m2, p, X_.append(from, v), c2);
         };
         if (n == K_.N) {  // overflow (SPEC 2.5: the policy picks the victim)
           if (policy_ == DropPolicy::Tail || w == 0) {
-            t.lost(c, kOvf, pv, false);
-            finish(g2, m2, pv, x);
+            t.lost(cl, kOvf, pv, false);
+            finish(g2, m2, pv, x, c);
           } else {
             X_.remove(x, policy_ == DropPolicy::Front ? Rule::Oldest : Rule::Uniform, v,
                       [&](double p, int vc, const Pre& rest) {
                         t.lost(vc, kOvf, pv * p, true);
-                        admit(pv * p, rest);
+                        admit(pv * p, rest, c);
                       });
           }
           continue;
@@ -431,41 +445,45 @@ class ClassSlotGenerator final : public TransitionGenerator {
           double same = 0.0;
           X_.remove(x, Rule::SameFlow, v, [&](double p, int vc, const Pre& rest) {
             same += p;
-            t.lost(c, kFc, pv * p, false);
+            t.lost(cl, kFc, pv * p, false);
             t.lost(vc, kFc, pv * p, true);
-            finish(g2, m2, pv * p, rest);
+            finish(g2, m2, pv * p, rest, c);
           });
           go = pv * std::max(0.0, 1.0 - same);
         }
         if (!(go > 0.0)) continue;
-        const double pd = K_.pdrop[g2];
+        // the AQM test: p_b with the slot's p_max and cur_max_th, the spacing rule's decision
+        const double pb = S_ ? K_.stateful_pb(k2, j2, g2) : K_.pdrop[g2];
+        const detail::SpacingStep st = detail::spacing_step(S_ ? S_->spacing : Spacing::None, c, pb);
+        const double pd = st.decision;
+        const int64_t cd = st.after_decision;
         if (pd < 1.0) {
           t.e[aAdm] += go * (1.0 - pd);
-          admit(go * (1.0 - pd), x);
+          admit(go * (1.0 - pd), x, st.after_none);
         }
         const double dec = go * pd;
         if (!(dec > 0.0)) continue;
         // the decision goes to the drop policy: the arrival, or (front / random) a waiting packet
         auto to_policy = [&](double mass) {
           if (policy_ == DropPolicy::Tail || w == 0) {
-            t.lost(c, kAqm, mass, false);
-            finish(g2, m2, mass, x);
+            t.lost(cl, kAqm, mass, false);
+            finish(g2, m2, mass, x, cd);
           } else {
             X_.remove(x, policy_ == DropPolicy::Front ? Rule::Oldest : Rule::Uniform, v,
                       [&](double p, int vc, const Pre& rest) {
                         t.lost(vc, kAqm, mass * p, true);
-                        admit(mass * p, rest);
+                        admit(mass * p, rest, cd);
                       });
           }
         };
         if (modified_ == Modified::None) {
           if (v.ecn) {  // SPEC 2.5: marked instead of dropped
-            t.marked(c, dec);
-            admit(dec, x);
+            t.marked(cl, dec);
+            admit(dec, x, cd);
           } else {
             to_policy(dec);
           }
-        } else if (!ge_max_[g2]) {
+        } else if (!ge_max_[j2][g2]) {
           // modified RED below max_th (docs/classes.md): the decision takes a waiting elephant,
           // whatever the arrival; with none waiting a protected arrival is admitted (marked when
           // ECN-capable) and an elephant arrival, the only elephant, is dropped
@@ -474,26 +492,27 @@ class ClassSlotGenerator final : public TransitionGenerator {
                     [&](double p, int vc, const Pre& rest) {
                       found += p;
                       t.lost(vc, kAqm, dec * p, true);
-                      admit(dec * p, rest);
+                      admit(dec * p, rest, cd);
                     });
           const double none = dec * std::max(0.0, 1.0 - found);
           if (none > 0.0) {
             if (v.ecn) {
-              t.marked(c, none);
-              admit(none, x);
-            } else if (mice_[c]) {
+              t.marked(cl, none);
+              admit(none, x, cd);
+            } else if (mice_[cl]) {
               t.e[aAdm] += none;
-              admit(none, x);
+              admit(none, x, cd);
             } else {
-              t.lost(c, kAqm, none, false);
-              finish(g2, m2, none, x);
+              t.lost(cl, kAqm, none, false);
+              finish(g2, m2, none, x, cd);
             }
           }
         } else {  // modified RED at or above max_th: the policy, no mark
           to_policy(dec);
         }
       }
-    });
+     }
+    }, sv.j);
     if (!events) return;
     if (n >= 1) {
       t.e[aDep] = mu;
@@ -513,7 +532,9 @@ class ClassSlotGenerator final : public TransitionGenerator {
   Modified modified_;
   bool fc_;
   std::vector<bool> mice_;
-  std::vector<char> ge_min_, ge_max_;
+  std::vector<char> ge_min_, ge_max_[2];  // avg grid point >= min_th, >= max_th (per cur_max_th index)
+  const detail::StatefulLayout* S_ = nullptr;  // the stateful AQM, when the model has one
+  detail::StatefulKeys keys_;
   int64_t sn_ = 0, sg_ = 0, sm_ = 0;
   std::vector<std::string> names_;
   int max_ = 0;

@@ -132,7 +132,7 @@ class SlotGenerator final : public TransitionGenerator {
   TimeKind time() const override { return TimeKind::Discrete; }
   const std::vector<std::string>& event_names() const override { return queue_event_names(); }
   std::vector<int64_t> initial_states() const override {
-    return empty_system(K_.space, K_.M, K_.stateful ? K_.sa->pmax_start * K_.sk : 0);
+    return empty_system(K_.space, K_.M, K_.stateful ? K_.keys.encode(-1, K_.sa->pmax_start, 0, 0) : 0);
   }
   int max_successors() const override {
     // (emitted, before merging) <= 2 grid targets (REDwM: 4) (+1 without update) x modulator row x 3 levels
@@ -143,7 +143,7 @@ class SlotGenerator final : public TransitionGenerator {
     return static_cast<int>(3 * (K_.max_targets() + (K_.filter.per_slot() ? 0 : 1)) * row);
   }
   int64_t reachable_bound() const override { return K_.redwm ? detail::redwm_reachable_bound(K_) : K_.space.product(); }
-  bool reachable_bound_tight() const override { return !(K_.stateful && K_.scnt != 0); }
+  bool reachable_bound_tight() const override { return !(K_.stateful && K_.keys.scnt != 0); }
   void successors(int64_t key, Successors& out, double* events) const override {
     detail::SlotKernel::Events ev;
     if (K_.stateful) {

@@ -16,6 +16,37 @@
 
 namespace aqm::detail {
 
+/// Where the stateful AQM's components (docs/stateful-aqm.md) sit in the keys of a state
+/// space: strides (0 for an absent component) and sizes.
+struct StatefulKeys {
+  int64_t scnt = 0, sk = 0, sph = 0, smt = 0;
+  int64_t ncount = 1, npmax = 1, nphase = 1;
+  StatefulKeys() = default;
+  StatefulKeys(const StateSpace& space, const StatefulLayout& L)
+      : ncount(L.count_size()), npmax(static_cast<int64_t>(L.pmax.size())), nphase(L.phases) {
+    auto stride = [&](const std::string& name) {
+      const int i = space.find(name);
+      return i < 0 ? int64_t{0} : space.stride(i);
+    };
+    scnt = stride(component::count);
+    sk = stride(component::pmax);
+    sph = stride(component::phase);
+    smt = stride(component::maxth);
+  }
+  /// count (-1..cap), p_max index, clock phase, cur_max_th index
+  struct Value {
+    int64_t c;
+    int k;
+    int64_t ph;
+    int j;
+  };
+  Value decode(int64_t key) const {
+    return {scnt ? (key / scnt) % ncount - 1 : -1, sk ? static_cast<int>((key / sk) % npmax) : 0,
+            sph ? (key / sph) % nphase : 0, smt ? static_cast<int>((key / smt) % 2) : 0};
+  }
+  int64_t encode(int64_t c, int k, int64_t ph, int j) const { return (c + 1) * scnt + k * sk + ph * sph + j * smt; }
+};
+
 struct SlotKernel {
   // The filter's part of the state is one "cell" c: the avg grid index g for the EWMA,
   // c = g S + j for REDwM (A on grid point g, s on s-grid point j).  Keys are
@@ -42,7 +73,7 @@ struct SlotKernel {
   // (EWMA filter only: the cell is the avg index).
   bool stateful = false;
   std::optional<StatefulLayout> sa;
-  int64_t scnt = 0, sk = 0, sph = 0, smt = 0;  // strides (0 for an absent component)
+  StatefulKeys keys;  // where they sit in this kernel's keys
 
   explicit SlotKernel(const Model& m)
       : N(m.buffer),
@@ -80,14 +111,7 @@ struct SlotKernel {
     if (m.aqm.stateful()) {
       stateful = true;
       sa.emplace(m, grid.points());
-      auto stride = [&](const std::string& name) {
-        const int i = space.find(name);
-        return i < 0 ? int64_t{0} : space.stride(i);
-      };
-      scnt = stride(component::count);
-      sk = stride(component::pmax);
-      sph = stride(component::phase);
-      smt = stride(component::maxth);
+      keys = StatefulKeys(space, *sa);
     }
   }
 
@@ -210,43 +234,86 @@ struct SlotKernel {
   /// clock and p_max move with the updated avg, then steps 2-6 with p_b = p(avg; p_max) and
   /// the spacing rule for an arrival that reaches the AQM test (an overflow leaves the
   /// count unchanged).  Calls emit(key', p) (targets may repeat: callers merge).
+  /// The adaptive clock of a slot from phase ph: its outcomes (fires, probability) and
+  /// the next phase (stateful kernels only).
+  struct ClockStep {
+    std::pair<bool, double> out[2];
+    int n = 0;
+    int64_t ph2 = 0;
+  };
+  ClockStep clock_step(int64_t ph) const {
+    const StatefulLayout& S = *sa;
+    ClockStep c;
+    if (!S.adaptive || S.pmax.size() < 2) {
+      c.out[c.n++] = {false, 1.0};
+    } else if (S.opt.clock == AdaptiveClock::Exact) {
+      c.ph2 = (ph + 1) % S.phases;
+      c.out[c.n++] = {c.ph2 == 0, 1.0};
+    } else {
+      const double f = 1.0 / static_cast<double>(S.opt.interval);
+      c.out[c.n++] = {true, f};
+      if (f < 1.0) c.out[c.n++] = {false, 1.0 - f};
+    }
+    return c;
+  }
+  /// The p_max index after the clock, from index k with the updated avg on grid point g2:
+  /// at most 3 (index, probability) merged by index (a move that stays, or a clock that
+  /// cannot move p_max, gives weight pf + (1 - pf) = 1 exactly: the plain chain).
+  int pmax_targets(const ClockStep& ck, int k, int g2, std::pair<int, double>* ks) const {
+    int nk = 0;
+    auto add_k = [&](int k2, double p) {
+      if (!(p > 0.0)) return;
+      for (int i = 0; i < nk; ++i)
+        if (ks[i].first == k2) {
+          ks[i].second += p;
+          return;
+        }
+      ks[nk++] = {k2, p};
+    };
+    for (int ci = 0; ci < ck.n; ++ci) {
+      const auto [fires, pf] = ck.out[ci];
+      const GridTarget t = fires ? sa->target(k, grid.points()[g2]) : GridTarget{k, 1.0};
+      add_k(t.lo, pf * t.p_lo);
+      if (t.p_lo < 1.0) add_k(t.lo + 1, pf * (1.0 - t.p_lo));
+    }
+    return nk;
+  }
+  /// Dynamic max_th: the cur_max_th index of the slot, moved first from index j by
+  /// P_t = p(avg_{t-1}) (or q / N) and Q_t, with n packets and avg on grid point g.
+  int maxth_step(int j, int n, int g) const {
+    const StatefulLayout& S = *sa;
+    if (!S.dyn_maxth) return 0;
+    const int q = std::max(n - 1, 0);
+    return maxth_next(j, S.p_by_queue ? static_cast<double>(q) / N : S.mt_pdrop[j][static_cast<size_t>(g)], q,
+                      S.mt_drop[0].hi);
+  }
+  /// The drop function's value p_b on avg grid point g2 with p_max index k2 and cur_max_th index j2.
+  double stateful_pb(int k2, int j2, int g2) const {
+    const StatefulLayout& S = *sa;
+    return S.dyn_maxth ? S.mt_pdrop[j2][static_cast<size_t>(g2)] : S.pdrop[static_cast<size_t>(k2)][static_cast<size_t>(g2)];
+  }
+
   template <class Emit>
   void successors_stateful(int64_t key, Emit&& emit, Events* ev) const {
     const int n = static_cast<int>((key / sn) % (N + 1));
     const int g = static_cast<int>((key / sc) % G);
     const int m = static_cast<int>((key / sm) % M);
     const StatefulLayout& S = *sa;
-    const int64_t c = scnt ? (key / scnt) % S.count_size() - 1 : -1;
-    const int k = sk ? static_cast<int>((key / sk) % static_cast<int64_t>(S.pmax.size())) : 0;
-    const int64_t ph = sph ? (key / sph) % S.phases : 0;
-    const int j = smt ? static_cast<int>((key / smt) % 2) : 0;
+    const StatefulKeys::Value v = keys.decode(key);
+    const int64_t c = v.c;
+    const int k = v.k;
     // dynamic max_th: cur_max_th moves first, from P_t = p(avg_{t-1}) (or q / N) and Q_t
-    const int j2 = S.dyn_maxth ? maxth_next(j, S.p_by_queue ? static_cast<double>(std::max(n - 1, 0)) / N
-                                                            : S.mt_pdrop[j][static_cast<size_t>(g)],
-                                            std::max(n - 1, 0), S.mt_drop[0].hi)
-                               : 0;
-    const int64_t base = key - n * sn - g * sc - m * sm - (c + 1) * scnt - k * sk - ph * sph - j * smt + j2 * smt;
-    // clock outcomes: (fires, probability)
-    std::pair<bool, double> clocks[2];
-    int nclock = 0;
-    int64_t ph2 = 0;
-    if (!S.adaptive || S.pmax.size() < 2) {
-      clocks[nclock++] = {false, 1.0};
-    } else if (S.opt.clock == AdaptiveClock::Exact) {
-      ph2 = (ph + 1) % S.phases;
-      clocks[nclock++] = {ph2 == 0, 1.0};
-    } else {
-      const double f = 1.0 / static_cast<double>(S.opt.interval);
-      clocks[nclock++] = {true, f};
-      if (f < 1.0) clocks[nclock++] = {false, 1.0 - f};
-    }
+    const int j2 = maxth_step(v.j, n, g);
+    const ClockStep ck = clock_step(v.ph);
+    const int64_t ph2 = ck.ph2;
+    const int64_t base = key - n * sn - g * sc - m * sm - keys.encode(c, k, v.ph, v.j) + keys.encode(-1, 0, 0, j2);
     const double dep = n >= 1 ? mu : 0.0;
     Events e;
     e.depart = dep;
     auto out = [&](int n2, int g2, int m2, int64_t c2, int k2, double p) {
       if (!(p > 0.0)) return;
       if (c2 > S.count_cap) throw std::logic_error("internal error: count above its cap");
-      emit(base + n2 * sn + g2 * sc + m2 * sm + (c2 + 1) * scnt + k2 * sk + ph2 * sph, p);
+      emit(base + n2 * sn + g2 * sc + m2 * sm + keys.encode(c2, k2, ph2, 0), p);
     };
     // an outcome of total probability `mass` (per unit branch weight w) of which `adm` admits
     // the arrival, all leaving the count at c2: the level moves as in the plain kernel
@@ -257,25 +324,8 @@ struct SlotKernel {
       out(n, g2, m2, c2, k2, w * (adm * dep + rest * (1.0 - dep)));
     };
     branches(n, g, m, [&](int g2, int m2, double wgt, double a, double, double) {
-      // p_max targets of the clock outcomes, merged by index (a move that stays, or a clock
-      // that cannot move p_max, gives weight pf + (1 - pf) = 1 exactly: the plain chain)
       std::pair<int, double> ks[3];
-      int nk = 0;
-      auto add_k = [&](int k2, double p) {
-        if (!(p > 0.0)) return;
-        for (int i = 0; i < nk; ++i)
-          if (ks[i].first == k2) {
-            ks[i].second += p;
-            return;
-          }
-        ks[nk++] = {k2, p};
-      };
-      for (int ci = 0; ci < nclock; ++ci) {
-        const auto [fires, pf] = clocks[ci];
-        const GridTarget t = fires ? S.target(k, grid.points()[g2]) : GridTarget{k, 1.0};
-        add_k(t.lo, pf * t.p_lo);
-        if (t.p_lo < 1.0) add_k(t.lo + 1, pf * (1.0 - t.p_lo));
-      }
+      const int nk = pmax_targets(ck, k, g2, ks);
       for (int j = 0; j < nk; ++j) {
         const int k2 = ks[j].first;
         const double w = wgt * ks[j].second;
@@ -285,8 +335,7 @@ struct SlotKernel {
           level(g2, m2, c, k2, w, 1.0, 0.0);
           continue;
         }
-        const double pb = S.dyn_maxth ? S.mt_pdrop[j2][static_cast<size_t>(g2)]
-                                      : S.pdrop[static_cast<size_t>(k2)][static_cast<size_t>(g2)];
+        const double pb = stateful_pb(k2, j2, g2);
         const SpacingStep st = spacing_step(S.spacing, c, pb);
         const double rej = st.decision * (1.0 - ecn);
         e.aqm += w * a * rej;
@@ -304,7 +353,7 @@ struct SlotKernel {
         if (dec > 0.0) level(g2, m2, st.after_decision, k2, w, dec, dec * ecn);
         if (none > 0.0) level(g2, m2, st.after_none, k2, w, none, none);
       }
-    }, j);
+    }, v.j);
     if (ev) *ev = e;
   }
 };
