@@ -458,9 +458,10 @@ def pmax_points(spec: dict) -> tuple[list[float], int]:
 def pmax_move(spec: dict, p: float, avg: float) -> float:
     a = adaptive_params(spec)
     lo, hi = spec["min_th"], spec["max_th"]
-    if avg > lo + a["target_hi"] * (hi - lo) and p <= a["p_max_high"]:
+    # the bounds as in exact arithmetic: a p_max within round-off of a bound is on it
+    if avg > lo + a["target_hi"] * (hi - lo) and p <= a["p_max_high"] * (1 + 1e-9):
         return min(1.0, p + min(a["increment"], p / 4))
-    if avg < lo + a["target_lo"] * (hi - lo) and p >= a["p_max_low"]:
+    if avg < lo + a["target_lo"] * (hi - lo) and p >= a["p_max_low"] * (1 - 1e-9):
         return p * a["decrease"]
     return p
 

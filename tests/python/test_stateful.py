@@ -420,3 +420,19 @@ def test_automatic_grid_refines_at_the_raised_max_th():
     assert any(abs(j - 44.0) < 1e-9 for j in report["jumps"]) and any(abs(j - 40.0) < 1e-9 for j in report["jumps"])
     pts = np.asarray(resolved.grid.points)
     assert np.min(np.abs(pts - 44.0)) < 1e-9 and np.min(np.diff(pts[(pts > 43) & (pts < 45)])) < 0.01
+
+
+def test_adaptive_upper_bound_reached_as_in_exact_arithmetic():
+    """Overloaded queue: p_max climbs from 0.1 by 0.01 to p_max_high = 0.5 and once more to
+    0.51 (0.5 <= p_max_high holds in exact arithmetic). The simulator's accumulated p_max
+    (0.1 + 40 x 0.01 rounds just above 0.5) must still take that step: with avg exact it
+    agrees with the chain, whose p_max grid reaches 0.51."""
+    spec = {"buffer": 20, "mu": 0.3, "w": 0.2, "k": 2, "mapping": "split", "source": {"kind": "bernoulli", "alpha": 0.9},
+            "drop": "red", "min_th": 2, "max_th": 6, "p_max": 0.1, "adaptive": True, "interval": 5,
+            "p_max_step": 0.01}
+    m = model_of(spec)
+    r = aqmchain.solve_stationary(m)
+    assert r.p_max_values[-1] == pytest.approx(0.51) and r.p_max_pmf[-1] > 0.8
+    for disc in (False, True):
+        s = aqmchain.simulate(m, slots=200_000, replications=4, seed=3, discretised=disc)
+        assert abs(s.mean_p_max - r.mean_p_max) <= 4 * s.ci["mean_p_max"], (disc, s.mean_p_max, r.mean_p_max)

@@ -42,11 +42,18 @@ inline SpacingStep spacing_step(Spacing s, int64_t count, double pb) {
   return {spaced_probability(s, c1, pb), 0, c1};
 }
 
-/// Adaptive RED's move of p_max from p when the clock fires with avg (exact arithmetic).
+/// Relative tolerance of adaptive RED's bounds tests on p_max: p_max accumulates round-off
+/// (0.1 + 40 x 0.01 lands just above 0.5), and a bound hit in exact arithmetic must count
+/// as hit, in the simulator as on the chain's p_max grid.
+constexpr double kPmaxBoundTol = 1e-9;
+
+/// Adaptive RED's move of p_max from p when the clock fires with avg (the bounds p_max_high
+/// and p_max_low tested as in exact arithmetic, within kPmaxBoundTol).
 inline double adaptive_move(const Adaptive& a, double lo_th, double hi_th, double p, double avg) {
   const double span = hi_th - lo_th;
-  if (avg > lo_th + a.target_hi * span && p <= a.p_max_high) return std::min(1.0, p + std::min(a.increment, p / 4.0));
-  if (avg < lo_th + a.target_lo * span && p >= a.p_max_low) return p * a.decrease;
+  if (avg > lo_th + a.target_hi * span && p <= a.p_max_high * (1.0 + kPmaxBoundTol))
+    return std::min(1.0, p + std::min(a.increment, p / 4.0));
+  if (avg < lo_th + a.target_lo * span && p >= a.p_max_low * (1.0 - kPmaxBoundTol)) return p * a.decrease;
   return p;
 }
 
