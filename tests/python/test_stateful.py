@@ -436,3 +436,50 @@ def test_adaptive_upper_bound_reached_as_in_exact_arithmetic():
     for disc in (False, True):
         s = aqmchain.simulate(m, slots=200_000, replications=4, seed=3, discretised=disc)
         assert abs(s.mean_p_max - r.mean_p_max) <= 4 * s.ci["mean_p_max"], (disc, s.mean_p_max, r.mean_p_max)
+
+
+# ---------------------------------------------------------------- response times (tagged-packet chain)
+RESPONSE_AQM = {
+    "count": {"spacing": "count"},
+    "adaptive_exact_ecn": {"adaptive": True, "interval": 3, "clock": "exact", "p_max_step": 0.1, "increment": 0.05,
+                           "ecn": 0.3},
+    "fdynamic": {"weight": "autored", "dynamic_max_th": True, "autored_p": "queue", "max_th_growth": 0.3},
+}
+
+
+def response_spec(aqm, **kw):
+    return {"buffer": 14, "mu": 0.45, "w": 0.3, "k": 2, "mapping": "split", "source": MMBP, **RED, "p_max": 0.5,
+            **aqm, **kw}
+
+
+@pytest.mark.parametrize("aqm", list(RESPONSE_AQM))
+def test_tagged_chain_under_tail_equals_closed_form(aqm):
+    """Under tail drop R follows from the level an admitted packet finds (closed form); the
+    tagged-packet chain, which follows the count, p_max and cur_max_th slot by slot, must
+    give the same law."""
+    model = model_of(response_spec(RESPONSE_AQM[aqm]))
+    closed = aqmchain.solve_stationary(model)
+    tagged = aqmchain.solve_stationary(model, response="tagged", response_tail=1e-15)
+    assert closed.response_method == "closed_form" and tagged.response_method == "tagged_chain"
+    n = min(len(closed.response_pmf), len(tagged.response_pmf))
+    np.testing.assert_allclose(tagged.response_pmf[:n], closed.response_pmf[:n], rtol=0, atol=1e-13)
+    assert tagged.mean_response == pytest.approx(closed.mean_response, rel=1e-11)
+    assert tagged.var_response == pytest.approx(closed.var_response, rel=1e-9)
+    assert tagged.pushed_out_prob == 0.0
+
+
+@pytest.mark.parametrize("policy", ["front", "random"])
+@pytest.mark.parametrize("aqm", list(RESPONSE_AQM))
+def test_tagged_chain_push_out_policies(aqm, policy):
+    """Front and random drop: mass balance and Little's law on the chain, and the response
+    law against the simulator following the chain's grids (its exact law)."""
+    model = model_of(response_spec(RESPONSE_AQM[aqm], policy=policy))
+    r = aqmchain.solve_stationary(model)
+    assert r.response_method == "tagged_chain" and r.pushed_out_prob > 0.01
+    served = r.admitted_rate * (1 - r.pushed_out_prob - r.response_truncated)
+    assert served == pytest.approx(r.throughput, rel=1e-9)
+    assert r.littles_law_error < 1e-9
+    sim = aqmchain.simulate(model, slots=1_000_000, replications=4, seed=17, discretised=True)
+    for metric in ("mean_response", "var_response", "pushed_out_prob"):
+        a, s, hw = getattr(r, metric), getattr(sim, metric), sim.ci[metric]
+        assert abs(s - a) <= 4.5 * hw, (metric, a, s, hw)

@@ -23,33 +23,51 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 /// have one either (its target may not be a state of the chain).
 inline double rejection(double wgt, double a, double rej) { return a * (1.0 - rej) >= 1.0 ? 0.0 : wgt * a * rej; }
 
-/// Step 4 of a slot seen by the tagged packet (j ahead, n in the system):
-/// calls out(p, n4, j4) for each outcome and returns the push-out probability.
-/// `wgt` is the branch weight, a the arrival and rej the rejection probability.
+using Fate = detail::SlotKernel::Fate;
+
+/// Step 4 of a slot seen by the tagged packet (j ahead, n in the system) for one fate of
+/// the slot's arrival, of probability p: calls out(q, n4, j4) for each outcome and returns
+/// the push-out probability.  A rejected arrival (AQM drop or overflow) goes to the drop
+/// policy, which may discard a waiting packet instead.
 template <class Out>
-double step4(DropPolicy pol, int n, int j, double wgt, double a, double rej, Out&& out) {
+double step4(DropPolicy pol, int n, int j, Fate fate, double p, Out&& out) {
+  if (fate == Fate::None) return out(p, n, j), 0.0;
+  if (fate == Fate::Admit || fate == Fate::Mark) return out(p, n + 1, j), 0.0;  // joins behind
+  if (p <= 0.0) return 0.0;
   double pushed = 0.0;
-  out(wgt * (1.0 - a), n, j);              // no arrival
-  out(wgt * a * (1.0 - rej), n + 1, j);    // the arrival joins behind (rej = 1 when n = N)
-  const double reject = rejection(wgt, a, rej);
-  if (reject <= 0.0) return 0.0;
   const int waiting = n - 1;
   if (pol == DropPolicy::Tail || waiting == 0) {
-    out(reject, n, j);  // the arrival itself is discarded
+    out(p, n, j);  // the arrival itself is discarded
   } else if (pol == DropPolicy::Front) {
     // the arrival is admitted, the oldest waiting packet (position 1) is discarded
     if (j == 1)
-      pushed += reject;
+      pushed += p;
     else
-      out(reject, n, j >= 2 ? j - 1 : j);
+      out(p, n, j >= 2 ? j - 1 : j);
   } else {
     // a uniformly chosen waiting packet: positions 1..j-1 ahead, j the tagged one, j+1..n-1 behind
-    const double p = reject / waiting;
-    if (j >= 1) pushed += p;
-    if (j >= 2) out(p * (j - 1), n, j - 1);
-    out(p * (n - 1 - j), n, j);
+    const double q = p / waiting;
+    if (j >= 1) pushed += q;
+    if (j >= 2) out(q * (j - 1), n, j - 1);
+    out(q * (n - 1 - j), n, j);
   }
   return pushed;
+}
+
+/// Steps 1-4 of the slot from the state `key` with n packets as outcomes f(fate, p, rest),
+/// rest the next key without its level: the stateful kernel enumerates them; the plain
+/// kernel's branches give no arrival, an admission (marked or not) and a rejection.
+template <class F>
+void slot_outcomes(const detail::SlotKernel& K, int64_t key, int n, F&& f) {
+  if (K.stateful) return K.stateful_outcomes(key, n, f);
+  int n0, g, m;
+  K.decode(key, n0, g, m);
+  K.branches(n, g, m, [&](int g2, int m2, double wgt, double a, double rej, double) {
+    const int64_t rest = g2 * K.sc + m2 * K.sm;
+    f(Fate::None, wgt * (1.0 - a), rest);
+    f(Fate::Admit, wgt * a * (1.0 - rej), rest);  // rej = 1 when n = N
+    f(n == K.N ? Fate::Overflow : Fate::Drop, rejection(wgt, a, rej), rest);
+  });
 }
 }  // namespace
 
@@ -75,8 +93,9 @@ struct TaggedChain {
   int64_t states = 0;
   std::vector<int32_t> rp, col;
   std::vector<double> val, served, pushed;
-  int32_t index(const Chain& c, const detail::SlotKernel& K, int n, int g, int m, int j) const {
-    const int32_t s = c.index_of_key(K.id(n, g, m));
+  /// The tagged state of chain key n sn + rest with j packets ahead.
+  int32_t index(const Chain& c, const detail::SlotKernel& K, int n, int64_t rest, int j) const {
+    const int32_t s = c.index_of_key(n * K.sn + rest);
     if (s < 0 || j < 0 || j >= n) throw std::logic_error("internal error: tagged transition leaves the chain");
     return static_cast<int32_t>(off[s] + j);
   }
@@ -109,22 +128,23 @@ void tagged_matrix(const Chain& c, const detail::SlotKernel& K, DropPolicy pol, 
   tc.val.reserve(static_cast<size_t>(T) * 10);
   std::vector<std::pair<int32_t, double>> row;
   double worst = 0.0;
+  const auto& level = c.component(component::level);
   for (int32_t s = 0; s < c.n; ++s) {
     if ((s & 1023) == 0) check_interrupt();  // Ctrl-C while the tagged chain is assembled
-    int n, g, m;
-    K.decode(c.key_of(s), n, g, m);
+    const int64_t key = c.key_of(s);
+    const int n = level[s];
     for (int j = 0; j < n; ++j) {
       const int64_t i = tc.off[s] + j;
       row.clear();
       double sv = 0.0, pu = 0.0;
-      K.branches(n, g, m, [&](int g2, int m2, double wgt, double a, double rej, double) {
-        pu += step4(pol, n, j, wgt, a, rej, [&](double p, int n4, int j4) {
+      slot_outcomes(K, key, n, [&](Fate fate, double p0, int64_t rest) {
+        pu += step4(pol, n, j, fate, p0, [&](double p, int n4, int j4) {
           if (p <= 0.0) return;
           if (j4 == 0)
             sv += p * mu;  // the tagged packet is in service and completes
           else if (mu > 0.0)
-            row.push_back({tc.index(c, K, n4 - 1, g2, m2, j4 - 1), p * mu});
-          if (mu < 1.0) row.push_back({tc.index(c, K, n4, g2, m2, j4), p * (1.0 - mu)});
+            row.push_back({tc.index(c, K, n4 - 1, rest, j4 - 1), p * mu});
+          if (mu < 1.0) row.push_back({tc.index(c, K, n4, rest, j4), p * (1.0 - mu)});
         });
       });
       std::sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -156,31 +176,43 @@ long double initial_law(const Chain& c, const detail::SlotKernel& K, DropPolicy 
   const double mu = K.mu;
   v.assign(static_cast<size_t>(tc.states), 0.0);
   long double admitted = 0.0L;
+  const auto& level = c.component(component::level);
   for (int32_t s = 0; s < c.n; ++s) {
     if (!(pi[s] > 0.0)) continue;
-    int n, g, m;
-    K.decode(c.key_of(s), n, g, m);
-    K.branches(n, g, m, [&](int g2, int m2, double wgt, double a, double rej, double) {
-      double reject = rejection(wgt, a, rej);
-      if (cls >= 0) {  // an arrival of class cls: its share and its own ECN probability
-        const double e = c.model.class_ecn(cls);
-        const double r = n == K.N ? 1.0 : (1.0 - e) * K.pdrop[static_cast<size_t>(g2)];
-        a *= c.model.class_share(cls, m2);
-        reject = reject > 0.0 ? wgt * a * r : 0.0;
-        rej = r;
+    const int64_t key = c.key_of(s);
+    const int n = level[s];
+    auto enter = [&](double p, int n4, int j0, int64_t rest) {
+      if (p <= 0.0) return;
+      admitted += pi[s] * p;
+      if (n >= 1) {  // the packet in service at the start of slot A may complete
+        v[tc.index(c, K, n4 - 1, rest, j0 - 1)] += pi[s] * p * mu;
+        if (mu < 1.0) v[tc.index(c, K, n4, rest, j0)] += pi[s] * p * (1.0 - mu);
+      } else {
+        v[tc.index(c, K, n4, rest, j0)] += pi[s] * p;
       }
-      auto enter = [&](double p, int n4, int j0) {
-        if (p <= 0.0) return;
-        admitted += pi[s] * p;
-        if (n >= 1) {  // the packet in service at the start of slot A may complete
-          v[tc.index(c, K, n4 - 1, g2, m2, j0 - 1)] += pi[s] * p * mu;
-          if (mu < 1.0) v[tc.index(c, K, n4, g2, m2, j0)] += pi[s] * p * (1.0 - mu);
-        } else {
-          v[tc.index(c, K, n4, g2, m2, j0)] += pi[s] * p;
-        }
-      };
-      enter(wgt * a * (1.0 - rej), n + 1, n);                                   // joins behind all n
-      if (pol != DropPolicy::Tail && n - 1 >= 1) enter(reject, n, n - 1);  // a waiting packet ahead is discarded
+    };
+    const bool pushout = pol != DropPolicy::Tail && n - 1 >= 1;  // a waiting packet ahead may be discarded
+    if (cls < 0) {
+      slot_outcomes(K, key, n, [&](Fate fate, double p, int64_t rest) {
+        if (fate == Fate::Admit || fate == Fate::Mark)
+          enter(p, n + 1, n, rest);  // joins behind all n
+        else if (fate != Fate::None && pushout)
+          enter(p, n, n - 1, rest);
+      });
+      continue;
+    }
+    // an arrival of class cls (a class-blind model: the plain kernel): its share and its own ECN probability
+    int n0, g, m;
+    K.decode(key, n0, g, m);
+    K.branches(n, g, m, [&](int g2, int m2, double wgt, double a, double rej, double) {
+      const double e = c.model.class_ecn(cls);
+      const double r = n == K.N ? 1.0 : (1.0 - e) * K.pdrop[static_cast<size_t>(g2)];
+      const bool rejects = rejection(wgt, a, rej) > 0.0;
+      a *= c.model.class_share(cls, m2);
+      const double reject = rejects ? wgt * a * r : 0.0;
+      const int64_t rest = g2 * K.sc + m2 * K.sm;
+      enter(wgt * a * (1.0 - r), n + 1, n, rest);
+      if (pushout) enter(reject, n, n - 1, rest);
     });
   }
   return admitted;

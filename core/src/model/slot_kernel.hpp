@@ -356,6 +356,44 @@ struct SlotKernel {
     }, v.j);
     if (ev) *ev = e;
   }
+
+  /// What happens to the arrival of a slot (the tagged-packet chain's view).
+  enum class Fate { None, Admit, Mark, Drop, Overflow };
+  /// Steps 1-4 of the stateful slot from `key` (n packets) as outcomes f(fate, p, rest):
+  /// with probability p the arrival meets `fate` and the state, but for its level, becomes
+  /// `rest` (the key without the level component).  The same rules as successors_stateful(),
+  /// enumerated per arrival fate instead of per level move.
+  template <class F>
+  void stateful_outcomes(int64_t key, int n, F&& f) const {
+    const int g = static_cast<int>((key / sc) % G);
+    const int m = static_cast<int>((key / sm) % M);
+    const StatefulLayout& S = *sa;
+    const StatefulKeys::Value v = keys.decode(key);
+    const int j2 = maxth_step(v.j, n, g);
+    const ClockStep ck = clock_step(v.ph);
+    branches(n, g, m, [&](int g2, int m2, double wgt, double a, double, double) {
+      std::pair<int, double> ks[3];
+      const int nk = pmax_targets(ck, v.k, g2, ks);
+      for (int i = 0; i < nk; ++i) {
+        const int k2 = ks[i].first;
+        const double w = wgt * ks[i].second;
+        auto rest = [&](int64_t c2) { return g2 * sc + m2 * sm + keys.encode(c2, k2, ck.ph2, j2); };
+        if (a < 1.0) f(Fate::None, w * (1.0 - a), rest(v.c));
+        if (!(a > 0.0)) continue;
+        if (n == N) {  // overflow: no AQM test, the count stays
+          f(Fate::Overflow, w * a, rest(v.c));
+          continue;
+        }
+        const SpacingStep st = spacing_step(S.spacing, v.c, stateful_pb(k2, j2, g2));
+        const double dec = a * st.decision;
+        if (dec < a) f(Fate::Admit, w * (a - dec), rest(st.after_none));
+        if (dec > 0.0) {
+          if (ecn < 1.0) f(Fate::Drop, w * dec * (1.0 - ecn), rest(st.after_decision));
+          if (ecn > 0.0) f(Fate::Mark, w * dec * ecn, rest(st.after_decision));
+        }
+      }
+    }, v.j);
+  }
 };
 
 }  // namespace aqm::detail
