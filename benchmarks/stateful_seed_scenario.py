@@ -36,9 +36,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "out" / "stateful_seed_scenario.json"
-#: memory_limit_gb of the builds: the product bounds of these chains are far above their
-#: reachable states (the bound, not the need, is what a lower limit refuses)
-MEMORY_GB = 260
+#: memory_limit_gb of the builds and solves: the machine's memory (the builder checks the
+#: reachable states and their transitions against it, not the loose product bound)
+MEMORY_GB = 20
 
 FEATURES = {
     "plain w=0.07": ({"w": 0.07}, 4),

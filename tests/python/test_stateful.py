@@ -192,6 +192,22 @@ def test_count_bound_is_loose_and_not_refused_on_it():
         aqmchain.build_chain(model, memory_limit_gb=chain.n * 50 / 2**30)
 
 
+def test_adaptive_bound_is_loose_and_the_exploration_measures_the_need():
+    """p_max's points are reached only where avg lives: adaptive RED's product bound is
+    loose, so the builder explores and checks the budget against the transitions it
+    actually emits (not the bound's worst case)."""
+    doc = copy.deepcopy(SIM_DOC)
+    doc["aqm"].update(adaptive=True, interval=50, p_max_step=0.01)
+    model = aqmchain.model_from_dict(doc)[0]
+    est = aqmchain.estimate_chain(model)
+    assert not est["bound_tight"]
+    chain = aqmchain.build_chain(model, memory_limit_gb=est["bytes"] / 8 / 2**30)
+    assert chain.n < est["reachable_bound"] / 2
+    need = chain.n * (8 + 4 * 6 + 8 * 6 + 40) + chain.nnz * 24  # the builder's own accounting
+    with pytest.raises(aqmchain.StateSpaceTooLarge, match="reachable states"):
+        aqmchain.build_chain(model, memory_limit_gb=need / 4 / 2**30)
+
+
 def test_count_cap_above_count_max():
     doc = copy.deepcopy(BASE_DOC)
     doc["aqm"].update(spacing="count", p_max=0.001, count_max=50)

@@ -380,8 +380,8 @@ class ClassSlotGenerator final : public TransitionGenerator {
     return static_cast<int64_t>(std::min(static_cast<double>(space_.product()),
                                          contents * static_cast<double>(K_.G) * K_.M * aqm));
   }
-  /// The count's bound is loose (it stays below about 1 / p_b(avg)).
-  bool reachable_bound_tight() const override { return !(S_ && keys_.scnt != 0); }
+  /// The stateful AQM's bound is loose (as for the single-class chain).
+  bool reachable_bound_tight() const override { return S_ == nullptr; }
 
   void successors(int64_t key, Successors& out, double* events) const override {
     const int n = static_cast<int>((key / sn_) % (K_.N + 1));

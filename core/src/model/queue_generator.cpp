@@ -143,7 +143,10 @@ class SlotGenerator final : public TransitionGenerator {
     return static_cast<int>(3 * (K_.max_targets() + (K_.filter.per_slot() ? 0 : 1)) * row);
   }
   int64_t reachable_bound() const override { return K_.redwm ? detail::redwm_reachable_bound(K_) : K_.space.product(); }
-  bool reachable_bound_tight() const override { return !(K_.stateful && K_.keys.scnt != 0); }
+  /// The stateful AQM's components are bounded by their product, which the dynamics reach in
+  /// part only (the count stays below about 1 / p_b(avg), p_max's reachable points depend on
+  /// where avg lives, cur_max_th is raised only under congestion): the builder explores.
+  bool reachable_bound_tight() const override { return !K_.stateful; }
   void successors(int64_t key, Successors& out, double* events) const override {
     detail::SlotKernel::Events ev;
     if (K_.stateful) {

@@ -226,10 +226,17 @@ std::vector<int64_t> explore(Chain& c, const TransitionGenerator& gen, const std
     const auto init = g->initial_states();
     queue.insert(queue.end(), init.begin(), init.end());
   }
-  const double per_state = 8.0 + 4.0 * space.count() + 8.0 * n_events + 40.0 +
-                           gen.max_successors() * 2.0 * (4 + 8);
-  const int64_t max_states =
-      std::min<int64_t>(std::numeric_limits<int32_t>::max() - 1, static_cast<int64_t>(limit / per_state));
+  // bytes per state: key, labels, events and index, plus its transitions (column and value,
+  // twice: the matrix and a transposed copy); the transitions per state are bounded by
+  // max_successors until 4096 states have been explored, then measured (emitted so far)
+  const double fixed = 8.0 + 4.0 * space.count() + 8.0 * n_events + 40.0;
+  auto max_states = [&](size_t explored, int64_t emitted_total) {
+    const double per_state =
+        fixed + (explored >= 4096 ? static_cast<double>(emitted_total) / static_cast<double>(explored)
+                                  : static_cast<double>(gen.max_successors()) * static_cast<double>(explorers.size())) *
+                    2.0 * (4 + 8);
+    return std::min<int64_t>(std::numeric_limits<int32_t>::max() - 1, static_cast<int64_t>(limit / per_state));
+  };
   auto mark = [&](int64_t key) -> bool {  // true when the key is new
     if (dense) {
       if (ChainIndex::rank(c)[static_cast<size_t>(key)] != -1) return false;
@@ -261,9 +268,13 @@ std::vector<int64_t> explore(Chain& c, const TransitionGenerator& gen, const std
       }
     }
     if ((head & 65535) == 0) check_interrupt();
-    if ((head & 4095) == 0 && static_cast<int64_t>(queue.size()) > max_states)
+    if ((head & 4095) != 0) continue;
+    int64_t emitted_total = 0;
+    for (int64_t e : emitted) emitted_total += e;
+    const int64_t fit = max_states(head + 1, emitted_total);
+    if (static_cast<int64_t>(queue.size()) > fit)
       throw StateSpaceTooLarge("memory_limit_gb",
-                               detail::cat("state space too large: more than ", max_states,
+                               detail::cat("state space too large: more than ", fit,
                                            " reachable states do not fit memory_limit_gb = ",
                                            detail::short_num(limit / (1024.0 * 1024 * 1024)), " GB (raise memory_limit_gb or coarsen the grid)"));
   }
