@@ -33,7 +33,12 @@ def test_matches_independent_dense_tagged_chain(policy, update):
 
 @pytest.mark.parametrize("update", ["per_slot", "per_arrival"])
 def test_tagged_chain_under_tail_equals_closed_form(update):
-    model = model_of(dict(SMALL, buffer=25, min_th=5, max_th=18, update=update))
+    assert_tagged_equals_closed_form(model_of(dict(SMALL, buffer=25, min_th=5, max_th=18, update=update)))
+
+
+def assert_tagged_equals_closed_form(model):
+    """Under tail drop the tagged-packet chain (response="tagged") must give the closed
+    form's response law."""
     closed = aqmchain.solve_stationary(model)
     tagged = aqmchain.solve_stationary(model, response="tagged", response_tail=1e-15)
     assert closed.response_method == "closed_form" and tagged.response_method == "tagged_chain"

@@ -14,6 +14,7 @@ import pytest
 import aqmchain
 from conftest import BASE_DOC, model_of
 from oracle import reference_chain, stateful_chain
+from test_response import assert_tagged_equals_closed_form
 
 BERN = {"kind": "bernoulli", "alpha": 0.45}
 MMBP = {"kind": "mmbp", "matrix": [[0.9, 0.1], [0.25, 0.75]], "arrival": [0.2, 0.9]}
@@ -473,15 +474,7 @@ def test_tagged_chain_under_tail_equals_closed_form(aqm):
     """Under tail drop R follows from the level an admitted packet finds (closed form); the
     tagged-packet chain, which follows the count, p_max and cur_max_th slot by slot, must
     give the same law."""
-    model = model_of(response_spec(RESPONSE_AQM[aqm]))
-    closed = aqmchain.solve_stationary(model)
-    tagged = aqmchain.solve_stationary(model, response="tagged", response_tail=1e-15)
-    assert closed.response_method == "closed_form" and tagged.response_method == "tagged_chain"
-    n = min(len(closed.response_pmf), len(tagged.response_pmf))
-    np.testing.assert_allclose(tagged.response_pmf[:n], closed.response_pmf[:n], rtol=0, atol=1e-13)
-    assert tagged.mean_response == pytest.approx(closed.mean_response, rel=1e-11)
-    assert tagged.var_response == pytest.approx(closed.var_response, rel=1e-9)
-    assert tagged.pushed_out_prob == 0.0
+    assert_tagged_equals_closed_form(model_of(response_spec(RESPONSE_AQM[aqm])))
 
 
 @pytest.mark.parametrize("policy", ["front", "random"])
