@@ -142,6 +142,24 @@ def test_chain_matches_discretised_simulation(aqm):
         assert sim.mean_p_max != pytest.approx(0.2, abs=1e-3)  # p_max does move
 
 
+@pytest.mark.parametrize("aqm", [{"spacing": "count"}, {"adaptive": True, "interval": 20, "p_max_step": 0.02},
+                                 {"weight": "autored", "dynamic_max_th": True, "autored_p": "queue",
+                                  "max_th_growth": 0.3}])
+def test_chain_matches_continuous_simulation_within_grid_error(aqm):
+    """The real algorithm (avg and p_max exact) against the chain: its grid error estimate
+    (the chain on the grids of 1, 2 and 4 times the step, extrapolated to step 0) must
+    cover the simulator's value within the simulator's noise."""
+    doc = copy.deepcopy(SIM_DOC)
+    doc["aqm"].update(aqm)
+    doc["grid"]["k"] = 4
+    model = aqmchain.model_from_dict(doc)[0]
+    r = aqmchain.solve_stationary(model, error_estimate=True)
+    sim = aqmchain.simulate(model, slots=1_000_000, replications=4, seed=9, discretised=False)
+    for name in ("mean_queue", "var_queue", "loss_aqm"):
+        e = r.error_estimate[name]
+        assert abs(getattr(sim, name) - e.extrapolated) <= e.error + 4 * sim.ci[name], (name, e, getattr(sim, name))
+
+
 # ---------------------------------------------------------------- bad input
 @pytest.mark.parametrize("key,value,param", [
     ("spacing", "often", "aqm.spacing"),
