@@ -286,10 +286,6 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
     m.response_available = true;
     m.response_method = "closed_form";
     m.mean_sojourn = m.mean_response;
-  } else if (class_chain && c.model.aqm.stateful()) {
-    m.response_note = "the per-class tagged-packet chain (front/random drop policy) is not built for traffic classes "
-                      "with a stateful AQM (aqm.spacing, aqm.adaptive or aqm.dynamic_max_th): response times are "
-                      "computed under the tail policy, or without [[class]] tables";
   } else {
     if (class_chain) per_class = class_tagged_response(c, pi, o.tagged);
     const ResponseResult r = class_chain ? per_class[0] : tagged_response(c, pi, o.tagged);

@@ -57,16 +57,25 @@ double step4(DropPolicy pol, int n, int j, Fate fate, double p, Out&& out) {
 /// Steps 1-4 of the slot from the state `key` with n packets as outcomes f(fate, p, rest),
 /// rest the next key without its level: the stateful kernel enumerates them; the plain
 /// kernel's branches give no arrival, an admission (marked or not) and a rejection.
+/// `cls` >= 0: the fates of an arrival of that class (its share, its own ECN probability).
 template <class F>
-void slot_outcomes(const detail::SlotKernel& K, int64_t key, int n, F&& f) {
-  if (K.stateful) return K.stateful_outcomes(key, n, f);
+void slot_outcomes(const detail::SlotKernel& K, int64_t key, int n, F&& f, int cls = -1) {
+  if (K.stateful) return K.stateful_outcomes(key, n, f, cls);
   int n0, g, m;
   K.decode(key, n0, g, m);
   K.branches(n, g, m, [&](int g2, int m2, double wgt, double a, double rej, double) {
     const int64_t rest = g2 * K.sc + m2 * K.sm;
-    f(Fate::None, wgt * (1.0 - a), rest);
-    f(Fate::Admit, wgt * a * (1.0 - rej), rest);  // rej = 1 when n = N
-    f(n == K.N ? Fate::Overflow : Fate::Drop, rejection(wgt, a, rej), rest);
+    if (cls < 0) {
+      f(Fate::None, wgt * (1.0 - a), rest);
+      f(Fate::Admit, wgt * a * (1.0 - rej), rest);  // rej = 1 when n = N
+      f(n == K.N ? Fate::Overflow : Fate::Drop, rejection(wgt, a, rej), rest);
+      return;
+    }
+    const bool rejects = rejection(wgt, a, rej) > 0.0;
+    const double r = n == K.N ? 1.0 : (1.0 - K.cls_ecn[static_cast<size_t>(cls)]) * K.pdrop[static_cast<size_t>(g2)];
+    a *= K.cls_share[static_cast<size_t>(cls)][static_cast<size_t>(m2)];
+    f(Fate::Admit, wgt * a * (1.0 - r), rest);
+    f(n == K.N ? Fate::Overflow : Fate::Drop, rejects ? wgt * a * r : 0.0, rest);
   });
 }
 }  // namespace
@@ -192,28 +201,12 @@ long double initial_law(const Chain& c, const detail::SlotKernel& K, DropPolicy 
       }
     };
     const bool pushout = pol != DropPolicy::Tail && n - 1 >= 1;  // a waiting packet ahead may be discarded
-    if (cls < 0) {
-      slot_outcomes(K, key, n, [&](Fate fate, double p, int64_t rest) {
-        if (fate == Fate::Admit || fate == Fate::Mark)
-          enter(p, n + 1, n, rest);  // joins behind all n
-        else if (fate != Fate::None && pushout)
-          enter(p, n, n - 1, rest);
-      });
-      continue;
-    }
-    // an arrival of class cls (a class-blind model: the plain kernel): its share and its own ECN probability
-    int n0, g, m;
-    K.decode(key, n0, g, m);
-    K.branches(n, g, m, [&](int g2, int m2, double wgt, double a, double rej, double) {
-      const double e = c.model.class_ecn(cls);
-      const double r = n == K.N ? 1.0 : (1.0 - e) * K.pdrop[static_cast<size_t>(g2)];
-      const bool rejects = rejection(wgt, a, rej) > 0.0;
-      a *= c.model.class_share(cls, m2);
-      const double reject = rejects ? wgt * a * r : 0.0;
-      const int64_t rest = g2 * K.sc + m2 * K.sm;
-      enter(wgt * a * (1.0 - r), n + 1, n, rest);
-      if (pushout) enter(reject, n, n - 1, rest);
-    });
+    slot_outcomes(K, key, n, [&](Fate fate, double p, int64_t rest) {
+      if (fate == Fate::Admit || fate == Fate::Mark)
+        enter(p, n + 1, n, rest);  // joins behind all n
+      else if (fate != Fate::None && pushout)
+        enter(p, n, n - 1, rest);
+    }, cls);
   }
   return admitted;
 }
@@ -300,7 +293,7 @@ ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, co
 
 bool class_blind(const Model& m) {
   return m.aqm.modified == Modified::None && !m.aqm.flow_compare && m.time == TimeKind::Discrete &&
-         !m.aqm.stateful() && m.aqm.filter == FilterKind::Ewma;
+         m.aqm.filter == FilterKind::Ewma;
 }
 
 std::vector<ResponseResult> class_tagged_response(const Chain& cc, const std::vector<double>& pi,
@@ -309,20 +302,26 @@ std::vector<ResponseResult> class_tagged_response(const Chain& cc, const std::ve
   if (static_cast<int32_t>(pi.size()) != cc.n)
     throw std::invalid_argument(detail::cat("pi has ", pi.size(), " entries, the chain ", cc.n, " states"));
   if (!class_blind(cc.model))
-    throw std::invalid_argument("class_tagged_response: the model's dynamics read the classes or carry a stateful "
-                                "AQM (no lumped (n, avg, modulator) chain)");
+    throw std::invalid_argument("class_tagged_response: the model's dynamics read the classes (no lumped chain)");
   auto t0 = Clock::now();
   const Model& md = cc.model;
   BuildOptions b;
   b.memory_limit_bytes = o.memory_limit_bytes;
   const Chain L = build_chain(*lumped_queue_generator(md), md, b);
   const detail::SlotKernel K(md);
-  // pi lumped onto (n, avg, modulator)
+  // pi lumped onto (n, avg, modulator, the stateful AQM's components)
   std::vector<double> lp(static_cast<size_t>(L.n), 0.0);
   const auto &level = cc.component(component::level), &avg = cc.component(component::avg),
              &mod = cc.component(component::modulator);
+  const std::vector<int32_t> none(static_cast<size_t>(cc.n), 0);
+  auto label = [&](const std::string& name) -> const std::vector<int32_t>& {
+    return cc.space.find(name) >= 0 ? cc.component(name) : none;
+  };
+  const auto &cnt = label(component::count), &pk = label(component::pmax), &ph = label(component::phase),
+             &mt = label(component::maxth);
   for (int32_t s = 0; s < cc.n; ++s) {
-    const int32_t i = L.index_of_key(K.id(level[s], avg[s], mod[s]));
+    const int64_t aqm = K.stateful ? K.keys.encode(cnt[s] - 1, pk[s], ph[s], mt[s]) : 0;
+    const int32_t i = L.index_of_key(K.id(level[s], avg[s], mod[s]) + aqm);
     if (i < 0) throw std::logic_error("internal error: a class-chain state has no lumped state");
     lp[static_cast<size_t>(i)] += pi[s];
   }

@@ -53,12 +53,17 @@ struct SlotKernel {
   // n sn + c sc + m sm: the descriptor puts s_index right after avg_index, so the
   // stride of avg is S times that of s and one stride serves both.
   int N, G, S, M;  // buffer, avg grid points, s grid points (1 for the EWMA), modulator states
-  double mu, ecn;
+  double mu;
   /// ECN-capable probability of an arrival in modulator state m: sum_c share_c(m) ecn_c (one
   /// class: its ecn in every state).  The plain kernel of a class model whose dynamics do not
   /// read the classes (no modified RED, no flow comparison) is the exact lumping of its class
-  /// chain onto (n, avg, modulator): the response-time analysis of docs/classes.md uses it.
+  /// chain onto (n, avg, modulator[, the stateful AQM]): the response-time analysis of
+  /// docs/classes.md uses it.
   std::vector<double> ecn_m;
+  /// Per class c: its share of the arrivals in modulator state m (cls_share[c][m]) and its
+  /// ECN probability (the tagged packet's own class in the per-class response times).
+  std::vector<std::vector<double>> cls_share;
+  std::vector<double> cls_ecn;
   EwmaFilter filter;
   bool redwm;
   RedwmFilter rfilter;
@@ -78,7 +83,6 @@ struct SlotKernel {
   explicit SlotKernel(const Model& m)
       : N(m.buffer),
         mu(m.service.mu),
-        ecn(m.class_ecn(0)),  // one class (the class chains read each class's)
         filter(m),
         redwm(m.aqm.filter == FilterKind::Redwm),
         rfilter(redwm ? RedwmFilter(m.aqm) : RedwmFilter(ewma_as_redwm(m.aqm))),
@@ -99,6 +103,11 @@ struct SlotKernel {
     ecn_m.assign(static_cast<size_t>(M), 0.0);
     for (int i = 0; i < M; ++i)
       for (int c = 0; c < m.class_count(); ++c) ecn_m[static_cast<size_t>(i)] += m.class_share(c, i) * m.class_ecn(c);
+    for (int c = 0; c < m.class_count(); ++c) {
+      cls_ecn.push_back(m.class_ecn(c));
+      cls_share.emplace_back(static_cast<size_t>(M));
+      for (int i = 0; i < M; ++i) cls_share.back()[static_cast<size_t>(i)] = m.class_share(c, i);
+    }
     mrows.resize(M);
     for (int i = 0; i < M; ++i) {
       // validation accepts rows within 1e-12 of stochastic; normalise so that P's
@@ -337,6 +346,7 @@ struct SlotKernel {
         }
         const double pb = stateful_pb(k2, j2, g2);
         const SpacingStep st = spacing_step(S.spacing, c, pb);
+        const double ecn = ecn_m[static_cast<size_t>(m2)];
         const double rej = st.decision * (1.0 - ecn);
         e.aqm += w * a * rej;
         e.mark += w * a * st.decision * ecn;
@@ -362,9 +372,10 @@ struct SlotKernel {
   /// Steps 1-4 of the stateful slot from `key` (n packets) as outcomes f(fate, p, rest):
   /// with probability p the arrival meets `fate` and the state, but for its level, becomes
   /// `rest` (the key without the level component).  The same rules as successors_stateful(),
-  /// enumerated per arrival fate instead of per level move.
+  /// enumerated per arrival fate instead of per level move.  `cls` >= 0: the fates of an
+  /// arrival of that class only (its share and its own ECN probability; no None).
   template <class F>
-  void stateful_outcomes(int64_t key, int n, F&& f) const {
+  void stateful_outcomes(int64_t key, int n, F&& f, int cls = -1) const {
     const int g = static_cast<int>((key / sc) % G);
     const int m = static_cast<int>((key / sm) % M);
     const StatefulLayout& S = *sa;
@@ -378,15 +389,17 @@ struct SlotKernel {
         const int k2 = ks[i].first;
         const double w = wgt * ks[i].second;
         auto rest = [&](int64_t c2) { return g2 * sc + m2 * sm + keys.encode(c2, k2, ck.ph2, j2); };
-        if (a < 1.0) f(Fate::None, w * (1.0 - a), rest(v.c));
-        if (!(a > 0.0)) continue;
+        if (a < 1.0 && cls < 0) f(Fate::None, w * (1.0 - a), rest(v.c));
+        const double a_c = cls < 0 ? a : a * cls_share[static_cast<size_t>(cls)][static_cast<size_t>(m2)];
+        const double ecn = cls < 0 ? ecn_m[static_cast<size_t>(m2)] : cls_ecn[static_cast<size_t>(cls)];
+        if (!(a_c > 0.0)) continue;
         if (n == N) {  // overflow: no AQM test, the count stays
-          f(Fate::Overflow, w * a, rest(v.c));
+          f(Fate::Overflow, w * a_c, rest(v.c));
           continue;
         }
         const SpacingStep st = spacing_step(S.spacing, v.c, stateful_pb(k2, j2, g2));
-        const double dec = a * st.decision;
-        if (dec < a) f(Fate::Admit, w * (a - dec), rest(st.after_none));
+        const double dec = a_c * st.decision;
+        if (dec < a_c) f(Fate::Admit, w * (a_c - dec), rest(st.after_none));
         if (dec > 0.0) {
           if (ecn < 1.0) f(Fate::Drop, w * dec * (1.0 - ecn), rest(st.after_decision));
           if (ecn > 0.0) f(Fate::Mark, w * dec * ecn, rest(st.after_decision));

@@ -57,7 +57,8 @@ ResponseResult tagged_response(const Chain& chain, const std::vector<double>& pi
 bool class_blind(const Model& model);
 
 /// Response times per class from a class chain (approximate or exact) of a class-blind
-/// model: pi is lumped onto (n, avg, modulator), the tagged-packet chain is built on the
+/// model: pi is lumped onto (n, avg, modulator[, the stateful AQM's components]), the
+/// tagged-packet chain is built on the
 /// lumped chain, and the tagged packet starts as an admitted packet of all classes
 /// (entry 0) or of class k (entry k + 1).  Exact for both class chains.
 std::vector<ResponseResult> class_tagged_response(const Chain& class_chain, const std::vector<double>& pi,

@@ -84,7 +84,8 @@ std::unique_ptr<TransitionGenerator> queue_generator(const Model& model, ClassCh
 
 /// The plain queue chain of a model with classes whose dynamics are class-blind (no
 /// modified RED, no flow comparison; ECN mixed per modulator state): the exact lumping of
-/// its class chains onto (n, avg, modulator).  Throws ModelError naming the feature otherwise.
+/// its class chains onto (n, avg, modulator) and the stateful AQM's components, if any.
+/// Throws ModelError naming the feature otherwise.
 std::unique_ptr<TransitionGenerator> lumped_queue_generator(const Model& model);
 
 /// The class chain's generator (docs/classes.md); throws ModelError naming `class` (or the
