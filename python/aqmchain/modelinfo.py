@@ -88,7 +88,9 @@ def model_info(model: _core.Model, *, explore: bool | None = None, explore_limit
         out["policy_cost"] = ("continuous time: response times under front and random drop are not computed "
                               "(no tagged-packet chain); tail drop uses the closed form")
         return out
-    out["tagged_bytes"] = float(_core.tagged_chain_bytes(tagged))
+    # per tagged state at most twice the chain's transitions per state (known when explored)
+    per = 2.0 * out["transitions_bound"] / max(out["reachable_states"], 1) if "transitions_bound" in out else 16.0
+    out["tagged_bytes"] = float(_core.tagged_chain_bytes(tagged, max(16.0, per)))
     out["policy_cost"] = (f"front and random drop: a tagged-packet chain of {which} {tagged:,} states "
                           f"(about {out['tagged_bytes'] / 1e9:.3g} GB), stepped until the mass still in the system "
                           f"is below 1e-12; tail drop uses the closed form")

@@ -98,8 +98,9 @@ void define_analysis(py::module_& m) {
         return detail::cat("Extrapolation(value=", e.value, ", extrapolated=", e.extrapolated, ", error=", e.error,
                            ", order=", e.order, ", method='", e.method, "')");
       });
-  m.def("tagged_chain_bytes", &tagged_chain_bytes, py::arg("states"),
-        "Peak memory (bytes) of a tagged-packet chain with this many states (checked against the budget).");
+  m.def("tagged_chain_bytes", &tagged_chain_bytes, py::arg("states"), py::arg("transitions_per_state") = 16.0,
+        "Peak memory (bytes) of a tagged-packet chain with this many states and about this many nonzeros per "
+        "state (checked against the budget).");
   m.def("extrapolate", &extrapolate, py::arg("h"), py::arg("values"),
         "Observed order and Richardson extrapolation in the grid step (a line fit when the order is not clean).");
   m.def(

@@ -56,7 +56,8 @@ double step4(DropPolicy pol, int n, int j, Fate fate, double p, Out&& out) {
 
 /// Steps 1-4 of the slot from the state `key` with n packets as outcomes f(fate, p, rest),
 /// rest the next key without its level: the stateful kernel enumerates them; the plain
-/// kernel's branches give no arrival, an admission (marked or not) and a rejection.
+/// kernel's branches give no arrival, an admission (marked or not) and a rejection.  A
+/// rejection the chain's row rounds away is not emitted (its target may not be a state).
 /// `cls` >= 0: the fates of an arrival of that class (its share, its own ECN probability).
 template <class F>
 void slot_outcomes(const detail::SlotKernel& K, int64_t key, int n, F&& f, int cls = -1) {
@@ -82,8 +83,8 @@ void slot_outcomes(const detail::SlotKernel& K, int64_t key, int n, F&& f, int c
 
 std::string to_string(ResponseMethod) { return "tagged_chain"; }
 
-double tagged_chain_bytes(int64_t states) {
-  return static_cast<double>(states) * (4 + 3 * 8) + static_cast<double>(states) * 16 * 12;
+double tagged_chain_bytes(int64_t states, double transitions_per_state) {
+  return static_cast<double>(states) * (4 + 3 * 8) + static_cast<double>(states) * transitions_per_state * 12;
 }
 
 void ResponseOptions::validate() const {
@@ -117,7 +118,9 @@ TaggedChain tagged_index(const Chain& c, const ResponseOptions& o) {
   tc.off.assign(static_cast<size_t>(c.n) + 1, 0);
   for (int32_t s = 0; s < c.n; ++s) tc.off[s + 1] = tc.off[s] + level[s];
   tc.states = tc.off[c.n];
-  const double bytes = tagged_chain_bytes(tc.states);
+  // a tagged row has at most the transitions of its chain row, each split in two by a push-out
+  const double per = c.n > 0 ? 2.0 * static_cast<double>(c.nnz()) / c.n : 0.0;
+  const double bytes = tagged_chain_bytes(tc.states, std::max(16.0, per));
   if (tc.states >= std::numeric_limits<int32_t>::max() || bytes > o.memory_limit_bytes)
     throw StateSpaceTooLarge("memory_limit_gb",
                              detail::cat("the tagged-packet chain has ", tc.states, " states and needs up to ",

@@ -359,7 +359,8 @@ class ClassSlotGenerator final : public TransitionGenerator {
     // reachable from one (a few class counts; exact: a removed position or none, x types)
     size_t row = 1;
     for (const auto& r : K_.mrows) row = std::max(row, r.size());
-    max_ = static_cast<int>(2 * row * 4 * X_.successor_contents() * (S_ ? 6 : 1));  // stateful: 3 p_max x 2 counts
+    // stateful: x 3 p_max targets x 3 counts (unchanged, after no decision, after a decision)
+    max_ = static_cast<int>(2 * row * 4 * X_.successor_contents() * (S_ ? 9 : 1));
   }
   const StateSpace& space() const override { return space_; }
   TimeKind time() const override { return TimeKind::Discrete; }

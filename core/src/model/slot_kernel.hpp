@@ -400,8 +400,12 @@ struct SlotKernel {
         const SpacingStep st = spacing_step(S.spacing, v.c, stateful_pb(k2, j2, g2));
         const double dec = a_c * st.decision;
         if (dec < a_c) f(Fate::Admit, w * (a_c - dec), rest(st.after_none));
+        // successors_stateful merges the fates when the count stays: a drop whose admission
+        // complement a (1 - rej) rounds to 1 has no transition there, so none here either
+        const bool merged = st.after_decision == v.c && st.after_none == v.c;
+        const bool drops = !merged || a * (1.0 - st.decision * (1.0 - ecn_m[static_cast<size_t>(m2)])) < 1.0;
         if (dec > 0.0) {
-          if (ecn < 1.0) f(Fate::Drop, w * dec * (1.0 - ecn), rest(st.after_decision));
+          if (ecn < 1.0 && drops) f(Fate::Drop, w * dec * (1.0 - ecn), rest(st.after_decision));
           if (ecn > 0.0) f(Fate::Mark, w * dec * ecn, rest(st.after_decision));
         }
       }

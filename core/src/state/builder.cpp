@@ -235,7 +235,8 @@ std::vector<int64_t> explore(Chain& c, const TransitionGenerator& gen, const std
         fixed + (explored >= 4096 ? static_cast<double>(emitted_total) / static_cast<double>(explored)
                                   : static_cast<double>(gen.max_successors()) * static_cast<double>(explorers.size())) *
                     2.0 * (4 + 8);
-    return std::min<int64_t>(std::numeric_limits<int32_t>::max() - 1, static_cast<int64_t>(limit / per_state));
+    // clamped in double: limit / per_state may exceed int64's range (a huge memory_limit_gb)
+    return static_cast<int64_t>(std::min(static_cast<double>(std::numeric_limits<int32_t>::max() - 1), limit / per_state));
   };
   auto mark = [&](int64_t key) -> bool {  // true when the key is new
     if (dense) {

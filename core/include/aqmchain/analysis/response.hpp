@@ -43,9 +43,11 @@ struct ResponseResult : ConvergenceReport<ResponseMethod> {
   int64_t states = 0, nnz = 0;
 };
 
-/// Peak memory of a tagged-packet chain with this many states (what tagged_response
-/// checks against memory_limit_bytes before allocating).
-double tagged_chain_bytes(int64_t states);
+/// Peak memory of a tagged-packet chain with this many states and about
+/// `transitions_per_state` nonzeros per state (at most twice the chain's per state: a
+/// stateful AQM has more than the plain chain's 16); what tagged_response checks against
+/// memory_limit_bytes before allocating.
+double tagged_chain_bytes(int64_t states, double transitions_per_state = 16.0);
 
 /// Tagged-packet analysis for the chain's policy (tail, front or random).
 ResponseResult tagged_response(const Chain& chain, const std::vector<double>& pi, const ResponseOptions& options = {});
