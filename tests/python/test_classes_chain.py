@@ -140,33 +140,6 @@ def test_identical_classes_with_stateful_aqm_split_the_single_class_chain(chain_
     assert both == pytest.approx(plain.throughput * plain.mean_response, rel=1e-9)
 
 
-@pytest.mark.parametrize("policy", ["front", "random"])
-def test_class_response_with_stateful_aqm_under_push_out_policies(policy):
-    """Classes with a stateful AQM and no class-reading dynamics: the per-class tagged chain
-    runs on the lumped chain with the count, p_max and cur_max_th, the same from both class
-    chains; the classes together are the single-class tagged chain; against the simulator
-    on the chain's grids."""
-    aqm = dict(spacing="count", weight="autored", dynamic_max_th=True, autored_p="queue", max_th_growth=0.3,
-               p_max=0.6, k=1, min_th=1, max_th=4)
-    s = spec(buffer=6, policy=policy, classes=two([0.2, 0.7], a_ecn=0.8), **aqm)
-    ra = aqmchain.solve_stationary(model_of(s), classes="approx")
-    rx = aqmchain.solve_stationary(model_of(s), classes="exact")
-    for name in ("a", "b"):
-        assert ra.classes[name].response_available
-        assert ra.classes[name].mean_response == pytest.approx(rx.classes[name].mean_response, rel=1e-9)
-    assert ra.classes["a"].mean_response != pytest.approx(ra.classes["b"].mean_response, rel=1e-3)
-    same = dict(s, ecn=0.3, classes=None)
-    plain = aqmchain.solve_stationary(model_of(same))
-    r = aqmchain.solve_stationary(model_of(dict(s, classes=two([0.2, 0.7], a_ecn=0.3, b_ecn=0.3))), classes="exact")
-    assert r.mean_response == pytest.approx(plain.mean_response, rel=1e-9)
-    both = sum(k.throughput * k.mean_response for k in r.classes.values())
-    assert both == pytest.approx(plain.throughput * plain.mean_response, rel=1e-9)
-    sim = aqmchain.simulate(model_of(s), slots=1_000_000, replications=4, discretised=True, seed=23)
-    for name in ("a", "b"):
-        c, m, hw = rx.classes[name].mean_response, sim.classes[name].mean_response, sim.classes[name].ci["mean_response"]
-        assert abs(c - m) <= 4.5 * hw, (name, c, m, hw)
-
-
 # ---------------------------------------------------------------- degenerate cases
 def test_one_class_gives_the_plain_chain_exactly():
     plain = aqmchain.solve_stationary(model_of(spec(ecn=0.3, policy="front")))
@@ -339,12 +312,16 @@ def test_class_response_tagged_chain_equals_closed_form_under_tail():
         np.testing.assert_allclose(t.response_pmf[:n], c.response_pmf[:n], atol=1e-11)
 
 
+@pytest.mark.parametrize("aqm", ["plain", "stateful"])
 @pytest.mark.parametrize("policy", ["front", "random"])
-def test_class_response_under_push_out_policies(policy):
+def test_class_response_under_push_out_policies(policy, aqm):
     """Front / random drop with class-dependent ECN: the queue is class-blind, so both class
-    chains lump exactly onto (n, avg, modulator) and give the same per-class response times;
-    two identical classes weigh up to the single-class tagged chain."""
-    s = spec(buffer=6, policy=policy, classes=two([0.2, 0.7], a_ecn=0.8))
+    chains lump exactly onto (n, avg, modulator) (and, with a stateful AQM, the count, p_max
+    and cur_max_th) and give the same per-class response times; two identical classes weigh
+    up to the single-class tagged chain; the simulator on the chain's grid agrees."""
+    stateful = dict(spacing="count", weight="autored", dynamic_max_th=True, autored_p="queue", max_th_growth=0.3,
+                    p_max=0.6, k=1, min_th=1, max_th=4)
+    s = spec(buffer=6, policy=policy, classes=two([0.2, 0.7], a_ecn=0.8), **(stateful if aqm == "stateful" else {}))
     ra = aqmchain.solve_stationary(model_of(s), classes="approx")
     rx = aqmchain.solve_stationary(model_of(s), classes="exact")
     for name in ("a", "b"):
@@ -362,6 +339,10 @@ def test_class_response_under_push_out_policies(policy):
     served = {k: v.throughput for k, v in r.classes.items()}
     both = sum(served[k] * r.classes[k].mean_response for k in served)
     assert both == pytest.approx(plain.throughput * plain.mean_response, rel=1e-9)
+    sim = aqmchain.simulate(model_of(s), slots=1_000_000, replications=4, discretised=True, seed=23)
+    for name in ("a", "b"):
+        c, m, hw = rx.classes[name].mean_response, sim.classes[name].mean_response, sim.classes[name].ci["mean_response"]
+        assert abs(c - m) <= 4.5 * hw, (name, c, m, hw)
 
 
 # ---------------------------------------------------------------- the exact chain against the simulator
