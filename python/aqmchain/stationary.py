@@ -264,6 +264,9 @@ class StationaryResult:
     def summary(self) -> str:
         i = self.info
         fc = getattr(self, "loss_flow_compare", None)
+        # the stateful AQM's components (docs/stateful-aqm.md)
+        stateful = [(label, f"{value:.6g}") for label, value in (("mean count", self.mean_count),
+                    ("mean p_max", self.mean_p_max), ("mean cur_max_th", self.mean_max_th)) if value is not None]
         rows = [
             ("states / nnz", f"{self.states} / {self.nnz}"),
             ("arrival rate", f"{self.arrival_rate:.6g}"),
@@ -275,6 +278,7 @@ class StationaryResult:
              f"{self.loss_overflow:.6g} + {fc:.6g})") if fc else
             ("loss (aqm + overflow)", f"{self.loss:.6g} ({self.loss_aqm:.6g} + {self.loss_overflow:.6g})"),
             ("ECN marks", f"{self.mark_prob:.6g}"),
+            *stateful,
             ("mean response R", "n/a: " + self.response_note if self.mean_response is None
              else f"{self.mean_response:.6g} {self.time_unit} ({self.response_method})"),
             ("pushed out", "n/a" if self.pushed_out_prob is None else f"{self.pushed_out_prob:.6g}"),
@@ -283,11 +287,6 @@ class StationaryResult:
                        f"{i.iterations} iterations, {i.matvecs} matvecs"),
             ("time", ", ".join(f"{k} {v:.3g}s" for k, v in i.seconds.items())),
         ]
-        # the stateful AQM's components (docs/stateful-aqm.md)
-        for label, value in (("mean count", self.mean_count), ("mean p_max", self.mean_p_max),
-                             ("mean cur_max_th", self.mean_max_th)):
-            if value is not None:
-                rows.insert(rows.index(next(r for r in rows if r[0] == "ECN marks")) + 1, (label, f"{value:.6g}"))
         if len(self.classes) > 1 or self.class_chain != "single":
             for name, k in self.classes.items():
                 resp = "n/a" if not k.response_available else f"{k.mean_response:.6g}"

@@ -342,7 +342,10 @@ class ClassSlotGenerator final : public TransitionGenerator {
     const DropFunction drop = md.resolved_drop();
     // stateful AQM (docs/stateful-aqm.md): the count, p_max, the clock and cur_max_th as
     // in the single-class kernel; modified RED compares avg with the current max_th
-    if (K_.stateful) S_ = &*K_.sa, keys_ = detail::StatefulKeys(space_, *S_);
+    if (K_.stateful) {
+      S_ = &*K_.sa;
+      keys_ = detail::StatefulKeys(space_, *S_);
+    }
     for (int j = 0; j < 2; ++j) {
       const double hi = S_ && S_->dyn_maxth ? S_->mt_drop[j].hi : drop.hi;
       for (double g : K_.grid.points()) ge_max_[j].push_back(g >= hi);
@@ -391,11 +394,11 @@ class ClassSlotGenerator final : public TransitionGenerator {
     using Pre = typename Content::Pre;
     const Pre x = X_.decode(key, n, space_);
     // stateful AQM: the slot's cur_max_th (moved first), clock, and the count at the start
-    const detail::StatefulKeys::Value sv = S_ ? keys_.decode(key) : detail::StatefulKeys::Value{-1, 0, 0, 0};
+    const detail::StatefulKeys::Value sv = keys_.decode(key);  // count -1, indices 0 without one
     const int j2 = S_ ? K_.maxth_step(sv.j, n, g) : 0;
     const detail::SlotKernel::ClockStep ck = S_ ? K_.clock_step(sv.ph) : detail::SlotKernel::ClockStep{};
     const int64_t c = sv.c;
-    int k2 = 0;  // the p_max index of the branch being expanded
+    int k2 = 0;  // the p_max index of the branch being expanded (set by `branch`)
     Tally t(C_);
     const double mu = K_.mu;
     const int w = std::max(n - 1, 0);
@@ -410,14 +413,11 @@ class ClassSlotGenerator final : public TransitionGenerator {
         if (pd > 0.0) out.push_back({n2 * sn_ + g2 * sg_ + m2 * sm_ + content + aqm, p * pd});
       });
     };
-    K_.branches(n, g, m, [&](int g2, int m2, double wgt0, double a, double, double) {
-     std::pair<int, double> ks[3] = {{0, 1.0}, {0, 0.0}, {0, 0.0}};
-     const int nk = S_ ? K_.pmax_targets(ck, sv.k, g2, ks) : 1;
-     for (int ik = 0; ik < nk; ++ik) {
-      k2 = ks[ik].first;
-      const double wgt = wgt0 * ks[ik].second;
+    // steps 1-3 (filter, modulator, the clock's p_max move to index kk), then the arrival
+    auto branch = [&](int g2, int m2, int kk, double wgt, double a) {
+      k2 = kk;
       if (a < 1.0) finish(g2, m2, wgt * (1.0 - a), x, c);  // no arrival
-      if (!(a > 0.0)) continue;
+      if (!(a > 0.0)) return;
       t.e[aArr] += wgt * a;
       for (const Variant& v : V_) {
         const double pv = wgt * a * v.p[static_cast<size_t>(m2)];
@@ -512,8 +512,11 @@ class ClassSlotGenerator final : public TransitionGenerator {
           to_policy(dec);
         }
       }
-     }
-    }, sv.j);
+    };
+    if (S_)
+      K_.stateful_branches(n, g, m, sv.k, sv.j, ck, branch);
+    else
+      K_.branches(n, g, m, [&](int g2, int m2, double wgt, double a, double, double) { branch(g2, m2, 0, wgt, a); });
     if (!events) return;
     if (n >= 1) {
       t.e[aDep] = mu;

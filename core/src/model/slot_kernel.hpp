@@ -100,14 +100,14 @@ struct SlotKernel {
     const DropFunction drop = m.resolved_drop();
     pdrop.resize(static_cast<size_t>(G) * S);
     for (int i = 0; i < G; ++i) std::fill_n(pdrop.begin() + static_cast<ptrdiff_t>(i) * S, S, drop(grid.points()[i]));
-    ecn_m.assign(static_cast<size_t>(M), 0.0);
-    for (int i = 0; i < M; ++i)
-      for (int c = 0; c < m.class_count(); ++c) ecn_m[static_cast<size_t>(i)] += m.class_share(c, i) * m.class_ecn(c);
     for (int c = 0; c < m.class_count(); ++c) {
       cls_ecn.push_back(m.class_ecn(c));
       cls_share.emplace_back(static_cast<size_t>(M));
       for (int i = 0; i < M; ++i) cls_share.back()[static_cast<size_t>(i)] = m.class_share(c, i);
     }
+    ecn_m.assign(static_cast<size_t>(M), 0.0);
+    for (int i = 0; i < M; ++i)
+      for (size_t c = 0; c < cls_ecn.size(); ++c) ecn_m[static_cast<size_t>(i)] += cls_share[c][static_cast<size_t>(i)] * cls_ecn[c];
     mrows.resize(M);
     for (int i = 0; i < M; ++i) {
       // validation accepts rows within 1e-12 of stochastic; normalise so that P's
@@ -238,11 +238,6 @@ struct SlotKernel {
     if (ev) *ev = e;
   }
 
-  /// The stateful slot (docs/stateful-aqm.md): from the key with count c (value -1..cap),
-  /// p_max index k and clock phase ph.  Order: filter update (step 1), then the adaptive
-  /// clock and p_max move with the updated avg, then steps 2-6 with p_b = p(avg; p_max) and
-  /// the spacing rule for an arrival that reaches the AQM test (an overflow leaves the
-  /// count unchanged).  Calls emit(key', p) (targets may repeat: callers merge).
   /// The adaptive clock of a slot from phase ph: its outcomes (fires, probability) and
   /// the next phase (stateful kernels only).
   struct ClockStep {
@@ -302,6 +297,23 @@ struct SlotKernel {
     return S.dyn_maxth ? S.mt_pdrop[j2][static_cast<size_t>(g2)] : S.pdrop[static_cast<size_t>(k2)][static_cast<size_t>(g2)];
   }
 
+  /// Steps 1-3 of the stateful slot from (n, g, m) with p_max index k, the clock `ck` and
+  /// cur_max_th index j at the start of the slot (AutoRED's weight reads it):
+  /// f(g2, m2, k2, w, a) per branch of the filter, the modulator and the clock's p_max move.
+  template <class F>
+  void stateful_branches(int n, int g, int m, int k, int j, const ClockStep& ck, F&& f) const {
+    branches(n, g, m, [&](int g2, int m2, double wgt, double a, double, double) {
+      std::pair<int, double> ks[3];
+      const int nk = pmax_targets(ck, k, g2, ks);
+      for (int i = 0; i < nk; ++i) f(g2, m2, ks[i].first, wgt * ks[i].second, a);
+    }, j);
+  }
+
+  /// The stateful slot (docs/stateful-aqm.md): from the key with count c (value -1..cap),
+  /// p_max index k and clock phase ph.  Order: filter update (step 1), then the adaptive
+  /// clock and p_max move with the updated avg, then steps 2-6 with p_b = p(avg; p_max) and
+  /// the spacing rule for an arrival that reaches the AQM test (an overflow leaves the
+  /// count unchanged).  Calls emit(key', p) (targets may repeat: callers merge).
   template <class Emit>
   void successors_stateful(int64_t key, Emit&& emit, Events* ev) const {
     const int n = static_cast<int>((key / sn) % (N + 1));
@@ -310,19 +322,16 @@ struct SlotKernel {
     const StatefulLayout& S = *sa;
     const StatefulKeys::Value v = keys.decode(key);
     const int64_t c = v.c;
-    const int k = v.k;
     // dynamic max_th: cur_max_th moves first, from P_t = p(avg_{t-1}) (or q / N) and Q_t
     const int j2 = maxth_step(v.j, n, g);
     const ClockStep ck = clock_step(v.ph);
-    const int64_t ph2 = ck.ph2;
-    const int64_t base = key - n * sn - g * sc - m * sm - keys.encode(c, k, v.ph, v.j) + keys.encode(-1, 0, 0, j2);
     const double dep = n >= 1 ? mu : 0.0;
     Events e;
     e.depart = dep;
     auto out = [&](int n2, int g2, int m2, int64_t c2, int k2, double p) {
       if (!(p > 0.0)) return;
       if (c2 > S.count_cap) throw std::logic_error("internal error: count above its cap");
-      emit(base + n2 * sn + g2 * sc + m2 * sm + keys.encode(c2, k2, ph2, 0), p);
+      emit(n2 * sn + g2 * sc + m2 * sm + keys.encode(c2, k2, ck.ph2, j2), p);
     };
     // an outcome of total probability `mass` (per unit branch weight w) of which `adm` admits
     // the arrival, all leaving the count at c2: the level moves as in the plain kernel
@@ -332,38 +341,32 @@ struct SlotKernel {
       out(n - 1, g2, m2, c2, k2, w * rest * dep);
       out(n, g2, m2, c2, k2, w * (adm * dep + rest * (1.0 - dep)));
     };
-    branches(n, g, m, [&](int g2, int m2, double wgt, double a, double, double) {
-      std::pair<int, double> ks[3];
-      const int nk = pmax_targets(ck, k, g2, ks);
-      for (int j = 0; j < nk; ++j) {
-        const int k2 = ks[j].first;
-        const double w = wgt * ks[j].second;
-        e.arrival += w * a;
-        if (n == N) {  // overflow: no AQM test, the count stays
-          e.overflow += w * a;
-          level(g2, m2, c, k2, w, 1.0, 0.0);
-          continue;
-        }
-        const double pb = stateful_pb(k2, j2, g2);
-        const SpacingStep st = spacing_step(S.spacing, c, pb);
-        const double ecn = ecn_m[static_cast<size_t>(m2)];
-        const double rej = st.decision * (1.0 - ecn);
-        e.aqm += w * a * rej;
-        e.mark += w * a * st.decision * ecn;
-        if (st.after_decision == c && st.after_none == c) {  // the count stays whatever happens
-          const double adm = a * (1.0 - rej);
-          e.admit += w * adm;
-          level(g2, m2, c, k2, w, 1.0, adm);
-          continue;
-        }
-        e.admit += w * a * (1.0 - rej);
-        if (a < 1.0) level(g2, m2, c, k2, w, 1.0 - a, 0.0);  // no arrival
-        if (!(a > 0.0)) continue;
-        const double dec = a * st.decision, none = a * (1.0 - st.decision);
-        if (dec > 0.0) level(g2, m2, st.after_decision, k2, w, dec, dec * ecn);
-        if (none > 0.0) level(g2, m2, st.after_none, k2, w, none, none);
+    stateful_branches(n, g, m, v.k, v.j, ck, [&](int g2, int m2, int k2, double w, double a) {
+      e.arrival += w * a;
+      if (n == N) {  // overflow: no AQM test, the count stays
+        e.overflow += w * a;
+        level(g2, m2, c, k2, w, 1.0, 0.0);
+        return;
       }
-    }, v.j);
+      const double pb = stateful_pb(k2, j2, g2);
+      const SpacingStep st = spacing_step(S.spacing, c, pb);
+      const double ecn = ecn_m[static_cast<size_t>(m2)];
+      const double rej = st.decision * (1.0 - ecn);
+      e.aqm += w * a * rej;
+      e.mark += w * a * st.decision * ecn;
+      if (st.after_decision == c && st.after_none == c) {  // the count stays whatever happens
+        const double adm = a * (1.0 - rej);
+        e.admit += w * adm;
+        level(g2, m2, c, k2, w, 1.0, adm);
+        return;
+      }
+      e.admit += w * a * (1.0 - rej);
+      if (a < 1.0) level(g2, m2, c, k2, w, 1.0 - a, 0.0);  // no arrival
+      if (!(a > 0.0)) return;
+      const double dec = a * st.decision, none = a * (1.0 - st.decision);
+      if (dec > 0.0) level(g2, m2, st.after_decision, k2, w, dec, dec * ecn);
+      if (none > 0.0) level(g2, m2, st.after_none, k2, w, none, none);
+    });
     if (ev) *ev = e;
   }
 
@@ -382,34 +385,25 @@ struct SlotKernel {
     const StatefulKeys::Value v = keys.decode(key);
     const int j2 = maxth_step(v.j, n, g);
     const ClockStep ck = clock_step(v.ph);
-    branches(n, g, m, [&](int g2, int m2, double wgt, double a, double, double) {
-      std::pair<int, double> ks[3];
-      const int nk = pmax_targets(ck, v.k, g2, ks);
-      for (int i = 0; i < nk; ++i) {
-        const int k2 = ks[i].first;
-        const double w = wgt * ks[i].second;
-        auto rest = [&](int64_t c2) { return g2 * sc + m2 * sm + keys.encode(c2, k2, ck.ph2, j2); };
-        if (a < 1.0 && cls < 0) f(Fate::None, w * (1.0 - a), rest(v.c));
-        const double a_c = cls < 0 ? a : a * cls_share[static_cast<size_t>(cls)][static_cast<size_t>(m2)];
-        const double ecn = cls < 0 ? ecn_m[static_cast<size_t>(m2)] : cls_ecn[static_cast<size_t>(cls)];
-        if (!(a_c > 0.0)) continue;
-        if (n == N) {  // overflow: no AQM test, the count stays
-          f(Fate::Overflow, w * a_c, rest(v.c));
-          continue;
-        }
-        const SpacingStep st = spacing_step(S.spacing, v.c, stateful_pb(k2, j2, g2));
-        const double dec = a_c * st.decision;
-        if (dec < a_c) f(Fate::Admit, w * (a_c - dec), rest(st.after_none));
-        // successors_stateful merges the fates when the count stays: a drop whose admission
-        // complement a (1 - rej) rounds to 1 has no transition there, so none here either
-        const bool merged = st.after_decision == v.c && st.after_none == v.c;
-        const bool drops = !merged || a * (1.0 - st.decision * (1.0 - ecn_m[static_cast<size_t>(m2)])) < 1.0;
-        if (dec > 0.0) {
-          if (ecn < 1.0 && drops) f(Fate::Drop, w * dec * (1.0 - ecn), rest(st.after_decision));
-          if (ecn > 0.0) f(Fate::Mark, w * dec * ecn, rest(st.after_decision));
-        }
+    stateful_branches(n, g, m, v.k, v.j, ck, [&](int g2, int m2, int k2, double w, double a) {
+      auto rest = [&](int64_t c2) { return g2 * sc + m2 * sm + keys.encode(c2, k2, ck.ph2, j2); };
+      if (a < 1.0 && cls < 0) f(Fate::None, w * (1.0 - a), rest(v.c));
+      const double a_c = cls < 0 ? a : a * cls_share[static_cast<size_t>(cls)][static_cast<size_t>(m2)];
+      const double ecn = cls < 0 ? ecn_m[static_cast<size_t>(m2)] : cls_ecn[static_cast<size_t>(cls)];
+      if (!(a_c > 0.0)) return;
+      if (n == N) return f(Fate::Overflow, w * a_c, rest(v.c));  // no AQM test, the count stays
+      const SpacingStep st = spacing_step(S.spacing, v.c, stateful_pb(k2, j2, g2));
+      const double dec = a_c * st.decision;
+      if (dec < a_c) f(Fate::Admit, w * (a_c - dec), rest(st.after_none));
+      // successors_stateful merges the fates when the count stays: a drop whose admission
+      // complement a (1 - rej) rounds to 1 has no transition there, so none here either
+      const bool merged = st.after_decision == v.c && st.after_none == v.c;
+      const bool drops = !merged || a * (1.0 - st.decision * (1.0 - ecn_m[static_cast<size_t>(m2)])) < 1.0;
+      if (dec > 0.0) {
+        if (ecn < 1.0 && drops) f(Fate::Drop, w * dec * (1.0 - ecn), rest(st.after_decision));
+        if (ecn > 0.0) f(Fate::Mark, w * dec * ecn, rest(st.after_decision));
       }
-    }, v.j);
+    });
   }
 };
 
