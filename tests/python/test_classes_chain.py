@@ -58,16 +58,27 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_two_class_matrix_equals_dense_oracle(case):
-    s = spec(**CASES[case])
+def assert_equals_dense_oracle(s: dict, labels=("level", "avg_index", "modulator", "class2", "head_class"),
+                               same_nnz=False):
+    """The built chain's states (the labels named) and P against class_oracle's, in the
+    oracle's order (sorted tuples), and with `same_nnz` its structure too; returns the chain."""
     states, P_ref = class_chain(s)
     chain = aqmchain.build_chain(model_of(s))
     lab = aqmchain.state_labels(chain)
-    built = list(zip(*(lab[k].tolist() for k in ("level", "avg_index", "modulator", "class2", "head_class"))))
-    assert built == states, "reachable state sets differ"
-    P = aqmchain.transition_matrix(chain).toarray()
+    zero = np.zeros(chain.n, dtype=int)
+    built = list(zip(*(np.asarray(lab.get(k, zero)).tolist() for k in labels)))
+    order = sorted(range(chain.n), key=built.__getitem__)  # the keys put the stateful AQM before the classes
+    assert [built[i] for i in order] == states, "reachable state sets differ"
+    P = aqmchain.transition_matrix(chain).toarray()[np.ix_(order, order)]
     np.testing.assert_allclose(P, P_ref, rtol=0, atol=1e-13)
+    if same_nnz:
+        assert chain.nnz == np.count_nonzero(P_ref)
+    return chain
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_two_class_matrix_equals_dense_oracle(case):
+    assert_equals_dense_oracle(spec(**CASES[case]))
 
 
 # ---------------------------------------------------------------- with a stateful AQM (docs/stateful-aqm.md)
@@ -97,17 +108,8 @@ STATEFUL_LABELS = ("level", "avg_index", "modulator", "class2", "head_class", "c
 
 @pytest.mark.parametrize("case", list(STATEFUL_CASES))
 def test_stateful_two_class_matrix_equals_dense_oracle(case):
-    s = spec(**STATEFUL_CASES[case])
-    states, P_ref = class_chain(s)
-    chain = aqmchain.build_chain(model_of(s))
+    chain = assert_equals_dense_oracle(spec(**STATEFUL_CASES[case]), STATEFUL_LABELS, same_nnz=True)
     lab = aqmchain.state_labels(chain)
-    zero = np.zeros(chain.n, dtype=int)
-    built = list(zip(*(np.asarray(lab.get(k, zero)).tolist() for k in STATEFUL_LABELS)))
-    order = sorted(range(chain.n), key=built.__getitem__)  # the oracle's order (the keys put the AQM first)
-    assert [built[i] for i in order] == states, "reachable state sets differ"
-    P = aqmchain.transition_matrix(chain).toarray()[np.ix_(order, order)]
-    np.testing.assert_allclose(P, P_ref, rtol=0, atol=1e-13)
-    assert chain.nnz == np.count_nonzero(P_ref)
     # the rules fire: the count moves, p_max moves, cur_max_th is raised somewhere
     for name in ("count", "pmax_index", "maxth_index"):
         if name in lab:
