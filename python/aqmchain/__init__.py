@@ -6,7 +6,16 @@ Layers: model description (:class:`Model`, :class:`Source`, :class:`DropFunction
 (docs/conventions.md): probability vectors are rows, pi P = pi, P is CSR with rows = from-state.
 """
 
-from . import _checks, _objects
+import os as _os
+
+# The core's OpenMP threads wait passively (sleep) at the end of a parallel loop instead of
+# spinning: on a laptop or a shared node, where another process holds a core, spinning threads
+# make a 2-thread Krylov solve several times slower than a 1-thread one (docs/performance.md,
+# "Shared machines").  libgomp reads this when `_core` loads it, so it is set before that import;
+# a value the user set (OMP_WAIT_POLICY=active for a dedicated machine) is kept.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from . import _checks, _objects  # noqa: E402
 
 _checks.install()  # type and range checks in front of the C++ constructors: ModelError, never TypeError
 _objects.install()  # reprs, Model.replace, pickling through the model-file document

@@ -111,4 +111,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("set_num_threads", &aqm::set_num_threads, pybind11::arg("n"),
         "Use at most n threads in the core's parallel loops (OpenMP); returns the previous setting.");
   m.def("num_threads", &aqm::num_threads, "Threads of the core's parallel loops (1 without OpenMP).");
+  m.def("loop_threads", &aqm::loop_threads,
+        "Threads the next parallel loop would use: num_threads(), lowered to the cores no other runnable "
+        "task holds (read at most every 20 ms; only while OpenMP threads wait passively).");
 }

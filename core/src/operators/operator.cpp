@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "aqmchain/state/chain.hpp"
+#include "aqmchain/threads.hpp"
 
 namespace aqm {
 
@@ -18,7 +19,7 @@ void CsrOperator::apply(const double* x, double* y) const {
 }
 
 void CsrOperator::apply_transpose(const double* x, double* y) const {
-#pragma omp parallel for schedule(static) if (n_ > 50000)
+#pragma omp parallel for schedule(static) if (n_ > 50000) num_threads(loop_threads())
   for (int32_t i = 0; i < n_; ++i) {
     double s = 0.0;
     for (int32_t k = rowptr_[i]; k < rowptr_[i + 1]; ++k) s += val_[k] * x[col_[k]];

@@ -1,5 +1,14 @@
 #include "aqmchain/threads.hpp"
 
+#include <fcntl.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+
 #include "aqmchain/errors.hpp"
 
 #ifdef _OPENMP
@@ -22,6 +31,75 @@ int set_num_threads(int n) {
 int num_threads() {
 #ifdef _OPENMP
   return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+namespace {
+
+/// Cores not taken by another runnable task, or -1 where the kernel does not say.
+int idle_cores() {
+  const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[128];
+  const ssize_t len = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (len <= 0) return -1;
+  buf[len] = '\0';
+  // "0.52 0.31 0.20 3/250 12345": the fourth field is runnable / all tasks, this one included
+  const char* p = buf;
+  for (int field = 0; field < 3; ++field) {
+    while (*p && *p != ' ') ++p;
+    while (*p == ' ') ++p;
+  }
+  char* end = nullptr;
+  const long running = std::strtol(p, &end, 10);
+  if (end == p || *end != '/' || running < 1) return -1;
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (online < 1) return -1;
+  return static_cast<int>(std::max(0L, online - (running - 1)));
+}
+
+/// Waiting threads sleep (OMP_WAIT_POLICY=passive, set by the Python package unless the user
+/// set it), so the count of runnable tasks read between two loops holds no thread of ours.
+/// Spinning threads would count as busy cores and hold the setting at one thread.
+bool adapting() {
+  static const bool on = [] {
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    while (policy && *policy == ' ') ++policy;
+    return policy && ::strncasecmp(policy, "passive", 7) == 0 && idle_cores() >= 0;
+  }();
+  return on;
+}
+
+}  // namespace
+
+int loop_threads() {
+#ifdef _OPENMP
+  const int setting = omp_get_max_threads();
+  if (setting <= 1 || !adapting()) return setting;
+  using Clock = std::chrono::steady_clock;
+  static std::atomic<long long> next_reading{0};
+  static std::atomic<int> allowed{1 << 20};
+  static std::atomic<int> idle_readings{0};
+  const long long now = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
+  long long due = next_reading.load(std::memory_order_relaxed);
+  if (now >= due && next_reading.compare_exchange_strong(due, now + 20000, std::memory_order_relaxed)) {
+    const int idle = idle_cores();
+    if (idle >= 0) {
+      const int cap = std::max(1, idle);
+      if (cap < allowed.load(std::memory_order_relaxed)) {
+        allowed.store(cap, std::memory_order_relaxed);  // busy: fewer threads at once
+        idle_readings.store(0, std::memory_order_relaxed);
+      } else if (cap > allowed.load(std::memory_order_relaxed) &&
+                 idle_readings.fetch_add(1, std::memory_order_relaxed) >= 1) {
+        allowed.store(cap, std::memory_order_relaxed);  // idle twice in a row: more threads again
+        idle_readings.store(0, std::memory_order_relaxed);
+      }
+    }
+  }
+  return std::max(1, std::min(setting, allowed.load(std::memory_order_relaxed)));
 #else
   return 1;
 #endif

@@ -10,6 +10,7 @@
 #include "aqmchain/errors.hpp"
 #include "aqmchain/interrupt.hpp"
 #include "aqmchain/operators/operator.hpp"
+#include "aqmchain/threads.hpp"
 
 namespace aqm::detail {
 
@@ -236,7 +237,7 @@ namespace {
 double dot(const std::vector<double>& a, const double* b, int32_t n) {
   double s = 0.0;
   const double* ap = a.data();
-#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 50000)
+#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 50000) num_threads(loop_threads())
   for (int32_t i = 0; i < n; ++i) s += ap[i] * b[i];
   return s;
 }
@@ -302,7 +303,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
       const double yi = y_[i];
       const double* vi = V[i].data();
       double* wp = w.data();
-#pragma omp parallel for schedule(static) if (n > 50000)
+#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
       for (int32_t l = 0; l < n; ++l) wp[l] += yi * vi[l];
     }
     B.precond(w.data(), z.data());
@@ -362,7 +363,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
         const double* vn = i < j ? V[i + 1].data() : nullptr;
         double acc = 0.0;
         double* wp = w.data();
-#pragma omp parallel for reduction(+ : acc) schedule(static) if (n > 50000)
+#pragma omp parallel for reduction(+ : acc) schedule(static) if (n > 50000) num_threads(loop_threads())
         for (int32_t l = 0; l < n; ++l) {
           const double v = wp[l] - hij * vi[l];
           wp[l] = v;

@@ -8,6 +8,7 @@
 #include "aqmchain/operators/operator.hpp"
 #include "aqmchain/solvers/stepping.hpp"
 #include "aqmchain/state/chain.hpp"
+#include "aqmchain/threads.hpp"
 #include "solvers/transient_common.hpp"
 
 namespace aqm {
@@ -73,7 +74,7 @@ GeneratorOperator GeneratorOperator::from_chain(const Chain& c) {
     g.product = [T](const double* x, double* y) {
       T->apply(x, y);
       const int32_t n = T->n;
-#pragma omp parallel for schedule(static) if (n > 50000)
+#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
       for (int32_t i = 0; i < n; ++i) y[i] -= x[i];
     };
   } else {
@@ -240,7 +241,7 @@ double orthogonalise(Eigen::MatrixXd& V, int k, double* h) {
   // h_0 = <v_0, p>; then for i: p -= h_i v_i and h_{i+1} = <v_{i+1}, p> in the same sweep;
   // the last sweep computes ||p||^2 instead.
   double next = 0.0;
-#pragma omp parallel for reduction(+ : next) schedule(static) if (n > 50000)
+#pragma omp parallel for reduction(+ : next) schedule(static) if (n > 50000) num_threads(loop_threads())
   for (Eigen::Index b = 0; b < chunks; ++b) {
     const Eigen::Index r0 = b * kChunk, len = std::min(kChunk, n - r0);
     next += vec(0, r0, len).dot(Eigen::Map<const Eigen::VectorXd>(p + r0, len));
@@ -250,7 +251,7 @@ double orthogonalise(Eigen::MatrixXd& V, int k, double* h) {
     const double hi = next;
     double acc = 0.0;
     const bool last = i + 1 == k;
-#pragma omp parallel for reduction(+ : acc) schedule(static) if (n > 50000)
+#pragma omp parallel for reduction(+ : acc) schedule(static) if (n > 50000) num_threads(loop_threads())
     for (Eigen::Index b = 0; b < chunks; ++b) {
       const Eigen::Index r0 = b * kChunk, len = std::min(kChunk, n - r0);
       Eigen::Map<Eigen::VectorXd> pc(p + r0, len);
