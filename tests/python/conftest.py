@@ -40,6 +40,42 @@ def model_of(spec: dict) -> "aqmchain.Model":
     return aqmchain.model_from_dict(spec_to_doc(spec))[0]
 
 
+def solution_distance_bound(P, pi, *residuals) -> float:
+    """How far apart probability vectors of a chain with one closed class may be, given their
+    residuals ||x P - x||_1 (the solvers' reports): x - pi = r A# for r = x (I - P), and the group
+    inverse A# is bounded by 2 ||B^-1||_inf, where B = I - P without the row and column of a state
+    k of the closed class (here the state with the largest pi).  B is a nonsingular M-matrix
+    (B^-1 >= 0 entrywise), so ||B^-1||_inf = max(B^-1 1), the longest expected time to reach k:
+    one sparse solve.  Each residual is known only to within the error of evaluating it,
+    2 (c + 1) eps with c the most entries in a column.  This is what the arithmetic guarantees, on
+    any machine, BLAS and thread count."""
+    import numpy as np
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as sla
+
+    P = sp.csr_matrix(P)
+    n = P.shape[0]
+    k = int(np.argmax(pi))
+    keep = np.r_[0:k, k + 1:n]
+    B = (sp.identity(n, format="csr") - P)[keep][:, keep].tocsc()
+    kappa = 2.0 * float(sla.spsolve(B, np.ones(n - 1)).max())
+    per_column = int(np.bincount(P.indices, minlength=n).max())
+    evaluation = 2.0 * (per_column + 1) * np.finfo(float).eps
+    return kappa * sum(r + evaluation for r in residuals)
+
+
+def residual_evaluation_error(P) -> float:
+    """How far two evaluations of ||pi P - pi||_1 (in another order: C++ against SciPy) may
+    differ for a probability vector pi: each entry of pi P - pi carries at most (c + 1) eps of
+    its column's mass, c the most entries in a column, so the sum at most 2 (c + 1) eps each."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    P = sp.csr_matrix(P)
+    per_column = int(np.bincount(P.indices, minlength=P.shape[0]).max())
+    return 4.0 * (per_column + 1) * np.finfo(float).eps
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import aqmchain
-from conftest import model_of
+from conftest import model_of, residual_evaluation_error, solution_distance_bound
 
 METHODS = ["direct", "krylov", "arnoldi", "gauss_seidel", "power", "multilevel"]
 
@@ -26,18 +26,20 @@ def test_methods_agree(name):
     model = model_of(MODELS[name])
     chain = aqmchain.build_chain(model)
     results = {m: aqmchain.solve_stationary(chain, method=m, tol=1e-13) for m in METHODS}
-    ref = results["direct"].pi
+    ref = results["direct"]
+    P = aqmchain.transition_matrix(chain)
     for m, r in results.items():
         assert r.info.method == m and r.info.status == "converged" and not r.info.fallback
         assert r.info.residual <= 1e-13
         assert r.info.mass_error < 1e-13
-        assert np.abs(r.pi - ref).sum() < 1e-10, m
+        bound = solution_distance_bound(P, ref.pi, r.info.residual, ref.info.residual)
+        assert np.abs(r.pi - ref.pi).sum() <= bound, m
         assert r.info.matvecs >= 1 and "solve" in r.info.seconds
-        assert r.mean_queue == pytest.approx(results["direct"].mean_queue, rel=1e-9)
+        # |E_x[q] - E_pi[q]| <= max q * ||x - pi||_1
+        assert abs(r.mean_queue - ref.mean_queue) <= model.buffer * bound
     # the residual reported is the residual of pi: recompute it with scipy
-    P = aqmchain.transition_matrix(chain)
     for r in results.values():
-        assert np.abs(r.pi @ P - r.pi).sum() == pytest.approx(r.info.residual, abs=1e-15)
+        assert np.abs(r.pi @ P - r.pi).sum() == pytest.approx(r.info.residual, abs=residual_evaluation_error(P))
 
 
 def test_matches_numpy_dense_solve():
@@ -50,7 +52,8 @@ def test_matches_numpy_dense_solve():
     b = np.zeros(n)
     b[-1] = 1.0
     x = np.linalg.solve(A, b)
-    assert np.abs(x - r.pi).sum() < 1e-11
+    x_residual = np.abs(x @ P - x).sum()
+    assert np.abs(x - r.pi).sum() <= solution_distance_bound(P, r.pi, r.info.residual, x_residual)
 
 
 @pytest.mark.parametrize("method", ["gauss_seidel", "power", "arnoldi", "multilevel", "krylov"])
@@ -92,7 +95,11 @@ def test_direct_solver_reuses_the_symbolic_analysis_in_a_sweep():
     for mu in (0.4, 0.5, 0.6):
         r = ds.solve(model_of(dict(spec, mu=mu)))
         fresh = aqmchain.solve_stationary(model_of(dict(spec, mu=mu)), method="direct")
-        assert np.abs(r.pi - fresh.pi).sum() < 1e-13
+        # the same LU from a reused analysis, but pivots and BLAS kernels may round otherwise:
+        # the two answers agree to what their residuals and the chain's conditioning allow
+        P = fresh.transition_matrix()
+        assert np.abs(r.pi - fresh.pi).sum() <= solution_distance_bound(P, fresh.pi, r.info.residual,
+                                                                          fresh.info.residual)
         if first is None:
             first = ds.analyses  # 1, or 2 when the first fixed state was improbable (re-solved)
         else:
@@ -114,7 +121,8 @@ def test_multilevel_on_a_slowly_mixing_chain(gamma):
     ref = aqmchain.solve_stationary(chain, method="direct", response="none")
     r = aqmchain.solve_stationary(chain, method="multilevel", cycle_gamma=gamma, response="none")
     assert r.info.residual <= 1e-12 and r.info.extra["levels"] >= 3
-    assert np.abs(r.pi - ref.pi).sum() < 1e-9
+    P = aqmchain.transition_matrix(chain)
+    assert np.abs(r.pi - ref.pi).sum() <= solution_distance_bound(P, ref.pi, r.info.residual, ref.info.residual)
     assert r.info.iterations < 200
 
 
@@ -152,9 +160,9 @@ def test_auto_runs_krylov_first_on_large_chains_and_transient_states_get_zero():
     ref = aqmchain.solve_stationary(chain, method="direct", response="none")
     r = aqmchain.solve_stationary(chain, response="none", auto_krylov_min_states=chain.n)
     assert r.info.method == "krylov" and not r.info.fallback and r.info.status == "converged"
-    assert np.abs(r.pi - ref.pi).sum() < 1e-10
-    assert r.info.extra["transient_states"] == 1
     P = aqmchain.transition_matrix(chain)
+    assert np.abs(r.pi - ref.pi).sum() <= solution_distance_bound(P, ref.pi, r.info.residual, ref.info.residual)
+    assert r.info.extra["transient_states"] == 1
     # here the transient state is the one no other state leads to
     A = P.tolil()
     A.setdiag(0)
@@ -163,7 +171,7 @@ def test_auto_runs_krylov_first_on_large_chains_and_transient_states_get_zero():
     unreached = np.flatnonzero(np.asarray((A != 0).sum(axis=0)).ravel() == 0)
     assert len(unreached) == 1 and r.pi[unreached[0]] == 0.0 and ref.pi[unreached[0]] == 0.0
     # the residual is the whole chain's
-    assert np.abs(r.pi @ P - r.pi).sum() == pytest.approx(r.info.residual, abs=1e-15)
+    assert np.abs(r.pi @ P - r.pi).sum() == pytest.approx(r.info.residual, abs=residual_evaluation_error(P))
     # one state more than the chain: direct first again
     r = aqmchain.solve_stationary(chain, response="none", auto_krylov_min_states=chain.n + 1)
     assert r.info.method == "direct"
@@ -185,4 +193,5 @@ def test_krylov_never_fixes_a_transient_state_from_x0():
     x0 /= x0.sum()
     r = aqmchain.solve_stationary(chain, method="krylov", x0=x0, response="none")
     assert r.info.status == "converged" and r.info.extra["fixed_state"] != transient
-    assert np.abs(r.pi - ref.pi).sum() < 1e-10
+    P = aqmchain.transition_matrix(chain)
+    assert np.abs(r.pi - ref.pi).sum() <= solution_distance_bound(P, ref.pi, r.info.residual, ref.info.residual)
