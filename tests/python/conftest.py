@@ -40,6 +40,14 @@ def model_of(spec: dict) -> "aqmchain.Model":
     return aqmchain.model_from_dict(spec_to_doc(spec))[0]
 
 
+def uniformised(G, rate: float):
+    """P = I + G / rate: the chain the solvers work on for a generator G (their residuals are
+    ||pi P - pi||_1 for this P, with rate = info.extra["uniformization_rate"])."""
+    import scipy.sparse as sp
+
+    return (sp.identity(G.shape[0], format="csr") + sp.csr_matrix(G) / rate).tocsr()
+
+
 def solution_distance_bound(P, pi, *residuals) -> float:
     """How far apart probability vectors of a chain with one closed class may be, given their
     residuals ||x P - x||_1 (the solvers' reports): x - pi = r A# for r = x (I - P), and the group
