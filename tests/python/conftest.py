@@ -72,6 +72,14 @@ def solution_distance_bound(P, pi, *residuals) -> float:
     return kappa * sum(r + evaluation for r in residuals)
 
 
+def summation_error(n: int) -> float:
+    """How far two sums of the same n nonnegative numbers totalling 1, added in different orders
+    (the core's loop against NumPy's pairwise sum), may differ: n eps (recursive summation's bound)."""
+    import numpy as np
+
+    return max(n, 2) * float(np.finfo(float).eps)
+
+
 def residual_evaluation_error(P) -> float:
     """How far two evaluations of ||pi P - pi||_1 (in another order: C++ against SciPy) may
     differ for a probability vector pi: each entry of pi P - pi carries at most (c + 1) eps of
