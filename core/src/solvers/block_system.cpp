@@ -108,7 +108,7 @@ int32_t BlockSystem::largest_block() const {
 
 BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
                          const std::vector<int32_t>& block_of, double a, double b, int32_t k,
-                         int64_t max_band_entries) {
+                         int64_t max_band_entries, double row_total) {
   BlockSystem R;
   R.n = n;
   // block order: by block, then by state index (so (n, modulator) order inside)
@@ -143,10 +143,13 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
   std::vector<int32_t> fill(R.rp.begin(), R.rp.end() - 1);
   for (int32_t& f : fill) ++f;  // the row's first slot stays free for the diagonal
   if (k >= 0) R.b.assign(n, 0.0);
+  const bool exact_diagonal = std::isfinite(row_total);
+  std::vector<double> exit(exact_diagonal ? static_cast<size_t>(n) : 0, 0.0);  // by block-ordered index
   for (int32_t I = 0; I < n; ++I) {
     const int32_t i = R.perm[I];
     for (int32_t e = rowptr[i]; e < rowptr[i + 1]; ++e) {
       const int32_t j = col[e];
+      if (exact_diagonal && j != i) exit[I] += val[e];
       if (j == k) continue;
       if (i == k) {
         R.b[R.inv[j]] = b * val[e];
@@ -164,6 +167,8 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
     // so a write (at most one ahead, for the diagonal) never passes an unread entry.
     const int32_t lo = R.rp[j] + 1, hi = fill[j];
     const double diag_value = j == R.K ? 1.0 : a;  // the fixed state's row is the identity's
+    // with the exact diagonal, a - b M_jj (whatever M_jj is stored) from the other entries
+    const double exact = j == R.K ? 1.0 : exact_diagonal ? (a - b * row_total) + b * exit[j] : 0.0;
     bool diag = false;
     for (int32_t e = lo; e < hi; ++e) {
       const int32_t c = R.ci[e];
@@ -172,17 +177,17 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
         diag = true;
         R.ci[out] = j;
         if (c == j) {
-          R.v[out++] = diag_value + x;
+          R.v[out++] = exact_diagonal ? exact : diag_value + x;
           continue;
         }
-        R.v[out++] = diag_value;
+        R.v[out++] = exact_diagonal ? exact : diag_value;
       }
       R.ci[out] = c;
       R.v[out++] = x;
     }
     if (!diag) {
       R.ci[out] = j;
-      R.v[out++] = diag_value;
+      R.v[out++] = exact_diagonal ? exact : diag_value;
     }
     rp2[j + 1] = out;
   }

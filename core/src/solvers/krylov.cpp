@@ -72,7 +72,9 @@ void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t 
                   StationaryResult& r) {
   r.method = Method::Krylov;
   auto t0 = Clock::now();
-  const BlockSystem R = block_system(c.n, c.rowptr.data(), c.col.data(), c.val.data(), block_of, 1.0, 1.0, k);
+  // B = I - P^T with (I - P)_jj the exit probability of j (no cancellation in 1 - P_jj)
+  const BlockSystem R = block_system(c.n, c.rowptr.data(), c.col.data(), c.val.data(), block_of, 1.0, 1.0, k,
+                                     0, 1.0);
   const int32_t n = R.n;
   r.seconds.push_back({"setup", since(t0)});
   r.extra.push_back({"blocks", static_cast<double>(R.blocks.size())});

@@ -30,7 +30,7 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 struct Level {
   int32_t n = 0;
   std::vector<int32_t> rp, ci;  // CSR of P^T
-  std::vector<double> v, diag;
+  std::vector<double> v, exit;  // exit: the probability of leaving each state (exit_probabilities)
   std::vector<std::vector<int32_t>> coord;  // lattice coordinates, one vector per state component
   std::vector<char> halve;                  // per component: merged in pairs (1) or kept apart (0)
   // link to the next (coarser) level
@@ -40,12 +40,7 @@ struct Level {
   std::vector<double> xs, wgt;  // aggregate sums and disaggregation weights
 };
 
-void find_diag(Level& L) {
-  L.diag.assign(L.n, 0.0);
-  for (int32_t j = 0; j < L.n; ++j)
-    for (int32_t e = L.rp[j]; e < L.rp[j + 1]; ++e)
-      if (L.ci[e] == j) L.diag[j] += L.v[e];
-}
+void find_exits(Level& L) { L.exit = exit_probabilities(L.n, L.rp.data(), L.ci.data(), L.v.data()); }
 
 /// Coarse level from `f`: aggregates, pattern and the fine -> coarse slot map.
 Level coarsen(Level& f) {
@@ -125,7 +120,7 @@ void restrict_values(Level& f, Level& c, const std::vector<double>& x) {
   std::fill(c.v.begin(), c.v.end(), 0.0);
   for (int32_t j = 0; j < f.n; ++j)
     for (int32_t e = f.rp[j]; e < f.rp[j + 1]; ++e) c.v[f.pos[e]] += f.wgt[f.ci[e]] * f.v[e];
-  find_diag(c);
+  find_exits(c);
 }
 
 void normalise(std::vector<double>& x) {
@@ -135,7 +130,7 @@ void normalise(std::vector<double>& x) {
 }
 
 void smooth(const Level& L, std::vector<double>& x, int sweeps) {
-  for (int s = 0; s < sweeps; ++s) gauss_seidel_sweep(L.n, L.rp.data(), L.ci.data(), L.v.data(), L.diag.data(), x);
+  for (int s = 0; s < sweeps; ++s) gauss_seidel_sweep(L.n, L.rp.data(), L.ci.data(), L.v.data(), L.exit.data(), x);
 }
 
 /// Exact stationary vector of a small level by GTH (subtraction-free).
@@ -192,14 +187,22 @@ void cycle(std::vector<Level>& lv, size_t l, std::vector<double>& x, int pre, in
 
 }  // namespace
 
-void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const double* v, const double* diag,
+std::vector<double> exit_probabilities(int32_t n, const int32_t* rp, const int32_t* ci, const double* v) {
+  std::vector<double> out(static_cast<size_t>(n), 0.0);
+  for (int32_t j = 0; j < n; ++j)
+    for (int32_t e = rp[j]; e < rp[j + 1]; ++e)
+      if (ci[e] != j) out[ci[e]] += v[e];  // P^T_{j, i} = P_{i, j}: a way out of i
+  return out;
+}
+
+void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const double* v, const double* exit,
                         std::vector<double>& x) {
   for (int32_t j = 0; j < n; ++j) {
-    if (diag[j] >= 1.0) continue;  // absorbing state: keep its value
+    if (!(exit[j] > 0.0)) continue;  // absorbing state: keep its value
     double acc = 0.0;
     for (int32_t e = rp[j]; e < rp[j + 1]; ++e)
       if (ci[e] != j) acc += v[e] * x[ci[e]];
-    x[j] = acc / (1.0 - diag[j]);
+    x[j] = acc / exit[j];
   }
   normalise(x);
 }
@@ -222,7 +225,7 @@ void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResu
     L.v.assign(PT.valuePtr(), PT.valuePtr() + PT.nonZeros());
     L.coord = c.labels;
     for (int d = 0; d < c.space.count(); ++d) L.halve.push_back(c.space.component(d).coarsen ? 1 : 0);
-    find_diag(L);
+    find_exits(L);
   }
   const int32_t coarse_size = o.coarse_size;
   while (lv.back().n > coarse_size) {

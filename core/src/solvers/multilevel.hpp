@@ -7,11 +7,17 @@
 #include "aqmchain/solvers/stationary.hpp"
 
 namespace aqm::detail {
-/// One forward Gauss-Seidel sweep on x_j = sum_{i != j} P_ij x_i / (1 - P_jj) with P^T in
-/// CSR (rp, ci, v) and diag = P_jj, followed by normalisation to sum 1.  Shared by the
-/// Gauss-Seidel method and the multilevel smoother.
-void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const double* v, const double* diag,
+/// One forward Gauss-Seidel sweep on x_j = sum_{i != j} P_ij x_i / e_j with P^T in CSR
+/// (rp, ci, v) and e_j = sum_{l != j} P_jl the probability of leaving j (see
+/// exit_probabilities), followed by normalisation to sum 1.  States with e_j = 0 (absorbing)
+/// keep their value.  Shared by the Gauss-Seidel method and the multilevel smoother.
+void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const double* v, const double* exit,
                         std::vector<double>& x);
+
+/// e_j = sum_{l != j} P_jl for P^T in CSR (rp, ci, v): the diagonal of I - P without the
+/// cancellation of 1 - P_jj, which loses a state left with probability near round-off
+/// (1 - 1e-300 is stored as 1).
+std::vector<double> exit_probabilities(int32_t n, const int32_t* rp, const int32_t* ci, const double* v);
 
 /// Fills r.pi (not normalised residual accounting: the caller finishes), r.iterations,
 /// r.operator_applications, r.seconds and r.extra.

@@ -122,6 +122,14 @@ struct ReducedSystem {
   }
 };
 
+/// Probability of leaving state i in one step: the sum of row i's entries off the diagonal.
+double exit_probability(const Chain& c, int32_t i) {
+  double out = 0.0;
+  for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e)
+    if (c.col[e] != i) out += c.val[e];
+  return out;
+}
+
 ReducedSystem reduced_system(const Chain& c, int32_t k) {
   ReducedSystem s;
   s.n = c.n;
@@ -137,6 +145,10 @@ ReducedSystem reduced_system(const Chain& c, int32_t k) {
         if (c.col[e] != k) s.b[s.red(c.col[e])] = c.val[e];
       continue;
     }
+    // (I - P)_ii as the sum of the row's other entries, not 1 - P_ii: a state left with a
+    // probability near or below round-off (P_ii = 1 - 1e-300 is stored as 1) keeps its exact
+    // exit rate, and the system stays a nonsingular M-matrix (no cancellation).
+    const double exit = exit_probability(c, i);
     bool diag = false;
     for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) {
       const int32_t j = c.col[e];
@@ -144,7 +156,7 @@ ReducedSystem reduced_system(const Chain& c, int32_t k) {
       if (!diag && j >= i) {
         diag = true;
         s.Ai.push_back(s.red(i));
-        s.Ax.push_back(j == i ? 1.0 - c.val[e] : 1.0);
+        s.Ax.push_back(exit);
         if (j == i) continue;
       }
       s.Ai.push_back(s.red(j));
@@ -152,7 +164,7 @@ ReducedSystem reduced_system(const Chain& c, int32_t k) {
     }
     if (!diag) {
       s.Ai.push_back(s.red(i));
-      s.Ax.push_back(1.0);
+      s.Ax.push_back(exit);
     }
     s.Ap[++ri] = static_cast<Idx>(s.Ai.size());
   }
@@ -306,14 +318,12 @@ int32_t probable_state(const Chain& c, const StationaryOptions& o, StationaryRes
     x = std::move(ml.pi);
   } catch (const SolverError&) {
     const SpMat PT = SpMat(c.matrix().transpose());
-    std::vector<double> diag(c.n, 0.0);
-    for (int32_t j = 0; j < c.n; ++j)
-      for (int32_t e = PT.outerIndexPtr()[j]; e < PT.outerIndexPtr()[j + 1]; ++e)
-        if (PT.innerIndexPtr()[e] == j) diag[j] = PT.valuePtr()[e];
+    const std::vector<double> exit =
+        detail::exit_probabilities(c.n, PT.outerIndexPtr(), PT.innerIndexPtr(), PT.valuePtr());
     x.assign(c.n, 1.0 / c.n);
     constexpr int sweeps = 30;
     for (int s = 0; s < sweeps; ++s)
-      detail::gauss_seidel_sweep(c.n, PT.outerIndexPtr(), PT.innerIndexPtr(), PT.valuePtr(), diag.data(), x);
+      detail::gauss_seidel_sweep(c.n, PT.outerIndexPtr(), PT.innerIndexPtr(), PT.valuePtr(), exit.data(), x);
     r.operator_applications += sweeps;
   }
   r.seconds.push_back({"estimate", since(t0)});
@@ -471,10 +481,7 @@ void solve_gauss_seidel(const Chain& c, const StationaryOptions& o, StationaryRe
   auto t0 = Clock::now();
   // Column access: transpose of P (rows of PT = columns of P).
   const SpMat PT = SpMat(c.matrix().transpose());
-  std::vector<double> diag(c.n, 0.0);
-  for (int32_t j = 0; j < c.n; ++j)
-    for (int32_t e = PT.outerIndexPtr()[j]; e < PT.outerIndexPtr()[j + 1]; ++e)
-      if (PT.innerIndexPtr()[e] == j) diag[j] = PT.valuePtr()[e];
+  const std::vector<double> exit = detail::exit_probabilities(c.n, PT.outerIndexPtr(), PT.innerIndexPtr(), PT.valuePtr());
   r.seconds.push_back({"setup", since(t0)});
   std::vector<double> x = o.x0.empty() ? std::vector<double>(c.n, 1.0 / c.n) : o.x0;
   t0 = Clock::now();
@@ -482,7 +489,7 @@ void solve_gauss_seidel(const Chain& c, const StationaryOptions& o, StationaryRe
   double res = INFINITY;
   while (it < maxit) {
     check_interrupt();
-    detail::gauss_seidel_sweep(c.n, PT.outerIndexPtr(), PT.innerIndexPtr(), PT.valuePtr(), diag.data(), x);
+    detail::gauss_seidel_sweep(c.n, PT.outerIndexPtr(), PT.innerIndexPtr(), PT.valuePtr(), exit.data(), x);
     ++it;
     if (it % o.check_every == 0 || it == maxit) {
       res = stationary_residual(c, x);
@@ -638,6 +645,43 @@ void StationaryOptions::validate() const {
 }
 
 namespace {
+/// "(level=3, avg_index=7, modulator=0)": a state by its labels.
+std::string state_text(const Chain& c, int32_t s) {
+  std::string out = "(";
+  for (int d = 0; d < c.space.count(); ++d) {
+    if (d > 0) out += ", ";
+    out += detail::cat(c.space.component(d).name, "=",
+                       d < static_cast<int>(c.labels.size()) ? c.labels[d][s] : -1);
+  }
+  return out + ")";
+}
+
+/// A residual at tol cannot see transitions of probability below tol.  When the chain
+/// falls apart into several closed classes without them, how the probability is shared
+/// between those classes is fixed only by flows below tol: every way of sharing it has a
+/// residual below tol, and each method returns another (service.mu = 1e-300: mean queues
+/// of 20, 27 and 34 from three methods, all "converged").  Refused, naming the rarest
+/// transition.  O(nnz), and a class analysis only when some entry is below tol.
+void check_determined(const Chain& c, double tol) {
+  double smallest = INFINITY;
+  int32_t from = -1;
+  for (int32_t i = 0; i < c.n; ++i)
+    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e)
+      if (c.col[e] != i && c.val[e] > 0.0 && c.val[e] < smallest) {
+        smallest = c.val[e];
+        from = i;
+      }
+  if (!(smallest < tol)) return;
+  const ClosedClasses cc = closed_classes_above(c, tol);
+  if (cc.count <= 1) return;
+  throw ReducibleChain(detail::cat(
+      "the stationary law is not determined to tol = ", tol, ": without its transitions of probability below tol the ",
+      "chain falls apart into ", cc.count, " closed classes (one holds state ", state_text(c, cc.first),
+      ", another ", state_text(c, cc.second), "), and every way of sharing the probability between them has a ",
+      "residual below tol, so no method can tell them apart; the rarest transition has probability ", smallest,
+      " (from state ", state_text(c, from), "): raise the model's rarest rates (e.g. service.mu)"));
+}
+
 void check_solvable(const Chain& chain, const StationaryOptions& o) {
   o.validate();
   if (!o.x0.empty() && static_cast<int32_t>(o.x0.size()) != chain.n)
@@ -645,6 +689,7 @@ void check_solvable(const Chain& chain, const StationaryOptions& o) {
   if (chain.report.closed_classes != 1)
     throw ReducibleChain(detail::cat("the chain has ", chain.report.closed_classes,
                                      " closed communicating classes: no unique stationary distribution"));
+  check_determined(chain, o.tol);
 }
 
 /// The unique closed class as a sorted list of states, or empty when it is the whole

@@ -31,11 +31,13 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 /// first found; iterative Tarjan, O(nnz).
 struct ClassInfo {
   int closed = 0;
-  int32_t closed_state = -1;
+  int32_t closed_state = -1, second_state = -1;
   int64_t closed_size = 0;
 };
 
-ClassInfo closed_classes(const Chain& c) {
+/// Over the entries of at least min_entry in absolute value (0: every stored entry).
+ClassInfo closed_classes(const Chain& c, double min_entry = 0.0) {
+  auto edge = [&](int32_t k) { return min_entry <= 0.0 || std::abs(c.val[k]) >= min_entry; };
   const int32_t n = c.n;
   std::vector<int32_t> index(n, -1), low(n, 0), comp(n, -1), stack, call_v, call_e;
   std::vector<char> on_stack(n, 0);
@@ -53,7 +55,9 @@ ClassInfo closed_classes(const Chain& c) {
       const int32_t v = call_v.back();
       int32_t& e = call_e.back();
       if (e < c.rowptr[v + 1]) {
-        const int32_t u = c.col[e++];
+        const int32_t k = e++;
+        if (!edge(k)) continue;
+        const int32_t u = c.col[k];
         if (index[u] < 0) {
           index[u] = low[u] = counter++;
           stack.push_back(u);
@@ -80,7 +84,8 @@ ClassInfo closed_classes(const Chain& c) {
       bool closed = true;
       for (size_t q = base; q < stack.size() && closed; ++q) {
         const int32_t s = stack[q];
-        for (int32_t k = c.rowptr[s]; k < c.rowptr[s + 1] && closed; ++k) closed = comp[c.col[k]] == ncomp;
+        for (int32_t k = c.rowptr[s]; k < c.rowptr[s + 1] && closed; ++k)
+          closed = !edge(k) || comp[c.col[k]] == ncomp;
       }
       const int64_t size = static_cast<int64_t>(stack.size() - base);
       stack.resize(base);
@@ -88,6 +93,8 @@ ClassInfo closed_classes(const Chain& c) {
         if (info.closed == 0) {
           info.closed_state = v;
           info.closed_size = size;
+        } else if (info.closed == 1) {
+          info.second_state = v;
         }
         ++info.closed;
       }
@@ -462,6 +469,11 @@ void classify(Chain& c) {
   c.report.closed_classes = ci.closed;
   c.report.transient_states = c.n - ci.closed_size;
   c.recurrent_state = ci.closed == 1 ? ci.closed_state : -1;
+}
+
+ClosedClasses closed_classes_above(const Chain& c, double min_entry) {
+  const ClassInfo ci = closed_classes(c, min_entry);
+  return {ci.closed, ci.closed_state, ci.second_state};
 }
 
 void left_multiply(const Chain& c, const double* x, double* y) {

@@ -133,6 +133,14 @@ std::vector<Chain> build_scenario_chains(const Scenario& scenario, const BuildOp
 /// build_chain calls it; call it again after editing the matrix by hand.
 void classify(Chain& chain);
 
+/// Closed communicating classes of the graph of the transitions of probability (or rate)
+/// at least `min_entry` (Tarjan, O(nnz)): how many, and a state of each of the first two.
+struct ClosedClasses {
+  int count = 0;
+  int32_t first = -1, second = -1;
+};
+ClosedClasses closed_classes_above(const Chain& chain, double min_entry);
+
 /// y = x P (row vector times P), i.e. y = P^T x.
 void left_multiply(const Chain& c, const double* x, double* y);
 
