@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <numeric>
 
 #include "aqmchain/errors.hpp"
@@ -16,8 +17,16 @@ namespace aqm::detail {
 // ------------------------------------------------------------------ band blocks
 
 void BandLU::factor() {
+  std::vector<double> diag0(static_cast<size_t>(size));
+  for (int32_t k = 0; k < size; ++k) diag0[k] = std::abs(at(k, k));
   for (int32_t k = 0; k < size; ++k) {
-    const double piv = at(k, k);
+    double& piv = at(k, k);
+    // A block that the chain leaves only with a probability below the round-off of its
+    // entries (service.mu = 1e-300: the queue hardly ever drains) is singular in double
+    // precision, and its last pivot cancels to exactly 0.  The factorisation is only a
+    // preconditioner (GMRES checks the true residual), so such a pivot is set to the round-off
+    // level of its row's diagonal instead of failing the method.
+    if (piv == 0.0 && diag0[k] > 0.0) piv = std::numeric_limits<double>::epsilon() * diag0[k];
     if (!(std::abs(piv) > 0.0) || !std::isfinite(piv))
       throw SolverError(
           cat("zero pivot in a diagonal block of the block Gauss-Seidel preconditioner (row ", start + k, ")"));
@@ -220,6 +229,7 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
                                    "bandwidth) is at most ", max_band_entries, " entries, got ", band_entries,
                                    ": use smaller blocks, or number the states of a block near each other"));
   for (int32_t bi = 0; bi < nb; ++bi) {
+    check_interrupt();  // one block's band LU is O(size p q): a few per millisecond
     BandLU& B = R.blocks[bi];
     const int32_t lo = B.start, hi = B.start + B.size;
     B.a.assign(static_cast<size_t>(B.size) * B.w(), 0.0);
@@ -347,6 +357,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
     for (int j = 0; j < m && its < limits.max_iter &&
                     (limits.max_products <= 0 || products + 2 <= limits.max_products);
          ++j) {
+      check_interrupt();  // a cycle of up to krylov_basis steps can take seconds on a large chain
       B.precond(V[j].data(), z.data());
       zsum_[j] = std::accumulate(z.begin(), z.end(), 0.0);
       B.matvec(z.data(), w.data());
