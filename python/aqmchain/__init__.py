@@ -6,7 +6,11 @@ Layers: model description (:class:`Model`, :class:`Source`, :class:`DropFunction
 (docs/conventions.md): probability vectors are rows, pi P = pi, P is CSR with rows = from-state.
 """
 
-from . import _checks, _objects
+from . import _startup
+
+_startup.install()  # the command line only: Ctrl-C during these imports exits 130, without a traceback
+
+from . import _checks, _objects  # noqa: E402
 
 _checks.install()  # type and range checks in front of the C++ constructors: ModelError, never TypeError
 _objects.install()  # reprs, Model.replace, pickling through the model-file document
