@@ -40,6 +40,10 @@ def _stop_children() -> None:
             child.kill()
         except Exception:  # noqa: BLE001
             pass
+    try:  # reap them and release their semaphores (else the resource tracker warns of leaks)
+        mp.util._exit_function()
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def interrupted_exit(report: bool = True) -> None:
