@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <limits>
 #include <numeric>
 
 #include "aqmchain/errors.hpp"
@@ -17,16 +16,8 @@ namespace aqm::detail {
 // ------------------------------------------------------------------ band blocks
 
 void BandLU::factor() {
-  std::vector<double> diag0(static_cast<size_t>(size));
-  for (int32_t k = 0; k < size; ++k) diag0[k] = std::abs(at(k, k));
   for (int32_t k = 0; k < size; ++k) {
-    double& piv = at(k, k);
-    // A block that the chain leaves only with a probability below the round-off of its
-    // entries (service.mu = 1e-300: the queue hardly ever drains) is singular in double
-    // precision, and its last pivot cancels to exactly 0.  The factorisation is only a
-    // preconditioner (GMRES checks the true residual), so such a pivot is set to the round-off
-    // level of its row's diagonal instead of failing the method.
-    if (piv == 0.0 && diag0[k] > 0.0) piv = std::numeric_limits<double>::epsilon() * diag0[k];
+    const double piv = at(k, k);
     if (!(std::abs(piv) > 0.0) || !std::isfinite(piv))
       throw SolverError(
           cat("zero pivot in a diagonal block of the block Gauss-Seidel preconditioner (row ", start + k, ")"));
