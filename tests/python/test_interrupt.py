@@ -49,7 +49,7 @@ COMMANDS: dict[str, list[str]] = {
               "--scheduler", "local", "--simulate", *ENDLESS_SIM],
     # the exact count of 12.4 million reachable states (minutes of exploration)
     "info": ["info", "examples/load_step/red.toml", "--set", "aqm.spacing=count", "--explore", "always"],
-    "export": ["export", "examples/red_geo.toml", *SMALL, *ENDLESS_GS, "--stationary", os.devnull + ".npy"],
+    "export": ["export", "examples/red_geo.toml", *SMALL, *ENDLESS_GS, "--stationary", "{tmp}/pi.npy"],
     # 10,000 simulated traces of 2^24 slots, one after the other
     "hurst": ["hurst", "examples/redwm_ssmp.toml", "--estimator", "variance_time", "--slots", str(2**24),
               "--replications", "10000"],
@@ -144,8 +144,10 @@ def _run_all(cases: list[tuple[list[str], float]]) -> list[dict]:
         return list(pool.map(lambda c: _interrupt(*c), cases))
 
 
-def test_every_command_exits_130_at_every_moment():
-    results = _run_all([(argv, t) for argv in COMMANDS.values() for t in MOMENTS])
+def test_every_command_exits_130_at_every_moment(tmp_path):
+    results = _run_all([([a.replace("{tmp}", str(tmp_path)) for a in argv], t) for argv in COMMANDS.values()
+                        for t in MOMENTS])
+    assert not (tmp_path / "pi.npy").exists()  # nothing written
     _check(results)
 
 
