@@ -49,6 +49,12 @@ def _stop_children() -> None:
 def interrupted_exit(report: bool = True) -> None:
     """End the process at once with status 130: child processes killed, output flushed,
     ``aqmchain: interrupted`` on stderr (unless ``report`` is false: already said)."""
+    try:  # a second Ctrl-C must not interrupt the exit with a traceback
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):  # not the main thread
+        pass
     _stop_children()
     for stream in (sys.stdout, sys.__stdout__):  # sys.stdout may be redirected, or None
         try:
