@@ -66,6 +66,9 @@ PHASES: dict[str, tuple[list[str], tuple[float, ...]]] = {
     # drains, the response-time metrics of 1e301 slots; ends with an endless Gauss-Seidel
     "solve mu=1e-300": (["solve", "examples/load_step/adaptive_red.toml", "--set", "service.mu=1e-300",
                          "--tol", "1e-300", "--max-iter", "1000000000"], (1.0, 3.0)),
+    # the response times of front drop: thousands of steps of a tagged-packet chain of 2.7
+    # million states, after the pre-solve, the build and the solve
+    "tagged chain": (["solve", "examples/red_geo.toml", "--set", "aqm.policy=front"], (5.0, 8.0)),
     "sweep --scheduler sync": (["sweep", "examples/red_geo.toml", "--param", "aqm.w=0.002,0.003", "--scheduler",
                                 "sync", *SMALL, *ENDLESS_GS], (1.0, 3.0)),
     # the starts on a local cluster (its start, then the endless evaluations on the workers)
