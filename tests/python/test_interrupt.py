@@ -198,3 +198,40 @@ def test_ctrl_c_interrupts_gauss_seidel_and_power():
             raise AssertionError(f"{method}: still running 30 s after SIGINT")
         assert out.strip().startswith("interrupted"), (method, out)
         assert float(out.split()[1]) < LATENCY_BOUND + 0.5
+
+
+LOOP = r"""
+import time
+import aqmchain
+from aqmchain import _core
+m = aqmchain.load_model("examples/red_geo.toml").replace(grid={"refine": "none", "k": 2})
+chain = aqmchain.build_chain(m)
+solver = _core.DirectSolver(_core.StationaryOptions(method="direct"))
+solver.solve(chain)  # the analysis is kept: every later call factorises and solves, without a loop of ours
+print("started", flush=True)
+t = time.time()
+try:
+    while time.time() - t < 20:
+        solver.solve(chain)
+    print("lost", flush=True)
+except KeyboardInterrupt:
+    print("interrupted %.2f" % (time.time() - t), flush=True)
+"""
+
+
+def test_a_signal_during_a_core_call_is_never_lost():
+    """Short core calls one after the other (an optimizer's evaluations): almost every signal
+    comes while one of them runs, with the core's handler installed; the call must hand it on
+    (KeyboardInterrupt at once), not drop it and let the loop run on."""
+    p = subprocess.Popen([sys.executable, "-c", LOOP], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "started"
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    try:
+        out, _ = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError("still running 60 s after SIGINT")
+    assert out.strip().startswith("interrupted"), out
+    assert time.monotonic() - t0 < LATENCY_BOUND
