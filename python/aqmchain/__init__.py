@@ -15,6 +15,10 @@ import os as _os
 # a value the user set (OMP_WAIT_POLICY=active for a dedicated machine) is kept.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from . import _startup  # noqa: E402
+
+_startup.install()  # the command line only: Ctrl-C during these imports exits 130, without a traceback
+
 from . import _checks, _objects  # noqa: E402
 
 _checks.install()  # type and range checks in front of the C++ constructors: ModelError, never TypeError

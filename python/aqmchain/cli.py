@@ -915,7 +915,11 @@ def _message(exc: BaseException, args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        print("aqmchain: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     args.argv = argv
     try:
         with warnings.catch_warnings():
@@ -949,5 +953,28 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_SOLVE
 
 
+def run() -> None:
+    """The ``aqmchain`` command (the console script and ``python -m aqmchain``): :func:`main`, then exit.
+
+    After Ctrl-C (status 130) the process ends at once, without waiting for work it
+    abandoned: a direct factorisation left running on its thread, a Dask cluster being
+    closed (the processes it started, a local cluster's workers, are killed).  A Ctrl-C after the command
+    finished, while the interpreter shuts down, exits 130 too, without a traceback."""
+    import signal
+    import threading
+
+    from ._startup import interrupted_exit
+
+    try:
+        code = main()
+    except KeyboardInterrupt:  # between main's own handlers (e.g. while it reported an error)
+        interrupted_exit()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, lambda *_: interrupted_exit())
+    if code == EXIT_INTERRUPTED:
+        interrupted_exit(report=False)  # main said so
+    raise SystemExit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run()

@@ -206,44 +206,102 @@ def _sim_scalars(s: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------ the machinery
 
 
-@contextlib.contextmanager
-def _sigint_ignored():
+def _start_local_cluster(**kwargs: Any) -> Any:
+    """``LocalCluster(**kwargs)``, started so that its worker processes never see SIGINT while
+    this process stays interruptible during the start.
+
+    Ctrl-C in a terminal reaches the whole process group; it is this process that cancels the
+    points and closes the cluster, and the workers must not die first with tracebacks of their
+    own.  The cluster is therefore made on a helper thread that starts with SIGINT blocked: the
+    threads it makes (the cluster's event loop, which spawns the workers) inherit the blocked
+    signal, and so do the worker processes, across fork and exec, from their first instruction
+    (imports included); ``aqmchain._dask_worker`` then ignores it in each worker.  This thread
+    keeps SIGINT, so a Ctrl-C during the start raises KeyboardInterrupt here at once; the helper
+    then closes the cluster it was making (the workers also exit when this process does: they
+    watch a pipe to it)."""
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from dask.distributed import LocalCluster
+
+    state: dict[str, Any] = {"abandoned": False}
+    lock = threading.Lock()
+
+    def start() -> None:
+        try:
+            with contextlib.redirect_stdout(None):
+                cluster = LocalCluster(**kwargs)
+        except BaseException as exc:  # noqa: BLE001  (handed to the waiting thread)
+            state["error"] = exc
+            return
+        with lock:
+            state["cluster"] = cluster
+            abandoned = state["abandoned"]
+        if abandoned:
+            cluster.close()
+
+    can_mask = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+    if can_mask:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        yield
+        helper = threading.Thread(target=start, name="aqmchain-cluster-start", daemon=True)
+        helper.start()
     finally:
-        signal.signal(signal.SIGINT, old)
+        if can_mask:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    try:
+        while helper.is_alive():
+            helper.join(0.05)
+    except BaseException:
+        with lock:
+            state["abandoned"] = True
+            cluster = state.get("cluster")
+        if cluster is not None:  # closed in the background: the interruption does not wait for it
+            _close_in_background(None, cluster)
+        raise
+    if "error" in state:
+        raise state["error"]
+    return state["cluster"]
+
+
+def _close(client: Any, cluster: Any) -> None:
+    try:
+        if client is not None:
+            client.close()
+    finally:
+        cluster.close()
+
+
+def _close_in_background(client: Any, cluster: Any) -> None:
+    import threading
+
+    threading.Thread(target=_close, args=(client, cluster), name="aqmchain-cluster-close", daemon=True).start()
 
 
 @contextlib.contextmanager
 def _client(scheduler: Any, workers: int | None):
     """A dask.distributed Client for ``scheduler`` (closed afterwards when we made it)."""
-    from dask.distributed import Client, LocalCluster
+    from dask.distributed import Client
 
     if isinstance(scheduler, Client):
         yield scheduler
         return
     if scheduler == "local":
         n = workers or max(1, min(os.cpu_count() or 1, 4))
-        # The workers ignore SIGINT: Ctrl-C in a terminal reaches the whole process group, and it is
-        # this process that cancels the points and closes the cluster.  They are started while this
-        # process ignores it (a child started so ignores it from its first instruction, imports
-        # included; Ctrl-C is therefore not seen during the second or two of the start), and
-        # aqmchain._dask_worker makes a worker restarted later ignore it too.
-        with _sigint_ignored(), contextlib.redirect_stdout(None):
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                   silence_logs=50, preload=["aqmchain._dask_worker"])
+        # the workers never see SIGINT; this process does, during the start too
+        cluster = _start_local_cluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                       silence_logs=50, preload=["aqmchain._dask_worker"])
+        client = None
         try:
-            with Client(cluster) as client:
-                yield client
-        finally:
-            cluster.close()
+            client = Client(cluster)
+            yield client
+        except KeyboardInterrupt:  # closed in the background: Ctrl-C does not wait for the workers
+            _close_in_background(client, cluster)
+            raise
+        except BaseException:
+            _close(client, cluster)
+            raise
+        _close(client, cluster)
         return
     try:
         client = Client(scheduler, timeout="10s")
@@ -312,6 +370,10 @@ def run_tasks(fn: Callable, args: Sequence[tuple], *, scheduler: Any = None, wor
                     out[i] = on_error(i, exc)
                 if on_done is not None:
                     on_done(i, out[i])
+        except KeyboardInterrupt:
+            if scheduler != "local":  # a cluster of our own is closed, points and all
+                client.cancel(futures)
+            raise
         except BaseException:
             client.cancel(futures)
             raise

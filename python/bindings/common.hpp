@@ -83,6 +83,7 @@ class InterruptGuard {
   InterruptGuard& operator=(const InterruptGuard&) = delete;
 
  private:
+  bool active_ = false;     // the outermost guard on the main thread
   bool installed_ = false;
   void* previous_ = nullptr;  // struct sigaction
 };

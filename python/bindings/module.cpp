@@ -54,14 +54,38 @@ void define_errors(py::module_& m) {
       raise("ReducibleChainError", e.what());
     } catch (const aqm::SolverError& e) {
       raise("SolverError", e.what());
+    }
+  });
+  // registered last: tried first (a pending Ctrl-C wins over the error types above)
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
     } catch (const aqm::Interrupted&) {
+      aqm::clear_interrupt();
       PyErr_SetNone(PyExc_KeyboardInterrupt);
+    } catch (const std::exception&) {
+      // a Ctrl-C during the call wins over the error the interrupted work ended with
+      if (aqm::interrupt_requested()) {
+        aqm::clear_interrupt();
+        PyErr_SetNone(PyExc_KeyboardInterrupt);
+        return;
+      }
+      throw;
     }
   });
 }
 
+namespace {
+int& guard_depth() {  // guards alive on the main thread (only the outermost installs the handler)
+  static int depth = 0;
+  return depth;
+}
+}  // namespace
+
 InterruptGuard::InterruptGuard() {
   if (std::this_thread::get_id() != main_thread()) return;
+  if (guard_depth()++ > 0) return;  // nested: the outer guard's handler is in place, its flag kept
+  active_ = true;
   aqm::clear_interrupt();
   auto* old = new struct sigaction;
   struct sigaction sa {};
@@ -76,10 +100,22 @@ InterruptGuard::InterruptGuard() {
 }
 
 InterruptGuard::~InterruptGuard() {
-  if (!installed_) return;
-  auto* old = static_cast<struct sigaction*>(previous_);
-  sigaction(SIGINT, old, nullptr);
-  delete old;
+  if (std::this_thread::get_id() != main_thread()) return;
+  --guard_depth();
+  if (!active_) return;
+  if (installed_) {
+    auto* old = static_cast<struct sigaction*>(previous_);
+    sigaction(SIGINT, old, nullptr);
+    delete old;
+  }
+  // A Ctrl-C that came while the handler above was installed and that no loop acted on
+  // (the call ended first, or between two checks) is handed to Python's own handler:
+  // KeyboardInterrupt at the caller's next instruction instead of a lost signal.  When
+  // an exception leaves the call, the translator turns it into KeyboardInterrupt.
+  if (aqm::interrupt_requested() && std::uncaught_exceptions() == 0) {
+    aqm::clear_interrupt();
+    PyErr_SetInterrupt();
+  }
 }
 
 py::list option_names(py::object cls) {

@@ -1,7 +1,11 @@
 // Solvers: agreement across methods, non-convergence status, reducible chains, options.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <memory>
+#include <thread>
 
 #include "aqmchain/aqmchain.hpp"
 #include "fixtures.hpp"
@@ -329,4 +333,56 @@ TEST(Solvers, DirectFixesAProbableStateOnASlowlyMixingChain) {
   const auto ml = solve_stationary(c, o);
   ASSERT_TRUE(ml.converged()) << ml.note;
   EXPECT_LT(l1(r.pi, ml.pi), 1e-9);
+}
+
+TEST(Solvers, EveryMethodStopsWhenInterrupted) {
+  const Chain c = ssmp_red_chain(UpdateRule::PerSlot);
+  request_interrupt();
+  for (Method m : {Method::Auto, Method::Direct, Method::Krylov, Method::Arnoldi, Method::GaussSeidel, Method::Power,
+                   Method::Multilevel}) {
+    StationaryOptions o;
+    o.method = m;
+    EXPECT_THROW(solve_stationary(c, o), Interrupted) << to_string(m);
+  }
+  StationaryOptions o;
+  o.method = Method::Direct;
+  DirectSolver direct(o);
+  EXPECT_THROW(direct.solve(c), Interrupted);
+  clear_interrupt();
+  EXPECT_TRUE(solve_stationary(c, o).converged());
+}
+
+TEST(Interrupt, RunAbandonableReturnsResultsAndErrors) {
+  auto out = std::make_shared<int>(0);
+  run_abandonable([out] { *out = 42; });
+  EXPECT_EQ(*out, 42);
+  EXPECT_THROW(run_abandonable([] { throw SolverError("from the worker"); }), SolverError);
+}
+
+TEST(Interrupt, RunAbandonableLeavesAWorkerThatMakesNoChecks) {
+  // The worker blocks until released (a library call that never polls): the caller must
+  // return with Interrupted long before that, and the worker must finish on its own.
+  struct State {
+    std::atomic<bool> release{false}, finished{false};
+  };
+  auto st = std::make_shared<State>();
+  clear_interrupt();
+  std::thread asker([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    request_interrupt();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(run_abandonable([st] {
+                 while (!st->release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                 st->finished = true;
+               }),
+               Interrupted);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  asker.join();
+  clear_interrupt();
+  EXPECT_FALSE(st->finished);  // abandoned, still running
+  EXPECT_LT(waited, 5.0);      // 50 ms and one 10 ms poll; generous for a loaded machine
+  st->release = true;
+  for (int i = 0; i < 5000 && !st->finished; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(st->finished);
 }

@@ -7,7 +7,13 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 
 namespace aqm {
 
@@ -31,6 +37,42 @@ inline bool interrupt_requested() { return detail::interrupt_flag().load(std::me
 /// Throw Interrupted when an interruption was requested.
 inline void check_interrupt() {
   if (interrupt_requested()) throw Interrupted();
+}
+
+/// Work that makes no checks of its own (a library call: UMFPACK's factorisation) run so
+/// that an interruption need not wait for it: f runs on a worker thread while the
+/// calling thread polls the flag every 10 ms.  On an interruption the caller throws
+/// Interrupted at once and the worker is abandoned: detached, it runs f to its end
+/// and frees what it owns.  f must therefore own everything it touches (captured by
+/// value or by shared_ptr, never a reference into the caller's frame), and its
+/// results go to such shared state.  An exception from f is rethrown to the caller.
+template <class F>
+void run_abandonable(F f) {
+  struct Shared {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    std::exception_ptr error;
+  };
+  auto shared = std::make_shared<Shared>();
+  std::thread([shared, f = std::move(f)]() mutable {
+    std::exception_ptr error;
+    try {
+      f();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(shared->m);
+      shared->error = error;
+      shared->done = true;
+    }
+    shared->cv.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(shared->m);
+  while (!shared->cv.wait_for(lock, std::chrono::milliseconds(10), [&] { return shared->done; }))
+    if (interrupt_requested()) throw Interrupted();
+  if (shared->error) std::rethrow_exception(shared->error);
 }
 
 }  // namespace aqm

@@ -226,6 +226,7 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
                                    "bandwidth) is at most ", max_band_entries, " entries, got ", band_entries,
                                    ": use smaller blocks, or number the states of a block near each other"));
   for (int32_t bi = 0; bi < nb; ++bi) {
+    check_interrupt();  // one block's band LU is O(size p q): a few per millisecond
     BandLU& B = R.blocks[bi];
     const int32_t lo = B.start, hi = B.start + B.size;
     B.a.assign(static_cast<size_t>(B.size) * B.w(), 0.0);
@@ -353,6 +354,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
     for (int j = 0; j < m && its < limits.max_iter &&
                     (limits.max_products <= 0 || products + 2 <= limits.max_products);
          ++j) {
+      check_interrupt();  // a cycle of up to krylov_basis steps can take seconds on a large chain
       B.precond(V[j].data(), z.data());
       zsum_[j] = std::accumulate(z.begin(), z.end(), 0.0);
       B.matvec(z.data(), w.data());

@@ -130,7 +130,10 @@ void normalise(std::vector<double>& x) {
 }
 
 void smooth(const Level& L, std::vector<double>& x, int sweeps) {
-  for (int s = 0; s < sweeps; ++s) gauss_seidel_sweep(L.n, L.rp.data(), L.ci.data(), L.v.data(), L.exit.data(), x);
+  for (int s = 0; s < sweeps; ++s) {
+    check_interrupt();  // a W-cycle smooths each level many times: poll per sweep, not per cycle
+    gauss_seidel_sweep(L.n, L.rp.data(), L.ci.data(), L.v.data(), L.exit.data(), x);
+  }
 }
 
 /// Exact stationary vector of a small level by GTH (subtraction-free).
@@ -229,6 +232,7 @@ void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResu
   }
   const int32_t coarse_size = o.coarse_size;
   while (lv.back().n > coarse_size) {
+    check_interrupt();
     Level next = coarsen(lv.back());
     if (next.n * 1.3 > lv.back().n) {  // coarsening stalls: stop here
       lv.back().agg.clear();

@@ -10,6 +10,7 @@
 #include "solvers/multilevel.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -57,12 +58,28 @@ void finish(const Chain& c, StationaryResult& r, double tol) {
 
 // ------------------------------------------------------------------ direct (UMFPACK)
 
+// UMFPACK's analysis and factorisation make no interrupt checks and take minutes on
+// large chains: they run through run_abandonable (interrupt.hpp), so Ctrl-C returns at
+// once and an abandoned factorisation finishes on its own thread.  Everything they
+// touch is therefore shared: the reduced system, the control array, the handles.
+
+struct UmfSymbolic {
+  void* p = nullptr;
+  UmfSymbolic() = default;
+  UmfSymbolic(const UmfSymbolic&) = delete;
+  UmfSymbolic& operator=(const UmfSymbolic&) = delete;
+  ~UmfSymbolic() {
+    if (p) umfpack_dl_free_symbolic(&p);
+  }
+};
+
 struct UmfNumeric {
-  void* symbolic = nullptr;
-  void* numeric = nullptr;
+  void* p = nullptr;
+  UmfNumeric() = default;
+  UmfNumeric(const UmfNumeric&) = delete;
+  UmfNumeric& operator=(const UmfNumeric&) = delete;
   ~UmfNumeric() {
-    if (numeric) umfpack_dl_free_numeric(&numeric);
-    if (symbolic) umfpack_dl_free_symbolic(&symbolic);
+    if (p) umfpack_dl_free_numeric(&p);
   }
 };
 
@@ -79,7 +96,7 @@ std::string umf_status(int s) {
 
 /// Symbolic analysis kept between solves whose reduced matrix has the same pattern.
 struct DirectCache {
-  void* symbolic = nullptr;
+  std::shared_ptr<UmfSymbolic> symbolic;  // shared with a factorisation that may outlive a Ctrl-C
   int32_t k = -1;
   std::vector<SuiteSparse_long> Ap, Ai;
   std::vector<int32_t> chain_rowptr, chain_col;  // pattern of P the analysis was made for
@@ -87,9 +104,6 @@ struct DirectCache {
   double est_bytes = 0.0, est_flops = 0.0;  // UMFPACK's estimates from the analysis
   bool same_chain(const Chain& c) const {
     return symbolic && c.rowptr == chain_rowptr && c.col == chain_col;
-  }
-  ~DirectCache() {
-    if (symbolic) umfpack_dl_free_symbolic(&symbolic);
   }
   bool matches(int32_t kk, const std::vector<SuiteSparse_long>& ap, const std::vector<SuiteSparse_long>& ai) const {
     return symbolic && kk == k && ap == Ap && ai == Ai;
@@ -185,26 +199,38 @@ void umfpack_control(const StationaryOptions& o, double* control) {
   control[UMFPACK_IRSTEP] = 0;
 }
 
+using Control = std::array<double, UMFPACK_CONTROL>;
+
 /// The symbolic analysis (reused from `cache` when the pattern and k match), its
 /// estimates checked against the budgets before anything is factorised.
-void* analyse(const Chain& c, const ReducedSystem& s, const StationaryOptions& o, const double* control,
-              StationaryResult& r, DirectCache* cache, UmfNumeric& h, double max_flops) {
-  double info[UMFPACK_INFO];
+std::shared_ptr<UmfSymbolic> analyse(const Chain& c, const std::shared_ptr<const ReducedSystem>& sys,
+                                     const StationaryOptions& o, const std::shared_ptr<const Control>& control,
+                                     StationaryResult& r, DirectCache* cache, double max_flops) {
+  const ReducedSystem& s = *sys;
   const bool reuse = cache && cache->matches(s.k, s.Ap, s.Ai);
   double est_bytes = reuse ? cache->est_bytes : 0.0, est_flops = reuse ? cache->est_flops : 0.0;
+  std::shared_ptr<UmfSymbolic> symbolic = reuse ? cache->symbolic : nullptr;
   if (!reuse) {
     const auto t0 = Clock::now();
-    const int st = umfpack_dl_symbolic(s.m, s.m, s.Ap.data(), s.Ai.data(), s.Ax.data(), &h.symbolic, control, info);
+    struct Job {
+      std::shared_ptr<UmfSymbolic> symbolic = std::make_shared<UmfSymbolic>();
+      int status = UMFPACK_OK;
+      double info[UMFPACK_INFO];
+    };
+    auto job = std::make_shared<Job>();
+    run_abandonable([job, sys, control] {
+      job->status = umfpack_dl_symbolic(sys->m, sys->m, sys->Ap.data(), sys->Ai.data(), sys->Ax.data(),
+                                        &job->symbolic->p, control->data(), job->info);
+    });
     r.seconds.push_back({"analyse", since(t0)});
-    if (st != UMFPACK_OK) throw SolverError("UMFPACK symbolic analysis failed: " + umf_status(st));
-    est_bytes = info[UMFPACK_PEAK_MEMORY_ESTIMATE] * info[UMFPACK_SIZE_OF_UNIT];
-    est_flops = info[UMFPACK_FLOPS_ESTIMATE];
+    if (job->status != UMFPACK_OK) throw SolverError("UMFPACK symbolic analysis failed: " + umf_status(job->status));
+    est_bytes = job->info[UMFPACK_PEAK_MEMORY_ESTIMATE] * job->info[UMFPACK_SIZE_OF_UNIT];
+    est_flops = job->info[UMFPACK_FLOPS_ESTIMATE];
+    symbolic = job->symbolic;
     if (cache) {  // hand the analysis over to the cache
       cache->est_bytes = est_bytes;
       cache->est_flops = est_flops;
-      if (cache->symbolic) umfpack_dl_free_symbolic(&cache->symbolic);
-      cache->symbolic = h.symbolic;
-      h.symbolic = nullptr;
+      cache->symbolic = symbolic;
       cache->k = s.k;
       cache->Ap = s.Ap;
       cache->Ai = s.Ai;
@@ -225,7 +251,7 @@ void* analyse(const Chain& c, const ReducedSystem& s, const StationaryOptions& o
     throw SolverError(detail::cat("direct: UMFPACK estimates ", est_flops, " flops for the factorisation, above ",
                                   "auto_direct_max_flops = ", max_flops));
   if (cache) ++cache->solves;
-  return cache ? cache->symbolic : h.symbolic;
+  return symbolic;
 }
 
 /// Iterative refinement on B x = b while the residual of pi misses tol.
@@ -235,6 +261,7 @@ void refine(const Chain& c, const ReducedSystem& s, const StationaryOptions& o, 
   const auto t0 = Clock::now();
   std::vector<double> res(s.m), d(s.m);
   for (int step = 0; step < o.refine_steps && !r.converged(); ++step) {
+    check_interrupt();
     s.residual(x, res);
     if (umfpack_dl_solve(UMFPACK_A, s.Ap.data(), s.Ai.data(), s.Ax.data(), d.data(), res.data(), numeric, control,
                          info) != UMFPACK_OK)
@@ -266,15 +293,30 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
     return;
   }
   auto t0 = Clock::now();
-  const ReducedSystem s = reduced_system(c, k);
+  const auto sys = std::make_shared<const ReducedSystem>(reduced_system(c, k));
+  const ReducedSystem& s = *sys;
   r.seconds.push_back({"assemble", since(t0)});
-  double control[UMFPACK_CONTROL], info[UMFPACK_INFO];
-  umfpack_control(o, control);
-  UmfNumeric h;
-  void* symbolic = analyse(c, s, o, control, r, cache, h, max_flops);
+  auto control_array = std::make_shared<Control>();
+  umfpack_control(o, control_array->data());
+  const std::shared_ptr<const Control> controls = control_array;
+  const double* control = controls->data();
+  const std::shared_ptr<UmfSymbolic> symbolic = analyse(c, sys, o, controls, r, cache, max_flops);
+  check_interrupt();
   t0 = Clock::now();
-  int st = umfpack_dl_numeric(s.Ap.data(), s.Ai.data(), s.Ax.data(), symbolic, &h.numeric, control, info);
+  struct Job {
+    UmfNumeric numeric;
+    int status = UMFPACK_OK;
+    double info[UMFPACK_INFO];
+  };
+  auto job = std::make_shared<Job>();
+  run_abandonable([job, sys, symbolic, controls] {
+    job->status = umfpack_dl_numeric(sys->Ap.data(), sys->Ai.data(), sys->Ax.data(), symbolic->p, &job->numeric.p,
+                                     controls->data(), job->info);
+  });
   r.seconds.push_back({"factorise", since(t0)});
+  const double* info = job->info;
+  int st = job->status;
+  UmfNumeric& h = job->numeric;
   if (st != UMFPACK_OK)
     throw SolverError("UMFPACK factorisation failed: " + umf_status(st) +
                       (st == UMFPACK_WARNING_singular_matrix ? " (is the chain reducible?)" : ""));
@@ -286,13 +328,14 @@ void solve_direct_at(const Chain& c, const StationaryOptions& o, StationaryResul
 
   std::vector<double> x(s.m);
   t0 = Clock::now();
-  st = umfpack_dl_solve(UMFPACK_A, s.Ap.data(), s.Ai.data(), s.Ax.data(), x.data(), s.b.data(), h.numeric, control,
-                        info);
+  double solve_info[UMFPACK_INFO];
+  st = umfpack_dl_solve(UMFPACK_A, s.Ap.data(), s.Ai.data(), s.Ax.data(), x.data(), s.b.data(), h.p, control,
+                        solve_info);
   r.seconds.push_back({"solve", since(t0)});
   if (st != UMFPACK_OK) throw SolverError("UMFPACK solve failed: " + umf_status(st));
   r.pi = s.expand(x);
   finish(c, r, o.tol);
-  refine(c, s, o, control, h.numeric, x, r);
+  refine(c, s, o, control, h.p, x, r);
   if (!r.converged())
     r.note = detail::cat("direct solve reached residual ", r.residual, " > tol ", o.tol, " after ", r.iterations,
                          " refinement steps");

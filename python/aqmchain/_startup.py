@@ -1,0 +1,83 @@
+"""Ctrl-C while the ``aqmchain`` command is still importing (the first fraction of a second).
+
+Imported first by the package: when this process is the command line (the ``aqmchain``
+script or ``python -m aqmchain``), a KeyboardInterrupt that ends the process before
+:func:`aqmchain.cli.main` has taken over (numpy, the core, ... still loading) is reported
+as the command reports it: ``aqmchain: interrupted`` on stderr, exit status 130, no
+traceback.  In any other process (a program or notebook importing aqmchain) nothing is
+changed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def is_command_line() -> bool:
+    """Whether this process runs the ``aqmchain`` command."""
+    argv = list(getattr(sys, "orig_argv", None) or sys.argv)
+    for i, a in enumerate(argv[:-1]):
+        if a == "-m":
+            return argv[i + 1] == "aqmchain"
+    if len(argv) > 1 and os.path.basename(argv[1]) == "aqmchain":
+        return True  # python /path/to/bin/aqmchain ...
+    return bool(sys.argv) and os.path.basename(sys.argv[0]) == "aqmchain"
+
+
+def _stop_children() -> None:
+    """Kill the processes this one started through multiprocessing (a local Dask cluster's
+    workers, also those still starting up, before they watch this process)."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return
+    try:
+        children = mp.active_children()
+    except Exception:  # noqa: BLE001  (best effort on the way out)
+        return
+    for child in children:
+        try:
+            child.kill()
+        except Exception:  # noqa: BLE001
+            pass
+    try:  # reap them and release their semaphores (else the resource tracker warns of leaks)
+        mp.util._exit_function()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def interrupted_exit(report: bool = True) -> None:
+    """End the process at once with status 130: child processes killed, output flushed,
+    ``aqmchain: interrupted`` on stderr (unless ``report`` is false: already said)."""
+    try:  # a second Ctrl-C must not interrupt the exit with a traceback
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):  # not the main thread
+        pass
+    _stop_children()
+    for stream in (sys.stdout, sys.__stdout__):  # sys.stdout may be redirected, or None
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if report and stream is not None:
+                stream.write("aqmchain: interrupted\n")
+                report = False
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(130)
+
+
+def _excepthook(kind, value, tb) -> None:
+    if issubclass(kind, KeyboardInterrupt):
+        interrupted_exit()
+    sys.__excepthook__(kind, value, tb)
+
+
+def install() -> None:
+    if is_command_line():
+        sys.excepthook = _excepthook
