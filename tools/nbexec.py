@@ -54,21 +54,27 @@ def notebooks() -> list[Path]:
 
 
 def package_key() -> str:
-    """A digest of the installed aqmchain package (file names, sizes and times)."""
+    """A digest of the installed aqmchain package (its files' names and contents: a reinstall of
+    the same build keeps it)."""
     spec = importlib.util.find_spec("aqmchain")
     h = hashlib.sha256()
     if spec is not None and spec.origin:
         pkg = Path(spec.origin).parent
         for p in sorted(pkg.rglob("*")):
             if p.is_file() and "__pycache__" not in p.parts:
-                st = p.stat()
-                h.update(f"{p.relative_to(pkg)}:{st.st_size}:{st.st_mtime_ns};".encode())
+                h.update(f"{p.relative_to(pkg)}:".encode())
+                h.update(p.read_bytes())
     return h.hexdigest()
 
 
 def cache_key(path: Path, pkg: str | None = None) -> str:
+    """The notebook's text, the installed package and the model files under examples/ (which
+    notebooks read)."""
     h = hashlib.sha256(path.read_bytes())
     h.update((pkg or package_key()).encode())
+    for p in sorted((ROOT / "examples").rglob("*.toml")):
+        h.update(f"{p.relative_to(ROOT)}:".encode())
+        h.update(p.read_bytes())
     return h.hexdigest()
 
 

@@ -36,6 +36,7 @@ from .modelfile import model_from_dict, model_to_dict
 __all__ = ["optimize", "OptimizeResult", "OPTIMIZE_METHODS", "PAPER_GRID_STARTS", "PAPER_GRID_NAMES", "triple_of"]
 
 OPTIMIZE_METHODS = ("hooke_jeeves", "nelder_mead")
+"""The search methods of :func:`optimize` (``method``): Hooke and Jeeves' pattern search, Nelder-Mead."""
 TRIPLE = ("aqm.triple[0]", "aqm.triple[1]", "aqm.triple[2]")
 #: Default first steps of the triple's coordinates (the spacing of the paper's start grid).
 TRIPLE_STEP = (0.01, 0.001, 0.001)

@@ -406,22 +406,37 @@ class ErrorEstimate:
     the interval around ``extrapolated`` meant to hold the limit, observed ``order``,
     ``method``); ``grids`` lists each grid's step factor, points, states and seconds."""
 
+    _HEADLINE = ("mean_queue", "var_queue", "loss", "mean_response", "var_response")  # shown by repr
+
     def __init__(self, metrics: dict[str, Any], grids: list[dict[str, Any]]):
         self.metrics, self.grids = metrics, grids
 
     def __getitem__(self, name: str):
         return self.metrics[name]
 
+    def __repr__(self) -> str:
+        factors = ", ".join(f"{g['step_factor']:g}" for g in self.grids)
+        states = " / ".join(f"{g['states']:,}" for g in self.grids)
+        names = [n for n in self._HEADLINE if n in self.metrics] or list(self.metrics)[:len(self._HEADLINE)]
+        shown = [f"{n} {self.metrics[n].extrapolated:.6g} +- {self.metrics[n].error:.2g}" for n in names]
+        more = len(self.metrics) - len(names)
+        return (f"<ErrorEstimate of {len(self.metrics)} metrics on grids with step factors {factors} "
+                f"({states} states): {'; '.join(shown)}" + (f"; {more} more in .table()>" if more else ">"))
+
     def interval(self, name: str) -> tuple[float, float]:
+        """The interval ``extrapolated -+ error`` meant to hold the metric's limit at step 0."""
         e = self.metrics[name]
         return e.extrapolated - e.error, e.extrapolated + e.error
 
     def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict: ``error_estimate`` (per metric: value, extrapolated, error, order, method)
+        and ``error_estimate_grids``."""
         return {"error_estimate": {name: {"value": e.value, "extrapolated": e.extrapolated, "error": e.error,
                                           "order": e.order, "method": e.method} for name, e in self.metrics.items()},
                 "error_estimate_grids": self.grids}
 
     def table(self) -> str:
+        """A text table, one row per metric: value, extrapolated value, error, order, method."""
         rows = [f"{'metric':<16} {'value':>14} {'extrapolated':>14} {'error':>10} {'order':>6}  method"]
         for name, e in self.metrics.items():
             rows.append(f"{name:<16} {e.value:>14.7g} {e.extrapolated:>14.7g} {e.error:>10.2e} {e.order:>6.2f}  {e.method}")

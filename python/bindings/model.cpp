@@ -46,14 +46,19 @@ void define_sources(py::module_& m) {
       .def("mean_rate", &Source::mean_rate)
       .def("modulator_stationary", &Source::modulator_stationary)
       .def("__repr__", &Source::describe);
-  m.def("ssmp_q_for_mean", &ssmp_q_for_mean, py::arg("mean"), py::arg("a"), py::arg("n"));
+  m.def("ssmp_q_for_mean", &ssmp_q_for_mean, py::arg("mean"), py::arg("a"), py::arg("n"),
+        "The SSMP parameter q whose arrival rate (the stationary probability of the arrival state 0) is "
+        "`mean`, for this a and n states; raises ModelError if no q in (0, a] fits.");
 
-  py::class_<HurstReport>(m, "HurstReport")
-      .def_readonly("asymptotic", &HurstReport::asymptotic)
-      .def_readonly("asymptotic_valid", &HurstReport::asymptotic_valid)
-      .def_readonly("variance_time", &HurstReport::variance_time)
-      .def_readonly("levels", &HurstReport::levels)
-      .def_readonly("variances", &HurstReport::variances);
+  py::class_<HurstReport>(m, "HurstReport",
+                          "The Hurst parameter of a source from its exact aggregated variances (returned by hurst()).")
+      .def_readonly("asymptotic", &HurstReport::asymptotic,
+                    "SSMP's asymptotic H = 1 - ln q / (2 ln(a / q)); meaningful only if asymptotic_valid.")
+      .def_readonly("asymptotic_valid", &HurstReport::asymptotic_valid, "True when q > 1 and a > q^2.")
+      .def_readonly("variance_time", &HurstReport::variance_time,
+                    "Least-squares variance-time estimate of H over `levels`.")
+      .def_readonly("levels", &HurstReport::levels, "The aggregation levels m of the fit.")
+      .def_readonly("variances", &HurstReport::variances, "The exact Var(X^(m)) at those levels.");
   m.def("hurst", &hurst, py::arg("source"), py::arg("log2_lo") = 0, py::arg("log2_hi") = 20,
         "Asymptotic and exact variance-time Hurst parameter of a source.");
 }
@@ -357,19 +362,30 @@ void define_aqm_grid_model(py::module_& m) {
       .def(py::init(&make_model), py::kw_only(), py::arg("buffer"), py::arg("source"), py::arg("service"),
            py::arg("aqm") = Aqm{}, py::arg("grid") = GridSpec{}, py::arg("time") = to_string(Model{}.time),
            py::arg("classes") = std::vector<TrafficClass>{})
-      .def_readonly("classes", &Model::classes)
-      .def_property_readonly("class_count", &Model::class_count)
-      .def("class_share", &Model::class_share, py::arg("c"), py::arg("m"))
-      .def("class_ecn", &Model::class_ecn, py::arg("c"))
-      .def_property_readonly("total_flows", &Model::total_flows)
-      .def_readonly("buffer", &Model::buffer)
-      .def_property_readonly("time", [](const Model& md) { return to_string(md.time); })
-      .def_readonly("source", &Model::source)
-      .def_readonly("service", &Model::service)
-      .def_readonly("aqm", &Model::aqm)
-      .def_readonly("grid", &Model::grid)
-      .def("validate", &Model::validate)
-      .def("resolved_drop", &Model::resolved_drop)
+      .def_readonly("classes", &Model::classes,
+                    "The traffic classes (list of TrafficClass, model file `[[class]]`); empty: one implicit "
+                    "class whose ECN probability is aqm.ecn.")
+      .def_property_readonly("class_count", &Model::class_count,
+                             "Number of traffic classes: len(classes), or 1 for the implicit class.")
+      .def("class_share", &Model::class_share, py::arg("c"), py::arg("m"),
+           "Probability that an arrival in modulator state m is of class c (1 for the implicit class).")
+      .def("class_ecn", &Model::class_ecn, py::arg("c"),
+           "ECN probability of class c: classes[c].ecn, or aqm.ecn for the implicit class.")
+      .def_property_readonly("total_flows", &Model::total_flows,
+                             "Flows over all classes (each class has `flows`, 1 by default).")
+      .def_readonly("buffer", &Model::buffer,
+                    "Buffer size N (packets), counting the packet in service (model file `model.buffer`).")
+      .def_property_readonly(
+          "time", [](const Model& md) { return to_string(md.time); },
+          "'discrete' (slotted: a stochastic matrix P) or 'continuous' (a generator G), model file `model.time`.")
+      .def_readonly("source", &Model::source, "The arrival process (Source, model file `[source]`).")
+      .def_readonly("service", &Model::service, "The service (Service, model file `[service]`).")
+      .def_readonly("aqm", &Model::aqm, "The active queue management (Aqm, model file `[aqm]`).")
+      .def_readonly("grid", &Model::grid, "The avg grid of the chain (GridSpec, model file `[grid]`).")
+      .def("validate", &Model::validate,
+           "Check every parameter; raises ModelError naming the parameter, the bound and the value.")
+      .def("resolved_drop", &Model::resolved_drop,
+           "The drop function with the defaults that depend on the buffer filled in (SRED's q_max).")
       .def(
           "with_grid",
           [](const Model& md, GridSpec grid) {
