@@ -133,3 +133,15 @@ def test_nothing_is_named_after_an_internal_document():
             and p != ROOT / "tests" / "python" / "test_optimize.py"
             for m in pattern.finditer(p.read_text(encoding="utf-8", errors="replace"))]
     assert not hits, "\n".join(hits)
+
+
+def test_the_figures_quoted_from_the_text_ship_with_their_source():
+    doc = load("quoted_figures.json")
+    assert [p["title"] for p in doc["papers"]] == [TABLES_TITLE]
+    got = {(r["quantity"].rsplit(", ", 1)[-1], r["scenario"].split(",")[0], r["value"]) for r in doc["rows"]}
+    assert got == {("as stated", "SSMP source", 0.78), ("RED", "GEO source", -0.7), ("DSRED", "GEO source", -0.8),
+                   ("RED", "SELF source", -16.4), ("DSRED", "SELF source", -18.1)}
+    for r in doc["rows"]:
+        assert r["cite"].startswith(TABLES_TITLE + ", Section IV")
+    # the stated Hurst parameter is the one the tables file carries
+    assert load(REFERENCE_TABLES.name)["common"]["hurst_stated"] == 0.78
