@@ -111,10 +111,12 @@ class OptimizeResult:
 
     @property
     def success(self) -> bool:
+        """True when a feasible point with a finite objective was found."""
         return self.x is not None and math.isfinite(self.value)
 
     @property
     def evaluations_per_minute(self) -> float:
+        """Solves per minute of wall time (NaN if no time was measured)."""
         return 60.0 * self.evaluations / self.seconds if self.seconds > 0 else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
@@ -142,6 +144,7 @@ class OptimizeResult:
         return out.getvalue()
 
     def summary(self) -> str:
+        """A text report: the search and its accounts, then the best point and its value."""
         lines = [f"{self.method} on {self.objective} over {', '.join(self.params)}: "
                  f"{len(self.starts)} start(s), {self.evaluations} evaluations ({self.cache_hits} cached, "
                  f"{self.infeasible} infeasible, {self.failed} failed) in {self.seconds:.1f} s"]

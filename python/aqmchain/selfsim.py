@@ -72,6 +72,7 @@ class HurstEstimate:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: the estimate, its interval, range, line and curve."""
         return {"estimator": self.estimator, "description": HURST_ESTIMATORS.get(self.estimator, ""),
                 "H": self.H, "ci": self.ci, "range": list(self.range), "slope": self.slope,
                 "intercept": self.intercept, "levels": [float(x) for x in self.levels],
@@ -80,6 +81,7 @@ class HurstEstimate:
                 "note": self.note}
 
     def summary(self) -> str:
+        """H (with its 95 % half-width for trace estimators), the estimator and its range; then the note, if any."""
         ci = f" ± {self.ci:.3f} (95 %, {len(self.replicates or [])} traces of {self.slots} slots)" \
             if self.ci is not None else ""
         from .plots import level_text

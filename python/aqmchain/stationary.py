@@ -64,6 +64,7 @@ class SolverInfo:
     extra: dict[str, float]
 
     def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (JSON-ready)."""
         return dataclasses.asdict(self)
 
 
@@ -204,6 +205,7 @@ class StationaryResult:
         return _quantile(self.queue_pmf, p)
 
     def system_quantile(self, p: float) -> int:
+        """Smallest k with P(n <= k) >= p, n the packets in the system (the one in service counted)."""
         return _quantile(self.system_pmf, p)
 
     def response_quantile(self, p: float) -> int:
@@ -217,6 +219,7 @@ class StationaryResult:
         return _tail(self.queue_pmf)
 
     def system_tail(self) -> np.ndarray:
+        """P(n >= k), k = 0..N, n the packets in the system (the one in service counted)."""
         return _tail(self.system_pmf)
 
     # -- the chain -----------------------------------------------------------
@@ -262,6 +265,7 @@ class StationaryResult:
         }
 
     def summary(self) -> str:
+        """A text report: the chain's size, the metrics and the solver's accounts."""
         i = self.info
         fc = getattr(self, "loss_flow_compare", None)
         # the stateful AQM's components (docs/stateful-aqm.md)
@@ -589,9 +593,12 @@ class DirectSolver:
 
     @property
     def analyses(self) -> int:
+        """How many symbolic analyses (UMFPACK) were made so far: 1 while the sparsity pattern is the same."""
         return self._solver.analyses
 
     def solve(self, model: _core.Model | _core.Chain) -> StationaryResult:
+        """Solve ``model`` (or a built chain) directly, reusing the symbolic analysis when the
+        chain's sparsity pattern is the one analysed before."""
         grid = None
         if not isinstance(model, _core.Chain):
             model, grid = refine_grid(model, memory_limit_gb=self._memory_limit_gb)

@@ -78,6 +78,7 @@ class TransientInfo:
     extra: dict[str, float]
 
     def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (JSON-ready)."""
         return dataclasses.asdict(self)
 
 

@@ -84,11 +84,21 @@ def test_the_sections_name_only_public_names():
     assert "## Other names" not in h.api_markdown()
 
 
-@pytest.mark.parametrize("cls", [aqmchain.Model, aqmchain.HurstReport, aqmchain.ErrorEstimate],
-                         ids=lambda c: c.__name__)
+#: The classes whose methods and properties must all have text: the model and the Hurst report
+#: (compiled), and every class of the Python package in __all__.
+DOCUMENTED_CLASSES = [aqmchain.Model, aqmchain.HurstReport] + [
+    getattr(aqmchain, n) for n in aqmchain.__all__
+    if inspect.isclass(getattr(aqmchain, n)) and not getattr(aqmchain, n).__module__.startswith("aqmchain._core")
+    and not issubclass(getattr(aqmchain, n), BaseException)]
+
+
+@pytest.mark.parametrize("cls", DOCUMENTED_CLASSES, ids=lambda c: c.__name__)
 def test_members_have_text(cls):
-    bare = [attr for attr, member in vars(cls).items()
-            if not attr.startswith("_") and not _own_text(getattr(member, "__doc__", None), attr)]
+    own = [k for k in cls.__mro__ if k.__module__.startswith("aqmchain")]
+    members = {attr: m for k in reversed(own) for attr, m in vars(k).items() if not attr.startswith("_")}
+    bare = [attr for attr, m in members.items()
+            if (callable(m) or isinstance(m, (property, staticmethod, classmethod)) or type(m).__name__ == "property")
+            and not _own_text(getattr(m, "__doc__", None), attr)]
     assert not bare, f"{cls.__name__} members without a docstring: {bare}"
 
 
