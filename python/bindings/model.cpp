@@ -31,20 +31,24 @@ void define_sources(py::module_& m) {
                   "Markov-modulated Bernoulli: row-stochastic modulator matrix, arrival probability per state.")
       .def_static("ssmp", &Source::ssmp, py::arg("n"), py::arg("q"), py::arg("a"),
                   "The self-similar MMBP of Robert and Le Boudec.")
-      .def_static("ssmp_from_mean", &Source::ssmp_from_mean, py::arg("mean"), py::arg("a"), py::arg("n"))
+      .def_static("ssmp_from_mean", &Source::ssmp_from_mean, py::arg("mean"), py::arg("a"), py::arg("n"),
+                  "The SSMP with n states and this a whose mean arrival rate is `mean` (q solved for).")
       .def_static("poisson", &Source::poisson, py::arg("rate"), "Poisson arrivals (continuous time), rate per unit time.")
       .def_static("mmpp", &Source::mmpp, py::arg("generator"), py::arg("rates"),
                   "Markov-modulated Poisson process (continuous time): modulator generator, rate per state.")
-      .def_property_readonly("kind", &source_kind)
-      .def_property_readonly("continuous", &Source::continuous)
-      .def_readonly("matrix", &Source::matrix)
-      .def_readonly("arrival", &Source::arrival)
-      .def_readonly("n", &Source::ssmp_n)
-      .def_readonly("q", &Source::ssmp_q)
-      .def_readonly("a", &Source::ssmp_a)
-      .def_property_readonly("states", &Source::states)
-      .def("mean_rate", &Source::mean_rate)
-      .def("modulator_stationary", &Source::modulator_stationary)
+      .def_property_readonly("kind", &source_kind, "'bernoulli', 'mmbp', 'ssmp', 'poisson' or 'mmpp'.")
+      .def_property_readonly("continuous", &Source::continuous, "True for the continuous-time kinds (Poisson, MMPP).")
+      .def_readonly("matrix", &Source::matrix,
+                    "The modulator: a row-stochastic matrix (slotted kinds; [[1]] for Bernoulli) or a generator "
+                    "(continuous kinds; [[0]] for Poisson).")
+      .def_readonly("arrival", &Source::arrival,
+                    "Per modulator state: the arrival probability per slot, or the arrival rate (continuous time).")
+      .def_readonly("n", &Source::ssmp_n, "SSMP: the number of modulator states (0 for the other kinds).")
+      .def_readonly("q", &Source::ssmp_q, "SSMP: the parameter q (0 for the other kinds).")
+      .def_readonly("a", &Source::ssmp_a, "SSMP: the parameter a (0 for the other kinds).")
+      .def_property_readonly("states", &Source::states, "The number of modulator states.")
+      .def("mean_rate", &Source::mean_rate, "Mean arrival rate: sum over the modulator states of pi_i times the rate.")
+      .def("modulator_stationary", &Source::modulator_stationary, "The modulator's stationary vector pi.")
       .def("__repr__", &Source::describe);
   m.def("ssmp_q_for_mean", &ssmp_q_for_mean, py::arg("mean"), py::arg("a"), py::arg("n"),
         "The SSMP parameter q whose arrival rate (the stationary probability of the arrival state 0) is "
@@ -66,11 +70,14 @@ void define_sources(py::module_& m) {
 void define_service(py::module_& m) {
   py::class_<Service>(m, "Service", "Geometric service per slot, or exponential service (continuous time).")
       .def(py::init(&Service::geometric), py::arg("mu"))
-      .def_static("geometric", &Service::geometric, py::arg("mu"))
-      .def_static("exponential", &Service::exponential, py::arg("mu"))
-      .def_property_readonly("kind",
-                             [](const Service& s) { return s.kind == Service::Kind::Geometric ? "geometric" : "exponential"; })
-      .def_readonly("mu", &Service::mu)
+      .def_static("geometric", &Service::geometric, py::arg("mu"),
+                  "Geometric service: the packet in service leaves at the end of a slot with probability mu.")
+      .def_static("exponential", &Service::exponential, py::arg("mu"),
+                  "Exponential service with rate mu per unit time (continuous time).")
+      .def_property_readonly(
+          "kind", [](const Service& s) { return s.kind == Service::Kind::Geometric ? "geometric" : "exponential"; },
+          "'geometric' (slotted) or 'exponential' (continuous time).")
+      .def_readonly("mu", &Service::mu, "The service probability per slot, or the service rate (continuous time).")
       .def("__repr__", [](const Service& s) {
         return detail::cat("Service.", s.kind == Service::Kind::Geometric ? "geometric" : "exponential", "(mu=", s.mu,
                            ")");
@@ -200,12 +207,14 @@ void define_classes(py::module_& m) {
       .def(py::init(&make_class), py::arg("name"), py::arg("share"), py::arg("ecn") = TrafficClass{}.ecn,
            py::arg("mice") = TrafficClass{}.mice, py::arg("flows") = TrafficClass{}.flows,
            py::arg("flow_weights") = std::vector<double>{})
-      .def_readonly("name", &TrafficClass::name)
-      .def_readonly("share", &TrafficClass::share)
-      .def_readonly("ecn", &TrafficClass::ecn)
-      .def_readonly("mice", &TrafficClass::mice)
-      .def_readonly("flows", &TrafficClass::flows)
-      .def_readonly("flow_weights", &TrafficClass::flow_weights)
+      .def_readonly("name", &TrafficClass::name, "The class's name (the key of its metrics).")
+      .def_readonly("share", &TrafficClass::share,
+                    "Probability that an arrival is of this class: one number, or one per modulator state.")
+      .def_readonly("ecn", &TrafficClass::ecn, "Probability that a packet of this class is ECN-capable.")
+      .def_readonly("mice", &TrafficClass::mice, "True for short flows that modified RED protects.")
+      .def_readonly("flows", &TrafficClass::flows, "Number of flows of the class (>= 1).")
+      .def_readonly("flow_weights", &TrafficClass::flow_weights,
+                    "Share of each flow within the class (empty: uniform over the flows).")
       .def("__repr__", [](const TrafficClass& k) {
         const py::object share = k.share.size() == 1 ? py::object(py::float_(k.share[0])) : py::object(py::cast(k.share));
         return "TrafficClass('" + k.name + "', share=" + py::repr(share).cast<std::string>() +
@@ -404,9 +413,10 @@ void define_scenario(py::module_& m) {
              return Phase{duration, std::move(model), std::move(label)};
            }),
            py::arg("duration"), py::arg("model"), py::arg("label") = "")
-      .def_readonly("duration", &Phase::duration)
-      .def_readonly("model", &Phase::model)
-      .def_readonly("label", &Phase::label)
+      .def_readonly("duration", &Phase::duration,
+                    "Length of the phase: slots (discrete time, a positive integer) or time units (continuous).")
+      .def_readonly("model", &Phase::model, "The model that holds during the phase.")
+      .def_readonly("label", &Phase::label, "A free-text label for tables and plots ('' allowed).")
       .def("__repr__", [](const Phase& p) { return detail::cat("Phase(duration=", p.duration, ", label='", p.label, "')"); });
 
   py::class_<Scenario>(m, "Scenario", "A piecewise-constant scenario: phases run in order (validated on construction).")
@@ -416,9 +426,11 @@ void define_scenario(py::module_& m) {
              return s;
            }),
            py::arg("phases"))
-      .def_readonly("phases", &Scenario::phases)
-      .def("validate", &Scenario::validate)
-      .def("total_duration", &Scenario::total_duration)
+      .def_readonly("phases", &Scenario::phases, "The phases, in the order they run.")
+      .def("validate", &Scenario::validate,
+           "Check every phase (a valid model, a positive duration, integral in discrete time) and that the "
+           "phases fit together; raises ModelError naming phase[i].<parameter>.")
+      .def("total_duration", &Scenario::total_duration, "The sum of the phases' durations.")
       .def("boundaries", &Scenario::boundaries, "Start of each phase followed by the total duration.")
       .def("phase_at", &Scenario::phase_at, py::arg("t"), "Index of the phase active at time t.")
       .def("__len__", [](const Scenario& s) { return s.phases.size(); });

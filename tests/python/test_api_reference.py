@@ -84,9 +84,11 @@ def test_the_sections_name_only_public_names():
     assert "## Other names" not in h.api_markdown()
 
 
-#: The classes whose methods and properties must all have text: the model and the Hurst report
-#: (compiled), and every class of the Python package in __all__.
-DOCUMENTED_CLASSES = [aqmchain.Model, aqmchain.HurstReport] + [
+#: The classes whose methods and properties must all have text: the model, its source, service,
+#: traffic classes, scenario phases and the Hurst report (compiled), and every class of the
+#: Python package in __all__.
+DOCUMENTED_CLASSES = [aqmchain.Model, aqmchain.Source, aqmchain.Service, aqmchain.TrafficClass, aqmchain.Phase,
+                      aqmchain.Scenario, aqmchain.HurstReport] + [
     getattr(aqmchain, n) for n in aqmchain.__all__
     if inspect.isclass(getattr(aqmchain, n)) and not getattr(aqmchain, n).__module__.startswith("aqmchain._core")
     and not issubclass(getattr(aqmchain, n), BaseException)]
