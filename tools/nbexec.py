@@ -109,12 +109,18 @@ async def _survivors(children: list, wait: float) -> list[str]:
                 procs[p] = cmd
         except psutil.NoSuchProcess:
             pass
+    def alive(p) -> bool:
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
     deadline = time.monotonic() + wait
     while procs and time.monotonic() < deadline:
-        procs = {p: c for p, c in procs.items() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE}
+        procs = {p: c for p, c in procs.items() if alive(p)}
         if procs:
             await asyncio.sleep(0.1)
-    return [f"{p.pid}: {c}" for p, c in procs.items()]
+    return [f"{p.pid}: {c}" for p, c in procs.items() if alive(p)]
 
 
 async def _execute(path: Path, leftover_wait: float) -> Executed:
