@@ -97,22 +97,38 @@ py::object drop_call(const DropFunction& f, py::object x) {
 
 void define_drop(py::module_& m) {
   py::class_<DropFunction>(m, "DropFunction", "AQM drop function p(avg).")
-      .def_static("none", &DropFunction::none)
-      .def_static("red", &DropFunction::red, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"))
-      .def_static("gentle_red", &DropFunction::gentle_red, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"))
-      .def_static("dsred", &DropFunction::dsred, py::arg("k_l"), py::arg("k_h"), py::arg("gamma"))
-      .def_static("sred", &DropFunction::sred, py::arg("min_th"), py::arg("q_max") = 0.0, py::arg("seg") = 0.0)
-      .def_static("nlred", &DropFunction::nlred, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"))
-      .def_static("polynomial", &DropFunction::polynomial, py::arg("min_th"), py::arg("max_th"), py::arg("coeffs"))
-      .def_static("table", &DropFunction::table, py::arg("points"))
-      .def_property_readonly("kind", &DropFunction::name)
-      .def_readonly("lo", &DropFunction::lo)
-      .def_readonly("hi", &DropFunction::hi)
-      .def_readonly("p_max", &DropFunction::p_max)
-      .def_readonly("gamma", &DropFunction::gamma)
-      .def_readonly("seg", &DropFunction::seg)
-      .def_readonly("coeffs", &DropFunction::coeffs)
-      .def_readonly("points", &DropFunction::points)
+      .def_static("none", &DropFunction::none, "p = 0: no early drop (the buffer still overflows).")
+      .def_static("red", &DropFunction::red, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"),
+                  "RED: 0 below min_th, rising linearly to p_max at max_th, 1 at or above max_th.")
+      .def_static("gentle_red", &DropFunction::gentle_red, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"),
+                  "Gentle RED: as RED below max_th, then linearly from p_max to 1 at 2 max_th.")
+      .def_static("dsred", &DropFunction::dsred, py::arg("k_l"), py::arg("k_h"), py::arg("gamma"),
+                  "DSRED: two linear segments from 0 at k_l through 1 - gamma at (k_l + k_h) / 2 to 1 at k_h.")
+      .def_static("sred", &DropFunction::sred, py::arg("min_th"), py::arg("q_max") = 0.0, py::arg("seg") = 0.0,
+                  "S-RED: a continuous two-segment quadratic from 0 at min_th through seg (default 0.6 q_max) to 1 "
+                  "at q_max (default: the buffer).")
+      .def_static("nlred", &DropFunction::nlred, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"),
+                  "Nonlinear RED: 1.5 p_max x^2 between the thresholds (x the fraction of the way), 1 above.")
+      .def_static("polynomial", &DropFunction::polynomial, py::arg("min_th"), py::arg("max_th"), py::arg("coeffs"),
+                  "sum_k c_k x^k clipped to [0, 1] between the thresholds (x the fraction of the way), 1 above.")
+      .def_static("table", &DropFunction::table, py::arg("points"),
+                  "Piecewise linear through the (avg, p) points, constant outside them.")
+      .def_property_readonly("kind", &DropFunction::name,
+          "'none', 'red', 'gentle_red', 'dsred', 'sred', 'nlred', 'polynomial' or 'table'.")
+      .def_readonly("lo", &DropFunction::lo,
+          "The lower threshold: min_th (RED family, SRED, polynomial) or k_l (DSRED).")
+      .def_readonly("hi", &DropFunction::hi,
+          "The upper threshold: max_th (RED family, polynomial), k_h (DSRED) or q_max (SRED; 0: the buffer).")
+      .def_readonly("p_max", &DropFunction::p_max,
+          "The drop probability reached at max_th (red, gentle_red, nlred).")
+      .def_readonly("gamma", &DropFunction::gamma,
+          "DSRED: 1 - gamma is the drop probability at the middle point (k_l + k_h) / 2.")
+      .def_readonly("seg", &DropFunction::seg,
+          "SRED's segment point (0: the default 0.6 q_max).")
+      .def_readonly("coeffs", &DropFunction::coeffs,
+          "Polynomial: the coefficients c_0, c_1, ... in x.")
+      .def_readonly("points", &DropFunction::points,
+          "Table: the (avg, p) points.")
       .def("__call__", &drop_call, py::arg("avg"), "p(avg), elementwise for arrays")
       .def("breakpoints", &DropFunction::breakpoints, py::arg("buffer"),
            "Kinks and jumps of p(avg) inside (0, buffer), sorted.")
@@ -273,33 +289,60 @@ void define_aqm_grid_model(py::module_& m) {
             return o;
           },
           "Names and defaults of the class-aware AQM keys (modified RED, flow comparison).")
-      .def_property_readonly("modified", [](const Aqm& a) { return to_string(a.modified); })
-      .def_readonly("flow_compare", &Aqm::flow_compare)
-      .def_property_readonly("spacing", [](const Aqm& a) { return to_string(a.spacing); })
-      .def_readonly("count_max", &Aqm::count_max)
-      .def_property_readonly("weight", [](const Aqm& a) { return to_string(a.weight); })
-      .def_property_readonly("autored_p", [](const Aqm& a) { return to_string(a.autored_p); })
-      .def_readonly("dynamic_max_th", &Aqm::dynamic_max_th)
-      .def_readonly("max_th_growth", &Aqm::max_th_growth)
-      .def_property_readonly("adaptive", [](const Aqm& a) { return a.adaptive.enabled; })
-      .def_property_readonly("interval", [](const Aqm& a) { return a.adaptive.interval; })
-      .def_property_readonly("target_lo", [](const Aqm& a) { return a.adaptive.target_lo; })
-      .def_property_readonly("target_hi", [](const Aqm& a) { return a.adaptive.target_hi; })
-      .def_property_readonly("increment", [](const Aqm& a) { return a.adaptive.increment; })
-      .def_property_readonly("decrease", [](const Aqm& a) { return a.adaptive.decrease; })
-      .def_property_readonly("p_max_high", [](const Aqm& a) { return a.adaptive.p_max_high; })
-      .def_property_readonly("p_max_low", [](const Aqm& a) { return a.adaptive.p_max_low; })
-      .def_property_readonly("clock", [](const Aqm& a) { return to_string(a.adaptive.clock); })
-      .def_property_readonly("p_max_step", [](const Aqm& a) { return a.adaptive.p_max_step; })
-      .def_property_readonly("max_clock_states", [](const Aqm& a) { return a.adaptive.max_clock_states; })
-      .def_readonly("drop", &Aqm::drop)
-      .def_readonly("w", &Aqm::w)
-      .def_readonly("ecn", &Aqm::ecn)
-      .def_property_readonly("update", [](const Aqm& a) { return to_string(a.update); })
-      .def_property_readonly("policy", [](const Aqm& a) { return to_string(a.policy); })
-      .def_property_readonly("filter", [](const Aqm& a) { return to_string(a.filter); })
-      .def_readonly("a", &Aqm::a)
-      .def_readonly("b", &Aqm::b)
+      .def_property_readonly("modified", [](const Aqm& a) { return to_string(a.modified); },
+          "Modified RED for mice and ECN-capable arrivals: 'none', 'front' or 'random' (model file aqm.modified).")
+      .def_readonly("flow_compare", &Aqm::flow_compare,
+          "True: the flow comparison drops an arrival and a random waiting packet of the same flow (aqm.flow_compare).")
+      .def_property_readonly("spacing", [](const Aqm& a) { return to_string(a.spacing); },
+          "Drop spacing: 'none', 'count' or 'wait' (aqm.spacing).")
+      .def_readonly("count_max", &Aqm::count_max,
+          "The largest count the chain may carry under drop spacing (aqm.count_max).")
+      .def_property_readonly("weight", [](const Aqm& a) { return to_string(a.weight); },
+          "The EWMA weight rule: 'static' (w) or 'autored' (AutoRED's dynamic weight, w its floor) (aqm.weight).")
+      .def_property_readonly("autored_p", [](const Aqm& a) { return to_string(a.autored_p); },
+          "AutoRED's P_t: 'drop' (p(avg) before the update) or 'queue' (q / N) (aqm.autored_p).")
+      .def_readonly("dynamic_max_th", &Aqm::dynamic_max_th,
+          "True: FDynamicAutoRED's dynamic max_th (aqm.dynamic_max_th).")
+      .def_readonly("max_th_growth", &Aqm::max_th_growth,
+          "The raised cur_max_th is max_th (1 + max_th_growth) (aqm.max_th_growth).")
+      .def_property_readonly("adaptive", [](const Aqm& a) { return a.adaptive.enabled; },
+          "True: adaptive RED, p_max moves every `interval` slots (aqm.adaptive).")
+      .def_property_readonly("interval", [](const Aqm& a) { return a.adaptive.interval; },
+          "Adaptive RED: slots between p_max updates (the mean interval under the geometric clock) (aqm.interval).")
+      .def_property_readonly("target_lo", [](const Aqm& a) { return a.adaptive.target_lo; },
+          "Adaptive RED: lower end of avg's target band, a fraction of the way from min_th to max_th (aqm.target_lo).")
+      .def_property_readonly("target_hi", [](const Aqm& a) { return a.adaptive.target_hi; },
+          "Adaptive RED: upper end of avg's target band, a fraction of the way from min_th to max_th (aqm.target_hi).")
+      .def_property_readonly("increment", [](const Aqm& a) { return a.adaptive.increment; },
+          "Adaptive RED: p_max grows by min(increment, p_max / 4) above the band (aqm.increment).")
+      .def_property_readonly("decrease", [](const Aqm& a) { return a.adaptive.decrease; },
+          "Adaptive RED: p_max is multiplied by this below the band (aqm.decrease).")
+      .def_property_readonly("p_max_high", [](const Aqm& a) { return a.adaptive.p_max_high; },
+          "Adaptive RED: p_max grows only while at most this (aqm.p_max_high).")
+      .def_property_readonly("p_max_low", [](const Aqm& a) { return a.adaptive.p_max_low; },
+          "Adaptive RED: p_max decreases only while at least this (aqm.p_max_low).")
+      .def_property_readonly("clock", [](const Aqm& a) { return to_string(a.adaptive.clock); },
+          "Adaptive RED's update clock: 'geometric' or 'exact' (a phase counter) (aqm.clock).")
+      .def_property_readonly("p_max_step", [](const Aqm& a) { return a.adaptive.p_max_step; },
+          "Adaptive RED: the chain's p_max grid step (aqm.p_max_step).")
+      .def_property_readonly("max_clock_states", [](const Aqm& a) { return a.adaptive.max_clock_states; },
+          "Adaptive RED: the exact clock is refused above this many product states (aqm.max_clock_states).")
+      .def_readonly("drop", &Aqm::drop,
+          "The drop function p(avg) (DropFunction).")
+      .def_readonly("w", &Aqm::w,
+          "The EWMA weight (filter 'ewma'); in continuous time a rate per unit time (aqm.w).")
+      .def_readonly("ecn", &Aqm::ecn,
+          "Probability that an arrival is ECN-capable: an AQM drop marks it instead (aqm.ecn).")
+      .def_property_readonly("update", [](const Aqm& a) { return to_string(a.update); },
+          "When the filter advances: 'per_slot' or 'per_arrival' (aqm.update).")
+      .def_property_readonly("policy", [](const Aqm& a) { return to_string(a.policy); },
+          "Where a dropped packet is taken from: 'tail', 'front' or 'random' (aqm.policy).")
+      .def_property_readonly("filter", [](const Aqm& a) { return to_string(a.filter); },
+          "The moving average: 'ewma' (RED's, weight w) or 'redwm' (coefficients a, b) (aqm.filter).")
+      .def_readonly("a", &Aqm::a,
+          "REDwM: the coefficients a_1..a_k of the past averages (aqm.a).")
+      .def_readonly("b", &Aqm::b,
+          "REDwM: the coefficients b_0..b_m of the queue samples (aqm.b).")
       .def_property_readonly("order", [](const Aqm& a) { return py::make_tuple(a.order_k(), a.order_m()); },
                              "REDwM's effective order (k, m): the last non-zero a_k and b_m")
       .def_static(
@@ -327,18 +370,30 @@ void define_aqm_grid_model(py::module_& m) {
            py::arg("step_min") = ro.step_min, py::arg("p_step") = ro.p_step, py::arg("growth") = ro.growth,
            py::arg("mass_tol") = ro.mass_tol, py::arg("state_budget") = ro.state_budget,
            py::arg("presolve_k") = ro.presolve_k)
-      .def_readonly("k", &GridSpec::k)
-      .def_readonly("points", &GridSpec::points)
-      .def_readonly("s_k", &GridSpec::s_k)
-      .def_readonly("s_points", &GridSpec::s_points)
-      .def_property_readonly("mapping", [](const GridSpec& g) { return to_string(g.mapping); })
-      .def_property_readonly("refine", [](const GridSpec& g) { return to_string(g.refine); })
-      .def_property_readonly("step_min", [](const GridSpec& g) { return g.refine_options.step_min; })
-      .def_property_readonly("p_step", [](const GridSpec& g) { return g.refine_options.p_step; })
-      .def_property_readonly("growth", [](const GridSpec& g) { return g.refine_options.growth; })
-      .def_property_readonly("mass_tol", [](const GridSpec& g) { return g.refine_options.mass_tol; })
-      .def_property_readonly("state_budget", [](const GridSpec& g) { return g.refine_options.state_budget; })
-      .def_property_readonly("presolve_k", [](const GridSpec& g) { return g.refine_options.presolve_k; })
+      .def_readonly("k", &GridSpec::k,
+          "Uniform avg grid step 1/k (away from the refined ranges with refine 'auto') (grid.k).")
+      .def_readonly("points", &GridSpec::points,
+          "A custom avg grid 0 = g_0 < ... < g_L = N; empty: the step 1/k (grid.points).")
+      .def_readonly("s_k", &GridSpec::s_k,
+          "REDwM's s grid step 1/s_k (0: automatic) (grid.s_k).")
+      .def_readonly("s_points", &GridSpec::s_points,
+          "REDwM: a custom s grid (empty: the step 1/s_k) (grid.s_points).")
+      .def_property_readonly("mapping", [](const GridSpec& g) { return to_string(g.mapping); },
+          "How avg is put on the grid: 'split' (mean-preserving), 'nearest' or 'flags' (grid.mapping).")
+      .def_property_readonly("refine", [](const GridSpec& g) { return to_string(g.refine); },
+          "'auto' (a pre-solve locates avg's mass and the grid is refined there) or 'none' (grid.refine).")
+      .def_property_readonly("step_min", [](const GridSpec& g) { return g.refine_options.step_min; },
+          "Refinement: the finest step, at a jump of p(avg) inside avg's mass range (grid.step_min).")
+      .def_property_readonly("p_step", [](const GridSpec& g) { return g.refine_options.p_step; },
+          "Refinement: the largest change of p(avg) across one step inside avg's mass range (grid.p_step).")
+      .def_property_readonly("growth", [](const GridSpec& g) { return g.refine_options.growth; },
+          "Refinement: the largest ratio between neighbouring steps (grid.growth).")
+      .def_property_readonly("mass_tol", [](const GridSpec& g) { return g.refine_options.mass_tol; },
+          "Refinement: avg's mass range runs from its mass_tol to its 1 - mass_tol quantile (grid.mass_tol).")
+      .def_property_readonly("state_budget", [](const GridSpec& g) { return g.refine_options.state_budget; },
+          "Refinement: the refined chain's estimated states at most this (grid.state_budget).")
+      .def_property_readonly("presolve_k", [](const GridSpec& g) { return g.refine_options.presolve_k; },
+          "Refinement: the pre-solve's grid step 1/presolve_k (grid.presolve_k).")
       .def_static(
           "refine_defaults",
           []() {
@@ -349,7 +404,8 @@ void define_aqm_grid_model(py::module_& m) {
             return o;
           },
           "Defaults of the automatic grid's options (written once, in the core).")
-      .def("resolve", &GridSpec::resolve, py::arg("buffer"));
+      .def("resolve", &GridSpec::resolve, py::arg("buffer"),
+           "The avg grid points for this buffer size (refine = 'auto' needs the pre-solve: refine_grid).");
   m.def("redwm_s_grid", &redwm_s_grid, py::arg("model"),
         "The chain's grid for REDwM's s (docs/redwm.md): [0] for an EWMA model.");
 
