@@ -7,12 +7,13 @@ VENV     := .venv
 VPY      := $(VENV)/bin/python
 JOBS     ?= 2
 APT_PKGS := g++ make cmake ninja-build pkg-config libsuitesparse-dev libarpack2-dev libeigen3-dev libgtest-dev libopenblas0-pthread
-PY_MODS  := numpy scipy pybind11 scikit_build_core pytest matplotlib hypothesis dask distributed pandas tqdm
-PIP_PKGS := numpy scipy pybind11 scikit-build-core pytest matplotlib hypothesis dask distributed pandas tqdm
+# nbclient, ipykernel and nbformat: the tests (and the docs site) execute the notebooks in a real kernel
+PY_MODS  := numpy scipy pybind11 scikit_build_core pytest matplotlib hypothesis dask distributed pandas tqdm nbclient ipykernel nbformat
+PIP_PKGS := numpy scipy pybind11 scikit-build-core pytest matplotlib hypothesis dask distributed pandas tqdm nbclient ipykernel nbformat
 # the documentation site (`make docs`, part of `make test`): import names and PyPI names
 DOC_MODS := mkdocs material mkdocstrings mkdocstrings_handlers.python
 DOC_PKGS := mkdocs mkdocs-material 'mkdocstrings[python]'
-# `make notebooks` only (never for `make test`)
+# `make notebooks` only (never for `make test`); the kernel (ipykernel) is in PIP_PKGS
 NB_PKGS  := jupyterlab
 
 .PHONY: all deps sysdeps pydeps docdeps build build-py build-cpp test test-cpp test-py docs notebooks sanitize demo bench clean
@@ -58,14 +59,16 @@ docdeps: pydeps
 	@$(VPY) -c 'import $(shell echo $(DOC_MODS) | tr " " ",")' >/dev/null 2>&1 || \
 	  { echo "pip install: $(DOC_PKGS)"; $(VPY) -m pip install -q $(DOC_PKGS); }
 
-# The documentation site into build/site; warnings are errors (mkdocs.yml: strict).  The notebooks
-# are rendered without running them (mkdocs_hooks.py); the API pages import the built package.
+# The documentation site into build/site; warnings are errors (mkdocs.yml: strict).  The notebook
+# pages show executed outputs (mkdocs_hooks.py, tools/nbexec.py): the copies the tests executed
+# (build/notebooks/) when current, else the notebooks run now (about a minute); the API pages
+# import the built package.
 docs: build-py docdeps
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --config-file mkdocs.yml --site-dir build/site
 
-# JupyterLab on docs/notebooks (installs it into .venv on first use).
+# JupyterLab on docs/notebooks with the .venv kernel (installs JupyterLab into .venv on first use).
 notebooks: build-py
-	@$(VPY) -c 'import jupyterlab' >/dev/null 2>&1 || { echo "pip install: $(NB_PKGS)"; $(VPY) -m pip install -q $(NB_PKGS); }
+	@$(VPY) -c 'import jupyterlab, ipykernel' >/dev/null 2>&1 || { echo "pip install: $(NB_PKGS) ipykernel"; $(VPY) -m pip install -q $(NB_PKGS) ipykernel; }
 	$(VENV)/bin/jupyter lab --notebook-dir=docs/notebooks
 
 # GoogleTest suite under AddressSanitizer + UndefinedBehaviorSanitizer (not part of `make test`).

@@ -1,13 +1,19 @@
 """MkDocs hooks of the aqmchain documentation site (mkdocs.yml: ``hooks:``).
 
-1. Every notebook ``docs/notebooks/*.ipynb`` becomes a page ``notebooks/<name>.md``
-   rendered WITHOUT executing it (markdown cells as they are, code cells as Python
-   blocks, stored text and PNG outputs if any); the .ipynb itself is published beside
-   it for download.  Notebooks not named in the nav are appended to its "Tutorials"
-   section in file-name order, so a new notebook needs no nav line.
+1. Every notebook ``docs/notebooks/*.ipynb`` becomes a page ``notebooks/<name>.md`` with
+   its EXECUTED outputs (tools/nbexec.py: a real kernel in the notebook's folder; the
+   copies `make test` executed are reused from build/notebooks/ when the notebook and the
+   installed package are unchanged, else the notebook runs now): markdown cells as they
+   are, code cells as Python blocks, printed text, tables (HTML) and plots (PNG); a cell
+   that fails fails the build.  The .ipynb itself (without outputs) is published beside it
+   for download.  Notebooks not named in the nav are appended to its "Tutorials" section
+   in file-name order, so a new notebook needs no nav line.
 2. ``reference/cli-help.md`` is generated from the command line's own argparse parser
    (every command's ``--help``), so it cannot drift from the code.
-3. The docstrings' Sphinx roles (:class:`X`, :func:`~a.b`) are shown as code, without the role.
+3. ``reference/api.md`` is generated from ``aqmchain.__all__``: the names of API_SECTIONS in
+   their sections, and any other public name in a last section, so every public name is on
+   the page (mkdocstrings renders each from its docstring).
+4. The docstrings' Sphinx roles (:class:`X`, :func:`~a.b`) are shown as code, without the role.
 """
 
 from __future__ import annotations
@@ -15,11 +21,20 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import sys
 from pathlib import Path
 
-from mkdocs.structure.files import File
-
 TUTORIALS = "Tutorials"
+ROOT = Path(__file__).resolve().parent
+
+
+def _nbexec():
+    """tools/nbexec.py (MkDocs restores sys.path after loading the hooks, so it is added here)."""
+    if str(ROOT / "tools") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tools"))
+    import nbexec
+
+    return nbexec
 
 
 def _title(nb: dict, fallback: str) -> str:
@@ -68,25 +83,40 @@ def _fence(text: str, lang: str) -> str:
     return f"{ticks}{lang}\n{text.rstrip()}\n{ticks}\n"
 
 
-def notebook_markdown(path: Path) -> str:
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    out = [f"!!! note \"Notebook\"\n    This page is the notebook [`{path.name}`]({path.name}) shown without "
-           f"running it; `make notebooks` opens it in JupyterLab, and `make test` executes it.\n"]
+def _output_markdown(o: dict) -> str | None:
+    kind = o.get("output_type")
+    if kind == "stream":
+        return _fence("".join(o.get("text", "")), "text") if o.get("name") == "stdout" else None
+    if kind == "error":
+        raise RuntimeError(f"notebook output is an error: {o.get('ename')}: {o.get('evalue')}")
+    if kind not in ("execute_result", "display_data"):
+        return None
+    data = o.get("data", {})
+    if "image/png" in data:
+        return f"![output](data:image/png;base64,{''.join(data['image/png']).strip()})\n"
+    if "text/html" in data:  # a pandas table
+        html = "".join(data["text/html"]).strip()
+        return f'<div class="nb-output">\n{html}\n</div>\n'
+    if "text/plain" in data:
+        return _fence("".join(data["text/plain"]), "text")
+    return None
+
+
+def notebook_markdown(path: Path, nb: dict | None = None) -> str:
+    """The page of a notebook: ``nb`` is the executed notebook (read from ``path`` if None)."""
+    nb = nb if nb is not None else json.loads(path.read_text(encoding="utf-8"))
+    out = [f"!!! note \"Notebook\"\n    This page is the notebook [`{path.name}`]({path.name}) with the outputs "
+           f"of a run when the site was built; `make notebooks` opens it in JupyterLab, and `make test` "
+           f"executes it.\n"]
     for cell in nb.get("cells", []):
         src = "".join(cell.get("source", ""))
         if cell.get("cell_type") == "markdown":
             out.append(src.rstrip() + "\n")
         elif cell.get("cell_type") == "code" and src.strip():
-            out.append(_fence(src, "python"))
-            for o in cell.get("outputs", []):
-                if o.get("output_type") == "stream":
-                    out.append(_fence("".join(o.get("text", "")), "text"))
-                elif o.get("output_type") in ("execute_result", "display_data"):
-                    data = o.get("data", {})
-                    if "image/png" in data:
-                        out.append(f"![output](data:image/png;base64,{''.join(data['image/png']).strip()})\n")
-                    elif "text/plain" in data:
-                        out.append(_fence("".join(data["text/plain"]), "text"))
+            shown = "\n".join(line for line in src.splitlines() if not line.startswith("%matplotlib"))
+            if shown.strip():
+                out.append(_fence(shown, "python"))
+            out += [md for md in map(_output_markdown, cell.get("outputs", [])) if md]
     return "\n".join(out)
 
 
@@ -111,11 +141,106 @@ def cli_markdown() -> str:
     return "\n".join(lines)
 
 
+API_INTRO = """\
+# Python API
+
+Generated from the docstrings when the site is built: every name in `aqmchain.__all__`, by
+topic. Conventions (row vectors, π P = π, CSR rows = from-state) are in
+[Conventions](../conventions.md). The model objects (`Model`, `Source`, `Service`, `Aqm`,
+`DropFunction`, `GridSpec`, `TrafficClass`) are described key by key in
+[Model files](../model-file.md): a model file's `[section] key` is the Python constructor's
+keyword of the same name.
+"""
+
+#: (title, introduction, names) of the API page, in order.  A public name not listed here goes
+#: to the last section ("Other names"); a listed name that is not public fails the build.
+API_SECTIONS = [
+    ("Models", "The model objects are compiled (pybind11); their constructors take the keys of the model "
+     "file's tables as keyword arguments.",
+     ["Model", "Source", "Service", "Aqm", "DropFunction", "GridSpec", "TrafficClass", "Phase", "Scenario",
+      "load_model", "load_config", "model_from_dict", "model_to_dict", "replace", "apply_overrides",
+      "solver_options", "ssmp_q_for_mean", "redwm_s_grid"]),
+    ("Errors", "Bad input raises `ModelError` (a `ValueError`) whose message names the parameter, the bound "
+     "and the value; a state space over the memory budget raises `StateSpaceTooLarge` before anything is "
+     "allocated.",
+     ["ModelError", "StateSpaceTooLarge", "OptionError", "ReducibleChainError", "SolverError",
+      "NonConvergenceError"]),
+    ("Chain size and memory", "",
+     ["model_info", "estimate_chain", "count_reachable", "stateful_info"]),
+    ("Stationary analysis", "",
+     ["solve_stationary", "StationaryResult", "SolverInfo", "ErrorEstimate", "DirectSolver", "build_chain",
+      "Chain", "refine_grid", "transition_matrix", "state_labels", "stateful_observables", "ClassMetrics",
+      "CLASS_METRICS", "set_num_threads", "num_threads"]),
+    ("Response times under the drop policies", "", ["compare_policies", "PolicyComparison"]),
+    ("Simulation", "",
+     ["simulate", "SimulationResult", "compare", "Comparison", "simulate_scenario", "EnsembleOptions",
+      "EnsembleResult"]),
+    ("Transient analysis", "",
+     ["solve_transient", "TransientResult", "TransientInfo", "time_grid", "make_scenario", "load_scenario",
+      "TRANSIENT_METHODS", "TRANSIENT_METRICS"]),
+    ("Sweeps and exports", "", ["sweep", "SweepResult", "export_matrix", "export_prism", "export_stationary",
+                                "stationary_table"]),
+    ("Coefficient search", "", ["optimize", "OptimizeResult", "OPTIMIZE_METHODS"]),
+    ("Self-similarity and the Hurst parameter", "",
+     ["estimate_hurst", "HurstEstimate", "HURST_ESTIMATORS", "hurst", "HurstReport", "hurst_from_trace",
+      "arrival_trace", "aggregated_variance", "rescaled_range", "expected_rs"]),
+    ("Plots", "", ["plots"]),
+]
+
+
+def api_markdown() -> str:
+    import aqmchain
+
+    public = list(aqmchain.__all__)
+    listed = [n for _, _, names in API_SECTIONS for n in names]
+    unknown = sorted(set(listed) - set(public))
+    if unknown or len(listed) != len(set(listed)):
+        raise ValueError(f"API_SECTIONS: not in aqmchain.__all__ {unknown}, or listed twice")
+    sections = API_SECTIONS + [("Other names", "", [n for n in public if n not in listed])]
+    lines = [API_INTRO]
+    for title, intro, names in sections:
+        if names:
+            lines += [f"## {title}", ""] + ([intro, ""] if intro else [])
+            lines += [line for n in names for line in _api_entry(n, getattr(aqmchain, n))]
+    return "\n".join(lines)
+
+
+def _api_entry(name: str, obj) -> list[str]:
+    """The page's lines for one public name: a mkdocstrings directive, except for the exceptions
+    made by the compiled module (mkdocstrings cannot follow their re-export), written out here."""
+    import inspect
+
+    lazy = name not in vars(sys.modules["aqmchain"])  # made on first use (the package's __getattr__)
+    if inspect.isclass(obj) and (lazy or (issubclass(obj, BaseException) and obj.__module__ == "aqmchain")):
+        # the first base that is not a private helper: ValueError, ModelError, pandas.DataFrame
+        base = next(b for b in obj.__mro__[1:] if not b.__name__.startswith("_"))
+        bases = (base.__name__ if base.__module__ in ("builtins", "aqmchain")
+                 else f"{base.__module__.split('.')[0]}.{base.__name__}")
+        out = [f"### aqmchain.{name}", "", f"`class {name}({bases})`", "", inspect.cleandoc(obj.__doc__ or ""), ""]
+        own = [k for k in obj.__mro__ if k.__module__.startswith("aqmchain")]
+        for attr in sorted({a for k in own for a in vars(k) if not a.startswith("_")}):
+            member = getattr(obj, attr)
+            if callable(member) and member.__doc__:
+                try:
+                    sig = str(inspect.signature(member))
+                except (TypeError, ValueError):
+                    sig = "(...)"
+                sig = re.sub(r"^\(self,? ?", "(", sig)
+                out += [f"#### {name}.{attr}", "", f"`{attr}{sig}`", "", inspect.cleandoc(member.__doc__), ""]
+        return out
+    return [f"::: aqmchain.{name}", ""]
+
+
 def on_files(files, config):
-    for path in _notebooks(config):
+    from mkdocs.structure.files import File
+
+    paths = _notebooks(config)
+    runs = _nbexec().executed(paths)
+    for path in paths:
         uri = posixpath.join("notebooks", f"{path.stem}.md")
-        files.append(File.generated(config, uri, content=notebook_markdown(path)))
+        files.append(File.generated(config, uri, content=notebook_markdown(path, runs[path])))
     files.append(File.generated(config, "reference/cli-help.md", content=cli_markdown()))
+    files.append(File.generated(config, "reference/api.md", content=api_markdown()))
     return files
 
 

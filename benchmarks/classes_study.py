@@ -14,9 +14,11 @@ chain, and the state counts of both chains.  Families:
              marked packets are admitted where others are dropped.
   bursty     a two-state MMBP whose states carry different class mixes (class a arrives
              mostly in the bursty state), tail drop, no ECN.
-  modified   seed 004's modified RED (front variant), class a = mice, class b elephants
+  modified   the modified RED of "Modified RED Algorithm to Improve The
+             Performance of Web Traffic" (front variant), class a = mice, class b elephants
              half of them ECN-capable.
-  compare    seed 003's flow comparison, class a one flow, class b two flows.
+  compare    the flow comparison of "FDynamicAutoRED: An Algorithm to Stabilize
+             the Queue in Internet Routers", class a one flow, class b two flows.
 """
 
 from __future__ import annotations

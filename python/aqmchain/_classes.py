@@ -11,10 +11,11 @@ from . import _output
 
 __all__ = ["CLASS_METRICS", "ClassMetrics"]
 
-# The scalar metrics of a class (written once; the chain and the simulator report these names).
 CLASS_METRICS = ("arrival_rate", "loss", "loss_aqm", "loss_overflow", "loss_flow_compare", "loss_pushed_out",
                  "mark_prob", "throughput", "throughput_share", "mean_response", "var_response", "mean_queue",
                  "queue_share")
+"""The scalar metrics of a traffic class (attributes of :class:`ClassMetrics`), written once: the chain
+and the simulator report these names."""
 
 
 def _fin(v: Any) -> Any:

@@ -434,13 +434,13 @@ def _floats(option: str, text: str) -> list[float]:
 
 
 def _cmd_optimize(args: argparse.Namespace) -> int:
-    from .optimize import optimize
+    from .optimize import PAPER_GRID_NAMES, optimize
 
     _check_outputs(args, "--json", "--csv")
     model, solver = _config(args)
     params = [p.strip() for p in args.params.split(",") if p.strip()]
     starts: object = args.starts
-    if args.starts in ("paper", "seed000"):
+    if args.starts in PAPER_GRID_NAMES:
         starts = "paper"
     elif args.starts != "current":
         starts = [_floats("--starts", pt) for pt in args.starts.split(";") if pt.strip()]
@@ -822,7 +822,7 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--method", choices=["hooke_jeeves", "nelder_mead"], default="hooke_jeeves")
     op.add_argument("--starts", default="current",
                     help="'current' (the model's values), 'paper' (the 10 x 10 x 10 grid of triples of \"A RED "
-                         "modified weighted moving average for soft real-time application\"; also 'seed000') or "
+                         "modified weighted moving average for soft real-time application\"; also 'paper-grid') or "
                          "points 'x,y,z;x,y,z'")
     op.add_argument("--bounds", action="append", metavar="NAME=LO:HI", help="bounds of a parameter (repeatable)")
     op.add_argument("--step", help="first steps, one per parameter (triple: 0.01,0.001,0.001)")

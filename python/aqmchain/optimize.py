@@ -33,15 +33,16 @@ from . import _checks, _core
 from ._core import ModelError, ReducibleChainError, SolverError, StateSpaceTooLarge
 from .modelfile import model_from_dict, model_to_dict
 
-__all__ = ["optimize", "OptimizeResult", "OPTIMIZE_METHODS", "SEED000_STARTS", "triple_of"]
+__all__ = ["optimize", "OptimizeResult", "OPTIMIZE_METHODS", "PAPER_GRID_STARTS", "PAPER_GRID_NAMES", "triple_of"]
 
 OPTIMIZE_METHODS = ("hooke_jeeves", "nelder_mead")
+"""The search methods of :func:`optimize` (``method``): Hooke and Jeeves' pattern search, Nelder-Mead."""
 TRIPLE = ("aqm.triple[0]", "aqm.triple[1]", "aqm.triple[2]")
 #: Default first steps of the triple's coordinates (the spacing of the paper's start grid).
 TRIPLE_STEP = (0.01, 0.001, 0.001)
 
 
-def _seed000_starts() -> list[tuple[float, float, float]]:
+def _paper_grid_starts() -> list[tuple[float, float, float]]:
     """The 10 x 10 x 10 start grid of "A RED modified weighted moving average for soft real-time
     application": x = 0.001, 0.011, ..., 0.091; y, z = 0, 0.001, ..., 0.009 (triple notation)."""
     xs = [round(0.001 + 0.01 * i, 10) for i in range(10)]
@@ -49,7 +50,9 @@ def _seed000_starts() -> list[tuple[float, float, float]]:
     return [(x, y, z) for x in xs for y in ys for z in ys]
 
 
-SEED000_STARTS: tuple[tuple[float, float, float], ...] = tuple(_seed000_starts())
+PAPER_GRID_STARTS: tuple[tuple[float, float, float], ...] = tuple(_paper_grid_starts())
+#: The ``starts`` values (and ``--starts`` spellings) that select :data:`PAPER_GRID_STARTS`.
+PAPER_GRID_NAMES: tuple[str, ...] = ("paper", "paper-grid")
 
 
 def triple_of(model: _core.Model) -> list[float]:
@@ -108,10 +111,12 @@ class OptimizeResult:
 
     @property
     def success(self) -> bool:
+        """True when a feasible point with a finite objective was found."""
         return self.x is not None and math.isfinite(self.value)
 
     @property
     def evaluations_per_minute(self) -> float:
+        """Solves per minute of wall time (NaN if no time was measured)."""
         return 60.0 * self.evaluations / self.seconds if self.seconds > 0 else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,6 +144,7 @@ class OptimizeResult:
         return out.getvalue()
 
     def summary(self) -> str:
+        """A text report: the search and its accounts, then the best point and its value."""
         lines = [f"{self.method} on {self.objective} over {', '.join(self.params)}: "
                  f"{len(self.starts)} start(s), {self.evaluations} evaluations ({self.cache_hits} cached, "
                  f"{self.infeasible} infeasible, {self.failed} failed) in {self.seconds:.1f} s"]
@@ -364,14 +370,12 @@ def _starts(starts: Any, space: _Space) -> list[np.ndarray]:
     if starts is None or (isinstance(starts, str) and starts == "current"):
         return [np.array(space.current, dtype=float)]
     if isinstance(starts, str):
-        if starts == "paper":
-            starts = "seed000"
-        if starts != "seed000":
-            raise _checks.model_error("starts", "'paper' (or 'seed000'), 'current', a list of points or a dict of value lists",
-                                      starts)
+        if starts not in PAPER_GRID_NAMES:
+            raise _checks.model_error("starts", f"{' or '.join(map(repr, PAPER_GRID_NAMES))}, 'current', a list of "
+                                      "points or a dict of value lists", starts)
         if space.names != list(TRIPLE):
             raise _checks.model_error("starts", "used with params='triple' ('paper' is a grid of triples)", starts)
-        return [np.array(p, dtype=float) for p in SEED000_STARTS]
+        return [np.array(p, dtype=float) for p in PAPER_GRID_STARTS]
     if isinstance(starts, dict):  # a grid: the product of per-parameter value lists
         keys = [space._resolve(k) if k != "triple" else k for k in starts]
         if sorted(keys) != sorted(space.names):
@@ -405,7 +409,7 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     ``"mean_queue"``) or a callable ``result -> float``; minimised.  ``bounds``: per parameter
     ``(lo, hi)`` (a dict by name or a list in order; the triple defaults to [0, 1] each, other
     parameters to no bound beyond the model's own validation).  ``starts``: None / "current"
-    (the model's values), ``"paper"`` (also ``"seed000"``: the 10 x 10 x 10 triple grid of the REDwM paper), a
+    (the model's values), ``"paper"`` (also ``"paper-grid"``: the 10 x 10 x 10 triple grid of the REDwM paper), a
     list of points, or a dict of value lists (their product).  ``step``: first step per
     parameter (triple: 0.01, 0.001, 0.001; others 10 % of the value, or 0.1 at 0); ``min_step``:
     the search stops below it (default step / 64).  ``max_evals``: budget of solves over all

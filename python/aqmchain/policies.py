@@ -55,6 +55,8 @@ class PolicyComparison:
         return None if r.mean_response is not None else f"response times n/a: {r.response_note}"
 
     def table(self) -> str:
+        """A text table, one row per policy: E[R], Var[R], the change against tail drop, the
+        pushed-out probability, loss and mean queue."""
         head = (f"{'policy':<8}{'E[R]':>12}{'Var[R]':>14}{'vs tail':>10}{'pushed out':>13}{'loss':>12}"
                 f"{'mean queue':>12}")
         lines = [head, "-" * len(head)]

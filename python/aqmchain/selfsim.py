@@ -29,13 +29,14 @@ from . import _checks, _core
 __all__ = ["HURST_ESTIMATORS", "HurstEstimate", "estimate_hurst", "hurst_from_trace", "aggregated_variance",
            "rescaled_range", "expected_rs", "arrival_trace"]
 
-#: estimator name -> one-line description (the names are written only here)
 HURST_ESTIMATORS = {
     "exact": "variance-time slope on the exact aggregated-variance curve (closed form)",
     "variance_time": "variance-time slope on simulated arrival traces",
     "rs": "rescaled-range (R/S) slope on simulated traces, Anis-Lloyd corrected",
     "asymptotic": "SSMP closed form 1 - ln q / (2 ln(a/q))",
 }
+"""The estimators of :func:`estimate_hurst`: name -> one-line description (the names are written only
+here)."""
 MAX_LOG2_LEVEL = 30
 #: default ranges (slots); None = up to the trace length / 64 (variance-time) or / 16 (R/S)
 DEFAULT_RANGE = {"exact": (1, 2**20), "variance_time": (1, None), "rs": (16, None), "asymptotic": (1, 2**20)}
@@ -71,6 +72,7 @@ class HurstEstimate:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: the estimate, its interval, range, line and curve."""
         return {"estimator": self.estimator, "description": HURST_ESTIMATORS.get(self.estimator, ""),
                 "H": self.H, "ci": self.ci, "range": list(self.range), "slope": self.slope,
                 "intercept": self.intercept, "levels": [float(x) for x in self.levels],
@@ -79,6 +81,7 @@ class HurstEstimate:
                 "note": self.note}
 
     def summary(self) -> str:
+        """H (with its 95 % half-width for trace estimators), the estimator and its range; then the note, if any."""
         ci = f" ± {self.ci:.3f} (95 %, {len(self.replicates or [])} traces of {self.slots} slots)" \
             if self.ci is not None else ""
         from .plots import level_text

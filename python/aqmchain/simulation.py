@@ -91,6 +91,7 @@ class SimulationResult:
         return html_table("aqmchain simulation (95 % intervals)", rows)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of the estimates and their 95 % half-widths (non-finite values as None)."""
         fin = lambda v: float(v) if np.isfinite(v) else None  # noqa: E731  (JSON has no infinity)
         d: dict[str, Any] = {name: fin(getattr(self, name)) for name in SCALARS}
         for name in ("mean_count", "mean_p_max", "mean_max_th", "fairness", "loss_flow_compare"):
@@ -113,6 +114,7 @@ class SimulationResult:
         return d
 
     def summary(self) -> str:
+        """A text report: each metric with its 95 % half-width."""
         w = max(len(n) for n in SCALARS)
         lines = []
         for n in SCALARS:
@@ -239,6 +241,7 @@ class Comparison:
         return [r[0] for r in self.rows if np.isnan(r[4])]
 
     def table(self) -> str:
+        """A text table, one row per metric: analytic, simulated, 95 % half-width, z-score."""
         head = f"{'metric':<16}{'analytic':>14}{'simulated':>14}{'+-95%':>11}{'z':>8}"
         lines = [head, "-" * len(head)]
         for name, a, s, hw, z in self.rows:

@@ -64,6 +64,7 @@ class SolverInfo:
     extra: dict[str, float]
 
     def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (JSON-ready)."""
         return dataclasses.asdict(self)
 
 
@@ -204,6 +205,7 @@ class StationaryResult:
         return _quantile(self.queue_pmf, p)
 
     def system_quantile(self, p: float) -> int:
+        """Smallest k with P(n <= k) >= p, n the packets in the system (the one in service counted)."""
         return _quantile(self.system_pmf, p)
 
     def response_quantile(self, p: float) -> int:
@@ -217,6 +219,7 @@ class StationaryResult:
         return _tail(self.queue_pmf)
 
     def system_tail(self) -> np.ndarray:
+        """P(n >= k), k = 0..N, n the packets in the system (the one in service counted)."""
         return _tail(self.system_pmf)
 
     # -- the chain -----------------------------------------------------------
@@ -262,6 +265,7 @@ class StationaryResult:
         }
 
     def summary(self) -> str:
+        """A text report: the chain's size, the metrics and the solver's accounts."""
         i = self.info
         fc = getattr(self, "loss_flow_compare", None)
         # the stateful AQM's components (docs/stateful-aqm.md)
@@ -406,22 +410,37 @@ class ErrorEstimate:
     the interval around ``extrapolated`` meant to hold the limit, observed ``order``,
     ``method``); ``grids`` lists each grid's step factor, points, states and seconds."""
 
+    _HEADLINE = ("mean_queue", "var_queue", "loss", "mean_response", "var_response")  # shown by repr
+
     def __init__(self, metrics: dict[str, Any], grids: list[dict[str, Any]]):
         self.metrics, self.grids = metrics, grids
 
     def __getitem__(self, name: str):
         return self.metrics[name]
 
+    def __repr__(self) -> str:
+        factors = ", ".join(f"{g['step_factor']:g}" for g in self.grids)
+        states = " / ".join(f"{g['states']:,}" for g in self.grids)
+        names = [n for n in self._HEADLINE if n in self.metrics] or list(self.metrics)[:len(self._HEADLINE)]
+        shown = [f"{n} {self.metrics[n].extrapolated:.6g} +- {self.metrics[n].error:.2g}" for n in names]
+        more = len(self.metrics) - len(names)
+        return (f"<ErrorEstimate of {len(self.metrics)} metrics on grids with step factors {factors} "
+                f"({states} states): {'; '.join(shown)}" + (f"; {more} more in .table()>" if more else ">"))
+
     def interval(self, name: str) -> tuple[float, float]:
+        """The interval ``extrapolated -+ error`` meant to hold the metric's limit at step 0."""
         e = self.metrics[name]
         return e.extrapolated - e.error, e.extrapolated + e.error
 
     def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict: ``error_estimate`` (per metric: value, extrapolated, error, order, method)
+        and ``error_estimate_grids``."""
         return {"error_estimate": {name: {"value": e.value, "extrapolated": e.extrapolated, "error": e.error,
                                           "order": e.order, "method": e.method} for name, e in self.metrics.items()},
                 "error_estimate_grids": self.grids}
 
     def table(self) -> str:
+        """A text table, one row per metric: value, extrapolated value, error, order, method."""
         rows = [f"{'metric':<16} {'value':>14} {'extrapolated':>14} {'error':>10} {'order':>6}  method"]
         for name, e in self.metrics.items():
             rows.append(f"{name:<16} {e.value:>14.7g} {e.extrapolated:>14.7g} {e.error:>10.2e} {e.order:>6.2f}  {e.method}")
@@ -574,9 +593,12 @@ class DirectSolver:
 
     @property
     def analyses(self) -> int:
+        """How many symbolic analyses (UMFPACK) were made so far: 1 while the sparsity pattern is the same."""
         return self._solver.analyses
 
     def solve(self, model: _core.Model | _core.Chain) -> StationaryResult:
+        """Solve ``model`` (or a built chain) directly, reusing the symbolic analysis when the
+        chain's sparsity pattern is the one analysed before."""
         grid = None
         if not isinstance(model, _core.Chain):
             model, grid = refine_grid(model, memory_limit_gb=self._memory_limit_gb)

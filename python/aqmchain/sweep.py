@@ -447,6 +447,7 @@ class _SweepMethods:
         return self[self["status"] != "ok"]
 
     def summary(self) -> str:
+        """A text report: the swept keys, the number of points ok and failed, and each failure's error."""
         ok = int((self["status"] == "ok").sum())
         lines = [f"sweep over {', '.join(self.sweep_keys)}: {len(self)} points, {ok} ok, {len(self) - ok} failed"]
         for _, row in self.failed.iterrows():

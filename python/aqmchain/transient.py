@@ -23,10 +23,12 @@ from .stationary import NonConvergenceError, StationaryResult, _limit_bytes, bui
 
 __all__ = ["solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS"]
 
-#: Method names, defined once in the C++ core.
 TRANSIENT_METHODS: tuple[str, ...] = tuple(_core.transient_methods())
-#: Scalar metrics reported at every output time, defined once in the C++ core.
+"""The ``method`` names of :func:`solve_transient` (model file ``transient.method``), defined once in the
+C++ core."""
 TRANSIENT_METRICS: tuple[str, ...] = tuple(_core.transient_metric_names())
+"""The scalar metrics reported at every output time (attributes of :class:`TransientResult`), defined
+once in the C++ core."""
 #: Kernel options (Krylov, rational Krylov, uniformisation) and stepping options with their defaults.
 KERNEL_DEFAULTS: dict[str, Any] = _core.TransientOptions.defaults()
 STEP_DEFAULTS: dict[str, Any] = _core.StepOptions.defaults()
@@ -76,6 +78,7 @@ class TransientInfo:
     extra: dict[str, float]
 
     def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (JSON-ready)."""
         return dataclasses.asdict(self)
 
 

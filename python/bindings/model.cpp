@@ -31,29 +31,38 @@ void define_sources(py::module_& m) {
                   "Markov-modulated Bernoulli: row-stochastic modulator matrix, arrival probability per state.")
       .def_static("ssmp", &Source::ssmp, py::arg("n"), py::arg("q"), py::arg("a"),
                   "The self-similar MMBP of Robert and Le Boudec.")
-      .def_static("ssmp_from_mean", &Source::ssmp_from_mean, py::arg("mean"), py::arg("a"), py::arg("n"))
+      .def_static("ssmp_from_mean", &Source::ssmp_from_mean, py::arg("mean"), py::arg("a"), py::arg("n"),
+                  "The SSMP with n states and this a whose mean arrival rate is `mean` (q solved for).")
       .def_static("poisson", &Source::poisson, py::arg("rate"), "Poisson arrivals (continuous time), rate per unit time.")
       .def_static("mmpp", &Source::mmpp, py::arg("generator"), py::arg("rates"),
                   "Markov-modulated Poisson process (continuous time): modulator generator, rate per state.")
-      .def_property_readonly("kind", &source_kind)
-      .def_property_readonly("continuous", &Source::continuous)
-      .def_readonly("matrix", &Source::matrix)
-      .def_readonly("arrival", &Source::arrival)
-      .def_readonly("n", &Source::ssmp_n)
-      .def_readonly("q", &Source::ssmp_q)
-      .def_readonly("a", &Source::ssmp_a)
-      .def_property_readonly("states", &Source::states)
-      .def("mean_rate", &Source::mean_rate)
-      .def("modulator_stationary", &Source::modulator_stationary)
+      .def_property_readonly("kind", &source_kind, "'bernoulli', 'mmbp', 'ssmp', 'poisson' or 'mmpp'.")
+      .def_property_readonly("continuous", &Source::continuous, "True for the continuous-time kinds (Poisson, MMPP).")
+      .def_readonly("matrix", &Source::matrix,
+                    "The modulator: a row-stochastic matrix (slotted kinds; [[1]] for Bernoulli) or a generator "
+                    "(continuous kinds; [[0]] for Poisson).")
+      .def_readonly("arrival", &Source::arrival,
+                    "Per modulator state: the arrival probability per slot, or the arrival rate (continuous time).")
+      .def_readonly("n", &Source::ssmp_n, "SSMP: the number of modulator states (0 for the other kinds).")
+      .def_readonly("q", &Source::ssmp_q, "SSMP: the parameter q (0 for the other kinds).")
+      .def_readonly("a", &Source::ssmp_a, "SSMP: the parameter a (0 for the other kinds).")
+      .def_property_readonly("states", &Source::states, "The number of modulator states.")
+      .def("mean_rate", &Source::mean_rate, "Mean arrival rate: sum over the modulator states of pi_i times the rate.")
+      .def("modulator_stationary", &Source::modulator_stationary, "The modulator's stationary vector pi.")
       .def("__repr__", &Source::describe);
-  m.def("ssmp_q_for_mean", &ssmp_q_for_mean, py::arg("mean"), py::arg("a"), py::arg("n"));
+  m.def("ssmp_q_for_mean", &ssmp_q_for_mean, py::arg("mean"), py::arg("a"), py::arg("n"),
+        "The SSMP parameter q whose arrival rate (the stationary probability of the arrival state 0) is "
+        "`mean`, for this a and n states; raises ModelError if no q in (0, a] fits.");
 
-  py::class_<HurstReport>(m, "HurstReport")
-      .def_readonly("asymptotic", &HurstReport::asymptotic)
-      .def_readonly("asymptotic_valid", &HurstReport::asymptotic_valid)
-      .def_readonly("variance_time", &HurstReport::variance_time)
-      .def_readonly("levels", &HurstReport::levels)
-      .def_readonly("variances", &HurstReport::variances);
+  py::class_<HurstReport>(m, "HurstReport",
+                          "The Hurst parameter of a source from its exact aggregated variances (returned by hurst()).")
+      .def_readonly("asymptotic", &HurstReport::asymptotic,
+                    "SSMP's asymptotic H = 1 - ln q / (2 ln(a / q)); meaningful only if asymptotic_valid.")
+      .def_readonly("asymptotic_valid", &HurstReport::asymptotic_valid, "True when q > 1 and a > q^2.")
+      .def_readonly("variance_time", &HurstReport::variance_time,
+                    "Least-squares variance-time estimate of H over `levels`.")
+      .def_readonly("levels", &HurstReport::levels, "The aggregation levels m of the fit.")
+      .def_readonly("variances", &HurstReport::variances, "The exact Var(X^(m)) at those levels.");
   m.def("hurst", &hurst, py::arg("source"), py::arg("log2_lo") = 0, py::arg("log2_hi") = 20,
         "Asymptotic and exact variance-time Hurst parameter of a source.");
 }
@@ -61,11 +70,14 @@ void define_sources(py::module_& m) {
 void define_service(py::module_& m) {
   py::class_<Service>(m, "Service", "Geometric service per slot, or exponential service (continuous time).")
       .def(py::init(&Service::geometric), py::arg("mu"))
-      .def_static("geometric", &Service::geometric, py::arg("mu"))
-      .def_static("exponential", &Service::exponential, py::arg("mu"))
-      .def_property_readonly("kind",
-                             [](const Service& s) { return s.kind == Service::Kind::Geometric ? "geometric" : "exponential"; })
-      .def_readonly("mu", &Service::mu)
+      .def_static("geometric", &Service::geometric, py::arg("mu"),
+                  "Geometric service: the packet in service leaves at the end of a slot with probability mu.")
+      .def_static("exponential", &Service::exponential, py::arg("mu"),
+                  "Exponential service with rate mu per unit time (continuous time).")
+      .def_property_readonly(
+          "kind", [](const Service& s) { return s.kind == Service::Kind::Geometric ? "geometric" : "exponential"; },
+          "'geometric' (slotted) or 'exponential' (continuous time).")
+      .def_readonly("mu", &Service::mu, "The service probability per slot, or the service rate (continuous time).")
       .def("__repr__", [](const Service& s) {
         return detail::cat("Service.", s.kind == Service::Kind::Geometric ? "geometric" : "exponential", "(mu=", s.mu,
                            ")");
@@ -85,22 +97,38 @@ py::object drop_call(const DropFunction& f, py::object x) {
 
 void define_drop(py::module_& m) {
   py::class_<DropFunction>(m, "DropFunction", "AQM drop function p(avg).")
-      .def_static("none", &DropFunction::none)
-      .def_static("red", &DropFunction::red, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"))
-      .def_static("gentle_red", &DropFunction::gentle_red, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"))
-      .def_static("dsred", &DropFunction::dsred, py::arg("k_l"), py::arg("k_h"), py::arg("gamma"))
-      .def_static("sred", &DropFunction::sred, py::arg("min_th"), py::arg("q_max") = 0.0, py::arg("seg") = 0.0)
-      .def_static("nlred", &DropFunction::nlred, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"))
-      .def_static("polynomial", &DropFunction::polynomial, py::arg("min_th"), py::arg("max_th"), py::arg("coeffs"))
-      .def_static("table", &DropFunction::table, py::arg("points"))
-      .def_property_readonly("kind", &DropFunction::name)
-      .def_readonly("lo", &DropFunction::lo)
-      .def_readonly("hi", &DropFunction::hi)
-      .def_readonly("p_max", &DropFunction::p_max)
-      .def_readonly("gamma", &DropFunction::gamma)
-      .def_readonly("seg", &DropFunction::seg)
-      .def_readonly("coeffs", &DropFunction::coeffs)
-      .def_readonly("points", &DropFunction::points)
+      .def_static("none", &DropFunction::none, "p = 0: no early drop (the buffer still overflows).")
+      .def_static("red", &DropFunction::red, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"),
+                  "RED: 0 below min_th, rising linearly to p_max at max_th, 1 at or above max_th.")
+      .def_static("gentle_red", &DropFunction::gentle_red, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"),
+                  "Gentle RED: as RED below max_th, then linearly from p_max to 1 at 2 max_th.")
+      .def_static("dsred", &DropFunction::dsred, py::arg("k_l"), py::arg("k_h"), py::arg("gamma"),
+                  "DSRED: two linear segments from 0 at k_l through 1 - gamma at (k_l + k_h) / 2 to 1 at k_h.")
+      .def_static("sred", &DropFunction::sred, py::arg("min_th"), py::arg("q_max") = 0.0, py::arg("seg") = 0.0,
+                  "S-RED: a continuous two-segment quadratic from 0 at min_th through seg (default 0.6 q_max) to 1 "
+                  "at q_max (default: the buffer).")
+      .def_static("nlred", &DropFunction::nlred, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"),
+                  "Nonlinear RED: 1.5 p_max x^2 between the thresholds (x the fraction of the way), 1 above.")
+      .def_static("polynomial", &DropFunction::polynomial, py::arg("min_th"), py::arg("max_th"), py::arg("coeffs"),
+                  "sum_k c_k x^k clipped to [0, 1] between the thresholds (x the fraction of the way), 1 above.")
+      .def_static("table", &DropFunction::table, py::arg("points"),
+                  "Piecewise linear through the (avg, p) points, constant outside them.")
+      .def_property_readonly("kind", &DropFunction::name,
+          "'none', 'red', 'gentle_red', 'dsred', 'sred', 'nlred', 'polynomial' or 'table'.")
+      .def_readonly("lo", &DropFunction::lo,
+          "The lower threshold: min_th (RED family, SRED, polynomial) or k_l (DSRED).")
+      .def_readonly("hi", &DropFunction::hi,
+          "The upper threshold: max_th (RED family, polynomial), k_h (DSRED) or q_max (SRED; 0: the buffer).")
+      .def_readonly("p_max", &DropFunction::p_max,
+          "The drop probability reached at max_th (red, gentle_red, nlred).")
+      .def_readonly("gamma", &DropFunction::gamma,
+          "DSRED: 1 - gamma is the drop probability at the middle point (k_l + k_h) / 2.")
+      .def_readonly("seg", &DropFunction::seg,
+          "SRED's segment point (0: the default 0.6 q_max).")
+      .def_readonly("coeffs", &DropFunction::coeffs,
+          "Polynomial: the coefficients c_0, c_1, ... in x.")
+      .def_readonly("points", &DropFunction::points,
+          "Table: the (avg, p) points.")
       .def("__call__", &drop_call, py::arg("avg"), "p(avg), elementwise for arrays")
       .def("breakpoints", &DropFunction::breakpoints, py::arg("buffer"),
            "Kinks and jumps of p(avg) inside (0, buffer), sorted.")
@@ -195,12 +223,14 @@ void define_classes(py::module_& m) {
       .def(py::init(&make_class), py::arg("name"), py::arg("share"), py::arg("ecn") = TrafficClass{}.ecn,
            py::arg("mice") = TrafficClass{}.mice, py::arg("flows") = TrafficClass{}.flows,
            py::arg("flow_weights") = std::vector<double>{})
-      .def_readonly("name", &TrafficClass::name)
-      .def_readonly("share", &TrafficClass::share)
-      .def_readonly("ecn", &TrafficClass::ecn)
-      .def_readonly("mice", &TrafficClass::mice)
-      .def_readonly("flows", &TrafficClass::flows)
-      .def_readonly("flow_weights", &TrafficClass::flow_weights)
+      .def_readonly("name", &TrafficClass::name, "The class's name (the key of its metrics).")
+      .def_readonly("share", &TrafficClass::share,
+                    "Probability that an arrival is of this class: one number, or one per modulator state.")
+      .def_readonly("ecn", &TrafficClass::ecn, "Probability that a packet of this class is ECN-capable.")
+      .def_readonly("mice", &TrafficClass::mice, "True for short flows that modified RED protects.")
+      .def_readonly("flows", &TrafficClass::flows, "Number of flows of the class (>= 1).")
+      .def_readonly("flow_weights", &TrafficClass::flow_weights,
+                    "Share of each flow within the class (empty: uniform over the flows).")
       .def("__repr__", [](const TrafficClass& k) {
         const py::object share = k.share.size() == 1 ? py::object(py::float_(k.share[0])) : py::object(py::cast(k.share));
         return "TrafficClass('" + k.name + "', share=" + py::repr(share).cast<std::string>() +
@@ -259,33 +289,60 @@ void define_aqm_grid_model(py::module_& m) {
             return o;
           },
           "Names and defaults of the class-aware AQM keys (modified RED, flow comparison).")
-      .def_property_readonly("modified", [](const Aqm& a) { return to_string(a.modified); })
-      .def_readonly("flow_compare", &Aqm::flow_compare)
-      .def_property_readonly("spacing", [](const Aqm& a) { return to_string(a.spacing); })
-      .def_readonly("count_max", &Aqm::count_max)
-      .def_property_readonly("weight", [](const Aqm& a) { return to_string(a.weight); })
-      .def_property_readonly("autored_p", [](const Aqm& a) { return to_string(a.autored_p); })
-      .def_readonly("dynamic_max_th", &Aqm::dynamic_max_th)
-      .def_readonly("max_th_growth", &Aqm::max_th_growth)
-      .def_property_readonly("adaptive", [](const Aqm& a) { return a.adaptive.enabled; })
-      .def_property_readonly("interval", [](const Aqm& a) { return a.adaptive.interval; })
-      .def_property_readonly("target_lo", [](const Aqm& a) { return a.adaptive.target_lo; })
-      .def_property_readonly("target_hi", [](const Aqm& a) { return a.adaptive.target_hi; })
-      .def_property_readonly("increment", [](const Aqm& a) { return a.adaptive.increment; })
-      .def_property_readonly("decrease", [](const Aqm& a) { return a.adaptive.decrease; })
-      .def_property_readonly("p_max_high", [](const Aqm& a) { return a.adaptive.p_max_high; })
-      .def_property_readonly("p_max_low", [](const Aqm& a) { return a.adaptive.p_max_low; })
-      .def_property_readonly("clock", [](const Aqm& a) { return to_string(a.adaptive.clock); })
-      .def_property_readonly("p_max_step", [](const Aqm& a) { return a.adaptive.p_max_step; })
-      .def_property_readonly("max_clock_states", [](const Aqm& a) { return a.adaptive.max_clock_states; })
-      .def_readonly("drop", &Aqm::drop)
-      .def_readonly("w", &Aqm::w)
-      .def_readonly("ecn", &Aqm::ecn)
-      .def_property_readonly("update", [](const Aqm& a) { return to_string(a.update); })
-      .def_property_readonly("policy", [](const Aqm& a) { return to_string(a.policy); })
-      .def_property_readonly("filter", [](const Aqm& a) { return to_string(a.filter); })
-      .def_readonly("a", &Aqm::a)
-      .def_readonly("b", &Aqm::b)
+      .def_property_readonly("modified", [](const Aqm& a) { return to_string(a.modified); },
+          "Modified RED for mice and ECN-capable arrivals: 'none', 'front' or 'random' (model file aqm.modified).")
+      .def_readonly("flow_compare", &Aqm::flow_compare,
+          "True: the flow comparison drops an arrival and a random waiting packet of the same flow (aqm.flow_compare).")
+      .def_property_readonly("spacing", [](const Aqm& a) { return to_string(a.spacing); },
+          "Drop spacing: 'none', 'count' or 'wait' (aqm.spacing).")
+      .def_readonly("count_max", &Aqm::count_max,
+          "The largest count the chain may carry under drop spacing (aqm.count_max).")
+      .def_property_readonly("weight", [](const Aqm& a) { return to_string(a.weight); },
+          "The EWMA weight rule: 'static' (w) or 'autored' (AutoRED's dynamic weight, w its floor) (aqm.weight).")
+      .def_property_readonly("autored_p", [](const Aqm& a) { return to_string(a.autored_p); },
+          "AutoRED's P_t: 'drop' (p(avg) before the update) or 'queue' (q / N) (aqm.autored_p).")
+      .def_readonly("dynamic_max_th", &Aqm::dynamic_max_th,
+          "True: FDynamicAutoRED's dynamic max_th (aqm.dynamic_max_th).")
+      .def_readonly("max_th_growth", &Aqm::max_th_growth,
+          "The raised cur_max_th is max_th (1 + max_th_growth) (aqm.max_th_growth).")
+      .def_property_readonly("adaptive", [](const Aqm& a) { return a.adaptive.enabled; },
+          "True: adaptive RED, p_max moves every `interval` slots (aqm.adaptive).")
+      .def_property_readonly("interval", [](const Aqm& a) { return a.adaptive.interval; },
+          "Adaptive RED: slots between p_max updates (the mean interval under the geometric clock) (aqm.interval).")
+      .def_property_readonly("target_lo", [](const Aqm& a) { return a.adaptive.target_lo; },
+          "Adaptive RED: lower end of avg's target band, a fraction of the way from min_th to max_th (aqm.target_lo).")
+      .def_property_readonly("target_hi", [](const Aqm& a) { return a.adaptive.target_hi; },
+          "Adaptive RED: upper end of avg's target band, a fraction of the way from min_th to max_th (aqm.target_hi).")
+      .def_property_readonly("increment", [](const Aqm& a) { return a.adaptive.increment; },
+          "Adaptive RED: p_max grows by min(increment, p_max / 4) above the band (aqm.increment).")
+      .def_property_readonly("decrease", [](const Aqm& a) { return a.adaptive.decrease; },
+          "Adaptive RED: p_max is multiplied by this below the band (aqm.decrease).")
+      .def_property_readonly("p_max_high", [](const Aqm& a) { return a.adaptive.p_max_high; },
+          "Adaptive RED: p_max grows only while at most this (aqm.p_max_high).")
+      .def_property_readonly("p_max_low", [](const Aqm& a) { return a.adaptive.p_max_low; },
+          "Adaptive RED: p_max decreases only while at least this (aqm.p_max_low).")
+      .def_property_readonly("clock", [](const Aqm& a) { return to_string(a.adaptive.clock); },
+          "Adaptive RED's update clock: 'geometric' or 'exact' (a phase counter) (aqm.clock).")
+      .def_property_readonly("p_max_step", [](const Aqm& a) { return a.adaptive.p_max_step; },
+          "Adaptive RED: the chain's p_max grid step (aqm.p_max_step).")
+      .def_property_readonly("max_clock_states", [](const Aqm& a) { return a.adaptive.max_clock_states; },
+          "Adaptive RED: the exact clock is refused above this many product states (aqm.max_clock_states).")
+      .def_readonly("drop", &Aqm::drop,
+          "The drop function p(avg) (DropFunction).")
+      .def_readonly("w", &Aqm::w,
+          "The EWMA weight (filter 'ewma'); in continuous time a rate per unit time (aqm.w).")
+      .def_readonly("ecn", &Aqm::ecn,
+          "Probability that an arrival is ECN-capable: an AQM drop marks it instead (aqm.ecn).")
+      .def_property_readonly("update", [](const Aqm& a) { return to_string(a.update); },
+          "When the filter advances: 'per_slot' or 'per_arrival' (aqm.update).")
+      .def_property_readonly("policy", [](const Aqm& a) { return to_string(a.policy); },
+          "Where a dropped packet is taken from: 'tail', 'front' or 'random' (aqm.policy).")
+      .def_property_readonly("filter", [](const Aqm& a) { return to_string(a.filter); },
+          "The moving average: 'ewma' (RED's, weight w) or 'redwm' (coefficients a, b) (aqm.filter).")
+      .def_readonly("a", &Aqm::a,
+          "REDwM: the coefficients a_1..a_k of the past averages (aqm.a).")
+      .def_readonly("b", &Aqm::b,
+          "REDwM: the coefficients b_0..b_m of the queue samples (aqm.b).")
       .def_property_readonly("order", [](const Aqm& a) { return py::make_tuple(a.order_k(), a.order_m()); },
                              "REDwM's effective order (k, m): the last non-zero a_k and b_m")
       .def_static(
@@ -313,18 +370,30 @@ void define_aqm_grid_model(py::module_& m) {
            py::arg("step_min") = ro.step_min, py::arg("p_step") = ro.p_step, py::arg("growth") = ro.growth,
            py::arg("mass_tol") = ro.mass_tol, py::arg("state_budget") = ro.state_budget,
            py::arg("presolve_k") = ro.presolve_k)
-      .def_readonly("k", &GridSpec::k)
-      .def_readonly("points", &GridSpec::points)
-      .def_readonly("s_k", &GridSpec::s_k)
-      .def_readonly("s_points", &GridSpec::s_points)
-      .def_property_readonly("mapping", [](const GridSpec& g) { return to_string(g.mapping); })
-      .def_property_readonly("refine", [](const GridSpec& g) { return to_string(g.refine); })
-      .def_property_readonly("step_min", [](const GridSpec& g) { return g.refine_options.step_min; })
-      .def_property_readonly("p_step", [](const GridSpec& g) { return g.refine_options.p_step; })
-      .def_property_readonly("growth", [](const GridSpec& g) { return g.refine_options.growth; })
-      .def_property_readonly("mass_tol", [](const GridSpec& g) { return g.refine_options.mass_tol; })
-      .def_property_readonly("state_budget", [](const GridSpec& g) { return g.refine_options.state_budget; })
-      .def_property_readonly("presolve_k", [](const GridSpec& g) { return g.refine_options.presolve_k; })
+      .def_readonly("k", &GridSpec::k,
+          "Uniform avg grid step 1/k (away from the refined ranges with refine 'auto') (grid.k).")
+      .def_readonly("points", &GridSpec::points,
+          "A custom avg grid 0 = g_0 < ... < g_L = N; empty: the step 1/k (grid.points).")
+      .def_readonly("s_k", &GridSpec::s_k,
+          "REDwM's s grid step 1/s_k (0: automatic) (grid.s_k).")
+      .def_readonly("s_points", &GridSpec::s_points,
+          "REDwM: a custom s grid (empty: the step 1/s_k) (grid.s_points).")
+      .def_property_readonly("mapping", [](const GridSpec& g) { return to_string(g.mapping); },
+          "How avg is put on the grid: 'split' (mean-preserving), 'nearest' or 'flags' (grid.mapping).")
+      .def_property_readonly("refine", [](const GridSpec& g) { return to_string(g.refine); },
+          "'auto' (a pre-solve locates avg's mass and the grid is refined there) or 'none' (grid.refine).")
+      .def_property_readonly("step_min", [](const GridSpec& g) { return g.refine_options.step_min; },
+          "Refinement: the finest step, at a jump of p(avg) inside avg's mass range (grid.step_min).")
+      .def_property_readonly("p_step", [](const GridSpec& g) { return g.refine_options.p_step; },
+          "Refinement: the largest change of p(avg) across one step inside avg's mass range (grid.p_step).")
+      .def_property_readonly("growth", [](const GridSpec& g) { return g.refine_options.growth; },
+          "Refinement: the largest ratio between neighbouring steps (grid.growth).")
+      .def_property_readonly("mass_tol", [](const GridSpec& g) { return g.refine_options.mass_tol; },
+          "Refinement: avg's mass range runs from its mass_tol to its 1 - mass_tol quantile (grid.mass_tol).")
+      .def_property_readonly("state_budget", [](const GridSpec& g) { return g.refine_options.state_budget; },
+          "Refinement: the refined chain's estimated states at most this (grid.state_budget).")
+      .def_property_readonly("presolve_k", [](const GridSpec& g) { return g.refine_options.presolve_k; },
+          "Refinement: the pre-solve's grid step 1/presolve_k (grid.presolve_k).")
       .def_static(
           "refine_defaults",
           []() {
@@ -335,7 +404,8 @@ void define_aqm_grid_model(py::module_& m) {
             return o;
           },
           "Defaults of the automatic grid's options (written once, in the core).")
-      .def("resolve", &GridSpec::resolve, py::arg("buffer"));
+      .def("resolve", &GridSpec::resolve, py::arg("buffer"),
+           "The avg grid points for this buffer size (refine = 'auto' needs the pre-solve: refine_grid).");
   m.def("redwm_s_grid", &redwm_s_grid, py::arg("model"),
         "The chain's grid for REDwM's s (docs/redwm.md): [0] for an EWMA model.");
 
@@ -357,19 +427,30 @@ void define_aqm_grid_model(py::module_& m) {
       .def(py::init(&make_model), py::kw_only(), py::arg("buffer"), py::arg("source"), py::arg("service"),
            py::arg("aqm") = Aqm{}, py::arg("grid") = GridSpec{}, py::arg("time") = to_string(Model{}.time),
            py::arg("classes") = std::vector<TrafficClass>{})
-      .def_readonly("classes", &Model::classes)
-      .def_property_readonly("class_count", &Model::class_count)
-      .def("class_share", &Model::class_share, py::arg("c"), py::arg("m"))
-      .def("class_ecn", &Model::class_ecn, py::arg("c"))
-      .def_property_readonly("total_flows", &Model::total_flows)
-      .def_readonly("buffer", &Model::buffer)
-      .def_property_readonly("time", [](const Model& md) { return to_string(md.time); })
-      .def_readonly("source", &Model::source)
-      .def_readonly("service", &Model::service)
-      .def_readonly("aqm", &Model::aqm)
-      .def_readonly("grid", &Model::grid)
-      .def("validate", &Model::validate)
-      .def("resolved_drop", &Model::resolved_drop)
+      .def_readonly("classes", &Model::classes,
+                    "The traffic classes (list of TrafficClass, model file `[[class]]`); empty: one implicit "
+                    "class whose ECN probability is aqm.ecn.")
+      .def_property_readonly("class_count", &Model::class_count,
+                             "Number of traffic classes: len(classes), or 1 for the implicit class.")
+      .def("class_share", &Model::class_share, py::arg("c"), py::arg("m"),
+           "Probability that an arrival in modulator state m is of class c (1 for the implicit class).")
+      .def("class_ecn", &Model::class_ecn, py::arg("c"),
+           "ECN probability of class c: classes[c].ecn, or aqm.ecn for the implicit class.")
+      .def_property_readonly("total_flows", &Model::total_flows,
+                             "Flows over all classes (each class has `flows`, 1 by default).")
+      .def_readonly("buffer", &Model::buffer,
+                    "Buffer size N (packets), counting the packet in service (model file `model.buffer`).")
+      .def_property_readonly(
+          "time", [](const Model& md) { return to_string(md.time); },
+          "'discrete' (slotted: a stochastic matrix P) or 'continuous' (a generator G), model file `model.time`.")
+      .def_readonly("source", &Model::source, "The arrival process (Source, model file `[source]`).")
+      .def_readonly("service", &Model::service, "The service (Service, model file `[service]`).")
+      .def_readonly("aqm", &Model::aqm, "The active queue management (Aqm, model file `[aqm]`).")
+      .def_readonly("grid", &Model::grid, "The avg grid of the chain (GridSpec, model file `[grid]`).")
+      .def("validate", &Model::validate,
+           "Check every parameter; raises ModelError naming the parameter, the bound and the value.")
+      .def("resolved_drop", &Model::resolved_drop,
+           "The drop function with the defaults that depend on the buffer filled in (SRED's q_max).")
       .def(
           "with_grid",
           [](const Model& md, GridSpec grid) {
@@ -388,9 +469,10 @@ void define_scenario(py::module_& m) {
              return Phase{duration, std::move(model), std::move(label)};
            }),
            py::arg("duration"), py::arg("model"), py::arg("label") = "")
-      .def_readonly("duration", &Phase::duration)
-      .def_readonly("model", &Phase::model)
-      .def_readonly("label", &Phase::label)
+      .def_readonly("duration", &Phase::duration,
+                    "Length of the phase: slots (discrete time, a positive integer) or time units (continuous).")
+      .def_readonly("model", &Phase::model, "The model that holds during the phase.")
+      .def_readonly("label", &Phase::label, "A free-text label for tables and plots ('' allowed).")
       .def("__repr__", [](const Phase& p) { return detail::cat("Phase(duration=", p.duration, ", label='", p.label, "')"); });
 
   py::class_<Scenario>(m, "Scenario", "A piecewise-constant scenario: phases run in order (validated on construction).")
@@ -400,9 +482,11 @@ void define_scenario(py::module_& m) {
              return s;
            }),
            py::arg("phases"))
-      .def_readonly("phases", &Scenario::phases)
-      .def("validate", &Scenario::validate)
-      .def("total_duration", &Scenario::total_duration)
+      .def_readonly("phases", &Scenario::phases, "The phases, in the order they run.")
+      .def("validate", &Scenario::validate,
+           "Check every phase (a valid model, a positive duration, integral in discrete time) and that the "
+           "phases fit together; raises ModelError naming phase[i].<parameter>.")
+      .def("total_duration", &Scenario::total_duration, "The sum of the phases' durations.")
       .def("boundaries", &Scenario::boundaries, "Start of each phase followed by the total duration.")
       .def("phase_at", &Scenario::phase_at, py::arg("t"), "Index of the phase active at time t.")
       .def("__len__", [](const Scenario& s) { return s.phases.size(); });

@@ -32,15 +32,24 @@ void raise(const char* type, const std::string& msg, const std::string* param = 
 }  // namespace
 
 void define_errors(py::module_& m) {
-  auto new_exc = [&](const char* name, PyObject* base) {
+  auto new_exc = [&](const char* name, PyObject* base, const char* doc) {
     m.attr(name) = py::reinterpret_steal<py::object>(
-        PyErr_NewException((std::string("aqmchain.") + name).c_str(), base, nullptr));
+        PyErr_NewExceptionWithDoc((std::string("aqmchain.") + name).c_str(), doc, base, nullptr));
   };
-  new_exc("ModelError", PyExc_ValueError);
-  new_exc("StateSpaceTooLarge", m.attr("ModelError").ptr());
-  new_exc("OptionError", PyExc_ValueError);
-  new_exc("ReducibleChainError", PyExc_RuntimeError);
-  new_exc("SolverError", PyExc_RuntimeError);
+  new_exc("ModelError", PyExc_ValueError,
+          "A model parameter (or a function's argument) is out of range or inconsistent; a ValueError.  The "
+          "message names the parameter, the bound and the value; `param` is the parameter's name (a model-file "
+          "key such as 'aqm.w').");
+  new_exc("StateSpaceTooLarge", m.attr("ModelError").ptr(),
+          "The chain would exceed the memory budget (solver.memory_limit_gb): raised before anything is "
+          "allocated; a ModelError.");
+  new_exc("OptionError", PyExc_ValueError,
+          "A solver or analysis option is unknown or out of range (a method name, a tolerance, ...); a ValueError.");
+  new_exc("ReducibleChainError", PyExc_RuntimeError,
+          "The chain has more than one closed class, so its stationary law is not unique; a RuntimeError.");
+  new_exc("SolverError", PyExc_RuntimeError,
+          "A solver failed (a singular factorisation, a breakdown) or stopped before its tolerance; a "
+          "RuntimeError.");
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -3,6 +3,7 @@
 #include "common.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 #include "aqmchain/simulation/ensemble.hpp"
 #include "aqmchain/simulation/simulator.hpp"
@@ -150,12 +151,14 @@ void define_simulator(py::module_& m) {
                               "validated here).");
   ensembleoptions_class
       .def(py::init<>())
-      .def_readwrite("replications", &EnsembleOptions::replications)
-      .def_readwrite("seed", &EnsembleOptions::seed)
-      .def_readwrite("threads", &EnsembleOptions::threads)
-      .def_readwrite("discretised", &EnsembleOptions::discretised)
-      .def_readwrite("memory_limit_bytes", &EnsembleOptions::memory_limit_bytes)
-      .def("validate", &EnsembleOptions::validate);
+      .def_readwrite("replications", &EnsembleOptions::replications, "Number of independent replications.")
+      .def_readwrite("seed", &EnsembleOptions::seed,
+                     "Replication r uses the xoshiro256** stream of `seed` jumped r times.")
+      .def_readwrite("threads", &EnsembleOptions::threads, "Threads (0: all cores); the result does not depend on it.")
+      .def_readwrite("discretised", &EnsembleOptions::discretised,
+                     "True: follow the chain's grids (the chain's exact law); False: avg exact.")
+      .def_readwrite("memory_limit_bytes", &EnsembleOptions::memory_limit_bytes, "The memory budget (bytes).")
+      .def("validate", &EnsembleOptions::validate, "Check the options; raises ModelError naming the option.");
   def_option_statics(ensembleoptions_class);
 
   using ER = EnsembleResult;
@@ -171,14 +174,33 @@ void define_simulator(py::module_& m) {
       {"losses", &ER::losses},           {"losses_hw", &ER::losses_hw},
       {"loss_rate", &ER::loss_rate},     {"loss_rate_hw", &ER::loss_rate_hw},
       {"mean_p_max", &ER::mean_p_max},   {"mean_p_max_hw", &ER::mean_p_max_hw}};  // empty unless adaptive RED
+  const std::pair<std::string, std::string> meaning[] = {
+      {"mean_queue", "the mean number of waiting packets q at each output time"},
+      {"var_queue", "the variance of q at each output time"},
+      {"mean_system", "the mean number of packets in the system n at each output time"},
+      {"mean_avg", "the mean avg at each output time"},
+      {"arrivals", "the mean arrivals per replication in the interval ending at each output time"},
+      {"losses", "the mean losses per replication in the interval ending at each output time"},
+      {"loss_rate", "losses / arrivals over the interval ending at each output time"},
+      {"mean_p_max", "the mean p_max at each output time (adaptive RED; empty otherwise)"}};
   for (const auto& [name, field] : arrays) {
     auto f = field;
-    er.def_property_readonly(name, [f](py::object self) { return view(self.cast<const ER&>().*f, self); });
+    const std::string n = name, base = n.size() > 3 && n.substr(n.size() - 3) == "_hw" ? n.substr(0, n.size() - 3) : n;
+    std::string doc = base;
+    for (const auto& [key, text] : meaning)
+      if (key == base) doc = text;
+    if (base != n) doc = "95 % half-width of " + base + " (" + doc + ")";
+    doc[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(doc[0])));
+    doc += " (numpy array, read-only).";
+    er.def_property_readonly(name, [f](py::object self) { return view(self.cast<const ER&>().*f, self); },
+                             doc.c_str());
   }
-  er.def_property_readonly("times", [](py::object self) { return view(self.cast<const ER&>().times, self); })
-      .def_readonly("replications", &ER::replications)
-      .def_readonly("threads", &ER::threads)
-      .def_readonly("seconds", &ER::seconds)
+  er.def_property_readonly(
+        "times", [](py::object self) { return view(self.cast<const ER&>().times, self); },
+        "The output times (slots, or time units in continuous time).")
+      .def_readonly("replications", &ER::replications, "Number of replications.")
+      .def_readonly("threads", &ER::threads, "Threads used.")
+      .def_readonly("seconds", &ER::seconds, "Wall seconds of the ensemble.")
       .def_static("array_names", [arrays]() {
         py::list out;
         out.append("times");

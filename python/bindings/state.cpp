@@ -122,19 +122,34 @@ void define_state(py::module_& m) {
   py::class_<Chain>(m, "Chain",
                     "The Markov chain of a model: P (discrete) or G (continuous) in CSR (rows = from-state), "
                     "state labels per component and event weights per state.")
-      .def_readonly("model", &Chain::model)
-      .def_property_readonly("time", [](const Chain& c) { return to_string(c.time); })
-      .def_readonly("space", &Chain::space)
-      .def_readonly("n", &Chain::n)
-      .def_property_readonly("nnz", &Chain::nnz)
-      .def_readonly("recurrent_state", &Chain::recurrent_state)
-      .def_property_readonly("indptr", [](py::object self) { return view(self.cast<const Chain&>().rowptr, self); })
-      .def_property_readonly("indices", [](py::object self) { return view(self.cast<const Chain&>().col, self); })
-      .def_property_readonly("data", [](py::object self) { return view(self.cast<const Chain&>().val, self); })
-      .def_property_readonly("grid", [](py::object self) { return view(self.cast<const Chain&>().grid, self); })
-      .def_property_readonly("labels", &labels_dict)
-      .def_property_readonly("events", &events_dict)
-      .def_property_readonly("report", &report_dict)
+      .def_readonly("model", &Chain::model, "The model the chain was built from.")
+      .def_property_readonly(
+          "time", [](const Chain& c) { return to_string(c.time); },
+          "'discrete' (the matrix is P, rows sum to 1) or 'continuous' (the generator G, rows sum to 0).")
+      .def_readonly("space", &Chain::space, "The state descriptor: the components and their sizes.")
+      .def_readonly("n", &Chain::n, "Number of (reachable) states.")
+      .def_property_readonly("nnz", &Chain::nnz, "Number of stored transitions (nonzeros of the CSR matrix).")
+      .def_readonly("recurrent_state", &Chain::recurrent_state,
+                    "A state of the closed class when it is unique, else -1.")
+      .def_property_readonly(
+          "indptr", [](py::object self) { return view(self.cast<const Chain&>().rowptr, self); },
+          "CSR row pointers of the matrix (rows = from-state), a read-only view.")
+      .def_property_readonly(
+          "indices", [](py::object self) { return view(self.cast<const Chain&>().col, self); },
+          "CSR column indices (to-states), a read-only view.")
+      .def_property_readonly(
+          "data", [](py::object self) { return view(self.cast<const Chain&>().val, self); },
+          "CSR values: transition probabilities (discrete) or rates (continuous), a read-only view.")
+      .def_property_readonly(
+          "grid", [](py::object self) { return view(self.cast<const Chain&>().grid, self); },
+          "The avg grid points g_0 .. g_L, a read-only view.")
+      .def_property_readonly("labels", &labels_dict,
+                             "Component name -> each state's value of that component (arrays, one entry per state).")
+      .def_property_readonly("events", &events_dict,
+                             "Event name -> each state's weight of that event (probability per slot, or rate).")
+      .def_property_readonly("report", &report_dict,
+                             "The builder's accounts: product states, memory estimate, seconds, closed classes, "
+                             "warnings.")
       .def("index_of", &Chain::index_of, py::arg("values"), "State index of a tuple of component values, or -1.")
       .def("residual", [](const Chain& c, const std::vector<double>& pi) { return stationary_residual(c, pi); },
            py::arg("pi"), "||pi P - pi||_1 (discrete) or ||pi G||_1 / max |G_ii| (continuous)");

@@ -98,7 +98,7 @@ TEST(Grid, SplitIsMeanPreserving) {
   EXPECT_EQ(nn.map(1.4).lo, 6);
 }
 
-TEST(Grid, FlagsFollowSeed001) {
+TEST(Grid, FlagsFollowThePublishedGrid) {
   GridSpec spec;
   spec.mapping = Mapping::Flags;
   Grid g(spec.resolve(3), Mapping::Flags);

@@ -1,3 +1,4 @@
+import json
 import sys
 from pathlib import Path
 
@@ -8,8 +9,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 import aqmchain  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-# shared/ stands beside the repository (CI clones it that way)
-REFERENCE_TABLES = ROOT.parent / "shared" / "reference" / "seed001_tables.json"
+#: The published figures the reference tests compare against (shipped in the repository)
+REFERENCE_DIR = ROOT / "benchmarks" / "reference"
+REFERENCE_TABLES = REFERENCE_DIR / "aqm_router_tables.json"
+
+
+def reference_rows(source: str | None = None) -> list[dict]:
+    """The 24 rows of Tables I-III of "Implementation of modified AQM mechanisms in IP routers"
+    (those of one source, "GEO" or "SELF", when given).  A missing file is an error, never a skip."""
+    rows = json.loads(REFERENCE_TABLES.read_text(encoding="utf-8"))["rows"]
+    return [r for r in rows if source in (None, r["source"])]
 
 
 #: A small valid model document (RED on a Bernoulli source) that error tests mutate.

@@ -182,7 +182,8 @@ def test_flow_comparison_with_one_flow_closed_form():
 
 
 def test_flow_comparison_hits_the_heavy_flow():
-    """Seed 003's shape: ten light flows and one heavy one; the comparison takes more from the heavy flow."""
+    """The shape of "FDynamicAutoRED: An Algorithm to Stabilize the Queue in Internet Routers": ten
+    light flows and one heavy one; the comparison takes more from the heavy flow."""
     classes = [{"name": "light", "share": 0.5, "flows": 10}, {"name": "heavy", "share": 0.5}]
     aqm = {"w": 0.2, "min_th": 3, "max_th": 12}
     red = aqmchain.simulate(model(aqm, classes), **SIM)

@@ -61,6 +61,8 @@ def user_texts() -> list[tuple[str, str]]:
     out = [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "docs").rglob("*.md"))]
     out += [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "docs" / "notebooks").glob("*.ipynb"))]
     out.append(("README.md", (ROOT / "README.md").read_text()))
+    out += [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8"))
+            for p in sorted((ROOT / "benchmarks" / "reference").glob("*")) if p.suffix in (".md", ".json")]
     parser = cli.build_parser()
     out.append(("aqmchain --help", parser.format_help()))
     for action in parser._actions:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import aqmchain
-from aqmchain.optimize import SEED000_STARTS, triple_of
+from aqmchain.optimize import PAPER_GRID_STARTS, triple_of
 from cli_helpers import run_cli
 
 DOC = {"model": {"buffer": 20}, "source": {"kind": "bernoulli", "alpha": 0.55}, "service": {"mu": 0.5},
@@ -120,18 +120,20 @@ def test_ewma_models_search_w_or_start_the_triple_from_w():
 
 
 def test_start_grids_and_bad_arguments():
-    seed = SEED000_STARTS
-    assert len(seed) == 1000 and seed[0] == (0.001, 0.0, 0.0) and seed[-1] == (0.091, 0.009, 0.009)
-    res = aqmchain.optimize(MODEL, "triple", quadratic, evaluate=lambda m: m, max_evals=5, starts="seed000")
-    assert res.stopped and res.evaluations == 5
+    grid = PAPER_GRID_STARTS
+    assert len(grid) == 1000 and grid[0] == (0.001, 0.0, 0.0) and grid[-1] == (0.091, 0.009, 0.009)
+    for name in ("paper", "paper-grid"):
+        res = aqmchain.optimize(MODEL, "triple", quadratic, evaluate=lambda m: m, max_evals=5, starts=name)
+        assert res.stopped and res.evaluations == 5
+        assert tuple(res.trace[0]["x"].values()) == grid[0]
     res = aqmchain.optimize(MODEL, ["aqm.p_max", "service.mu"], lambda m: m.aqm.drop.p_max + m.service.mu,
                             evaluate=lambda m: m, starts={"p_max": [0.1, 0.2], "mu": [0.4, 0.6]},
                             bounds={"aqm.p_max": (0.05, 1), "service.mu": (0.3, 1)}, min_step=0.01)
     assert len(res.starts) == 4 and res.x == pytest.approx({"aqm.p_max": 0.05, "service.mu": 0.3}, abs=0.01)
     for kwargs, param in [({"params": "aqm.nothing"}, "params"), ({"params": "a"}, "params"),
                           ({"objective": "mean_nothing"}, "objective"), ({"method": "simplex"}, "method"),
-                          ({"starts": "seed001"}, "starts"), ({"starts": [[0.1, 0.2]]}, "starts[0]"),
-                          ({"params": ["aqm.p_max"], "starts": "seed000"}, "starts"),
+                          ({"starts": "seed000"}, "starts"), ({"starts": [[0.1, 0.2]]}, "starts[0]"),
+                          ({"params": ["aqm.p_max"], "starts": "paper-grid"}, "starts"),
                           ({"step": [0.1, -0.1, 0.1]}, "step")]:
         with pytest.raises(aqmchain.ModelError) as exc:
             aqmchain.optimize(MODEL, **kwargs)
@@ -155,6 +157,12 @@ def test_trace_csv_and_json_and_the_cli(tmp_path, root):
     d = json.loads(out.read_text())
     assert d["evaluations"] == 8 and len(d["starts"]) >= 1 and d["x"] is not None
     assert "optimize: start 1" in err and trace.read_text().startswith("index,start,aqm.triple[0]")
+    for name in ("paper", "paper-grid"):  # the REDwM paper's start grid, under both names
+        code, _, err = run_cli("optimize", path, "--starts", name, "--max-evals", "3", "--json", out, "-q")
+        assert code == 0, err
+        assert json.loads(out.read_text())["trace"][0]["x"]["aqm.triple[0]"] == 0.001
+    code, _, err = run_cli("optimize", path, "--starts", "seed000")
+    assert code == 2 and "--starts" in err
     code, _, err = run_cli("optimize", path, "--objective", "mean_nothing")
     assert code == 2 and "objective" in err
     code, _, err = run_cli("optimize", path, "--starts", "0.9,0.9,0.9", "-q")

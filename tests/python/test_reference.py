@@ -7,12 +7,10 @@ With the library's conventions the printed "queue length" is mean_queue (waiting
 grid the heavy-load RED rows miss the variance targets (+100 % and +10 %): that is checked too.
 """
 
-import json
-
 import pytest
 
 import aqmchain
-from conftest import REFERENCE_TABLES
+from conftest import reference_rows
 
 TARGETS = [("mean_queue", "mean_queue", 0.01), ("var_queue", "var_queue", 0.03), ("loss", "loss", 0.01),
            ("mean_response", "mean_wait", 0.01), ("var_response", "var_wait", 0.03)]
@@ -22,9 +20,7 @@ MISPRINTS = {("DSRED", 0.5, 0.5, 0.07, "mean_queue"), ("DSRED", 0.5, 0.25, 0.07,
 
 
 def rows():
-    if not REFERENCE_TABLES.exists():
-        pytest.skip(f"reference tables not found at {REFERENCE_TABLES}")
-    return [r for r in json.loads(REFERENCE_TABLES.read_text())["rows"] if r["source"] == "GEO"]
+    return reference_rows("GEO")
 
 
 def model_for(row, grid):

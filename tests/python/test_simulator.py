@@ -6,13 +6,11 @@ family-wise false-alarm rate is below 1 % for a given seed; the seeds are fixed 
 CI is reproducible, and no value is pinned to a seed.
 """
 
-import json
-
 import numpy as np
 import pytest
 
 import aqmchain
-from conftest import REFERENCE_TABLES, model_of
+from conftest import model_of, reference_rows
 
 SMALL = {
     "geo_red": {"buffer": 30, "mu": 0.5, "w": 0.1, "k": 2, "mapping": "split",
@@ -49,14 +47,10 @@ def test_discretised_simulation_matches_chain(name):
     assert np.max(np.abs(zq)) < 5
 
 
-TABLES = REFERENCE_TABLES
-
-
-def test_continuous_mode_reproduces_seed001_heavy_load():
-    if not TABLES.exists():
-        pytest.skip("reference tables not found")
-    rows = [r for r in json.loads(TABLES.read_text())["rows"]
-            if r["source"] == "GEO" and r["w"] == 0.07 and r["mu"] == 0.25]
+def test_continuous_mode_reproduces_the_published_heavy_load_rows():
+    """The GEO, w = 0.07, mu = 0.25 rows of Tables I-III of "Implementation of modified AQM
+    mechanisms in IP routers"."""
+    rows = [r for r in reference_rows("GEO") if r["w"] == 0.07 and r["mu"] == 0.25]
     assert len(rows) == 4
     for row in rows:
         drop = (aqmchain.DropFunction.red(100, 200, 0.1) if row["alg"] == "RED"

@@ -1,8 +1,8 @@
 """All 24 rows of Tables I-III of "Implementation of modified AQM mechanisms in IP routers"
 (Domańska, Domański, Czachórski): the printed values beside ours.
 
-    .venv/bin/python benchmarks/seed001_tables.py                 # all rows, tables into docs/fidelity.md
-    .venv/bin/python benchmarks/seed001_tables.py --source GEO --no-docs
+    .venv/bin/python benchmarks/published_tables.py                 # all rows, tables into docs/fidelity.md
+    .venv/bin/python benchmarks/published_tables.py --source GEO --no-docs
 
 For each row: the printed value, ours on the uniform grid k = 4, ours on the automatic grid
 (the default of model files) and its extrapolated value with the error bar of the
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench_stationary import ROOT, write_block
 
-TABLES = ROOT.parent / "shared" / "reference" / "seed001_tables.json"
+TABLES = ROOT / "benchmarks" / "reference" / "aqm_router_tables.json"
 #: (ours, printed column, tolerance of the target in %)
 METRICS = [("mean_queue", "mean_queue", 1.0), ("var_queue", "var_queue", 3.0), ("loss", "loss", 1.0),
            ("mean_response", "mean_wait", 1.0), ("var_response", "var_wait", 3.0)]
@@ -31,7 +31,7 @@ MISPRINTS = {("DSRED", 0.5, 0.5, 0.07, "GEO", "mean_queue"), ("DSRED", 0.5, 0.25
 
 
 def load_rows(path: Path = TABLES) -> list[dict]:
-    return json.loads(path.read_text())["rows"]
+    return json.loads(path.read_text(encoding="utf-8"))["rows"]
 
 
 def model_for(row: dict, grid):
@@ -137,7 +137,7 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     if not args.no_docs:
-        write_block("seed001", md + "\n\n" + summary(results), page="fidelity.md")
+        write_block("published_tables", md + "\n\n" + summary(results), page="fidelity.md")
 
 
 if __name__ == "__main__":

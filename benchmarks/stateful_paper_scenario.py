@@ -3,9 +3,9 @@ Bernoulli(0.5) or SELF = SSMP(n = 5, q = 1.927562, a = 31.6) arrivals, geometric
 mu = 0.5 or 0.25): for each feature the chain beside the simulator, and the state count the
 feature costs.
 
-    .venv/bin/python benchmarks/stateful_seed_scenario.py              # every row (cached in out/)
-    .venv/bin/python benchmarks/stateful_seed_scenario.py --only GEO   # one source
-    .venv/bin/python benchmarks/stateful_seed_scenario.py --table      # print the table from the cache
+    .venv/bin/python benchmarks/stateful_paper_scenario.py              # every row (cached in out/)
+    .venv/bin/python benchmarks/stateful_paper_scenario.py --only GEO   # one source
+    .venv/bin/python benchmarks/stateful_paper_scenario.py --table      # print the table from the cache
 
 Per row: the chain (states, nonzeros, seconds to build and solve, mean queue, its
 variance, loss, the feature's own quantity), the simulator following the chain's grids
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / "out" / "stateful_seed_scenario.json"
+CACHE = ROOT / "out" / "stateful_paper_scenario.json"
 #: memory_limit_gb of the builds and solves: the machine's memory (the builder checks the
 #: reachable states and their transitions against it, not the loose product bound)
 MEMORY_GB = 20

@@ -3,9 +3,9 @@ application" (Domańska, Domański, Augustyn, Klamka): chain and simulator besid
 paper's scores, a coarse coefficient search, plain RED's best w, and the queue and
 response-time distributions (analytic and simulated on one plot).
 
-    .venv/bin/python benchmarks/redwm_seed000.py --out out/redwm            # everything (about an hour on 2 busy cores)
-    .venv/bin/python benchmarks/redwm_seed000.py --out out/redwm --parts table plots
-    .venv/bin/python benchmarks/redwm_seed000.py --out out/redwm --parts search --max-evals 300
+    .venv/bin/python benchmarks/redwm_study.py --out out/redwm            # everything (about an hour on 2 busy cores)
+    .venv/bin/python benchmarks/redwm_study.py --out out/redwm --parts table plots
+    .venv/bin/python benchmarks/redwm_study.py --out out/redwm --parts search --max-evals 300
 
 Scenario: SSMP source n = 5, q = 1.927562, a = 31.6 (mean rate 0.5), buffer 250, RED
 min_th 100, max_th 200, p_max 0.1, geometric service mu = 0.25 or 0.5; the triple
@@ -27,11 +27,10 @@ import numpy as np
 
 import aqmchain
 
-SEED_SCORES = {  # (triple, mu) -> the paper's mean waiting time (slots)
-    ((0.002, 0.0, 0.0), 0.25): 775.605, ((0.002, 0.0, 0.0), 0.5): 321.05,
-    ((0.004, 0.009, 0.0), 0.25): 751.385,
-    ((0.08, 0.0014, 0.001), 0.25): 738.232, ((0.08, 0.0014, 0.001), 0.5): 308.536,
-}
+ROOT = Path(__file__).resolve().parents[1]
+#: (triple, mu) -> the paper's mean waiting time (slots), from benchmarks/reference/
+PAPER_SCORES = {(tuple(r["triple"]), r["mu"]): r["mean_wait"] for r in json.loads(
+    (ROOT / "benchmarks" / "reference" / "redwm_waiting_times.json").read_text(encoding="utf-8"))["rows"]}
 TRIPLES = [(0.002, 0.0, 0.0), (0.004, 0.009, 0.0), (0.08, 0.0014, 0.001)]
 MUS = (0.25, 0.5)
 # A coarse subset of the paper's 10 x 10 x 10 start grid (x = 0.001 + 0.01 i, y, z = 0.001 j).
@@ -65,7 +64,7 @@ def table(args, results: dict) -> None:
                    "sim_mean_response": sim.mean_response, "sim_mean_response_hw": sim.ci["mean_response"],
                    "sim_mean_queue": sim.mean_queue, "sim_mean_queue_hw": sim.ci["mean_queue"],
                    "sim_loss": sim.loss, "sim_loss_hw": sim.ci["loss"], "sim_slots": args.sim_slots * args.replications,
-                   "sim_seconds": sim.seconds, "seed_score": SEED_SCORES.get((t, mu))}
+                   "sim_seconds": sim.seconds, "paper_score": PAPER_SCORES.get((t, mu))}
             rows.append(row)
             print(json.dumps(row), flush=True)
     # plain RED beyond the paper's range: does a larger weight keep helping? (chain and simulator)
@@ -163,7 +162,7 @@ def plots(args, results: dict) -> None:
             ax.tick_params(labelsize=7)
             ax.legend(fontsize=6)
         fig.tight_layout()
-        path = Path(args.plot_dir) / f"redwm_seed000_{kind}.png"
+        path = Path(args.plot_dir) / f"redwm_{kind}.png"
         fig.savefig(path, dpi=80)
         print(f"wrote {path}", flush=True)
 
