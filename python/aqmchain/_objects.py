@@ -13,8 +13,10 @@ from . import _core
 
 
 def _num(v: Any) -> str:
+    """A value as Python writes it: floats in their shortest round-trip form (0.55, not
+    0.55000000000000004 nor a rounded 0.5500000000)."""
     if isinstance(v, float):
-        return f"{v:.10g}"
+        return repr(float(v))
     if isinstance(v, (list, tuple)):
         if len(v) > 6:
             return "[" + ", ".join(_num(x) for x in v[:3]) + f", ... ({len(v)} values)]"

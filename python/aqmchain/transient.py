@@ -225,6 +225,9 @@ def solve_transient(model: Any, times: Iterable[float], method: str = "auto", *,
         raise _checks.model_error("times", "at least one time", "[]")
     if not np.all(np.isfinite(t)):
         raise _checks.model_error("times", "finite times", t[~np.isfinite(t)][0])
+    if np.max(t) > _core.Scenario.max_duration:  # the horizon a scenario may have (defined in the core)
+        raise _checks.model_error("times", f"<= {_core.Scenario.max_duration:g} (the longest horizon)",
+                                  float(np.max(t)))
     scenario, chains = _scenario_and_chains(model, float(np.max(t)), memory_limit_gb)
     opts = _core.TransientAnalysisOptions()
     opts.method = method

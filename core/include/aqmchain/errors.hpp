@@ -6,6 +6,8 @@
 // (see solvers.hpp), not an exception.
 #pragma once
 
+#include <charconv>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -49,11 +51,26 @@ class SolverError : public std::runtime_error {
 };
 
 namespace detail {
+/// A double as the shortest text that reads back as the same double (0.55, not
+/// 0.55000000000000004): std::to_chars without a precision.
+inline void put_shortest(std::ostream& os, double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  os.write(buf, r.ptr - buf);
+}
+inline void put(std::ostream& os, double v) { put_shortest(os, v); }
+inline void put(std::ostream& os, float v) { put_shortest(os, static_cast<double>(v)); }
+inline void put(std::ostream& os, long double v) { put_shortest(os, static_cast<double>(v)); }
+template <class T>
+void put(std::ostream& os, const T& v) {
+  os << v;
+}
+/// The arguments streamed one after the other; floating-point numbers in their shortest
+/// round-trip form (messages and reprs never show 17 digits of binary noise).
 template <class... Args>
 std::string cat(const Args&... args) {
   std::ostringstream os;
-  os.precision(17);
-  (os << ... << args);
+  (put(os, args), ...);
   return os.str();
 }
 /// A number with 6 significant digits (sizes and budgets in messages).
