@@ -53,13 +53,14 @@ class SolverError : public std::runtime_error {
 namespace detail {
 /// A double as the shortest text that reads back as the same double (0.55, not
 /// 0.55000000000000004): std::to_chars without a precision.
-inline void put_shortest(std::ostream& os, double v) {
+template <class F>
+void put_shortest(std::ostream& os, F v) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   os.write(buf, r.ptr - buf);
 }
 inline void put(std::ostream& os, double v) { put_shortest(os, v); }
-inline void put(std::ostream& os, float v) { put_shortest(os, static_cast<double>(v)); }
+inline void put(std::ostream& os, float v) { put_shortest(os, v); }
 inline void put(std::ostream& os, long double v) { put_shortest(os, static_cast<double>(v)); }
 template <class T>
 void put(std::ostream& os, const T& v) {
