@@ -190,6 +190,10 @@ TEST(Messages, NumbersInTheirShortestRoundTripForm) {
   EXPECT_NE(std::string(e.what()).find("got -0.1"), std::string::npos) << e.what();
   EXPECT_EQ(std::string(e.what()).find("0000000"), std::string::npos) << e.what();
   EXPECT_EQ(detail::cat(0.55, " ", 1e-300, " ", 3, " ", 0.1f), "0.55 1e-300 3 0.1");
+  // the notation of Python's repr: plain for exponents in [-4, 16), scientific outside
+  EXPECT_EQ(detail::cat(1e9, " ", 1e15, " ", 1e16, " ", 0.0001, " ", 0.00001, " ", -2.5, " ", 0.0),
+            "1000000000 1000000000000000 1e+16 0.0001 1e-05 -2.5 0");
+  EXPECT_EQ(detail::cat(std::nan(""), " ", -INFINITY), "nan -inf");
 }
 
 TEST(DropFunction, SredRefusesNegativeQmaxAndSeg) {

@@ -6,7 +6,9 @@
 // (see solvers.hpp), not an exception.
 #pragma once
 
+#include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <ostream>
 #include <sstream>
 #include <stdexcept>
@@ -53,10 +55,17 @@ class SolverError : public std::runtime_error {
 namespace detail {
 /// A double as the shortest text that reads back as the same double (0.55, not
 /// 0.55000000000000004): std::to_chars without a precision.
+/// The digits are the shortest that read back as v; the notation is Python's repr's: plain
+/// for decimal exponents in [-4, 16) (1000000000, 0.0001), scientific outside (1e+16, 1e-05).
 template <class F>
 void put_shortest(std::ostream& os, F v) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  char buf[128];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  const char* e = std::find(buf, r.ptr, 'e');
+  if (e != r.ptr) {  // finite: e+XX
+    const int exp = std::atoi(e + 1);
+    if (exp >= -4 && exp < 16) r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  }
   os.write(buf, r.ptr - buf);
 }
 inline void put(std::ostream& os, double v) { put_shortest(os, v); }
