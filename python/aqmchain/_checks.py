@@ -389,7 +389,8 @@ def _grid_kwargs(*, k: Any = 4, points: Any = None, mapping: Any = "split", refi
     known = _core.GridSpec.refine_defaults()
     for name, value in refine_options.items():
         if name not in known:
-            raise TypeError(f"GridSpec() got an unexpected keyword argument '{name}'")
+            raise TypeError(f"GridSpec() got an unexpected keyword argument '{name}'" + did_you_mean(
+                name, ["k", "points", "mapping", "refine", "s_k", "s_points", *known]))
         out[name] = (integer(f"grid.{name}", value, -INT32_MAX, INT32_MAX) if isinstance(known[name], int)
                      else real(f"grid.{name}", value))
     return out
@@ -426,7 +427,8 @@ def _ensemble_kwargs(**kwargs: Any) -> dict:
     out = {}
     for key, value in kwargs.items():
         if key not in names:
-            raise model_error(key, f"one of the options {', '.join(names)}", f"an unknown option {key!r}")
+            hint = did_you_mean(key, names)
+            raise model_error(key, f"one of the options {', '.join(names)}" + hint, f"an unknown option {key!r}")
         default = getattr(defaults, key)
         if isinstance(default, bool):
             out[key] = boolean(key, value)

@@ -165,6 +165,11 @@ def test_unknown_key_gets_did_you_mean_and_a_short_message(tmp_path):
     with pytest.raises(aqmchain.ModelError) as e:
         aqmchain.model_from_dict(doc)
     assert e.value.param == "aqm.zzzz" and str(e.value).count(",") < 5
+    # the API's options too
+    with pytest.raises(aqmchain.OptionError, match=r"unknown solver option 'methd' \(did you mean 'method'\?\)$"):
+        aqmchain.solve_stationary(aqmchain.model_from_dict(BASE_DOC)[0], methd="direct")
+    with pytest.raises(TypeError, match=r"did you mean 'count_max'"):
+        aqmchain.Aqm(countmax=5)
 
 
 def test_simulate_scenario_observes_time_zero():

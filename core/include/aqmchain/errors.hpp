@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdlib>
 #include <ostream>
 #include <sstream>
 #include <stdexcept>
@@ -62,8 +61,10 @@ void put_shortest(std::ostream& os, F v) {
   char buf[128];
   auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
   const char* e = std::find(buf, r.ptr, 'e');
-  if (e != r.ptr) {  // finite: e+XX
-    const int exp = std::atoi(e + 1);
+  if (e != r.ptr) {  // finite: e+XX or e-XX (the buffer is not 0-terminated: parse within it)
+    const char* digits = e + 1 + (e[1] == '+');
+    int exp = 0;
+    std::from_chars(digits, r.ptr, exp);
     if (exp >= -4 && exp < 16) r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
   }
   os.write(buf, r.ptr - buf);
