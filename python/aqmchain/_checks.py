@@ -28,27 +28,15 @@ INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 UINT64_MAX = 2**64 - 1
 
-# Upper bounds on counts (the C++ core checks the same bounds).
-MAX_BUFFER = 10_000_000
-MAX_SSMP_N = 4096  # the SSMP modulator is a dense n x n matrix (128 MiB at n = 4096)
-SOLVER_INT_BOUNDS: dict[str, tuple[int, int]] = {
-    "max_iter": (0, 1_000_000_000),
-    "ncv": (0, 1000),
-    "refine_steps": (0, 100),
-    "check_every": (1, 1_000_000),
-    "coarse_size": (2, 2000),
-    "smoothing_sweeps": (1, 100),
-    "cycle_gamma": (1, 2),
-    "krylov_basis": (2, 500),
-    "auto_krylov_min_states": (0, 2**31 - 1),
-}
+# Ranges of counts: defined once, in the C++ core, and read from it here.
+MAX_BUFFER = _core.Model.max_buffer
+MAX_SSMP_N = _core.Source.max_ssmp_n  # the SSMP modulator is a dense n x n matrix
+SOLVER_INT_BOUNDS: dict[str, tuple[int, int]] = dict(_core.StationaryOptions.int_ranges())
+STATEFUL_INT_BOUNDS: dict[str, tuple[int, int]] = dict(_core.Aqm.stateful_ranges())
 SIM_INT_BOUNDS: dict[str, tuple[int, int]] = {
-    "slots": (1, 10**13),
-    "replications": (1, 10_000),
-    "batches": (1, 10_000),
-    "seed": (0, UINT64_MAX),
+    **_core.SimOptions.int_ranges(),  # slots, replications, batches, threads
+    "seed": (0, UINT64_MAX),  # the C types' ranges
     "sample_every": (0, INT64_MAX),
-    "threads": (0, 1024),
 }
 MAX_MEMORY_GB = 1e6  # a memory budget above 1 PB is a typo
 
@@ -65,8 +53,10 @@ def fmt(value: Any, limit: int = 60) -> str:
                 digits += 1
             return f"{'-' if v < 0 else ''}an integer of {digits} digits"
         return str(v)
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, float):  # numpy floats too: the shortest round-trip form, never np.float64(...)
+        if not math.isfinite(value):
+            return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        return repr(float(value))
     try:
         text = repr(value)
     except Exception:  # noqa: BLE001  (a repr that fails: huge ints inside a list, ...)
@@ -83,7 +73,8 @@ def name(key: str) -> str:
 
 
 def model_error(param: str, bound: str, value: Any) -> ModelError:
-    e = ModelError(f"parameter '{param}' must be {bound}, got {fmt(value)}")
+    what = "option" if param.startswith("--") else "parameter"  # a command-line option, e.g. --plot
+    e = ModelError(f"{what} '{param}' must be {bound}, got {fmt(value)}")
     e.param = param
     return e
 
@@ -303,12 +294,14 @@ def _model_kwargs(*, buffer: Any, source: Any, service: Any, aqm: Any = None, gr
 
 
 def stateful_value(key: str, value: Any, default: Any, *, err: Callable = model_error) -> Any:
-    """Type check of a stateful-AQM key, by the type of its default (defined in the core)."""
+    """Type check of a stateful-AQM key, by the type of its default, and the range of an
+    integer key (both defined in the core)."""
     param = f"aqm.{key}"
     if isinstance(default, bool):
         return boolean(param, value, err=err)
     if isinstance(default, int):
-        return integer(param, value, -INT64_MAX, INT64_MAX, err=err)
+        lo, hi = STATEFUL_INT_BOUNDS.get(key, (-INT64_MAX, INT64_MAX))
+        return integer(param, value, lo, hi, err=err)
     if isinstance(default, str):
         return string(param, value, err=err)
     return real(param, value, err=err)
@@ -325,13 +318,52 @@ def _aqm_kwargs(*, drop: Any = None, w: Any = 0.002, update: Any = "per_slot", p
     defaults = {**_core.Aqm.stateful_defaults(), **_core.Aqm.class_defaults()}
     for key, value in stateful.items():
         if key not in defaults:
-            raise TypeError(f"Aqm() got an unexpected keyword argument '{key}'")
+            raise TypeError(f"Aqm() got an unexpected keyword argument '{key}'" + did_you_mean(
+                key, ["drop", "w", "update", "policy", "ecn", "filter", "a", "b", "triple", *defaults]))
         k[key] = stateful_value(key, value, defaults[key])
+    feature_keys(k, stateful)
     if drop is not None:
         if not isinstance(drop, _core.DropFunction):
             raise model_error("aqm.drop", "an aqmchain.DropFunction", drop)
         k["drop"] = drop
     return k
+
+
+# The stateful AQM's keys by the feature that uses them (docs/stateful-aqm.md; names from the core).
+SPACING_KEYS = ("count_max",)
+WEIGHT_KEYS = ("autored_p",)  # AutoRED's weight, also read by the dynamic max_th
+MAXTH_KEYS = ("max_th_growth",)
+ADAPTIVE_KEYS = tuple(sorted(set(_core.Aqm.stateful_defaults()) - {"spacing", "weight", "dynamic_max_th", "adaptive"}
+                             - set(SPACING_KEYS) - set(WEIGHT_KEYS) - set(MAXTH_KEYS)))
+
+
+def feature_keys(values: dict, given: dict, *, err: Callable = model_error) -> None:
+    """Refuse a key given for a feature that is off (``aqm.autored_p`` without AutoRED's weight or
+    the dynamic max_th, an adaptive-RED key without ``aqm.adaptive = true``, ...): one check for
+    :class:`aqmchain.Aqm` and the model file.  ``values``: the keyword arguments (checked),
+    ``given``: those the caller gave (their values are shown)."""
+    dyn = values.get("dynamic_max_th", False)
+    if values.get("weight", "static") == "static" and not dyn and "autored_p" in given:
+        raise err("aqm.autored_p", 'given only with aqm.weight = "autored" or aqm.dynamic_max_th = true',
+                  given["autored_p"])
+    if not dyn and "max_th_growth" in given:
+        raise err("aqm.max_th_growth", "given only with aqm.dynamic_max_th = true", given["max_th_growth"])
+    if not values.get("adaptive", False):
+        extra = sorted(set(ADAPTIVE_KEYS) & set(given))
+        if extra:
+            raise err(f"aqm.{extra[0]}", "given only with aqm.adaptive = true", given[extra[0]])
+
+
+def did_you_mean(key: str, known: Any, prefix: str = "") -> str:
+    """`` (did you mean 'x'?)`` for a misspelt key with a close known one, else ``""``."""
+    import difflib
+
+    if not isinstance(key, str):
+        return ""
+    close = difflib.get_close_matches(key, [k for k in known if isinstance(k, str)], n=2, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(f"'{prefix}{c}'" for c in close) + "?)"
 
 
 def _class_kwargs(name: Any, share: Any, ecn: Any = 0.0, mice: Any = False, flows: Any = 1,
@@ -357,7 +389,8 @@ def _grid_kwargs(*, k: Any = 4, points: Any = None, mapping: Any = "split", refi
     known = _core.GridSpec.refine_defaults()
     for name, value in refine_options.items():
         if name not in known:
-            raise TypeError(f"GridSpec() got an unexpected keyword argument '{name}'")
+            raise TypeError(f"GridSpec() got an unexpected keyword argument '{name}'" + did_you_mean(
+                name, ["k", "points", "mapping", "refine", "s_k", "s_points", *known]))
         out[name] = (integer(f"grid.{name}", value, -INT32_MAX, INT32_MAX) if isinstance(known[name], int)
                      else real(f"grid.{name}", value))
     return out
@@ -394,7 +427,8 @@ def _ensemble_kwargs(**kwargs: Any) -> dict:
     out = {}
     for key, value in kwargs.items():
         if key not in names:
-            raise model_error(key, f"one of the options {', '.join(names)}", f"an unknown option {key!r}")
+            hint = did_you_mean(key, names)
+            raise model_error(key, f"one of the options {', '.join(names)}" + hint, f"an unknown option {key!r}")
         default = getattr(defaults, key)
         if isinstance(default, bool):
             out[key] = boolean(key, value)

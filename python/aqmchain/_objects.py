@@ -13,8 +13,11 @@ from . import _core
 
 
 def _num(v: Any) -> str:
+    """A value as Python writes it: floats in their shortest round-trip form (0.55, not
+    0.55000000000000004 nor a rounded 0.5500000000)."""
     if isinstance(v, float):
-        return f"{v:.10g}"
+        text = repr(float(v))
+        return text[:-2] if text.endswith(".0") else text  # 5, as the core writes it (std::to_chars)
     if isinstance(v, (list, tuple)):
         if len(v) > 6:
             return "[" + ", ".join(_num(x) for x in v[:3]) + f", ... ({len(v)} values)]"
@@ -133,9 +136,10 @@ def _reduce_simoptions(o: _core.SimOptions):
     return _simoptions_from, ({k: getattr(o, k) for k in _SIM_FIELDS},)
 
 
-def _replace(self: _core.Model, **sections: dict) -> _core.Model:
-    """A copy of this model with model-file keys changed: ``model.replace(aqm={"w": 0.01})``
-    (see :func:`aqmchain.modelfile.replace`)."""
+def _replace(self: _core.Model, /, **sections: Any) -> _core.Model:
+    """A copy of this model with model-file keys changed, each dict merged into its section:
+    ``model.replace(model={"buffer": 25}, aqm={"w": 0.01})``; a feature switched off takes its
+    keys with it (``aqm={"adaptive": False}``).  See :func:`aqmchain.modelfile.replace`."""
     from .modelfile import replace
 
     return replace(self, **sections)

@@ -16,6 +16,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import os
 import re
 import shlex
@@ -36,6 +37,9 @@ from .transient import TRANSIENT_METHODS, solve_transient, time_grid
 EXIT_OK, EXIT_INPUT, EXIT_SOLVE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 2, 3, 130, 141
 GIB = 1024.0**3
 
+# optimize()'s arguments -> command-line names (for messages)
+_OPTIMIZE_NAMES = {"starts": "--starts", "bounds": "--bounds", "objective": "--objective", "params": "--params",
+                   "step": "--step", "min_step": "--min-step", "max_evals": "--max-evals"}
 # simulation option -> command-line name (for messages)
 _SIM_NAMES = {"slots": "--slots", "replications": "--replications", "seed": "--seed", "warmup": "--warmup",
               "batches": "--batches", "discretised": "--discretised", "threads": "--threads"}
@@ -100,8 +104,16 @@ def _opt_error(param: str, bound: str, value: object) -> _core.ModelError:
 
 def _check_output(option: str, path: str | None) -> None:
     """Refuse an output path that cannot be written, before any work is done."""
-    if not path or path == "-":
+    if path is None or path == "-":
         return
+    if not path.strip():
+        e = _core.ModelError(f"option '{option}' must be a file name (or '-' for stdout where allowed), got ''")
+        e.param = option
+        raise e
+    if option == "--plot":  # the image format, before the work (matplotlib is imported only now)
+        from .plots import figure_format
+
+        figure_format(path, option)
     p = Path(path)
     parent = p.parent if str(p.parent) else Path(".")
     why = None
@@ -167,8 +179,10 @@ def _csv_text(header: list[str], rows: list[list]) -> str:
 
 
 def _save_figure(option: str, fig, path: str) -> None:
+    from .plots import save
+
     try:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
+        save(fig, path, option, dpi=120, bbox_inches="tight")
     except OSError as exc:
         e = _core.ModelError(f"option '{option}': cannot write '{path}': {exc.strerror or exc}")
         e.param = option
@@ -337,7 +351,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     with _progress.activity(_progress_on(args), f"aqmchain: simulating {args.replications} x {args.slots} slots"):
         sim = simulate(model, **kwargs)
     cmp = Comparison(analytic, sim)
-    mode = "discretised avg (the chain is its exact law)" if args.discretised else "continuous avg"
+    if not args.discretised:
+        mode = "continuous avg"
+    elif cmp.chain_law == "approx":
+        mode = ("discretised avg (the chain's grid; the two-class chain is an approximation of this law, "
+                "compare the classes below)")
+    else:
+        mode = "discretised avg (the chain is its exact law)"
     _say(args, f"chain: {analytic.states} states, residual {analytic.info.residual:.1e}; simulation: "
                f"{args.replications} x {args.slots} slots, {mode}, seed {args.seed}")
     _say(args, cmp.table())
@@ -347,7 +367,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                            "simulation": _capped_dict(sim)})
     if args.csv:
         _write("--csv", args.csv, _csv_text(["metric", "analytic", "simulated", "half_width_95", "z"],
-                                            [list(r) for r in cmp.rows]))
+                                            [list(r) for r in cmp.rows + cmp.class_rows]))
     if args.plot:
         fig = cmp.plot(name=Path(args.model).name)
         _save_figure("--plot", fig, args.plot)
@@ -462,7 +482,10 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     if args.max_evals is not None:
         kwargs["max_evals"] = args.max_evals
     if args.scheduler is not None:
-        kwargs["scheduler"] = args.scheduler
+        from .sweep import resolve_scheduler
+
+        args.names["scheduler"] = "--scheduler"
+        kwargs["scheduler"] = resolve_scheduler(args.scheduler)  # an unreachable address fails here, at once
     _threads(args)
 
     def progress(rec: dict) -> None:
@@ -470,7 +493,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
             return
         xs = ", ".join(f"{v:.6g}" for v in rec["x"].values())
         what = f"{args.objective} = {rec['value']:.8g}" if rec["status"] == "ok" else rec["status"]
-        tail = f" ({rec['seconds']:.2f} s, {rec['states']} states)" if rec["status"] != "infeasible" else ""
+        states = "" if rec["states"] is None else f", {rec['states']} states"
+        tail = f" ({rec['seconds']:.2f} s{states})" if rec["status"] != "infeasible" else ""
         print(f"aqmchain: optimize: start {rec['start'] + 1}, [{xs}]: {what}{tail}"
               + (f": {rec['message']}" if rec["status"] == "failed" else ""), file=sys.stderr, flush=True)
 
@@ -489,11 +513,15 @@ def _parse_times(text: str, integer: bool) -> list[float]:
         if text.startswith(("log:", "lin:")):
             kind, a, b, n = text.split(":")
             t = time_grid("log" if kind == "log" else "linear", float(a), float(b), int(float(n)), integer=integer)
-            return [float(x) for x in t]
-        return [float(x) for x in text.split(",") if x.strip()]
+            times = [float(x) for x in t]
+        else:
+            times = [float(x) for x in text.split(",") if x.strip()]
     except (ValueError, _core.ModelError, _core.OptionError) as exc:
         raise _opt_error("--times", "a list '10,100,1000' or 'log:START:STOP:NUM' / 'lin:START:STOP:NUM' with "
                          "0 <= START <= STOP (START > 0 for log)", text) from exc
+    if times and max(times) > _core.Scenario.max_duration:
+        raise _opt_error("--times", f"at most {_core.Scenario.max_duration:g} (the longest horizon)", max(times))
+    return times
 
 
 def _cmd_transient(args: argparse.Namespace) -> int:
@@ -571,6 +599,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.simulate:
         sim_opts = _sim_kwargs(args)
         sim_opts["threads"] = args.threads or 1
+    if args.scheduler is not None:
+        args.names["scheduler"] = "--scheduler"
     scheduler = resolve_scheduler(args.scheduler)
     if args.workers is not None and not 1 <= args.workers <= 1024:
         raise _opt_error("--workers", "in [1, 1024]", args.workers)
@@ -612,7 +642,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         _say(args, result.table(shown))
         _say(args, result.summary())
     for _, row in result.failed.iterrows():
-        where = ", ".join(f"{k} = {row[k]!r}" for k in result.sweep_keys)
+        where = ", ".join(f"{k} = {_checks.fmt(row[k])}" for k in result.sweep_keys)
         print(f"aqmchain: sweep point {where}: {row['status']}: {row['error']}", file=sys.stderr)
     return EXIT_OK if (result["status"] == "ok").all() else EXIT_SOLVE
 
@@ -676,14 +706,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from .export import export_matrix, export_prism, export_stationary
     from .stationary import build_chain
 
-    if not (args.matrix or args.prism or args.stationary):
+    if args.matrix is None and args.prism is None and args.stationary is None:
         raise _opt_error("--matrix / --prism / --stationary", "given (at least one output)", None)
     _check_outputs(args, "--matrix", "--stationary")
     if args.stationary and Path(args.stationary).suffix not in (".npy", ".csv"):
         raise _opt_error("--stationary", "a path ending in .npy or .csv", args.stationary)
-    if args.prism:
-        for ext in ("tra", "sta", "lab"):
-            _check_output("--prism", args.prism + "." + ext)
+    if args.prism is not None:
+        from .export import prism_paths
+
+        for path in prism_paths(args.prism, "--prism").values():
+            _check_output("--prism", str(path))
     model, solver = _config(args)
     args.memory_limit_gb = solver.get("memory_limit_gb")
     written = []
@@ -708,29 +740,45 @@ def _cmd_export(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ parser
 
 
+def _int_arg(text: str) -> int:
+    """An integer option: ``1000000``, also written ``1e6`` or ``1000000.0`` (an integral number)."""
+    text = text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        f = float(text)
+    except ValueError:
+        f = math.nan
+    if math.isfinite(f) and f.is_integer():
+        return int(f)
+    raise argparse.ArgumentTypeError(f"must be an integer (e.g. 1000000 or 1e6), got {text!r}")
+
+
 def _common(sp: argparse.ArgumentParser, model: bool = True) -> None:
     if model:
         sp.add_argument("model", help="TOML model file (docs/model-file.md)")
     sp.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                     help="override a model-file key, e.g. --set aqm.w=0.01 --set solver.method=direct (repeatable)")
-    sp.add_argument("--threads", type=int, metavar="N",
+    sp.add_argument("--threads", type=_int_arg, metavar="N",
                     help="threads for the simulator and the core's parallel loops (default: every core)")
     sp.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors; no progress bars")
 
 
 def _sim_args(sp: argparse.ArgumentParser, slots: int) -> None:
-    sp.add_argument("--slots", type=int, default=slots, help=f"slots per replication incl. warm-up ({slots})")
-    sp.add_argument("--replications", type=int, default=4, help="independent replications, 1..10000 (4)")
-    sp.add_argument("--seed", type=int, default=1, help="random seed, 0..2^64-1 (1)")
-    sp.add_argument("--warmup", type=int, help="slots discarded per replication, >= 0 (default slots/10)")
-    sp.add_argument("--batches", type=int, default=20, help="batch means per replication, 1..10000 (20)")
+    sp.add_argument("--slots", type=_int_arg, default=slots, help=f"slots per replication incl. warm-up ({slots})")
+    sp.add_argument("--replications", type=_int_arg, default=4, help="independent replications, 1..10000 (4)")
+    sp.add_argument("--seed", type=_int_arg, default=1, help="random seed, 0..2^64-1 (1)")
+    sp.add_argument("--warmup", type=_int_arg, help="slots discarded per replication, >= 0 (default slots/10)")
+    sp.add_argument("--batches", type=_int_arg, default=20, help="batch means per replication, 1..10000 (20)")
     sp.add_argument("--discretised", action="store_true", help="avg on the chain's grid (exact law of the chain)")
 
 
 def _solver_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--method", choices=list(METHODS), help="stationary solver (default: the file's, else auto)")
     sp.add_argument("--tol", type=float, help="target for ||pi P - pi||_1 (default 1e-12)")
-    sp.add_argument("--max-iter", dest="max_iter", type=int, help="sweeps / products / restarts, 0..1e9 (0: default)")
+    sp.add_argument("--max-iter", dest="max_iter", type=_int_arg, help="sweeps / products / restarts, 0..1e9 (0: default)")
     sp.add_argument("--memory-limit-gb", type=float, help="refuse state spaces above this many GB (default 8)")
 
 
@@ -827,7 +875,7 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--bounds", action="append", metavar="NAME=LO:HI", help="bounds of a parameter (repeatable)")
     op.add_argument("--step", help="first steps, one per parameter (triple: 0.01,0.001,0.001)")
     op.add_argument("--min-step", dest="min_step", help="stop below these steps (default step / 64)")
-    op.add_argument("--max-evals", dest="max_evals", type=int, help="budget of solves over all starts")
+    op.add_argument("--max-evals", dest="max_evals", type=_int_arg, help="budget of solves over all starts")
     op.add_argument("--scheduler", metavar="ADDRESS",
                     help="run the starts on Dask: 'local' (a LocalCluster), 'sync' or a scheduler address; "
                          "default: one after the other in this process")
@@ -846,7 +894,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--scheduler", metavar="ADDRESS",
                     help="'local' (a LocalCluster on this machine), 'sync' (in this process, no cluster) or the "
                          "address of a Dask scheduler; default $AQMCHAIN_SCHEDULER, else local")
-    sw.add_argument("--workers", type=int, help="worker processes of the local cluster (default: cores, at most 4)")
+    sw.add_argument("--workers", type=_int_arg, help="worker processes of the local cluster (default: cores, at most 4)")
     sw.add_argument("--metric", default="mean_queue", help="metric of the --plot curves (mean_queue)")
     sw.add_argument("--json", metavar="OUT", help="write one object per point ('-': stdout)")
     sw.add_argument("--csv", metavar="OUT", help="write one row per point ('-': stdout)")
@@ -863,9 +911,9 @@ def build_parser() -> argparse.ArgumentParser:
     hu.add_argument("--range", metavar="LO:HI",
                     help="aggregation levels (block sizes) fitted, in slots, e.g. 1:2^20 (defaults: exact 1:2^20, "
                          "variance_time 1:SLOTS/64, rs 16:SLOTS/16)")
-    hu.add_argument("--slots", type=int, default=2**20, help="slots per simulated trace (2^20)")
-    hu.add_argument("--replications", type=int, default=8, help="simulated traces; the 95%% CI is over them (8)")
-    hu.add_argument("--seed", type=int, default=1, help="seed of the first trace (1)")
+    hu.add_argument("--slots", type=_int_arg, default=2**20, help="slots per simulated trace (2^20)")
+    hu.add_argument("--replications", type=_int_arg, default=8, help="simulated traces; the 95%% CI is over them (8)")
+    hu.add_argument("--seed", type=_int_arg, default=1, help="seed of the first trace (1)")
     hu.add_argument("--json", metavar="OUT", help="write the estimates and their curves ('-' for stdout)")
     hu.add_argument("--plot", metavar="PNG", help="write the variance-time (or R/S) curve of the first estimator "
                                                   "and the local H(m) of all")
@@ -903,6 +951,9 @@ def _message(exc: BaseException, args: argparse.Namespace) -> str:
         msg = re.sub(r"(?<![\w.-])memory_limit_gb\b", mem_key, msg)
     for internal, user in _SIM_NAMES.items():
         msg = msg.replace(f"parameter '{internal}'", f"option '{user}'")
+    if getattr(args, "command", None) == "optimize":
+        for internal, user in _OPTIMIZE_NAMES.items():
+            msg = re.sub(rf"parameter '{internal}(?=[\['])", f"option '{user}", msg)
     msg = re.sub(r"solver option '(\w+)'",
                  lambda m: (f"option '{names[m.group(1)]}'" if names.get(m.group(1), "").startswith("--")
                             else f"parameter '{names.get(m.group(1), 'solver.' + m.group(1))}'"), msg)

@@ -20,6 +20,7 @@ continuous-time model).
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,19 @@ def _components(chain: _core.Chain) -> dict[str, np.ndarray]:
 def _write_lines(path: Path, header: str, frame) -> None:
     with open(path, "w", encoding="utf-8", newline="\n") as fh:
         fh.write(header)
-        frame.to_csv(fh, sep=" ", header=False, index=False, float_format="%.17g", lineterminator="\n")
+        frame.to_csv(fh, sep=" ", header=False, index=False, lineterminator="\n")
+
+
+def prism_paths(base: str | Path, param: str = "base") -> dict[str, Path]:
+    """The files ``BASE.tra``, ``BASE.sta``, ``BASE.lab`` by extension; a base that names no
+    file (empty, a directory such as ``/`` or ``out/``) raises :class:`aqmchain.ModelError`
+    naming ``param``."""
+    text = str(base) if isinstance(base, (str, Path)) else None
+    if text is None or not text.strip() or text.endswith(("/", os.sep)) or not Path(text).name:
+        raise _checks.model_error(param, "a file-name prefix such as 'out/chain' (BASE.tra, BASE.sta, BASE.lab are "
+                                  "written), not a directory", base)
+    p = Path(text)
+    return {ext: p.with_name(p.name + "." + ext) for ext in ("tra", "sta", "lab")}
 
 
 def export_prism(obj: Any, base: str | Path) -> dict[str, Path]:
@@ -91,9 +104,8 @@ def export_prism(obj: Any, base: str | Path) -> dict[str, Path]:
 
     from .stationary import transition_matrix
 
+    paths = prism_paths(base)
     chain = _chain_of(obj)
-    base = Path(base)
-    paths = {ext: base.with_name(base.name + "." + ext) for ext in ("tra", "sta", "lab")}
     P = transition_matrix(chain).tocoo()
     rows, cols, vals = P.row, P.col, P.data
     if chain.time == "continuous":  # PRISM's CTMC files hold the rates, not the diagonal
@@ -163,7 +175,7 @@ def export_stationary(result: Any, path: str | Path) -> Path:
         np.save(path, np.asarray(arr), allow_pickle=False)
     elif path.suffix == ".csv":
         buf = io.StringIO()
-        table.to_csv(buf, index=False, float_format="%.17g", lineterminator="\n")
+        table.to_csv(buf, index=False, lineterminator="\n")
         path.write_text(buf.getvalue(), encoding="utf-8")
     else:
         raise _checks.model_error("stationary path", "a file name ending in .npy or .csv", str(path))

@@ -33,10 +33,14 @@ _DROP_KEYS: dict[str, dict[str, bool]] = {  # key -> required
 }
 # Stateful AQM (docs/stateful-aqm.md): names and defaults from the core.
 _STATEFUL_DEFAULTS = _core.Aqm.stateful_defaults()
-_SPACING_KEYS = {"spacing", "count_max"}
-_WEIGHT_KEYS = {"weight", "autored_p"}
-_MAXTH_KEYS = {"dynamic_max_th", "max_th_growth"}
-_ADAPTIVE_KEYS = set(_STATEFUL_DEFAULTS) - _SPACING_KEYS - _WEIGHT_KEYS - _MAXTH_KEYS - {"adaptive"}
+_ADAPTIVE_KEYS = set(_checks.ADAPTIVE_KEYS)
+# A feature switched off (by --set or replace) takes the keys only it uses with it.
+_FEATURE_KEYS: dict[str, tuple[Any, tuple[str, ...]]] = {  # switch -> (its off value, its keys)
+    "adaptive": (False, _checks.ADAPTIVE_KEYS),
+    "spacing": ("none", _checks.SPACING_KEYS),
+    "dynamic_max_th": (False, _checks.MAXTH_KEYS),
+    "weight": ("static", ()),
+}
 # Class-aware AQM (docs/classes.md): modified RED and flow comparison.
 _CLASS_AQM_DEFAULTS = _core.Aqm.class_defaults()
 _AQM_COMMON = {"drop", "filter", "update", "policy", "ecn"} | set(_STATEFUL_DEFAULTS) | set(_CLASS_AQM_DEFAULTS)
@@ -50,6 +54,8 @@ _SOLVER_DEFAULTS = {k: v for k, v in _core.StationaryOptions.defaults().items() 
 _SOLVER_KEYS = set(_SOLVER_DEFAULTS) | {"memory_limit_gb"}
 _SOURCE_KINDS = {"discrete": ("bernoulli", "ssmp", "mmbp"), "continuous": ("poisson", "mmpp")}
 _SERVICE_KINDS = {"discrete": "geometric", "continuous": "exponential"}
+_SOURCE_KEYS = {"bernoulli": ("kind", "alpha"), "ssmp": ("kind", "n", "a", "q", "mean"), "mmbp": ("kind", "matrix", "arrival"),
+                "poisson": ("kind", "rate"), "mmpp": ("kind", "generator", "rates")}
 # Model files refine the avg grid automatically unless they give points or a mapping other
 # than split (GridSpec() itself defaults to the plain grid it describes).
 FILE_REFINE_DEFAULT = "auto"
@@ -105,13 +111,26 @@ class _Section:
             return None
         return _checks.reals(f"{self.name}.{key}", v, depth)
 
-    def finish(self) -> None:
-        extra = sorted(set(self.table) - self.used)
+    def finish(self, known: Any = ()) -> None:
+        """Refuse the keys not consumed; ``known``: every key this table may hold (for the
+        "did you mean" of a misspelt one)."""
+        extra = sorted(set(self.table) - self.used, key=str)
         if extra:
-            key = f"{self.name}.{_checks.name(extra[0])}"
-            e = ModelError(f"unknown key '{key}' (known here: {', '.join(sorted(self.used)) or 'none'})")
-            e.param = key
-            raise e
+            raise _unknown_key(self.name, extra[0], set(known) | self.used)
+
+
+def _unknown_key(section: str, key: Any, known: Any, why: str = "") -> ModelError:
+    """ModelError for an unknown key: the close known names ("did you mean"), else the known
+    names when they are few, else where they are listed."""
+    full = f"{section}.{_checks.name(key) if isinstance(key, str) else _checks.fmt(key)}"
+    hint = _checks.did_you_mean(key, known, f"{section}.")
+    if not hint:
+        names = sorted(k for k in known if isinstance(k, str))
+        hint = (f" (known here: {', '.join(names)})" if 0 < len(names) <= 8
+                else f" (see docs/model-file.md for the keys of [{section.split('[')[0]}])")
+    e = ModelError(f"unknown key '{full}'{why}{hint}")
+    e.param = full
+    return e
 
 
 def _ssmp_log_pi0(log_q: float, n: int) -> float:
@@ -127,7 +146,7 @@ def _ssmp_q_for_mean(mean: float, a: float, n: int) -> float:
     """q with pi_0(q) = mean, by bisection on log q (used where a^(n-1) overflows a double)."""
     log_top = _ssmp_log_pi0(math.log(a), n)
     if not (mean > 0 and math.log(mean) <= log_top):
-        raise _err("source.mean", f"in (0, pi_0(q = a)] = (0, {math.exp(log_top):.17g}] for a = {a!r}, n = {n}",
+        raise _err("source.mean", f"in (0, pi_0(q = a)] = (0, {math.exp(log_top)!r}] for a = {a!r}, n = {n}",
                    mean)
     lo, hi, log_mean = math.log(1e-300) / 4, math.log(a), math.log(mean)
     for _ in range(300):
@@ -171,7 +190,7 @@ def _source(sec: _Section, time: str) -> _core.Source:
     else:
         src = _core.Source.mmbp(sec.numbers("matrix", required=True, depth=2),
                                 sec.numbers("arrival", required=True))
-    sec.finish()
+    sec.finish(_SOURCE_KEYS[kind])
     return src
 
 
@@ -179,14 +198,18 @@ def _aqm(sec: _Section) -> _core.Aqm:
     drop = sec.string("drop", tuple(_DROP_KEYS), default="none")
     filt = sec.string("filter", tuple(_core.Aqm.filters), default="ewma")
     allowed = _DROP_KEYS[drop]
+    known = _AQM_COMMON | set(allowed) | _FILTER_KEYS[filt]
     for key in sec.table:
-        if key not in _AQM_COMMON and key not in allowed and key not in _FILTER_KEYS[filt]:
-            other = [f for f, keys in _FILTER_KEYS.items() if key in keys]
-            why = f'filter = "{filt}"' if other else f'drop = "{drop}"'
-            e = ModelError(f"unknown key 'aqm.{_checks.name(key)}' for {why}"
-                           f" (it takes: {', '.join(sorted(_AQM_COMMON | set(allowed) | _FILTER_KEYS[filt]))})")
-            e.param = f"aqm.{_checks.name(key)}"
-            raise e
+        if key not in known:
+            filters = [f for f, keys in _FILTER_KEYS.items() if key in keys]
+            drops = [d for d, keys in _DROP_KEYS.items() if key in keys]
+            why = (f' (a key of filter = "{filters[0]}", not of filter = "{filt}")' if filters else
+                   f' (a key of drop = "{drops[0]}", not of drop = "{drop}")' if drops else "")
+            if why:
+                e = ModelError(f"unknown key 'aqm.{_checks.name(key)}'{why}")
+                e.param = f"aqm.{_checks.name(key)}"
+                raise e
+            raise _unknown_key("aqm", key, known)
     coef: dict[str, Any] = {}
     if filt == "redwm":
         has = {k for k in ("a", "b", "triple") if k in sec.table}
@@ -226,16 +249,7 @@ def _aqm(sec: _Section) -> _core.Aqm:
     stateful = {}
     for key in sorted(set(_STATEFUL_DEFAULTS) & set(sec.table)):
         stateful[key] = _checks.stateful_value(key, sec._get(key, None, False), _STATEFUL_DEFAULTS[key])
-    dyn = stateful.get("dynamic_max_th", False)
-    if stateful.get("weight", "static") == "static" and not dyn and "autored_p" in stateful:
-        raise _err("aqm.autored_p", "given only with aqm.weight = \"autored\" or aqm.dynamic_max_th = true",
-                   sec.table["autored_p"])
-    if not dyn and "max_th_growth" in stateful:
-        raise _err("aqm.max_th_growth", "given only with aqm.dynamic_max_th = true", sec.table["max_th_growth"])
-    if not stateful.get("adaptive", False):
-        extra = sorted(_ADAPTIVE_KEYS & set(stateful))
-        if extra:
-            raise _err(f"aqm.{extra[0]}", "given only with aqm.adaptive = true", sec.table[extra[0]])
+    # keys given for a feature that is off are refused by Aqm() (the API's check, _checks.feature_keys)
     if "modified" in sec.table:
         stateful["modified"] = sec.string("modified", tuple(_core.Modified.__members__), "none")
     if "flow_compare" in sec.table:
@@ -245,7 +259,7 @@ def _aqm(sec: _Section) -> _core.Aqm:
                     update=sec.string("update", ("per_slot", "per_arrival"), "per_slot"),
                     policy=sec.string("policy", ("tail", "front", "random"), "tail"),
                     ecn=sec.number("ecn", 0.0), **extra, **stateful)
-    sec.finish()
+    sec.finish(known)
     return aqm
 
 
@@ -269,7 +283,7 @@ def _classes(tables: Any) -> list:
         w = sec.numbers("flow_weights")
         if w is not None:
             kwargs["flow_weights"] = w
-        sec.finish()
+        sec.finish(_CLASS_KEYS)
         try:
             out.append(_core.TrafficClass(name, share, **kwargs))
         except ModelError as exc:  # name the table: class.share -> class[i].share
@@ -289,7 +303,8 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
     known = {"model", "source", "service", "aqm", "grid", "solver", "class"}
     for key in doc:
         if key not in known:
-            e = ModelError(f"unknown section '[{_checks.name(key)}]' (known: {', '.join(sorted(known))})")
+            e = ModelError(f"unknown section '[{_checks.name(key)}]'"
+                           + (_checks.did_you_mean(key, known) or f" (known: {', '.join(sorted(known))})"))
             e.param = _checks.name(key)
             raise e
     for key in ("model", "source", "service"):
@@ -300,12 +315,12 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
     m = _Section("model", doc["model"])
     buffer = m.integer("buffer", required=True, lo=1, hi=_checks.MAX_BUFFER)
     time = m.string("time", ("discrete", "continuous"), "discrete")
-    m.finish()
+    m.finish(("buffer", "time"))
     source = _source(_Section("source", doc["source"]), time)
     s = _Section("service", doc["service"])
     kind = s.string("kind", (_SERVICE_KINDS[time],), _SERVICE_KINDS[time])
     service = getattr(_core.Service, kind)(s.number("mu", required=True))
-    s.finish()
+    s.finish(("kind", "mu"))
     aqm = _aqm(_Section("aqm", doc.get("aqm", {})))
     g = _Section("grid", doc.get("grid", {}))
     pts = g.numbers("points")
@@ -318,7 +333,7 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
     grid = _core.GridSpec(k=g.integer("k", 4, lo=1, hi=_checks.INT32_MAX), points=pts or [], mapping=mapping,
                           refine=refine, s_k=g.integer("s_k", 0, lo=1, hi=_checks.INT32_MAX), s_points=s_pts or [],
                           **refine_opts)
-    g.finish()
+    g.finish(("k", "points", "mapping", "refine", "s_k", "s_points", *_REFINE_DEFAULTS))
     sv = _Section("solver", doc.get("solver", {}))
     solver: dict[str, Any] = {}
     for key in sorted(_SOLVER_KEYS & set(sv.table)):
@@ -336,7 +351,7 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
             solver[key] = sv.integer(key)
         else:
             solver[key] = sv.number(key)
-    sv.finish()
+    sv.finish(_SOLVER_KEYS)
     solver = _checks.solver_options(solver, prefix="solver.", err=_checks.model_error)
     classes = _classes(doc["class"]) if "class" in doc else []
     model = _core.Model(buffer=buffer, source=source, service=service, aqm=aqm, grid=grid, time=time,
@@ -510,16 +525,25 @@ def model_to_dict(model: _core.Model) -> dict:
 
 # ------------------------------------------------------------------ overrides
 
-_KEY_PATH = re.compile(r"^([A-Za-z_][A-Za-z_0-9]*)\.([A-Za-z_][A-Za-z_0-9]*)(?:\[(\d+)\])?$")
+_KEY_PATH = re.compile(r"^([A-Za-z_][A-Za-z_0-9]*)(?:\[(\d+)\])?\.([A-Za-z_][A-Za-z_0-9]*)(?:\[(\d+)\])?$")
 
 
-def parse_value(text: str) -> Any:
+def parse_value(text: str, key: str = "--set") -> Any:
     """A command-line value as TOML reads it (``0.01``, ``250``, ``true``, ``[0.1, 0, 0]``,
-    ``"dsred"``); a bare word that is not TOML (``dsred``) is taken as a string."""
+    ``"dsred"``); a bare word that is not TOML (``dsred``) is taken as a string.  An integer
+    longer than a model file may hold is refused (ModelError naming ``key``)."""
+    old_limit = sys.get_int_max_str_digits()
     try:
+        sys.set_int_max_str_digits(max(old_limit, _MAX_INT_DIGITS) if old_limit else 0)
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         return text.strip()
+    except ValueError:  # an integer literal above the digit limit
+        raise _err(key, "a number in the key's range", f"an integer of more than {_MAX_INT_DIGITS} digits") from None
+    except RecursionError:
+        raise _err(key, "a value nested at most a few levels", "a deeply nested value") from None
+    finally:
+        sys.set_int_max_str_digits(old_limit)
 
 
 def set_key(doc: dict, key: str, value: Any) -> dict:
@@ -530,10 +554,21 @@ def set_key(doc: dict, key: str, value: Any) -> dict:
     the path is malformed or indexes past a list; the value itself is checked when the
     document is turned into a model."""
     m = _KEY_PATH.match(key.strip()) if isinstance(key, str) else None
-    if m is None:
-        raise _err("key", "'section.key' or 'section.key[i]' (e.g. aqm.w, service.mu, aqm.triple[0])", key)
-    sec, name, idx = m.groups()
-    table = doc.setdefault(sec, {})
+    if m is None or (m.group(2) is not None and m.group(1) != "class"):
+        raise _err("--set", "KEY=VALUE with KEY 'section.key', 'section.key[i]' or 'class[i].key' (e.g. aqm.w, "
+                   "aqm.triple[0], class[0].flows)", key)
+    sec, sec_idx, name, idx = m.groups()
+    if sec == "class":  # [[class]] tables: class[i].key
+        tables = doc.get("class")
+        n = len(tables) if isinstance(tables, list) else 0
+        if sec_idx is None or int(sec_idx) >= n:
+            raise _err(f"class[{sec_idx}]" if sec_idx is not None else "class",
+                       f"an existing [[class]] table, class[0] .. class[{n - 1}]" if n else
+                       "a [[class]] table of the model (it has none)", key)
+        sec = f"class[{int(sec_idx)}]"
+        table = tables[int(sec_idx)]
+    else:
+        table = doc.setdefault(sec, {})
     if not isinstance(table, dict):
         raise _err(sec, "a table", table)
     old = table.get(name)
@@ -552,6 +587,10 @@ def set_key(doc: dict, key: str, value: Any) -> dict:
         for k in _DROP_KEYS.get(old, {}):  # the old drop function's keys go with it
             if k not in _DROP_KEYS.get(value, {}):
                 table.pop(k, None)
+    if sec == "source" and name == "kind" and isinstance(old, str) and old != value:
+        for k in _SOURCE_KEYS.get(old, ()):  # the old source's keys go with it
+            if k not in _SOURCE_KEYS.get(value, ()):
+                table.pop(k, None)
     if sec == "aqm" and name == "filter" and old != value:
         for k in _FILTER_KEYS.get(old or "ewma", set()):
             table.pop(k, None)
@@ -560,6 +599,13 @@ def set_key(doc: dict, key: str, value: Any) -> dict:
         table.setdefault("filter", "redwm")
         for k in ({"a", "b"} if name == "triple" else {"triple"}):
             table.pop(k, None)
+    if sec == "aqm" and name in _FEATURE_KEYS and old != value:
+        off, keys = _FEATURE_KEYS[name]
+        if value is off or (isinstance(value, str) and value == off):  # a feature switched off: its keys go
+            for k in keys:
+                table.pop(k, None)
+            if table.get("weight", "static") == "static" and table.get("dynamic_max_th", False) is False:
+                table.pop("autored_p", None)  # read by AutoRED's weight and the dynamic max_th only
     return doc
 
 
@@ -576,30 +622,51 @@ def apply_overrides(doc: dict, overrides: dict[str, Any] | list[str]) -> dict:
             key, sep, value = str(text).partition("=")
             if not sep or not key.strip():
                 raise _err("--set", "KEY=VALUE (e.g. aqm.w=0.01)", text)
-            parsed.append((key.strip(), parse_value(value)))
+            parsed.append((key.strip(), parse_value(value, key.strip())))
         items = parsed
     for key, value in items:
         set_key(out, key, value)
     return out
 
 
-def replace(model: _core.Model, **sections: dict[str, Any]) -> _core.Model:
+def replace(model: _core.Model, /, **sections: Any) -> _core.Model:
     """A copy of ``model`` with model-file keys changed, section by section:
-    ``replace(model, aqm={"w": 0.01}, service={"mu": 0.4})`` (also ``model.replace(...)``).
+    ``replace(model, aqm={"w": 0.01}, service={"mu": 0.4}, model={"buffer": 25})`` (also
+    ``model.replace(...)``); ``solver={...}`` changes the solver options the model carries.
 
     Keys and values are those of the model file (docs/model-file.md) and are checked the same
-    way; a new ``aqm.drop`` drops the keys of the old drop function that it does not take."""
+    way.  Each dict is merged into its section: the keys not named keep their values.  A model
+    with traffic classes takes ``**{"class[0]": {"flows": 5}}``.  A new ``aqm.drop`` drops the keys
+    of the old drop function that it does not take; a feature switched off drops the keys only
+    it uses (``aqm={"adaptive": False}`` drops ``interval``, ``clock``, ...; ``spacing = "none"``
+    drops ``count_max``); switches are applied before the other keys of their section."""
+    if not isinstance(model, _core.Model):
+        raise _err("model", "an aqmchain.Model", model)
     doc = model_to_dict(model)
     solver = solver_options(model)
+    known = ("model", "source", "service", "aqm", "grid", "solver")
     for sec, table in sections.items():
+        is_class = re.fullmatch(r"class\[\d+\]", sec) is not None
+        if sec not in known and not is_class:
+            e = ModelError(f"unknown section '{_checks.name(sec)}' for replace()"
+                           + (_checks.did_you_mean(sec, known) or f" (known: {', '.join(known)}, class[i])"))
+            e.param = _checks.name(sec)
+            raise e
         if sec == "solver":
             if not isinstance(table, dict):
                 raise _err(sec, "a dict of solver options", table)
             solver.update(table)
             continue
         if not isinstance(table, dict):
-            raise _err(sec, "a dict of model-file keys, e.g. aqm={'w': 0.01}", table)
-        for key, value in table.items():
+            raise _err(sec, f"a dict of model-file keys, e.g. {sec}={{'{_EXAMPLE_KEY.get(sec, 'key')}': ...}}", table)
+        # switches first (a feature turned off takes its keys; keys given with it are then checked)
+        switches = ("drop", "filter", *_FEATURE_KEYS) if sec == "aqm" else ("kind",)
+        for key, value in sorted(table.items(), key=lambda kv: kv[0] not in switches):
+            if not isinstance(key, str):
+                raise _err(sec, "a dict with string keys", key)
             set_key(doc, f"{sec}.{key}", value)
     model2, _ = model_from_dict({**doc, "solver": solver})
     return attach_solver(model2, solver)
+
+
+_EXAMPLE_KEY = {"model": "buffer", "source": "alpha", "service": "mu", "aqm": "w", "grid": "k"}

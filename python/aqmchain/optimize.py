@@ -256,6 +256,7 @@ class _Objective:
         self.evaluations = self.cache_hits = self.infeasible = self.failed = 0
         self.start = 0
         self.best = (math.inf, None, None)  # value, x, model
+        self.objective_name: str | None = None  # a metric name (None: a callable objective)
         self.stop_message = ""
 
     def _record(self, x, value, status, message, seconds, states) -> None:
@@ -299,6 +300,12 @@ class _Objective:
             states = getattr(result, "states", None)
             value = self.metric(result)
             status, message = "ok", ""
+            note = getattr(result, "response_note", None)
+            if value is None and self.objective_name is not None and self.evaluations == 1 and note:
+                # the model does not define the metric (e.g. response times under the flow comparison):
+                # bad input, not a failed point
+                raise _checks.model_error("objective", f"a metric this model defines ({self.objective_name}: "
+                                          f"{note})", self.objective_name)
             if value is None or not math.isfinite(value):
                 status, message, value = "failed", f"objective is {value!r}", math.inf
         except (NonConvergenceError, *_FAILURES) as exc:
@@ -488,12 +495,22 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
             raise _checks.model_error("min_step", "positive", min_step)
     max_evals = _checks.integer("max_evals", max_evals, 1, 10**9)
     points = _starts(starts, space)
+    inside = [not np.any((x0 < b[:, 0]) | (x0 > b[:, 1])) for x0 in points]
+    if isinstance(starts, str) and starts in ("paper", "seed000") and any(inside):
+        points = [x0 for x0, ok in zip(points, inside) if ok]  # the part of the grid inside the bounds
+    elif not all(inside):  # a start outside the bounds is bad input, not an infeasible point
+        i = inside.index(False)
+        j = int(np.argmax((points[i] < b[:, 0]) | (points[i] > b[:, 1])))
+        where = "the model's current value" if starts is None or starts == "current" else f"starts[{i}]"
+        raise _checks.model_error("starts", f"inside the bounds, {space.names[j]} in [{b[j, 0]!r}, {b[j, 1]!r}] "
+                                  f"({where})", f"{space.names[j]} = {float(points[i][j])!r}")
 
     if scheduler is not None:
         return _optimize_distributed(model, space, obj_name, objective, evaluate if custom_evaluate else None,
                                      dict(solver or {}), method, b, points, h, hmin, max_evals, callback,
                                      scheduler, workers)
     f = _Objective(space, b, evaluate, metric, max_evals, callback)
+    f.objective_name = obj_name if isinstance(objective, str) else None
     run = _hooke_jeeves if method == "hooke_jeeves" else _nelder_mead
     t0 = time.perf_counter()
     per_start: list[dict[str, Any]] = []
@@ -548,6 +565,7 @@ def _start_task(model: _core.Model, params: list[str], objective: Any, evaluate:
 
         evaluate = lambda m: solve_stationary(m, **solver)  # noqa: E731
     f = _Objective(space, bounds, evaluate, metric, budget, None)
+    f.objective_name = objective if isinstance(objective, str) else None
     f.start = start
     run = _hooke_jeeves if method == "hooke_jeeves" else _nelder_mead
     rec, _ = _run_start(f, run, space.names, x0, h, hmin)
@@ -579,6 +597,8 @@ def _optimize_distributed(model, space, obj_name, objective, evaluate, solver, m
                 raise _Cancel
 
     def on_error(i: int, exc: BaseException) -> dict[str, Any]:  # the start's task failed (e.g. its worker died)
+        if isinstance(exc, ModelError) and not isinstance(exc, StateSpaceTooLarge):
+            raise exc  # bad input (an objective the model does not define): not a failed start
         rec = {"start": dict(zip(space.names, map(float, points[i]))), "end": None, "value": math.inf,
                "evaluations": 0, "message": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
         return {"record": rec, "trace": [], "evaluations": 0, "cache_hits": 0, "infeasible": 0, "failed": 0,

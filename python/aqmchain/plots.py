@@ -27,13 +27,45 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 __all__ = ["queue_pmf", "response_pmf", "heatmap", "joint_pmf", "transient", "variance_time", "local_hurst",
-           "model_label", "threshold_band"]
+           "model_label", "threshold_band", "figure_format", "save"]
 
 #: default depth of the log y-axes, in powers of ten below the largest value shown
 DECADES = 14.0
 
 _BAND_NAMES = {"red": "min_th..max_th", "gentle_red": "min_th..max_th", "nlred": "min_th..max_th",
                "polynomial": "min_th..max_th", "dsred": "K_l..K_h", "sred": "min_th..q_max"}
+
+
+# ------------------------------------------------------------------ writing
+
+
+def figure_format(path: Any, param: str = "path") -> str:
+    """The image format of ``path`` by its suffix (``png``, ``pdf``, ``svg``, ... as matplotlib
+    writes them); a path without a suffix is written as PNG, to exactly that path.  An empty
+    path or a suffix that is not an image format raises :class:`aqmchain.ModelError` naming
+    ``param`` (checked before any work is done)."""
+    from pathlib import Path
+
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from ._checks import model_error
+
+    if not isinstance(path, (str, Path)) or not str(path).strip():
+        raise model_error(param, "a file name", path)
+    suffix = Path(path).suffix[1:].lower()
+    if not suffix:
+        return "png"
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if suffix not in formats:
+        raise model_error(param, "a file name ending in an image format (" + ", ".join(f".{k}" for k in sorted(formats))
+                          + "; none: PNG)", str(path))
+    return suffix
+
+
+def save(fig: Any, path: Any, param: str = "path", **kwargs: Any) -> None:
+    """Write ``fig`` to exactly ``path`` in the format :func:`figure_format` gives (no suffix
+    is ever appended)."""
+    fig.savefig(path, format=figure_format(path, param), **kwargs)
 
 
 # ------------------------------------------------------------------ helpers

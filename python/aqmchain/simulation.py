@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -69,6 +70,8 @@ class SimulationResult:
                                                                 "loss": f["loss"][1]}})
         self.series = raw.series
         self.measured_slots, self.served_packets = raw.measured_slots, raw.served_packets
+        if self.served_packets == 0:  # no response time was observed: undefined (None in the JSON, as solve's)
+            self.mean_response = self.var_response = float("nan")
         self.observations, self.seconds = raw.observations, raw.seconds
         self.slots_per_second, self.threads = raw.slots_per_second, raw.threads
 
@@ -104,6 +107,9 @@ class SimulationResult:
                           for f in self.flows]
         for name in ("queue_pmf", "system_pmf", "response_pmf"):
             d[name] = [float(v) for v in getattr(self, name)]
+        if self.served_packets == 0:
+            d["response_pmf"] = None
+            d["response_note"] = "no packet was served in the measured slots"
         d["ci"] = {k: [fin(x) for x in v] if isinstance(v, list) else fin(v) for k, v in self.ci.items()}
         d["simulation"] = {"slots": int(self.options.slots), "warmup": self.warmup,
                            "replications": int(self.options.replications), "seed": int(self.options.seed),
@@ -167,8 +173,8 @@ def simulate(model: _core.Model, *, slots: int = 10_000_000, replications: int =
 def simulate_scenario(scenario: _core.Scenario, times: Any, **options: Any) -> _core.EnsembleResult:
     """Ensemble of independent replications of a piecewise-constant scenario, observed at ``times``.
 
-    ``times`` are output slots (whole numbers, strictly increasing, in [1, total duration]);
-    the state is observed at the end of each of them (after t slots).  Every replication
+    ``times`` are output slots (whole numbers, strictly increasing, in [0, total duration]);
+    the state is observed at the end of each of them (after t slots; t = 0 is the initial state).  Every replication
     starts from the empty system with avg 0 and the modulator drawn from its stationary law,
     and carries its state across the phase boundaries.  ``options`` are the fields of
     :class:`EnsembleOptions` (``replications``, ``seed``, ``threads``, ``discretised``,
@@ -209,6 +215,8 @@ class Comparison:
 
     PER_ARRIVAL = ("loss", "loss_aqm", "loss_overflow", "mark_prob")
     PER_SLOT = ("arrival_rate", "throughput")
+    #: per-class metrics compared for models with traffic classes (rows named ``class.metric``)
+    CLASS_METRICS = ("arrival_rate", "throughput", "loss", "mark_prob", "mean_queue", "mean_response")
 
     def __init__(self, analytic, simulated: SimulationResult):
         self.analytic, self.simulated = analytic, simulated
@@ -218,21 +226,41 @@ class Comparison:
             if a is None:
                 continue
             s, hw = getattr(simulated, name), simulated.ci[name]
-            sd = hw / 1.96
-            if sd == 0 and name in self.PER_ARRIVAL + self.PER_SLOT:
-                # no event seen in any batch: the interval is degenerate; use the Poisson
-                # standard deviation of the count the analytic rate predicts.
-                trials = simulated.measured_slots * (simulated.arrival_rate if name in self.PER_ARRIVAL else 1.0)
-                sd = np.sqrt(a / trials) if a > 0 and trials > 0 else 0.0
-            if not (np.isfinite(a) and np.isfinite(s) and np.isfinite(sd)) or (
-                    sd == 0 and simulated.arrival_rate == 0 and abs(s - a) >= 1e-9):
-                z = float("nan")  # undefined: no arrival / no admitted packet in the simulation
-            else:
-                z = (s - a) / sd if sd > 0 else (0.0 if abs(s - a) < 1e-9 else float("inf"))
-            self.rows.append((name, a, s, hw, z))
+            self.rows.append((name, a, s, hw, self._z(name, a, s, hw, simulated.arrival_rate)))
+        #: per-class rows (``class.metric``, analytic, simulated, half-width, z) of a model with
+        #: traffic classes, chain against simulator class by class
+        self.class_rows = []
+        a_classes = getattr(analytic, "classes", None) or {}
+        if simulated.classes and a_classes:
+            for cname, sc in simulated.classes.items():
+                ac = a_classes.get(cname)
+                if ac is None:
+                    continue
+                for name in self.CLASS_METRICS:
+                    a, s, hw = getattr(ac, name), getattr(sc, name), (sc.ci or {}).get(name, float("nan"))
+                    self.class_rows.append((f"{cname}.{name}", a, s, hw, self._z(name, a, s, hw, sc.arrival_rate)))
+
+    def _z(self, name: str, a: float, s: float, hw: float, arrival_rate: float) -> float:
+        sd = hw / 1.96
+        sim = self.simulated
+        if sd == 0 and name in self.PER_ARRIVAL + self.PER_SLOT:
+            # no event seen in any batch: the interval is degenerate; use the Poisson
+            # standard deviation of the count the analytic rate predicts.
+            trials = sim.measured_slots * (arrival_rate if name in self.PER_ARRIVAL else 1.0)
+            sd = np.sqrt(a / trials) if a > 0 and trials > 0 else 0.0
+        if not (np.isfinite(a) and np.isfinite(s) and np.isfinite(sd)) or (
+                sd == 0 and arrival_rate == 0 and abs(s - a) >= 1e-9):
+            return float("nan")  # undefined: no arrival / no admitted packet in the simulation
+        return (s - a) / sd if sd > 0 else (0.0 if abs(s - a) < 1e-9 else float("inf"))
+
+    @property
+    def chain_law(self) -> str:
+        """What the chain is to the simulated system: "exact" (single class, or the exact class
+        chain) or "approx" (the two-class random-order approximation)."""
+        return "approx" if getattr(self.analytic, "class_chain", "single") == "approx" else "exact"
 
     def max_abs_z(self) -> float:
-        """The largest |z| over the metrics where z is defined (0 when none is)."""
+        """The largest |z| over the (aggregate) metrics where z is defined (0 when none is)."""
         zs = [abs(r[4]) for r in self.rows if not np.isnan(r[4])]
         return max(zs) if zs else 0.0
 
@@ -242,11 +270,20 @@ class Comparison:
 
     def table(self) -> str:
         """A text table, one row per metric: analytic, simulated, 95 % half-width, z-score."""
-        head = f"{'metric':<16}{'analytic':>14}{'simulated':>14}{'+-95%':>11}{'z':>8}"
+        w = max([16] + [len(r[0]) + 2 for r in self.class_rows])
+        head = f"{'metric':<{w}}{'analytic':>14}{'simulated':>14}{'+-95%':>11}{'z':>8}"
         lines = [head, "-" * len(head)]
-        for name, a, s, hw, z in self.rows:
+
+        def row(name, a, s, hw, z) -> str:
             zs = "n/a" if np.isnan(z) else ("inf" if np.isinf(z) else f"{z:.2f}")
-            lines.append(f"{name:<16}{_num(a, '.6g'):>14}{_num(s, '.6g'):>14}{_num(hw, '.2g'):>11}{zs:>8}")
+            return f"{name:<{w}}{_num(a, '.6g'):>14}{_num(s, '.6g'):>14}{_num(hw, '.2g'):>11}{zs:>8}"
+
+        lines += [row(*r) for r in self.rows]
+        if self.class_rows:
+            approx = self.chain_law == "approx"
+            lines.append("per class (chain: " + ("the two-class random-order approximation, not the exact law; "
+                                                 "z measures its error too)" if approx else "exact class chain)"))
+            lines += [row(*r) for r in self.class_rows]
         if self.simulated.arrival_rate == 0:
             lines.append("no packet arrived in the simulation: per-arrival metrics and response times have no "
                          "interval, their z is n/a")
@@ -261,14 +298,19 @@ class Comparison:
         from ._objects import html_table
 
         return html_table("chain vs simulation (95 % intervals, z-scores)",
-                          [(ln[:16].strip(), ln[16:].strip()) for ln in self.table().splitlines()])
+                          [tuple((re.split(r"\s{2,}", ln.strip(), maxsplit=1) + [""])[:2])
+                           for ln in self.table().splitlines()])
 
     def to_dict(self) -> dict[str, Any]:
         """The comparison as JSON-ready data: one row per metric and max |z|."""
         fin = lambda v: float(v) if v is not None and np.isfinite(v) else None  # noqa: E731
-        return {"metrics": [{"metric": n, "analytic": fin(a), "simulated": fin(s), "half_width": fin(hw), "z": fin(z)}
-                            for n, a, s, hw, z in self.rows],
-                "max_abs_z": self.max_abs_z(), "z_undefined": self.undefined()}
+        row = lambda n, a, s, hw, z: {"metric": n, "analytic": fin(a), "simulated": fin(s),  # noqa: E731
+                                      "half_width": fin(hw), "z": fin(z)}
+        d = {"metrics": [row(*r) for r in self.rows], "max_abs_z": self.max_abs_z(), "z_undefined": self.undefined()}
+        if self.class_rows:
+            d["classes"] = [row(*r) for r in self.class_rows]
+            d["chain_law"] = self.chain_law
+        return d
 
     def plot(self, path: str | None = None, *, ax: Any = None, name: str | None = None) -> Any:
         """The queue pmf overlay (chain line, simulation points with 95 % bars, log scale,
@@ -276,9 +318,11 @@ class Comparison:
         to ``path`` (PNG, ...) when one is given.  No backend is chosen or changed."""
         from .plots import queue_pmf
 
+        from .plots import save
+
         fig = queue_pmf(self.analytic, self.simulated, ax=ax, name=name)
         if path is not None:
-            fig.savefig(path, dpi=120)
+            save(fig, path, dpi=120)
         return fig
 
 

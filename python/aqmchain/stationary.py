@@ -552,7 +552,9 @@ def _carried_options(model: Any) -> dict:
 def _options(options: dict) -> _core.StationaryOptions:
     unknown = sorted(set(options) - set(OPTION_DEFAULTS))
     if unknown:
-        raise OptionError(f"unknown solver option '{unknown[0]}' (known: {', '.join(OPTION_DEFAULTS)}, memory_limit_gb)")
+        known = [*OPTION_DEFAULTS, "memory_limit_gb"]
+        raise OptionError(f"unknown solver option '{unknown[0]}'"
+                          + (_checks.did_you_mean(unknown[0], known) or f" (known: {', '.join(known)})"))
     return _core.StationaryOptions(**options)
 
 

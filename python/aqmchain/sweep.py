@@ -314,6 +314,31 @@ def _client(scheduler: Any, workers: int | None):
         client.close()
 
 
+PROBE_SECONDS = 3.0  #: how long a scheduler address may take to accept a TCP connection
+
+
+def _probe(address: str) -> None:
+    """Refuse at once a tcp:// (or tls://, or bare host:port) scheduler address where nothing
+    accepts a connection (Dask's client would retry for its whole timeout)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    u = urlsplit(address if "://" in address else "tcp://" + address)
+    if u.scheme not in ("tcp", "tls"):
+        return
+    try:
+        host, port = u.hostname, u.port
+    except ValueError:
+        host = port = None
+    if not host or port is None:
+        raise _checks.option_error("scheduler", "a scheduler address such as tcp://host:8786", address)
+    try:
+        socket.create_connection((host, port), timeout=PROBE_SECONDS).close()
+    except OSError as exc:
+        raise _checks.option_error("scheduler", "the address of a running Dask scheduler (tcp://host:port), "
+                                   "'local' or 'sync'", f"{address} ({exc.strerror or exc})") from None
+
+
 def resolve_scheduler(scheduler: Any) -> Any:
     """``None`` -> $AQMCHAIN_SCHEDULER or "local"; strings are checked."""
     if scheduler is None:
@@ -323,6 +348,7 @@ def resolve_scheduler(scheduler: Any) -> Any:
         if s in ("local", "sync"):
             return s
         if "://" in s or (":" in s and s.rsplit(":", 1)[1].isdigit()):
+            _probe(s)
             return s
         raise _checks.option_error("scheduler", "'local', 'sync', a scheduler address such as tcp://host:8786 "
                                    "or a dask.distributed.Client", scheduler)
@@ -431,7 +457,7 @@ class _SweepMethods:
 
     def to_csv_text(self) -> str:
         """CSV, one row per point, numbers at full precision (repr)."""
-        return self.scalar_frame().to_csv(index=False, float_format="%.17g", lineterminator="\n")
+        return self.scalar_frame().to_csv(index=False, lineterminator="\n")
 
     def to_records_json(self) -> list[dict[str, Any]]:
         """One JSON-ready dict per point (NaN as ``None``)."""

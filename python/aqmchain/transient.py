@@ -228,29 +228,36 @@ def solve_transient(model: Any, times: Iterable[float], method: str = "auto", *,
         raise _checks.model_error("times", "at least one time", "[]")
     if not np.all(np.isfinite(t)):
         raise _checks.model_error("times", "finite times", t[~np.isfinite(t)][0])
-    scenario, chains = _scenario_and_chains(model, float(np.max(t)), memory_limit_gb)
+    if np.max(t) > _core.Scenario.max_duration:  # the horizon a scenario may have (defined in the core)
+        raise _checks.model_error("times", f"<= {_core.Scenario.max_duration:g} (the longest horizon)",
+                                  float(np.max(t)))
     opts = _core.TransientAnalysisOptions()
     opts.method = method
     kernel = _core.TransientOptions()
     step = _core.StepOptions()
     if tol is not None:
         kernel.tol = _checks.real("tol", tol)
+    # types here (the C fields' ranges); the ranges of the options are the core's (validate() below)
     if krylov_dim is not None:
-        kernel.krylov_dim = _checks.integer("krylov_dim", krylov_dim, 1, 1000)
+        kernel.krylov_dim = _checks.integer("krylov_dim", krylov_dim, -_checks.INT32_MAX - 1, _checks.INT32_MAX)
     if max_steps is not None:
         # slots for stepping (any int64); the kernels' steps are bounded by their own maximum
         step.max_steps = _checks.integer("max_steps", max_steps, 1, _checks.INT64_MAX)
         kernel.max_steps = min(step.max_steps, KERNEL_MAX_STEPS)
     if max_applications is not None:
-        kernel.max_applications = _checks.integer("max_applications", max_applications, 0, 10**12)
+        kernel.max_applications = _checks.integer("max_applications", max_applications, -_checks.INT64_MAX,
+                                                  _checks.INT64_MAX)
     if shift_ratio is not None:
         kernel.shift_ratio = _checks.real("shift_ratio", shift_ratio)
     if inner_max_iter is not None:
-        kernel.inner_max_iter = _checks.integer("inner_max_iter", inner_max_iter, 1, 10**6)
+        kernel.inner_max_iter = _checks.integer("inner_max_iter", inner_max_iter, -_checks.INT64_MAX,
+                                                _checks.INT64_MAX)
     kernel.project = bool(project)
+    kernel.validate()  # before any chain is built
     if steady_tol is not None:
         step.steady_tol = _checks.real("steady_tol", steady_tol)
     opts.kernel, opts.step = kernel, step
+    scenario, chains = _scenario_and_chains(model, float(np.max(t)), memory_limit_gb)
     opts.pmf_times = [float(x) for x in pmf_times]
     if progress is not None:
         opts.progress = progress

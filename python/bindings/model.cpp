@@ -1,6 +1,7 @@
 // Bindings of the model layer: sources, service, drop functions, AQM, grid, model.
 #include "common.hpp"
 
+#include <optional>
 #include <tuple>
 
 #include "aqmchain/model/filter.hpp"
@@ -49,6 +50,10 @@ void define_sources(py::module_& m) {
       .def_property_readonly("states", &Source::states, "The number of modulator states.")
       .def("mean_rate", &Source::mean_rate, "Mean arrival rate: sum over the modulator states of pi_i times the rate.")
       .def("modulator_stationary", &Source::modulator_stationary, "The modulator's stationary vector pi.")
+      .def_property_readonly_static("max_ssmp_n", [](py::object) { return kMaxSsmpStates; },
+                                    "Largest SSMP n (modulator states) the core accepts.")
+      .def_property_readonly_static("max_modulator_states", [](py::object) { return kMaxModulatorStates; },
+                                    "Largest modulator (MMBP matrix, MMPP generator) the core accepts.")
       .def("__repr__", &Source::describe);
   m.def("ssmp_q_for_mean", &ssmp_q_for_mean, py::arg("mean"), py::arg("a"), py::arg("n"),
         "The SSMP parameter q whose arrival rate (the stationary probability of the arrival state 0) is "
@@ -137,7 +142,7 @@ void define_drop(py::module_& m) {
 
 Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::string& policy, double ecn,
              const std::string& filter, std::vector<double> a_coef, std::vector<double> b_coef,
-             std::vector<double> triple, const std::string& spacing, int count_max, bool adaptive, int64_t interval,
+             std::optional<std::vector<double>> triple, const std::string& spacing, int count_max, bool adaptive, int64_t interval,
              double target_lo, double target_hi, double increment, double decrease, double p_max_high,
              double p_max_low, const std::string& clock, double p_max_step, double max_clock_states,
              const std::string& weight, const std::string& autored_p, bool dynamic_max_th, double max_th_growth,
@@ -159,13 +164,13 @@ Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::
   a.policy = drop_policy_from(policy);
   a.ecn = ecn;
   a.filter = filter_kind_from(filter);
-  if (!triple.empty()) {
+  if (triple) {  // given, even empty: its own errors (an empty list is not "absent")
     if (a.filter != FilterKind::Redwm)
       fail_param("aqm.triple", "absent unless aqm.filter = \"redwm\"", "a list");
     if (!a_coef.empty() || !b_coef.empty())
       fail_param(a_coef.empty() ? "aqm.b" : "aqm.a", "absent when aqm.triple is given (one form of the coefficients)",
                  "a list");
-    Aqm::from_triple(triple, a_coef, b_coef);
+    Aqm::from_triple(*triple, a_coef, b_coef);
   }
   a.a = std::move(a_coef);
   a.b = std::move(b_coef);
@@ -248,7 +253,7 @@ void define_aqm_grid_model(py::module_& m) {
            py::arg("update") = to_string(Aqm{}.update), py::arg("policy") = to_string(Aqm{}.policy),
            py::arg("ecn") = Aqm{}.ecn, py::arg("filter") = to_string(Aqm{}.filter),
            py::arg("a") = std::vector<double>{}, py::arg("b") = std::vector<double>{},
-           py::arg("triple") = std::vector<double>{},
+           py::arg("triple") = py::none(),
            py::arg("spacing") = to_string(Aqm{}.spacing),
            py::arg("count_max") = Aqm{}.count_max, py::arg("adaptive") = Adaptive{}.enabled,
            py::arg("interval") = Adaptive{}.interval, py::arg("target_lo") = Adaptive{}.target_lo,
@@ -280,6 +285,15 @@ void define_aqm_grid_model(py::module_& m) {
             return o;
           },
           "Names and defaults of the stateful-AQM keys (drop spacing, adaptive RED).")
+      .def_static(
+          "stateful_ranges",
+          []() {
+            py::dict o;
+            o["count_max"] = py::make_tuple(1, kMaxCountMax);
+            o["interval"] = py::make_tuple(int64_t{1}, kMaxAdaptiveInterval);
+            return o;
+          },
+          "Ranges {name: (lo, hi)} of the integer stateful-AQM keys (defined once, in the core).")
       .def_static(
           "class_defaults",
           []() {
@@ -451,6 +465,8 @@ void define_aqm_grid_model(py::module_& m) {
            "Check every parameter; raises ModelError naming the parameter, the bound and the value.")
       .def("resolved_drop", &Model::resolved_drop,
            "The drop function with the defaults that depend on the buffer filled in (SRED's q_max).")
+      .def_property_readonly_static("max_buffer", [](py::object) { return kMaxBuffer; },
+                                    "Largest model.buffer the core accepts.")
       .def(
           "with_grid",
           [](const Model& md, GridSpec grid) {
@@ -487,6 +503,8 @@ void define_scenario(py::module_& m) {
            "Check every phase (a valid model, a positive duration, integral in discrete time) and that the "
            "phases fit together; raises ModelError naming phase[i].<parameter>.")
       .def("total_duration", &Scenario::total_duration, "The sum of the phases' durations.")
+      .def_property_readonly_static("max_duration", [](py::object) { return kMaxScenarioDuration; },
+                                    "Longest scenario (sum of the durations), also the latest transient output time.")
       .def("boundaries", &Scenario::boundaries, "Start of each phase followed by the total duration.")
       .def("phase_at", &Scenario::phase_at, py::arg("t"), "Index of the phase active at time t.")
       .def("__len__", [](const Scenario& s) { return s.phases.size(); });

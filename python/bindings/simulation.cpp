@@ -107,7 +107,18 @@ void define_simulator(py::module_& m) {
       .def_readwrite("threads", &SimOptions::threads)
       .def_readwrite("max_response", &SimOptions::max_response)
       .def_readwrite("memory_limit_bytes", &SimOptions::memory_limit_bytes)
-      .def("validate", &SimOptions::validate);
+      .def("validate", &SimOptions::validate)
+      .def_static(
+          "int_ranges",
+          []() {
+            py::dict o;
+            o["slots"] = py::make_tuple(int64_t{1}, SimLimits::max_slots);
+            o["replications"] = py::make_tuple(1, SimLimits::max_replications);
+            o["batches"] = py::make_tuple(1, SimLimits::max_batches);
+            o["threads"] = py::make_tuple(0, SimLimits::max_threads);
+            return o;
+          },
+          "Ranges {name: (lo, hi)} of the simulator's counts (defined once, in the core).");
   def_option_statics(simoptions_class);
 
   py::class_<Estimate>(m, "Estimate")

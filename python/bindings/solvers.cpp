@@ -50,7 +50,15 @@ void define_options(py::module_& m) {
       .def_readwrite("arnoldi_max_gb", &StationaryOptions::arnoldi_max_gb)
       .def_readwrite("krylov_basis", &StationaryOptions::krylov_basis)
       .def_readwrite("x0", &StationaryOptions::x0)
-      .def("validate", &StationaryOptions::validate);
+      .def("validate", &StationaryOptions::validate)
+      .def_static(
+          "int_ranges",
+          []() {
+            py::dict o;
+            for (const IntOptionRange& r : kIntOptionRanges) o[r.name] = py::make_tuple(r.lo, r.hi);
+            return o;
+          },
+          "The integer options and their ranges {name: (lo, hi)} (defined once, in the core).");
   def_option_statics(options_class);
   m.def("stationary_methods", &methods, "Names of the stationary methods.");
 }

@@ -176,6 +176,32 @@ TEST(Bounds, ModulatorStatesAreBoundedBeforeTheMatrixIsBuilt) {
   expect_model_error([&] { big.validate(); }, "source.arrival");
 }
 
+TEST(Bounds, SsmpStatesUpToTheirOwnBound) {
+  // the SSMP's bound (4096) is its own, not the dense modulators' (1000)
+  const auto s = Source::ssmp(1001, 1.0, 2.0);
+  EXPECT_EQ(s.states(), 1001);
+  EXPECT_NO_THROW(s.validate());
+  const auto e = expect_model_error([] { Source::ssmp(kMaxSsmpStates + 1, 1.0, 1.0001); }, "source.n");
+  EXPECT_NE(std::string(e.what()).find("<= 4096"), std::string::npos) << e.what();
+}
+
+TEST(Messages, NumbersInTheirShortestRoundTripForm) {
+  const auto e = expect_model_error([] { Service::geometric(-0.1); }, "service.mu");
+  EXPECT_NE(std::string(e.what()).find("got -0.1"), std::string::npos) << e.what();
+  EXPECT_EQ(std::string(e.what()).find("0000000"), std::string::npos) << e.what();
+  EXPECT_EQ(detail::cat(0.55, " ", 1e-300, " ", 3, " ", 0.1f), "0.55 1e-300 3 0.1");
+  // the notation of Python's repr: plain for exponents in [-4, 16), scientific outside
+  EXPECT_EQ(detail::cat(1e9, " ", 1e15, " ", 1e16, " ", 0.0001, " ", 0.00001, " ", -2.5, " ", 0.0),
+            "1000000000 1000000000000000 1e+16 0.0001 1e-05 -2.5 0");
+  EXPECT_EQ(detail::cat(std::nan(""), " ", -INFINITY), "nan -inf");
+}
+
+TEST(DropFunction, SredRefusesNegativeQmaxAndSeg) {
+  expect_model_error([] { DropFunction::sred(5, -1); }, "aqm.q_max");
+  expect_model_error([] { DropFunction::sred(5, 0, -2); }, "aqm.seg");
+  EXPECT_NO_THROW(DropFunction::sred(5));  // 0, 0: the defaults (the buffer, 0.6 q_max)
+}
+
 TEST(Bounds, SsmpUnderflowIsNamedNotCalledReducible) {
   // a^-j underflows to 0 for j >= 679 when a = 3: those states are unreachable in doubles
   const auto e = expect_model_error([] { Source::ssmp(1000, 2.0, 3.0); }, "source.n");
@@ -184,7 +210,7 @@ TEST(Bounds, SsmpUnderflowIsNamedNotCalledReducible) {
   EXPECT_EQ(w.find("irreducible"), std::string::npos) << w;
   EXPECT_NE(w.find("<= 679"), std::string::npos) << w;
   EXPECT_NO_THROW(Source::ssmp(679, 2.0, 3.0));
-  // n = 4000, q = a = 2: the state bound applies first
+  // n = 4000, q = a = 2: 2^-j underflows from j = 1075 on
   expect_model_error([] { Source::ssmp(4000, 2.0, 2.0); }, "source.n");
   // mean 0.5 with a = 1e300: pi_0(q = a) is computed without overflow (no "nan" bound),
   // and a^-2 = 1e-600 underflows, so n = 5 is refused by name; n = 2 is fine.

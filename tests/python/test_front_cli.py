@@ -133,7 +133,7 @@ def test_set_overrides_a_key_like_the_python_replace(root, tmp_path):
 def test_every_json_describes_itself(root, tmp_path):
     model = small_file(tmp_path)
     sim = ["--slots", "100000", "--batches", "5", "--replications", "2"]
-    runs = {"solve": [], "simulate": sim, "compare": sim + ["--plot", ""], "policies": [], "info": [],
+    runs = {"solve": [], "simulate": sim, "compare": sim, "policies": [], "info": [],
             "sweep": ["--param", "aqm.w=0.1,0.2", "--scheduler", "sync"]}
     for cmd, extra in runs.items():
         out = tmp_path / f"{cmd}.json"

@@ -163,7 +163,7 @@ def test_policies_alpha_zero(tmp_path):
 @pytest.mark.parametrize("alpha", [0, 1e-9])
 def test_compare_and_simulate_no_traffic(tmp_path, alpha):
     f = write(tmp_path, with_("source.alpha", alpha))
-    code, out, err = run_cli("compare", f, *SIM, "--plot", "")
+    code, out, err = run_cli("compare", f, *SIM)
     assert code == 0, err
     assert "nan" not in out.lower() and "inf" not in out.lower()
     assert "no packet arrived" in out
@@ -216,7 +216,7 @@ def test_sred_explicit_nonpositive_is_an_error(tmp_path, key, value):
 def test_solver_table_checked_by_every_command(tmp_path, key, value, text):
     f = write(tmp_path, with_(f"solver.{key}", value))
     for cmd, extra in (("solve", []), ("estimate", []), ("simulate", SIM), ("policies", []),
-                       ("compare", SIM + ["--plot", ""])):
+                       ("compare", SIM)):
         expect_2(*run_cli(cmd, f, *extra), f"solver.{key}", text)
 
 

@@ -193,7 +193,7 @@ def test_bad_inputs_name_the_parameter():
     expect("times", lambda: run(sc, []))
     assert expect("times[1]", lambda: run(sc, [5, 5])).param == "times[1]"
     expect("times[2]", lambda: run(sc, [5, 6, 4]))
-    expect("times[0]", lambda: run(sc, [0]))
+    expect("times[0]", lambda: run(sc, [-1]))  # t = 0 is the initial state (accepted)
     expect("times[1]", lambda: run(sc, [5, 101]))
     expect("times[0]", lambda: run(sc, [2.5]))
     expect("times[0]", lambda: run(sc, [float("nan")]))

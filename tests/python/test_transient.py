@@ -228,7 +228,7 @@ def test_bad_times_and_options_name_the_parameter():
         aqmchain.solve_transient(model, [1], steady_tol=2.0)
     with pytest.raises(aqmchain.OptionError, match="shift_ratio"):
         aqmchain.solve_transient(model, [1], method="rational_krylov", shift_ratio=0.0)
-    with pytest.raises(aqmchain.ModelError, match="inner_max_iter"):
+    with pytest.raises(aqmchain.OptionError, match="inner_max_iter"):
         aqmchain.solve_transient(model, [1], method="rational_krylov", inner_max_iter=0)
     with pytest.raises(aqmchain.OptionError, match="krylov_dim"):
         aqmchain.solve_transient(model, [1], method="rational_krylov", krylov_dim=1)

@@ -6,6 +6,9 @@
 // (see solvers.hpp), not an exception.
 #pragma once
 
+#include <algorithm>
+#include <charconv>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -49,11 +52,36 @@ class SolverError : public std::runtime_error {
 };
 
 namespace detail {
+/// A double as the shortest text that reads back as the same double (0.55, not
+/// 0.55000000000000004): std::to_chars without a precision.
+/// The digits are the shortest that read back as v; the notation is Python's repr's: plain
+/// for decimal exponents in [-4, 16) (1000000000, 0.0001), scientific outside (1e+16, 1e-05).
+template <class F>
+void put_shortest(std::ostream& os, F v) {
+  char buf[128];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  const char* e = std::find(buf, r.ptr, 'e');
+  if (e != r.ptr) {  // finite: e+XX or e-XX (the buffer is not 0-terminated: parse within it)
+    const char* digits = e + 1 + (e[1] == '+');
+    int exp = 0;
+    std::from_chars(digits, r.ptr, exp);
+    if (exp >= -4 && exp < 16) r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  }
+  os.write(buf, r.ptr - buf);
+}
+inline void put(std::ostream& os, double v) { put_shortest(os, v); }
+inline void put(std::ostream& os, float v) { put_shortest(os, v); }
+inline void put(std::ostream& os, long double v) { put_shortest(os, static_cast<double>(v)); }
+template <class T>
+void put(std::ostream& os, const T& v) {
+  os << v;
+}
+/// The arguments streamed one after the other; floating-point numbers in their shortest
+/// round-trip form (messages and reprs never show 17 digits of binary noise).
 template <class... Args>
 std::string cat(const Args&... args) {
   std::ostringstream os;
-  os.precision(17);
-  (os << ... << args);
+  (put(os, args), ...);
   return os.str();
 }
 /// A number with 6 significant digits (sizes and budgets in messages).

@@ -65,7 +65,12 @@ void DropFunction::validate(const std::string& p) const {
       return;
     case Kind::SRED: {
       require_nonneg(p + ".min_th", lo);
-      if (hi <= 0.0) return;  // q_max not resolved yet (defaults to the buffer)
+      // q_max = 0 and seg = 0 mean the defaults (the buffer, 0.6 q_max); a negative one is an error
+      require_finite(p + ".q_max", hi);
+      if (hi < 0.0) fail_param(p + ".q_max", "> 0 (or 0: the buffer)", hi);
+      require_finite(p + ".seg", seg);
+      if (seg < 0.0) fail_param(p + ".seg", "> 0 (or 0: 0.6 q_max)", seg);
+      if (hi == 0.0) return;  // q_max not resolved yet (defaults to the buffer)
       require_ordered(p + ".min_th", lo, p + ".q_max", hi);
       const double s = seg > 0.0 ? seg : 0.6 * hi;
       if (seg != 0.0) require_finite(p + ".seg", seg);

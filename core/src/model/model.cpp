@@ -51,7 +51,7 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
   }
   require_prob(p + ".ecn", ecn);
   drop.validate(p);
-  if (count_max < 1 || count_max > 100000000) fail_param(p + ".count_max", "in [1, 1e8]", count_max);
+  if (count_max < 1 || count_max > kMaxCountMax) fail_param(p + ".count_max", cat("in [1, ", kMaxCountMax, "]"), count_max);
   adaptive.validate(p);
   if (dynamic_max_th) {
     require_finite(p + ".max_th_growth", max_th_growth);
@@ -146,7 +146,8 @@ int Aqm::order_m() const {
 
 void Adaptive::validate(const std::string& p) const {
   if (!enabled) return;
-  if (interval < 1 || interval > 1000000000000LL) fail_param(p + ".interval", "in [1, 1e12] slots", interval);
+  if (interval < 1 || interval > kMaxAdaptiveInterval)
+    fail_param(p + ".interval", cat("in [1, ", kMaxAdaptiveInterval, "] slots"), interval);
   require_finite(p + ".target_lo", target_lo);
   require_finite(p + ".target_hi", target_hi);
   if (!(target_lo >= 0.0 && target_lo <= 1.0)) fail_param(p + ".target_lo", "in [0, 1]", target_lo);
@@ -246,7 +247,7 @@ void validate_classes(const Model& md) {
 
 void Model::validate() const {
   if (buffer < 1) fail_param("model.buffer", ">= 1", buffer);
-  if (buffer > 10000000) fail_param("model.buffer", "<= 1e7", buffer);
+  if (buffer > kMaxBuffer) fail_param("model.buffer", cat("<= ", kMaxBuffer), buffer);
   source.validate("source");
   if (time == TimeKind::Continuous) {
     // SPEC 6: Poisson/MMPP arrivals, exponential service, the EWMA as an ODE.

@@ -26,7 +26,8 @@ void Scenario::validate() const {
     if (ph.model.time == TimeKind::Discrete && ph.duration != std::floor(ph.duration))
       fail_param(p + ".slots", "a whole number of slots", ph.duration);
     total += ph.duration;
-    if (!(total <= 1e13)) fail_param(p + ".duration", "a scenario total <= 1e13", total);
+    if (!(total <= kMaxScenarioDuration))
+      fail_param(p + ".duration", cat("a scenario total <= ", kMaxScenarioDuration), total);
     const Model& m = ph.model;
     if (m.time != first.time)
       throw ModelError(p + ".time", cat(p, ".time = \"", to_string(m.time), "\" differs from phase[0]'s \"", to_string(first.time),

@@ -40,9 +40,8 @@ Source Source::mmbp(std::vector<std::vector<double>> matrix, std::vector<double>
 }
 
 namespace {
-void require_modulator_states(const std::string& param, int64_t n) {
-  if (n > kMaxModulatorStates)
-    fail_param(param, detail::cat("<= ", kMaxModulatorStates, " (modulator states)"), n);
+void require_modulator_states(const std::string& param, int64_t n, int64_t max = kMaxModulatorStates) {
+  if (n > max) fail_param(param, detail::cat("<= ", max, " (modulator states)"), n);
 }
 }  // namespace
 
@@ -54,7 +53,7 @@ Source Source::ssmp(int n, double q, double a) {
   if (!(q > 0.0 && q <= a)) fail_param("source.q", detail::cat("in (0, a] = (0, ", a, "]"), q);
   // Underflow first (it explains the bound better when both apply): M[0][j] = a^-j and
   // M[j][0] = (q/a)^j must be positive doubles, else state j is unreachable (or absorbing).
-  const int jmax = std::min(n - 1, kMaxModulatorStates);
+  const int jmax = std::min(n - 1, kMaxSsmpStates);
   for (int j = 1; j <= jmax; ++j)
     if (!(std::pow(a, -j) > 0.0) || !(std::pow(q / a, j) > 0.0))
       throw ModelError("source.n",
@@ -62,7 +61,7 @@ Source Source::ssmp(int n, double q, double a) {
                                    ": the modulator entries ", std::pow(a, -j) > 0.0 ? "(q/a)^j" : "a^-j",
                                    " underflow to 0 in double precision for j >= ", j,
                                    ", so states ", j, "..n-1 would be unreachable; got n = ", n));
-  require_modulator_states("source.n", n);
+  require_modulator_states("source.n", n, kMaxSsmpStates);
   double out = 0.0;
   for (int j = 1; j < n; ++j) out += std::pow(a, -j);
   if (out > 1.0 + 1e-15)
@@ -88,7 +87,7 @@ Source Source::ssmp(int n, double q, double a) {
 
 double ssmp_q_for_mean(double mean, double a, int n) {
   if (n < 2) fail_param("source.n", ">= 2", n);
-  require_modulator_states("source.n", n);
+  require_modulator_states("source.n", n, kMaxSsmpStates);
   require_finite("source.a", a);
   if (!(a > 0.0)) fail_param("source.a", "> 0", a);
   require_finite("source.mean", mean);
@@ -126,7 +125,8 @@ void validate_continuous(const Source& s, const std::string& prefix) {
   const size_t n = s.arrival.size();
   const std::string rates = prefix + (s.kind == Source::Kind::Poisson ? ".rate" : ".rates");
   if (n == 0) fail_param(rates, "a non-empty list", "[]");
-  if (n > 1000) fail_param(rates, "at most 1000 modulator states", n);
+  if (n > static_cast<size_t>(kMaxModulatorStates))
+    fail_param(rates, detail::cat("at most ", kMaxModulatorStates, " modulator states"), n);
   if (s.matrix.size() != n)
     throw ModelError(prefix + ".generator", detail::cat("parameter '", prefix, ".generator' must have ", n,
                                                          " rows (one per rate), got ", s.matrix.size()));
@@ -183,7 +183,10 @@ void Source::validate(const std::string& prefix) const {
   if (continuous()) return validate_continuous(*this, prefix);
   const size_t n = arrival.size();
   if (n == 0) fail_param(prefix + ".arrival", "a non-empty list", "[]");
-  require_modulator_states(prefix + ".arrival", static_cast<int64_t>(n));
+  if (kind == Kind::SSMP)
+    require_modulator_states(prefix + ".n", static_cast<int64_t>(n), kMaxSsmpStates);
+  else
+    require_modulator_states(prefix + ".arrival", static_cast<int64_t>(n));
   if (matrix.size() != n)
     throw ModelError(prefix + ".matrix",
                      detail::cat("parameter '", prefix, ".matrix' must have ", n, " rows (one per arrival entry), got ",
@@ -208,7 +211,8 @@ void Source::validate(const std::string& prefix) const {
 std::vector<double> Source::modulator_stationary() const {
   if (continuous()) return uniformised(*this).modulator_stationary();
   const int n = states();
-  require_modulator_states("source.matrix", n);
+  require_modulator_states(kind == Kind::SSMP ? "source.n" : "source.matrix", n,
+                           kind == Kind::SSMP ? kMaxSsmpStates : kMaxModulatorStates);
   if (static_cast<int>(matrix.size()) != n)
     throw ModelError("source.matrix", detail::cat("parameter 'source.matrix' must have ", n, " rows, got ", matrix.size()));
   for (const auto& row : matrix)

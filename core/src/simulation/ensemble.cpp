@@ -69,8 +69,8 @@ std::vector<int64_t> output_slots(const std::vector<double>& times, double total
     const double t = times[i];
     if (!std::isfinite(t) || t != std::floor(t))
       fail_param(p, "a whole number of slots", std::isnan(t) ? std::string("not a number") : detail::cat(t));
-    if (t < 1.0 || t > total)
-      fail_param(p, detail::cat("in [1, ", total, "] (the scenario's total duration in slots)"), t);
+    if (t < 0.0 || t > total)
+      fail_param(p, detail::cat("in [0, ", total, "] (0: the initial state; the scenario's total duration in slots)"), t);
     if (i > 0 && !(t > times[i - 1]))
       fail_param(p, detail::cat("> times[", i - 1, "] = ", times[i - 1], " (strictly increasing)"), t);
     out[i] = static_cast<int64_t>(t);
@@ -106,7 +106,7 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
   const size_t T = out.size();
   const int64_t horizon = out.back();  // nothing after the last output slot is simulated
   const std::vector<double> bounds = sc.boundaries();
-  size_t phases = 0;  // the phases that start before the horizon
+  size_t phases = 1;  // the phases that start before the horizon (the first also for a horizon of 0)
   while (phases < sc.phases.size() && static_cast<int64_t>(bounds[phases]) < horizon) ++phases;
 
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -165,22 +165,24 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
       tally.hist_n = hn.data();
       int64_t t = 0, seen_arrivals = 0, seen_losses = 0;
       size_t k = 0;
+      auto record = [&]() {  // the state after out[k] slots and the arrivals / losses since the previous output
+        rec.n[k] = s.n;
+        rec.avg[k] = s.avg;
+        rec.pmax[k] = s.pmax;
+        rec.arrivals[k] = tally.arrivals - seen_arrivals;
+        rec.losses[k] = tally.aqm + tally.overflow + tally.flow_compare - seen_losses;
+        seen_arrivals = tally.arrivals;
+        seen_losses = tally.aqm + tally.overflow + tally.flow_compare;
+        ++k;
+      };
+      while (k < T && out[k] == 0) record();  // t = 0: the initial state, no slot run yet
       for (size_t i = 0; i < phases && k < T; ++i) {
         const int64_t end = std::min(static_cast<int64_t>(bounds[i + 1]), horizon);
         while (t < end) {
           const int64_t last = std::min({end, t + 4096, out[k]});
           step[i](*P[i], s, rng, t + 1, last, tally);
           t = last;
-          if (t == out[k]) {
-            rec.n[k] = s.n;
-            rec.avg[k] = s.avg;
-            rec.pmax[k] = s.pmax;
-            rec.arrivals[k] = tally.arrivals - seen_arrivals;
-            rec.losses[k] = tally.aqm + tally.overflow + tally.flow_compare - seen_losses;
-            seen_arrivals = tally.arrivals;
-            seen_losses = tally.aqm + tally.overflow + tally.flow_compare;
-            ++k;
-          }
+          if (t == out[k]) record();
           if (stop.load(std::memory_order_relaxed)) return false;
           check_interrupt();
         }

@@ -14,7 +14,10 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <iterator>
 #include <numeric>
+#include <string_view>
+#include <utility>
 
 namespace aqm {
 
@@ -657,16 +660,16 @@ void StationaryOptions::validate() const {
     throw OptionError(detail::cat("solver option 'tol' must be in (0, 1), got ", tol));
   // Every count has an upper bound: a huge value is a typo, not a request (an
   // unbounded smoothing_sweeps or max_iter turns a solve into a hang).
-  require_in<long>("max_iter", max_iter, 0, 1000000000L, " (0: the method's default)");
-  require_in<int>("ncv", ncv, 0, 1000, " (0: min(states, 30))");
-  require_in<int>("refine_steps", refine_steps, 0, 100);
-  require_in<int>("check_every", check_every, 1, 1000000);
-  require_in<int>("coarse_size", coarse_size, 2, 2000);
-  if (cycle_gamma < 1 || cycle_gamma > 2)
-    throw OptionError(detail::cat("solver option 'cycle_gamma' must be 1 (V-cycle) or 2 (W-cycle), got ", cycle_gamma));
-  require_in<int>("krylov_basis", krylov_basis, 2, 500);
-  require_in<int>("auto_krylov_min_states", auto_krylov_min_states, 0, std::numeric_limits<int>::max());
-  require_in<int>("smoothing_sweeps", smoothing_sweeps, 1, 100);
+  const std::pair<const char*, long> values[] = {
+      {"max_iter", max_iter},         {"ncv", ncv},
+      {"refine_steps", refine_steps}, {"check_every", check_every},
+      {"coarse_size", coarse_size},   {"smoothing_sweeps", smoothing_sweeps},
+      {"cycle_gamma", cycle_gamma},   {"krylov_basis", krylov_basis},
+      {"auto_krylov_min_states", auto_krylov_min_states}};
+  static_assert(std::size(values) == std::size(kIntOptionRanges), "one value per integer option");
+  for (const auto& [name, v] : values)
+    for (const IntOptionRange& r : kIntOptionRanges)
+      if (std::string_view(r.name) == name) require_in<long>(r.name, v, r.lo, r.hi, r.note);
   if (ordering != "amd" && ordering != "metis" && ordering != "cholmod" && ordering != "best" && ordering != "none")
     throw OptionError("solver option 'ordering' must be one of amd, metis, cholmod, best, none, got '" + ordering + "'");
   if (!(direct_max_gb > 0.0) || !std::isfinite(direct_max_gb))

@@ -78,6 +78,11 @@ struct Adaptive {
 /// the waiting packets (`Random`; the third pick is discarded if none was an elephant).
 enum class Modified { None, Front, Random };
 
+/// Ranges of the integer model keys (the bindings expose them; Python and the docs read them).
+constexpr int kMaxBuffer = 10000000;             ///< model.buffer in [1, kMaxBuffer]
+constexpr int kMaxCountMax = 100000000;          ///< aqm.count_max in [1, kMaxCountMax]
+constexpr int64_t kMaxAdaptiveInterval = 1000000000000LL;  ///< aqm.interval in [1, kMaxAdaptiveInterval] slots
+
 /// At most this many traffic classes, and flows over all classes.
 constexpr int kMaxClasses = 64;
 constexpr int kMaxFlows = 1000000;

@@ -15,6 +15,9 @@
 
 namespace aqm {
 
+/// The longest scenario (sum of the durations; also the latest output time of a transient solve).
+constexpr double kMaxScenarioDuration = 1e13;
+
 struct Phase {
   /// Slots (discrete time: a positive integer) or time units (continuous), > 0.
   double duration = 0.0;
@@ -26,7 +29,7 @@ struct Scenario {
   std::vector<Phase> phases;
 
   /// At least one phase; every model valid; positive durations (integers for
-  /// slotted models, total <= 1e13); the phases compatible as described above.
+  /// slotted models, total <= kMaxScenarioDuration); the phases compatible as described above.
   /// Throws ModelError naming `phase[i].<parameter>`.
   void validate() const;
   /// Sum of the durations.

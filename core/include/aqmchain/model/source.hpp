@@ -15,6 +15,9 @@ namespace aqm {
 /// At most this many modulator states (SSMP n, MMBP matrix size): checked before
 /// the n x n matrix is allocated or eliminated (GTH is O(n^3) on a dense matrix).
 constexpr int kMaxModulatorStates = 1000;
+/// At most this many SSMP modulator states (source.n): the SSMP's modulator is eliminated
+/// in O(n^2) (its rows are sparse), so only the dense n x n matrix (128 MiB at 4096) bounds it.
+constexpr int kMaxSsmpStates = 4096;
 
 /// An arrival source.  Slotted kinds (at most one arrival per slot): Bernoulli is
 /// the one-state case of MMBP; SSMP is an MMBP built from (n, q, a).

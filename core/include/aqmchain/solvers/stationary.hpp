@@ -32,11 +32,29 @@ inline constexpr Method kAllMethods[] = {Method::Auto,  Method::Direct,     Meth
 std::string to_string(Method);
 Method method_from(const std::string&);
 
+/// The integer solver options and their ranges [lo, hi] (StationaryOptions::validate()
+/// throws OptionError outside them; the bindings expose the table, Python and the docs read it).
+struct IntOptionRange {
+  const char* name;
+  long lo, hi;
+  const char* note;  ///< appended to the bound in messages
+};
+inline constexpr IntOptionRange kIntOptionRanges[] = {
+    {"max_iter", 0, 1000000000L, " (0: the method's default)"},
+    {"ncv", 0, 1000, " (0: min(states, 30))"},
+    {"refine_steps", 0, 100, ""},
+    {"check_every", 1, 1000000, ""},
+    {"coarse_size", 2, 2000, ""},
+    {"smoothing_sweeps", 1, 100, ""},
+    {"cycle_gamma", 1, 2, " (1: V-cycle, 2: W-cycle)"},
+    {"krylov_basis", 2, 500, ""},
+    {"auto_krylov_min_states", 0, 2147483647L, ""},
+};
+
 struct StationaryOptions {
   Method method = Method::Auto;
   double tol = 1e-12;        ///< target for ||pi P - pi||_1
-  // Bounds (validate() throws OptionError outside them): max_iter [0, 1e9], ncv [0, 1000],
-  // refine_steps [0, 100], check_every [1, 1e6], coarse_size [2, 2000], smoothing_sweeps [1, 100].
+  // Integer options: ranges in kIntOptionRanges (above).
   long max_iter = 0;         ///< 0: method default (GS/power 100000 sweeps, Arnoldi 3000 restarts, multilevel 1000 cycles)
   int ncv = 0;               ///< Arnoldi basis size; 0: min(n, 30); at most the number of states (clamped)
   int refine_steps = 6;      ///< Direct: extra iterative-refinement steps if the residual is above tol
