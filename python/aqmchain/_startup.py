@@ -72,8 +72,20 @@ def interrupted_exit(report: bool = True) -> None:
     os._exit(130)
 
 
+def _interrupted(value: BaseException | None) -> bool:
+    """A KeyboardInterrupt, or an error raised because of one (a Ctrl-C while a compiled
+    module initialises surfaces as ImportError("initialization failed") from it)."""
+    seen = 0
+    while value is not None and seen < 16:
+        if isinstance(value, KeyboardInterrupt):
+            return True
+        value = value.__cause__ or value.__context__
+        seen += 1
+    return False
+
+
 def _excepthook(kind, value, tb) -> None:
-    if issubclass(kind, KeyboardInterrupt):
+    if _interrupted(value):
         interrupted_exit()
     sys.__excepthook__(kind, value, tb)
 

@@ -496,7 +496,7 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     max_evals = _checks.integer("max_evals", max_evals, 1, 10**9)
     points = _starts(starts, space)
     inside = [not np.any((x0 < b[:, 0]) | (x0 > b[:, 1])) for x0 in points]
-    if isinstance(starts, str) and starts in ("paper", "seed000") and any(inside):
+    if isinstance(starts, str) and starts in PAPER_GRID_NAMES and any(inside):
         points = [x0 for x0, ok in zip(points, inside) if ok]  # the part of the grid inside the bounds
     elif not all(inside):  # a start outside the bounds is bad input, not an infeasible point
         i = inside.index(False)

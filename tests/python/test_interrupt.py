@@ -62,10 +62,6 @@ PHASES: dict[str, tuple[list[str], tuple[float, ...]]] = {
     # abandoned on its thread
     "solve --method direct": (["solve", "examples/red_geo_w0002.toml", "--method", "direct", "--set",
                                "grid.refine=none", "--set", "grid.k=12"], (1.0, 3.0, 4.0)),
-    # service.mu = 1e-300: the pre-solve, the build, auto's methods on a chain that hardly ever
-    # drains, the response-time metrics of 1e301 slots; ends with an endless Gauss-Seidel
-    "solve mu=1e-300": (["solve", "examples/load_step/adaptive_red.toml", "--set", "service.mu=1e-300",
-                         "--tol", "1e-300", "--max-iter", "1000000000"], (1.0, 3.0)),
     # the response times of front drop: thousands of steps of a tagged-packet chain of 2.7
     # million states, after the pre-solve, the build and the solve
     "tagged chain": (["solve", "examples/red_geo.toml", "--set", "aqm.policy=front"], (5.0, 8.0)),
