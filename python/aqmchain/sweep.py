@@ -206,16 +206,73 @@ def _sim_scalars(s: Any) -> dict[str, Any]:
 # ------------------------------------------------------------------ the machinery
 
 
+@contextlib.contextmanager
+def _children_ignore_sigint():
+    """Processes that multiprocessing spawns meanwhile (a local cluster's workers and its
+    resource tracker) start with SIGINT ignored: they are exec'd through a two-line shell
+    script that ignores it first, and an ignored signal stays ignored across exec (Python then
+    installs no handler of its own).  The worker processes are spawned by the cluster's own
+    threads, whose signal mask is not always the one of the thread that asked for the cluster,
+    so a blocked mask alone left a window (the imports of a starting worker) in which a Ctrl-C
+    in the terminal made a worker print a traceback.  Where no such script can be written and
+    run (not POSIX, an unwritable or noexec temporary folder), nothing changes."""
+    import multiprocessing.spawn as mp_spawn
+
+    previous = mp_spawn.get_executable()
+    wrapper = _sigint_ignoring_executable(os.fsdecode(previous))
+    if wrapper is None:
+        yield
+        return
+    mp_spawn.set_executable(wrapper)
+    try:
+        yield
+    finally:
+        mp_spawn.set_executable(previous)
+
+
+_WRAPPERS: dict[str, str | None] = {}
+
+
+def _sigint_ignoring_executable(python: str) -> str | None:
+    """A script that runs `python` with SIGINT ignored (written once per user and interpreter
+    into the temporary folder, checked to run), or None where that cannot be done."""
+    if python in _WRAPPERS:
+        return _WRAPPERS[python]
+    import hashlib
+    import shlex
+    import stat
+    import subprocess
+    import tempfile
+
+    path = None
+    if os.name == "posix" and os.path.exists("/bin/sh"):
+        text = f'#!/bin/sh\ntrap "" INT\nexec {shlex.quote(python)} "$@"\n'
+        digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+        candidate = os.path.join(tempfile.gettempdir(), f"aqmchain-python-{os.getuid()}-{digest}")
+        try:
+            if not (os.path.exists(candidate) and open(candidate).read() == text):
+                tmp = f"{candidate}.{os.getpid()}"
+                with open(tmp, "w") as f:
+                    f.write(text)
+                os.chmod(tmp, stat.S_IRWXU)
+                os.replace(tmp, candidate)
+            if subprocess.run([candidate, "-c", "pass"], timeout=60).returncode == 0:
+                path = candidate
+        except (OSError, subprocess.SubprocessError):
+            path = None
+    _WRAPPERS[python] = path
+    return path
+
+
 def _start_local_cluster(**kwargs: Any) -> Any:
     """``LocalCluster(**kwargs)``, started so that its worker processes never see SIGINT while
     this process stays interruptible during the start.
 
     Ctrl-C in a terminal reaches the whole process group; it is this process that cancels the
     points and closes the cluster, and the workers must not die first with tracebacks of their
-    own.  The cluster is therefore made on a helper thread that starts with SIGINT blocked: the
-    threads it makes (the cluster's event loop, which spawns the workers) inherit the blocked
-    signal, and so do the worker processes, across fork and exec, from their first instruction
-    (imports included); ``aqmchain._dask_worker`` then ignores it in each worker.  This thread
+    own.  The workers are spawned with SIGINT ignored from their first instruction (see
+    _children_ignore_sigint), and the cluster is made on a helper thread that starts with SIGINT
+    blocked; ``aqmchain._dask_worker`` ignores it again in each worker.  This thread
     keeps SIGINT, so a Ctrl-C during the start raises KeyboardInterrupt here at once; the helper
     then closes the cluster it was making (the workers also exit when this process does: they
     watch a pipe to it)."""
@@ -229,7 +286,7 @@ def _start_local_cluster(**kwargs: Any) -> Any:
 
     def start() -> None:
         try:
-            with contextlib.redirect_stdout(None):
+            with contextlib.redirect_stdout(None), _children_ignore_sigint():
                 cluster = LocalCluster(**kwargs)
         except BaseException as exc:  # noqa: BLE001  (handed to the waiting thread)
             state["error"] = exc

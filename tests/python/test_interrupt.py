@@ -231,3 +231,30 @@ def test_a_signal_during_a_core_call_is_never_lost():
         raise AssertionError("still running 60 s after SIGINT")
     assert out.strip().startswith("interrupted"), out
     assert time.monotonic() - t0 < LATENCY_BOUND
+
+
+CLUSTER_CHILDREN = r"""
+import importlib, os
+sweep = importlib.import_module("aqmchain.sweep")
+# without the workers' own preload (which ignores SIGINT once it runs): what they start with
+cluster = sweep._start_local_cluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                     silence_logs=50)
+try:
+    import multiprocessing
+    for child in multiprocessing.active_children():
+        status = open(f"/proc/{child.pid}/status").read()
+        ignored = int(next(l for l in status.splitlines() if l.startswith("SigIgn")).split()[1], 16)
+        print(child.pid, bool(ignored & (1 << (2 - 1))), flush=True)   # SIGINT is signal 2
+finally:
+    cluster.close()
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads the signal dispositions from /proc")
+def test_a_local_clusters_workers_ignore_sigint_from_their_start():
+    # a Ctrl-C in a terminal reaches the whole process group: a worker still importing must not
+    # print a traceback of its own (they were spawned by cluster threads without the blocked mask)
+    p = subprocess.run([sys.executable, "-c", CLUSTER_CHILDREN], capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = [line.split() for line in p.stdout.split("\n") if line.strip()]
+    assert len(rows) >= 2 and all(flag == "True" for _, flag in rows), p.stdout
