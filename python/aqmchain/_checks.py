@@ -41,6 +41,7 @@ SOLVER_INT_BOUNDS: dict[str, tuple[int, int]] = {
     "cycle_gamma": (1, 2),
     "krylov_basis": (2, 500),
     "auto_krylov_min_states": (0, 2**31 - 1),
+    **{k: tuple(v) for k, v in _core.BUDGET_BOUNDS.items()},  # max_states, tagged_max_states (the core's)
 }
 SIM_INT_BOUNDS: dict[str, tuple[int, int]] = {
     "slots": (1, 10**13),
