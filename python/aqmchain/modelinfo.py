@@ -83,6 +83,12 @@ def model_info(model: _core.Model, *, explore: bool | None = None, explore_limit
         tagged = int(min(est["product_states"], est["reachable_bound"]) * buffer // 2)
         out["tagged_states_bound"] = tagged
         which = "at most"
+    if len(model.classes) > 0 and (model.aqm.modified != "none" or model.aqm.flow_compare):
+        out.pop("tagged_states", None)
+        out.pop("tagged_states_bound", None)
+        out["policy_cost"] = ("modified RED / the flow comparison: the class chain computes no response times "
+                              "(no tagged-packet chain is built; the simulator measures them)")
+        return out
     if model.time == "continuous":  # no tagged-packet chain: front / random report no response time
         out.pop("tagged_states", None)
         out.pop("tagged_states_bound", None)

@@ -128,12 +128,14 @@ ChainEstimate estimate_chain(const TransitionGenerator& g) {
 
 namespace {
 /// Rough costs on one core of this library's reference machine (2 cores, shared), for the
-/// time estimate only: building per emitted transition, and the stationary solve per state
-/// (krylov on a plain chain: 13 s for 4.4M states; the coupled structures mix slowly and
-/// fill the LU more: measured 2-5 ms per 100 states on class chains).
-constexpr double kBuildSecondsPerTransition = 1.5e-7;
+/// time estimate only: building per transition of the bound (the bound is often several
+/// times the chain: 9 s for the 4.0M-state class chain whose bound is 259M transitions), and
+/// the stationary solve per state of the bound (krylov on a plain chain: 13 s for 4.4M
+/// states; multilevel on that class chain 30 s; krylov on a 2M-state drop-spacing chain
+/// 170 s: the coupled structures mix more slowly).
+constexpr double kBuildSecondsPerTransition = 5e-8;
 constexpr double kSolveSecondsPerStatePlain = 3e-6;
-constexpr double kSolveSecondsPerStateCoupled = 5e-5;
+constexpr double kSolveSecondsPerStateCoupled = 2e-5;
 
 std::string structure_of(const StateSpace& space) {
   const bool classes = space.find(component::class2) >= 0 || space.find(component::sequence) >= 0;
