@@ -223,3 +223,14 @@ def test_cli_summary_and_json_show_the_methods_tried(tmp_path):
     assert [a["method"] for a in tried] == ["krylov", "direct"] and tried[0]["iterations"] == 2
     assert tried[1]["status"] == "converged" and tried[1]["why"] == ""
     assert "methods tried" in stdout and "krylov (failed" in stdout and "direct (converged" in stdout
+
+
+def test_the_example_model_files_are_not_giants(root):
+    """Every model file of examples/ (README's included) is solved in seconds: the estimate
+    made from the model alone is within the budgets and well under a minute."""
+    files = [p for p in sorted((root / "examples").rglob("*.toml")) if p.name != "scenario.toml"]
+    assert any(p.name == "mice_ecn.toml" for p in files)
+    for path in files:
+        est = aqmchain.solve_estimate(aqmchain.load_model(path))
+        assert est["states_bound"] <= est["budgets"]["max_states"] // 2, path
+        assert est["seconds"] < 60, (path, est["seconds"])
