@@ -30,7 +30,7 @@ def build_case(case: str, repeat: int, queue) -> None:
     best = None
     for _ in range(repeat):
         t = time.perf_counter()
-        chain = aqmchain.build_chain(model, memory_limit_gb=20)
+        chain = aqmchain.build_chain(model, memory_limit_gb=20, max_states=20_000_000)
         total = time.perf_counter() - t
         if best is None or total < best["total_s"]:
             rep = chain.report

@@ -73,7 +73,7 @@ def run_one(case: str, method: str, queue, mem_gb: float) -> None:
 
     out = {"case": case, "method": method}
     t = time.perf_counter()
-    chain = aqmchain.build_chain(model_for(case), memory_limit_gb=20)
+    chain = aqmchain.build_chain(model_for(case), memory_limit_gb=20, max_states=20_000_000)
     out["build_s"] = time.perf_counter() - t
     out["states"], out["nnz"] = chain.n, chain.nnz
     if method.startswith("aqmchain"):

@@ -79,7 +79,7 @@ def run_row(source: str, mu: float, feature: str, slots: int, max_states: float,
         row["chain_skipped"] = skip
     try:
         if not skip:
-            chain = aqmchain.build_chain(m, memory_limit_gb=MEMORY_GB)
+            chain = aqmchain.build_chain(m, memory_limit_gb=MEMORY_GB, max_states=50_000_000)
     except aqmchain.StateSpaceTooLarge as exc:
         row["chain_skipped"] = str(exc)
     if chain is not None:

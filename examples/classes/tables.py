@@ -31,8 +31,14 @@ def pm(v: float, hw: float, spec: str = ".4f") -> str:
     return f"{v:{spec}} ± {hw:{spec}}"
 
 
+#: The study's buffer: mice_ecn.toml itself has a smaller one, so that `aqmchain solve` on it is
+#: quick (the two-class chain grows as N^2: 4M states at N = 100 on its grid).
+STUDY_BUFFER = 100
+
+
 def mice_models():
     doc = aqmchain.modelfile.load_document(HERE / "mice_ecn.toml")
+    doc["model"]["buffer"] = STUDY_BUFFER
     for ecn in (0.0, 0.5):
         for label, aqm in POLICIES:
             d = copy.deepcopy(doc)

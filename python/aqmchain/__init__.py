@@ -56,7 +56,7 @@ from ._core import (  # noqa: E402
 from ._classes import CLASS_METRICS, ClassMetrics
 from .export import export_matrix, export_prism, export_stationary, stationary_table
 from .modelfile import apply_overrides, load_config, load_model, model_from_dict, model_to_dict, replace, solver_options
-from .modelinfo import model_info
+from .modelinfo import model_info, solve_estimate
 from .optimize import OPTIMIZE_METHODS, OptimizeResult, optimize
 from . import plots  # noqa: E402  (matplotlib is imported by the plot functions, not here)
 from .policies import PolicyComparison, compare_policies
@@ -105,7 +105,7 @@ __all__ = [
     "optimize", "OptimizeResult", "OPTIMIZE_METHODS",
     "plots", "HURST_ESTIMATORS", "HurstEstimate", "estimate_hurst", "hurst_from_trace", "arrival_trace",
     "aggregated_variance", "rescaled_range", "expected_rs",
-    "sweep", "SweepResult", "model_info", "count_reachable", "set_num_threads", "num_threads",
+    "sweep", "SweepResult", "model_info", "solve_estimate", "count_reachable", "set_num_threads", "num_threads",
     "export_matrix", "export_prism", "export_stationary", "stationary_table",
     "apply_overrides", "replace", "solver_options",
 ]

@@ -148,10 +148,13 @@ def _write(option: str, path: str, text: str) -> None:
 
 
 def _meta(args: argparse.Namespace) -> dict:
-    """What every JSON carries: the command, the library version, the model as parsed."""
+    """What every JSON carries: the command, the library version, the model as parsed (and
+    the estimate made before building, for the commands that build a chain)."""
     from . import __version__
 
     meta = {"command": "aqmchain " + shlex.join(args.argv), "version": __version__}
+    if getattr(args, "estimate", None) is not None:
+        meta["estimate"] = args.estimate
     if getattr(args, "model_doc", None) is not None:
         meta["model"] = args.model_doc
     if getattr(args, "solver_doc", None):
@@ -272,6 +275,20 @@ def _solver_overrides(args: argparse.Namespace, solver: dict) -> dict:
     return solver
 
 
+def _announce(args: argparse.Namespace, model: _core.Model, solver: dict, classes: str = "approx",
+              response: str = "auto") -> dict:
+    """Before anything is built: the estimate of :func:`aqmchain.solve_estimate` (JSON key
+    ``estimate``), on stderr when the model is large or its bounds exceed a budget (not
+    under -q)."""
+    from .modelinfo import estimate_text, solve_estimate
+
+    est = solve_estimate(model, classes=classes, response=response, **solver)
+    args.estimate = est
+    if est["large"] and not args.quiet:
+        print("aqmchain: " + estimate_text(est).replace("\n", "\naqmchain: "), file=sys.stderr, flush=True)
+    return est
+
+
 def _solve(args: argparse.Namespace, model: _core.Model, solver: dict, what: str = "solving", **kw):
     with _progress.activity(_progress_on(args), f"aqmchain: {what}"):
         return solve_stationary(model, **solver, **kw)
@@ -296,6 +313,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
               f"{filt}, grid k={model.grid.k} ({model.grid.mapping}, refine {model.grid.refine}); "
               f"at most {est['reachable_bound']} states" + (" before refinement" if model.grid.refine == "auto" else ""),
               file=sys.stderr)
+    _announce(args, model, solver, classes=args.classes)
     try:
         result = _solve(args, model, solver, error_estimate=args.error_estimate, classes=args.classes)
     except NonConvergenceError as exc:
@@ -347,6 +365,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     _check_outputs(args, "--plot", "--json", "--csv")
     model, solver = _config(args)
     args.memory_limit_gb = solver.get("memory_limit_gb")
+    _announce(args, model, solver)
     analytic = _solve(args, model, solver)
     with _progress.activity(_progress_on(args), f"aqmchain: simulating {args.replications} x {args.slots} slots"):
         sim = simulate(model, **kwargs)
@@ -379,6 +398,7 @@ def _cmd_policies(args: argparse.Namespace) -> int:
     _check_outputs(args, "--json", "--csv", "--plot")
     model, solver = _config(args)
     args.memory_limit_gb = solver.get("memory_limit_gb")
+    _announce(args, model, solver, response="tagged")
     bar = _progress.bar(_progress_on(args), 3, "aqmchain: policies", unit="policy")
 
     def progress(i: int, n: int, policy: str) -> None:
@@ -413,8 +433,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
     _check_outputs(args, "--json")
     model, solver = _config(args)
     explore = {"auto": None, "always": True, "never": False}[args.explore]
+    from .modelinfo import solve_estimate
+
+    est = solve_estimate(model, **solver)
     with _progress.activity(_progress_on(args), "aqmchain: exploring the state space"):
         info = model_info(model, explore=explore, memory_limit_gb=solver.get("memory_limit_gb"))
+    info["estimate"] = est
     if args.json:
         _write_json(args, info)
         if args.json == "-":
@@ -442,6 +466,20 @@ def _cmd_info(args: argparse.Namespace) -> int:
     elif "grid_note" in info:
         lines.append(f"automatic grid    {info['grid_note']}")
     lines.append(f"policies          {info['policy_cost']}")
+    b = est["budgets"]
+    lines.append(f"time (rough)      {est['build_seconds']:.3g} s to build, {est['solve_seconds']:.3g} s to solve on one "
+                 f"core, from the bounds ({est['structure']} chain)")
+    lines.append(f"budgets           solver.max_states = {b['max_states']:,}, solver.memory_limit_gb = "
+                 f"{b['memory_limit_gb']:g}, solver.tagged_max_states = {b['tagged_max_states']:,}")
+    if info.get("exact") and info["reachable_states"] > b["max_states"]:
+        lines.append(f"over a budget     {info['reachable_states']:,} reachable states: solve refuses above "
+                     f"solver.max_states (raise it to {info['reachable_states']:,})")
+    elif not info.get("exact"):
+        lines.extend(f"over a budget     {x}" for x in est["over_budget"] if x.startswith(("max_states", "memory")))
+    if info.get("tagged_states", 0) > b["tagged_max_states"]:
+        lines.append(f"over a budget     the tagged-packet chain ({info['tagged_states']:,} states) is above "
+                     f"solver.tagged_max_states: policies and front / random drop refuse it (raise it to "
+                     f"{info['tagged_states']:,})")
     print("\n".join(lines), file=_summary_stream(args))
     return EXIT_OK
 
@@ -487,6 +525,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         args.names["scheduler"] = "--scheduler"
         kwargs["scheduler"] = resolve_scheduler(args.scheduler)  # an unreachable address fails here, at once
     _threads(args)
+    _announce(args, model, solver)
 
     def progress(rec: dict) -> None:
         if args.quiet:
@@ -540,7 +579,8 @@ def _cmd_transient(args: argparse.Namespace) -> int:
         bar.update(max(0.0, float(t) - bar.n))
 
     kwargs = {"method": args.method, "pmf_times": pmf_times, "progress": progress,
-              "memory_limit_gb": solver.get("memory_limit_gb")}
+              "memory_limit_gb": solver.get("memory_limit_gb"), "max_states": solver.get("max_states")}
+    _announce(args, model, solver, response="none")
     if args.tol is not None:
         kwargs["tol"] = args.tol
     if args.steady_tol is not None:
@@ -595,6 +635,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         params[key.strip()] = parse_values(key.strip(), values)
     if not params:
         raise _opt_error("--param", "given at least once (KEY=VALUES)", None)
+    _announce(args, model, solver)
     sim_opts = None
     if args.simulate:
         sim_opts = _sim_kwargs(args)
@@ -718,13 +759,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
             _check_output("--prism", str(path))
     model, solver = _config(args)
     args.memory_limit_gb = solver.get("memory_limit_gb")
+    _announce(args, model, solver, response="none")
     written = []
     if args.stationary:
         result = _solve(args, model, solver, response="none")
         chain = result.chain
     else:
         with _progress.activity(_progress_on(args), "aqmchain: building the chain"):
-            chain = build_chain(model, args.memory_limit_gb)
+            chain = build_chain(model, args.memory_limit_gb, max_states=solver.get("max_states"))
     with _progress.activity(_progress_on(args), "aqmchain: writing"):
         if args.matrix:
             written.append(str(export_matrix(chain, args.matrix)))

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from . import _core
 from .modelfile import model_from_dict, model_to_dict
-from .stationary import StationaryResult, solve_stationary
+from .stationary import StationaryResult, _limit_bytes, _max_states, solve_stationary
 
 __all__ = ["compare_policies", "PolicyComparison"]
 
@@ -94,6 +94,10 @@ def compare_policies(model: _core.Model, *, progress: Callable[[int, int, str], 
             warnings.simplefilter("ignore", UserWarning)
             variant = model_from_dict(doc)[0]
         results[policy] = solve_stationary(variant, **options)
+        if i == 0:  # before any tagged-packet chain: its budgets, from the chain just built
+            opts = {k: v for k, v in options.items() if k in ("tagged_max_states", "memory_limit_gb")}
+            _core.check_tagged_budget(results[policy].chain, "tagged", _limit_bytes(opts.get("memory_limit_gb")),
+                                      _max_states(opts.get("tagged_max_states"), "tagged_max_states"))
     if progress is not None:
         progress(len(POLICIES), len(POLICIES), "")
     return PolicyComparison(results)

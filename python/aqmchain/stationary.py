@@ -62,6 +62,9 @@ class SolverInfo:
     tol: float
     note: str
     extra: dict[str, float]
+    #: the methods run, in order: ``{"method", "seconds", "status", "iterations", "why"}`` (``why`` empty when
+    #: it converged)
+    methods_tried: list = dataclasses.field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """The fields as a plain dict (JSON-ready)."""
@@ -78,14 +81,26 @@ def _class_chain(classes: str) -> str:
     return classes
 
 
-def build_chain(model: _core.Model, memory_limit_gb: float | None = None, classes: str = "approx") -> _core.Chain:
+def _max_states(max_states: int | None, name: str = "max_states") -> int:
+    if max_states is None:
+        return int(OPTION_DEFAULTS[name])
+    lo, hi = _checks.SOLVER_INT_BOUNDS[name]  # the core's ranges
+    return _checks.integer(name, max_states, lo, hi, err=_checks.option_error)
+
+
+def build_chain(model: _core.Model, memory_limit_gb: float | None = None, classes: str = "approx",
+                max_states: int | None = None) -> _core.Chain:
     """Build the chain of ``model`` (reachable states from the empty system); an automatic
     grid is resolved first (:func:`refine_grid`, a pre-solve on a coarse grid).  A model
-    with traffic classes gets the chain ``classes`` names (:data:`CLASS_CHAINS`)."""
+    with traffic classes gets the chain ``classes`` names (:data:`CLASS_CHAINS`).  Raises
+    :class:`StateSpaceTooLarge` (naming the budget) above ``memory_limit_gb`` or, as soon as
+    the exploration has seen more, above ``max_states`` reachable states (default
+    ``OPTION_DEFAULTS["max_states"]``)."""
     _class_chain(classes)
+    max_states = _max_states(max_states)
     if model.grid.refine == "auto":
         model = refine_grid(model, memory_limit_gb=memory_limit_gb)[0]
-    chain = _core.build_chain(model, _limit_bytes(memory_limit_gb), classes)
+    chain = _core.build_chain(model, _limit_bytes(memory_limit_gb), classes, max_states)
     for msg in chain.report["warnings"]:
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
     return chain
@@ -141,7 +156,8 @@ class StationaryResult:
         self.info = SolverInfo(method=raw.method, requested=raw.requested, fallback=raw.fallback,
                                status=raw.status, residual=raw.residual, mass_error=raw.mass_error,
                                clipped_mass=raw.clipped_mass, iterations=raw.iterations, matvecs=raw.matvecs,
-                               seconds=seconds, tol=tol, note=raw.note, extra=raw.extra)
+                               seconds=seconds, tol=tol, note=raw.note, extra=raw.extra,
+                               methods_tried=list(raw.methods_tried))
         self.build = chain.report
         self.states, self.nnz = chain.n, chain.nnz
         for name, response in SCALAR_METRICS:
@@ -261,6 +277,7 @@ class StationaryResult:
                 "iterations": int(self.info.iterations), "matvecs": int(self.info.matvecs),
                 "operator_applications": int(self.info.matvecs),
                 "seconds": self.info.seconds, "tol": self.info.tol, "note": self.info.note,
+                "methods_tried": self.info.methods_tried,
             },
         }
 
@@ -291,6 +308,11 @@ class StationaryResult:
                        f"{i.iterations} iterations, {i.matvecs} matvecs"),
             ("time", ", ".join(f"{k} {v:.3g}s" for k, v in i.seconds.items())),
         ]
+        if len(i.methods_tried) > 1:
+            rows.insert(-1, ("methods tried", ", ".join(
+                f"{a['method']} ({'converged' if not a['why'] else 'skipped' if a['why'].startswith('skipped') else 'failed'}"
+                f", {a['seconds']:.3g}s)"
+                for a in i.methods_tried)))
         if len(self.classes) > 1 or self.class_chain != "single":
             for name, k in self.classes.items():
                 resp = "n/a" if not k.response_available else f"{k.mean_response:.6g}"
@@ -492,9 +514,12 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     ``strategy``, ``coarse_size``, ``smoothing_sweeps``, ``cycle_gamma``,
     ``direct_max_gb`` (LU memory budget, default 8), ``auto_direct_max_flops``
     (auto factorises only below this UMFPACK work estimate, default 2e12),
-    ``auto_krylov_min_states`` (auto tries krylov before direct from this size, default
-    20000), ``krylov_basis``; the full list and defaults are :data:`OPTION_DEFAULTS`;
-    ``memory_limit_gb`` for the builder (and the tagged-packet chain).
+    ``auto_krylov_min_states`` (auto tries krylov before direct on plain chains from this
+    size, default 20000), ``krylov_basis``, the budgets ``max_states`` (reachable states of
+    the chain, default 5e6) and ``tagged_max_states`` (states of the tagged-packet chain of
+    front / random drop, default 2e7); the full list and defaults are :data:`OPTION_DEFAULTS`;
+    ``memory_limit_gb`` for the builder (and the tagged-packet chain).  ``result.info.methods_tried``
+    lists what ran, in order (auto: by the chain's size and structure, docs/solvers.md).
 
     Response times: ``response="auto"`` (closed form under tail, tagged-packet chain
     under front/random, stopped when the mass still in the system is below
@@ -531,8 +556,10 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     else:
         # the pre-solve runs with the default solver options: it only has to locate avg's mass
         model, grid = refine_grid(model, memory_limit_gb=memory_limit_gb)
-        chain = build_chain(model, memory_limit_gb, classes)
+        chain = build_chain(model, memory_limit_gb, classes, opts.max_states)
         grid["states"] = int(chain.n)
+    # the tagged-packet chain's budgets, before the solve (exact, from the chain's labels)
+    _core.check_tagged_budget(chain, response, _limit_bytes(memory_limit_gb), opts.tagged_max_states)
     if "sequence" in chain.labels and "method" not in options and "auto_krylov_min_states" not in options:
         # the exact class chain's rows are dense (a discard may take any position of the
         # sequence): LU fill-in makes direct slow from a few thousand states, krylov goes first
@@ -563,7 +590,7 @@ def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=Non
     build_seconds = {"build_explore": rep["seconds_explore"], "build_assemble": rep["seconds_assemble"],
                      "build_classes": rep["seconds_classes"]}
     metrics = _core.compute_metrics(chain, raw.pi, response=response, tail_mass=float(response_tail),
-                                    memory_limit=_limit_bytes(memory_limit_gb))
+                                    memory_limit=_limit_bytes(memory_limit_gb), tagged_max_states=opts.tagged_max_states)
     result = StationaryResult(chain.model, chain, raw, metrics, opts.tol, build_seconds)
     result.grid = grid
     if grid is not None and grid.get("refined"):
@@ -604,6 +631,7 @@ class DirectSolver:
         grid = None
         if not isinstance(model, _core.Chain):
             model, grid = refine_grid(model, memory_limit_gb=self._memory_limit_gb)
-        chain = model if isinstance(model, _core.Chain) else build_chain(model, self._memory_limit_gb)
+        chain = model if isinstance(model, _core.Chain) else build_chain(model, self._memory_limit_gb,
+                                                                         max_states=self._opts.max_states)
         return _finish(chain, self._solver.solve(chain), self._opts, self._memory_limit_gb, self._response,
                        self._response_tail, grid)

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import _checks, _core
-from .stationary import NonConvergenceError, StationaryResult, _limit_bytes, build_chain, refine_grid, stateful_observables
+from .stationary import NonConvergenceError, StationaryResult, _limit_bytes, _max_states, build_chain, refine_grid, stateful_observables
 
 __all__ = ["solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS"]
 
@@ -146,7 +146,7 @@ class TransientResult:
                 f"method={self.info.method!r}, status={self.info.status!r})")
 
 
-def _scenario_and_chains(model: Any, last: float, memory_limit_gb: float | None):
+def _scenario_and_chains(model: Any, last: float, memory_limit_gb: float | None, max_states: int | None = None):
     if isinstance(model, StationaryResult):
         model = model.chain
     if isinstance(model, _core.Chain):
@@ -156,7 +156,8 @@ def _scenario_and_chains(model: Any, last: float, memory_limit_gb: float | None)
         return _core.Scenario([_core.Phase(dur, model.model)]), [model]
     if isinstance(model, _core.Model):
         # an automatic grid is resolved from the model's stationary law (refine_grid)
-        chain = build_chain(refine_grid(model, memory_limit_gb=memory_limit_gb)[0], memory_limit_gb)
+        chain = build_chain(refine_grid(model, memory_limit_gb=memory_limit_gb)[0], memory_limit_gb,
+                            max_states=max_states)
         return _scenario_and_chains(chain, last, memory_limit_gb)
     if isinstance(model, (list, tuple)):
         phases = [p if isinstance(p, _core.Phase) else _core.Phase(*p) for p in model]
@@ -164,7 +165,7 @@ def _scenario_and_chains(model: Any, last: float, memory_limit_gb: float | None)
     if isinstance(model, _core.Scenario):
         # one automatic grid for all phases: the finest step any phase's stationary law asks for
         model = refine_grid(model, memory_limit_gb=memory_limit_gb)[0]
-        return model, _core.build_scenario_chains(model, _limit_bytes(memory_limit_gb))
+        return model, _core.build_scenario_chains(model, _limit_bytes(memory_limit_gb), _max_states(max_states))
     raise _checks.model_error("model", "a Model, Chain, StationaryResult, Scenario or list of phases", model)
 
 
@@ -193,7 +194,7 @@ def solve_transient(model: Any, times: Iterable[float], method: str = "auto", *,
                     tol: float | None = None, pmf_times: Iterable[float] = (), steady_tol: float | None = None,
                     krylov_dim: int | None = None, max_steps: int | None = None, max_applications: int | None = None,
                     shift_ratio: float | None = None, inner_max_iter: int | None = None,
-                    project: bool = True, memory_limit_gb: float | None = None,
+                    project: bool = True, memory_limit_gb: float | None = None, max_states: int | None = None,
                     progress: Callable[[float, float], None] | None = None,
                     observables: dict[str, Any] | None = None) -> TransientResult:
     """Metrics over time of ``model`` (a Model, a built Chain, or a Scenario / list of
@@ -215,7 +216,8 @@ def solve_transient(model: Any, times: Iterable[float], method: str = "auto", *,
     ||p_t - p_{t/2}||_1 is below it (0 disables).  ``max_steps`` (slots for
     stepping; Krylov steps or Poisson chunks for the kernels, at most 1e9) /
     ``max_applications``: budgets; when one runs out :class:`NonConvergenceError` carries the partial result.
-    ``progress(t, last)`` is called after each output time.  ``observables``: further
+    ``memory_limit_gb`` and ``max_states`` (default 5e6 reachable states) are the
+    builder's budgets (:func:`build_chain`).  ``progress(t, last)`` is called after each output time.  ``observables``: further
     metrics over time, ``{name: f}`` with f one value per state of the chain (e.g. built
     from ``chain.labels``); the result reports E[f] at each time under ``name``.  A
     stateful AQM's components are reported without asking: ``mean_count``,
@@ -257,7 +259,7 @@ def solve_transient(model: Any, times: Iterable[float], method: str = "auto", *,
     if steady_tol is not None:
         step.steady_tol = _checks.real("steady_tol", steady_tol)
     opts.kernel, opts.step = kernel, step
-    scenario, chains = _scenario_and_chains(model, float(np.max(t)), memory_limit_gb)
+    scenario, chains = _scenario_and_chains(model, float(np.max(t)), memory_limit_gb, max_states)
     opts.pmf_times = [float(x) for x in pmf_times]
     if progress is not None:
         opts.progress = progress

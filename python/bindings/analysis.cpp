@@ -34,7 +34,7 @@ const Scalar kScalars[] = {
     {"pushed_out_prob", &Metrics::pushed_out_prob, true}, {"mean_sojourn", &Metrics::mean_sojourn, true}};
 
 Metrics metrics(const Chain& c, const std::vector<double>& pi, const std::string& response, double tail_mass,
-                long max_steps, double memory_limit) {
+                long max_steps, double memory_limit, int64_t tagged_max_states) {
   if (response != "auto" && response != "tagged" && response != "none")
     throw OptionError("option 'response' must be one of auto, tagged, none, got '" + response + "'");
   MetricsOptions o;
@@ -42,6 +42,7 @@ Metrics metrics(const Chain& c, const std::vector<double>& pi, const std::string
   o.tagged.tail_mass = tail_mass;
   o.tagged.max_steps = max_steps;
   o.tagged.memory_limit_bytes = memory_limit;
+  o.tagged.max_states = tagged_max_states;
   InterruptGuard interrupt;
   py::gil_scoped_release release;
   return compute_metrics(c, pi, o);
@@ -128,7 +129,22 @@ void define_analysis(py::module_& m) {
 
   m.def("compute_metrics", &metrics, py::arg("chain"), py::arg("pi"), py::arg("response") = "auto",
         py::arg("tail_mass") = ResponseOptions{}.tail_mass, py::arg("max_steps") = ResponseOptions{}.max_steps,
-        py::arg("memory_limit") = ResponseOptions{}.memory_limit_bytes);
+        py::arg("memory_limit") = ResponseOptions{}.memory_limit_bytes,
+        py::arg("tagged_max_states") = ResponseOptions{}.max_states);
+  m.def(
+      "check_tagged_budget",
+      [](const Chain& c, const std::string& response, double memory_limit, int64_t tagged_max_states) {
+        if (response != "auto" && response != "tagged" && response != "none")
+          throw OptionError("option 'response' must be one of auto, tagged, none, got '" + response + "'");
+        ResponseOptions o;
+        o.memory_limit_bytes = memory_limit;
+        o.max_states = tagged_max_states;
+        return check_tagged_budget(c, response, o);
+      },
+      py::arg("chain"), py::arg("response") = "auto", py::arg("memory_limit") = ResponseOptions{}.memory_limit_bytes,
+      py::arg("tagged_max_states") = ResponseOptions{}.max_states,
+      "States of the tagged-packet chain compute_metrics will build for `response` (0: none), exact from the "
+      "chain's labels; raises StateSpaceTooLarge (tagged_max_states or memory_limit_gb) over a budget.");
 }
 
 }  // namespace aqmpy

@@ -49,6 +49,8 @@ void define_options(py::module_& m) {
       .def_readwrite("auto_krylov_min_states", &StationaryOptions::auto_krylov_min_states)
       .def_readwrite("arnoldi_max_gb", &StationaryOptions::arnoldi_max_gb)
       .def_readwrite("krylov_basis", &StationaryOptions::krylov_basis)
+      .def_readwrite("max_states", &StationaryOptions::max_states)
+      .def_readwrite("tagged_max_states", &StationaryOptions::tagged_max_states)
       .def_readwrite("x0", &StationaryOptions::x0)
       .def("validate", &StationaryOptions::validate)
       .def_static(
@@ -70,7 +72,23 @@ void define_result(py::module_& m) {
       .def_readonly("mass_error", &StationaryResult::mass_error)
       .def_readonly("clipped_mass", &StationaryResult::clipped_mass)
       .def_property_readonly("matvecs", [](const StationaryResult& r) { return r.operator_applications; },
-                             "alias of operator_applications");
+                             "alias of operator_applications")
+      .def_property_readonly(
+          "methods_tried",
+          [](const StationaryResult& r) {
+            py::list out;
+            for (const MethodAttempt& a : r.methods_tried) {
+              py::dict d;
+              d["method"] = to_string(a.method);
+              d["seconds"] = a.seconds;
+              d["status"] = to_string(a.status);
+              d["iterations"] = a.iterations;
+              d["why"] = a.why;
+              out.append(d);
+            }
+            return out;
+          },
+          "the methods run, in order: method, seconds, status, iterations, why (empty when it converged)");
 }
 
 }  // namespace

@@ -10,8 +10,8 @@ using namespace aqm;
 
 namespace {
 
-py::dict estimate_dict(const Model& md) {
-  const ChainEstimate e = estimate_chain(md);
+py::dict estimate_dict(const Model& md, const std::string& classes) {
+  const ChainEstimate e = estimate_chain(md, class_chain_from(classes));
   py::dict d;
   py::dict comps;
   const StateSpace space = queue_state_space(md);
@@ -22,6 +22,10 @@ py::dict estimate_dict(const Model& md) {
   d["bound_tight"] = e.bound_tight;
   d["max_nnz"] = e.max_nnz;
   d["bytes"] = e.bytes;
+  d["build_seconds"] = e.build_seconds;
+  d["solve_seconds"] = e.solve_seconds;
+  d["structure"] = e.structure;
+  d["large"] = e.large;
   return d;
 }
 
@@ -57,9 +61,10 @@ py::dict events_dict(py::object self) {
   return d;
 }
 
-Chain build(const Model& md, double memory_limit, const std::string& classes) {
+Chain build(const Model& md, double memory_limit, const std::string& classes, int64_t max_states) {
   BuildOptions o;
   o.memory_limit_bytes = memory_limit;
+  o.max_states = max_states;
   o.classes = class_chain_from(classes);
   return build_chain(md, o);
 }
@@ -91,13 +96,15 @@ void define_state(py::module_& m) {
            },
            py::arg("key"));
 
-  m.def("estimate_chain", &estimate_dict, py::arg("model"),
-        "Upper bounds on states, transitions and builder memory, before building.");
+  m.def("estimate_chain", &estimate_dict, py::arg("model"), py::arg("classes") = to_string(BuildOptions{}.classes),
+        "Upper bounds on states, transitions and builder memory, before building, with rough build and solve "
+        "seconds (one core), the chain's structure and whether it is large enough to announce.");
   m.def(
       "count_reachable",
-      [](const Model& md, double memory_limit) {
+      [](const Model& md, double memory_limit, int64_t max_states) {
         BuildOptions o;
         o.memory_limit_bytes = memory_limit;
+        o.max_states = max_states;
         ReachableCount r;
         {
           InterruptGuard interrupt;
@@ -115,6 +122,7 @@ void define_state(py::module_& m) {
         return d;
       },
       py::arg("model"), py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
+      py::arg("max_states") = kMaxStatesMax,
       "Reachable states by the builder's exploration alone (no matrix): states, an upper bound on the "
       "transitions, per component the number of states at each value, seconds.");
   m.def("queue_event_names", &queue_event_names, "Names of the per-state event weights of the queue models.");
@@ -155,18 +163,21 @@ void define_state(py::module_& m) {
            py::arg("pi"), "||pi P - pi||_1 (discrete) or ||pi G||_1 / max |G_ii| (continuous)");
 
   m.def("build_chain", &build, py::arg("model"), py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
-        py::arg("classes") = to_string(BuildOptions{}.classes), py::call_guard<InterruptGuard, py::gil_scoped_release>(),
+        py::arg("classes") = to_string(BuildOptions{}.classes), py::arg("max_states") = BuildOptions{}.max_states,
+        py::call_guard<InterruptGuard, py::gil_scoped_release>(),
         "The chain of a model; `classes` ('approx' or 'exact') picks the chain of a model with traffic classes.");
   m.def("class_chains", []() { return std::vector<std::string>{to_string(ClassChain::Approx), to_string(ClassChain::Exact)}; },
         "Names of the class chains (build_chain's `classes`).");
   m.def(
       "build_scenario_chains",
-      [](const Scenario& s, double memory_limit) {
+      [](const Scenario& s, double memory_limit, int64_t max_states) {
         BuildOptions o;
         o.memory_limit_bytes = memory_limit;
+        o.max_states = max_states;
         return build_scenario_chains(s, o);
       },
       py::arg("scenario"), py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
+      py::arg("max_states") = BuildOptions{}.max_states,
       py::call_guard<InterruptGuard, py::gil_scoped_release>(), "One chain per phase, all on the union of the phases' reachable states.");
 }
 

@@ -91,6 +91,68 @@ void ResponseOptions::validate() const {
   if (!(tail_mass > 0.0 && tail_mass < 1.0)) fail_param("response.tail_mass", "in (0, 1)", tail_mass);
   if (max_steps < 1) fail_param("response.max_steps", ">= 1", max_steps);
   if (!(memory_limit_bytes > 0.0)) fail_param("memory_limit_gb", "> 0", memory_limit_bytes / (1024.0 * 1024 * 1024));
+  if (max_states < 1 || max_states > kTaggedMaxStatesMax)
+    throw OptionError(detail::cat("solver option 'tagged_max_states' must be in [1, ", kTaggedMaxStatesMax, "], got ",
+                                  max_states));
+}
+
+int64_t tagged_states_needed(const Chain& c, const std::string& response) {
+  if (response == "none" || c.time == TimeKind::Continuous || c.n == 0) return 0;
+  const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0;
+  if (class_chain && !class_blind(c.model)) return 0;
+  if (c.model.aqm.policy == DropPolicy::Tail && response != "tagged") return 0;
+  const auto& level = c.component(component::level);
+  int64_t total = 0;
+  if (!class_chain) {
+    for (int32_t s = 0; s < c.n; ++s) total += level[s];
+    return total;
+  }
+  // the lumped chain: one state per distinct (every component but the class contents)
+  std::vector<int> keep;
+  for (int i = 0; i < c.space.count(); ++i) {
+    const std::string& name = c.space.component(i).name;
+    if (name != component::class2 && name != component::head && name != component::sequence) keep.push_back(i);
+  }
+  std::vector<int64_t> keys(static_cast<size_t>(c.n), 0);
+  for (int32_t s = 0; s < c.n; ++s)
+    for (int i : keep) keys[s] = keys[s] * c.space.component(i).size + c.labels[i][s];
+  std::vector<int32_t> order(static_cast<size_t>(c.n));
+  for (int32_t s = 0; s < c.n; ++s) order[s] = s;
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return keys[a] < keys[b]; });
+  for (size_t i = 0; i < order.size(); ++i)
+    if (i == 0 || keys[order[i]] != keys[order[i - 1]]) total += level[order[i]];
+  return total;
+}
+
+namespace {
+/// The budgets of a tagged chain of `states` states with `per` transitions per state.
+void require_tagged_budget(int64_t states, double per, const ResponseOptions& o) {
+  const double bytes = tagged_chain_bytes(states, std::max(16.0, per));
+  if (states > o.max_states)
+    throw StateSpaceTooLarge(
+        "tagged_max_states",
+        detail::cat("the tagged-packet chain for response times under front / random drop would have ", states,
+                    " states (about ", detail::short_num(bytes / 1e9), " GB), above solver option 'tagged_max_states' = ",
+                    o.max_states, ": raise solver option 'tagged_max_states' to at least ", states,
+                    bytes > o.memory_limit_bytes
+                        ? detail::cat(" and memory_limit_gb to at least ", std::ceil(bytes / (1024.0 * 1024 * 1024)))
+                        : std::string(),
+                    ", or skip response times (response = \"none\") or use tail drop"));
+  if (states >= std::numeric_limits<int32_t>::max() || bytes > o.memory_limit_bytes)
+    throw StateSpaceTooLarge("memory_limit_gb",
+                             detail::cat("the tagged-packet chain has ", states, " states and needs up to ",
+                                         detail::short_num(bytes / 1e9), " GB, above memory_limit_gb = ",
+                                         detail::short_num(o.memory_limit_bytes / (1024.0 * 1024 * 1024)),
+                                         " GB (raise memory_limit_gb to at least ",
+                                         std::ceil(bytes / (1024.0 * 1024 * 1024)), ")"));
+}
+}  // namespace
+
+int64_t check_tagged_budget(const Chain& c, const std::string& response, const ResponseOptions& o) {
+  o.validate();
+  const int64_t states = tagged_states_needed(c, response);
+  if (states > 0) require_tagged_budget(states, c.n > 0 ? 2.0 * static_cast<double>(c.nnz()) / c.n : 0.0, o);
+  return states;
 }
 
 namespace {
@@ -119,13 +181,7 @@ TaggedChain tagged_index(const Chain& c, const ResponseOptions& o) {
   for (int32_t s = 0; s < c.n; ++s) tc.off[s + 1] = tc.off[s] + level[s];
   tc.states = tc.off[c.n];
   // a tagged row has at most the transitions of its chain row, each split in two by a push-out
-  const double per = c.n > 0 ? 2.0 * static_cast<double>(c.nnz()) / c.n : 0.0;
-  const double bytes = tagged_chain_bytes(tc.states, std::max(16.0, per));
-  if (tc.states >= std::numeric_limits<int32_t>::max() || bytes > o.memory_limit_bytes)
-    throw StateSpaceTooLarge("memory_limit_gb",
-                             detail::cat("the tagged-packet chain has ", tc.states, " states and needs up to ",
-                                         detail::short_num(bytes / 1e9), " GB, above memory_limit_gb = ",
-                                         detail::short_num(o.memory_limit_bytes / (1024.0 * 1024 * 1024)), " GB"));
+  require_tagged_budget(tc.states, c.n > 0 ? 2.0 * static_cast<double>(c.nnz()) / c.n : 0.0, o);
   return tc;
 }
 

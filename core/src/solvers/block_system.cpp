@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <numeric>
+#include <utility>
 
 #include "aqmchain/errors.hpp"
 #include "aqmchain/interrupt.hpp"
@@ -280,6 +281,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
   const double target = test.target;
   double fac = test.fac0, best = INFINITY;
   int no_progress = 0;
+  std::vector<std::pair<long, double>> history;  // (steps, measure) at each restart (fail_fast)
   bool converged = false, stalled = false, budget_stop = false;
   double true_res = INFINITY, xsum = 0.0;
   auto budget_left = [&] { return limits.max_products <= 0 || products < limits.max_products; };
@@ -335,6 +337,22 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
       break;
     }
     if (its >= limits.max_iter) break;
+    if (limits.fail_fast) {
+      history.push_back({its, true_res});
+      const size_t h = history.size();
+      if (h >= 4 && history[h - 4].second > 0.0 && true_res > 0.0) {
+        // log-reduction per step over the last 3 restarts, projected to the target
+        const double steps_done = static_cast<double>(its - history[h - 4].first);
+        const double rate = steps_done > 0 ? std::log(history[h - 4].second / true_res) / steps_done : 0.0;
+        const double need = rate > 0.0 ? std::log(true_res / target) / rate : INFINITY;
+        if (need > 2.0 * static_cast<double>(limits.max_iter - its)) {
+          stalled = true;
+          out.projected = true;
+          out.projected_steps = need;
+          break;
+        }
+      }
+    }
     if (!budget_left()) {
       budget_stop = true;
       break;

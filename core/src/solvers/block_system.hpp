@@ -98,12 +98,18 @@ class Gmres {
     long max_iter = 2000;      ///< GMRES steps (each: one preconditioner application and one product)
     long max_products = 0;     ///< products with B, residuals included (0: no limit)
     int stall_restarts = 10;   ///< stalled when the measure falls by less than 1 % in this many restarts
+    /// Fail fast (an attempt with a fallback behind it): from the 4th restart on, stop
+    /// (stalled, `projected`) when the rate of the last 3 restarts cannot reach the
+    /// target within max_iter, with a margin of 2.
+    bool fail_fast = false;
   };
   struct Outcome {
     long iterations = 0;       ///< GMRES steps
     long products = 0;         ///< products with B (steps and true residuals)
     double measure = 0.0;      ///< the measure of the returned x
     bool converged = false, stalled = false, out_of_products = false;
+    bool projected = false;    ///< stalled by the fail-fast projection
+    double projected_steps = 0.0;  ///< the steps the projection said were still needed
   };
 
   Gmres(int32_t n, int basis);

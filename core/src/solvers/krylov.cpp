@@ -69,7 +69,7 @@ std::vector<int32_t> slow_component_blocks(const Chain& c) {
 }
 
 void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
-                  StationaryResult& r) {
+                  StationaryResult& r, bool fail_fast) {
   r.method = Method::Krylov;
   auto t0 = Clock::now();
   // B = I - P^T with (I - P)_jj the exit probability of j (no cancellation in 1 - P_jj)
@@ -115,6 +115,10 @@ void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t 
   test.scale = [](double sum) { return std::max(1.0 + sum, 1.0); };
   Gmres::Limits limits;
   limits.max_iter = o.max_iter > 0 ? o.max_iter : 2000;
+  if (fail_fast) {
+    limits.fail_fast = true;
+    limits.stall_restarts = 3;
+  }
   Gmres gmres(n, o.krylov_basis);
   const Gmres::Outcome g = gmres.solve(R, R.b.data(), x, test, limits);
   r.seconds.push_back({"iterate", since(t0)});
@@ -130,7 +134,12 @@ void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t 
   if (!g.converged)
     r.note = negative_mass ? detail::cat("krylov: an iterate had mass 1 + sum x <= 0 with state ", k,
                                          " fixed (its probability is too small to fix)")
-             : g.stalled ? detail::cat("krylov stalled: the residual did not fall by 1 % in 10 restarts (", g.measure, ")")
+             : g.projected ? detail::cat("krylov stopped early: at its rate of the last restarts the residual ",
+                                         g.measure, " would need about ", detail::short_num(g.projected_steps),
+                                         " more steps to reach tol, over twice the ", limits.max_iter - g.iterations,
+                                         " left of max_iter = ", limits.max_iter)
+             : g.stalled ? detail::cat("krylov stalled: the residual did not fall by 1 % in ", limits.stall_restarts,
+                                       " restarts (", g.measure, ")")
                        : detail::cat("krylov stopped after ", g.iterations, " of max_iter = ", limits.max_iter,
                                      " steps, residual ", g.measure);
 }

@@ -17,7 +17,9 @@ std::vector<int32_t> slow_component_blocks(const Chain& c);
 /// preconditioned by symmetric block Gauss-Seidel over `block_of` with exact
 /// banded block solves.  Fills r.pi (unnormalised, pi_k = 1), r.iterations,
 /// r.operator_applications, r.seconds, r.extra, r.note, r.status (the caller finishes).
+/// `fail_fast` (auto, with a fallback behind): stalled after 3 restarts without progress, or
+/// as soon as the rate of the last restarts cannot reach tol within max_iter.
 void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
-                  StationaryResult& r);
+                  StationaryResult& r, bool fail_fast = false);
 
 }  // namespace aqm::detail

@@ -210,7 +210,7 @@ void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const d
   normalise(x);
 }
 
-void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
+void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResult& r, bool fail_fast) {
   r.method = Method::Multilevel;
   // Aggregation follows the state descriptor: components marked `coarsen` are
   // merged in pairs level by level, the others (the modulator) are kept apart.
@@ -253,7 +253,9 @@ void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResu
   const long maxit = o.max_iter > 0 ? o.max_iter : 1000;
   long it = 0, last_halving = 0;
   double res = INFINITY, best = INFINITY;
-  const long stall = 100;  // give up when the best residual has not halved for this many cycles
+  const long stall = fail_fast ? 20 : 100;  // give up when the best residual has not halved for this many cycles
+  constexpr long window = 10;               // fail_fast: the rate over this many cycles
+  std::vector<double> history;
   while (it < maxit) {
     check_interrupt();
     cycle(lv, 0, x, o.smoothing_sweeps, o.smoothing_sweeps, o.cycle_gamma);
@@ -261,6 +263,21 @@ void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResu
     res = stationary_residual(c, x);
     if (!std::isfinite(res)) throw SolverError(detail::cat("multilevel: non-finite residual after cycle ", it));
     if (res <= 0.5 * o.tol) break;
+    if (fail_fast) {
+      history.push_back(res);
+      if (static_cast<long>(history.size()) > window && res > 0.0) {
+        const double before = history[history.size() - 1 - window];
+        const double rate = before > 0.0 ? std::log(before / res) / window : 0.0;
+        const double need = rate > 0.0 ? std::log(res / (0.5 * o.tol)) / rate : INFINITY;
+        if (need > 2.0 * static_cast<double>(maxit - it)) {
+          r.note = detail::cat("multilevel stopped early: at its rate of the last ", window, " cycles the residual ", res,
+                               " would need about ", detail::short_num(need), " more cycles, over twice the ",
+                               maxit - it, " left of max_iter = ", maxit);
+          r.status = Status::Stalled;
+          break;
+        }
+      }
+    }
     if (res <= 0.5 * best) {
       best = res;
       last_halving = it;

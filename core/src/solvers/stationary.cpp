@@ -13,6 +13,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <memory>
 #include <iterator>
 #include <numeric>
@@ -412,8 +413,8 @@ void solve_direct(const Chain& c, const StationaryOptions& o, StationaryResult& 
 }
 
 /// Multilevel aggregation with the accounts every method reports.
-void solve_multilevel_finished(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
-  detail::solve_multilevel(c, o, r);
+void solve_multilevel_finished(const Chain& c, const StationaryOptions& o, StationaryResult& r, bool fail_fast = false) {
+  detail::solve_multilevel(c, o, r, fail_fast);
   finish(c, r, o.tol);
   if (!r.converged())
     r.note = detail::cat("multilevel stopped after ", r.iterations, " cycles, residual ", r.residual) +
@@ -425,7 +426,7 @@ std::vector<int32_t> closed_class(const Chain& c);  // below
 /// Krylov with a recurrent fixed state; re-solved once from its own answer with
 /// k = argmax pi when pi_k / max pi < 1e-8 (the reduced system's conditioning
 /// grows like 1 / pi_k).
-void solve_krylov_finished(const Chain& c, const StationaryOptions& o, StationaryResult& r) {
+void solve_krylov_finished(const Chain& c, const StationaryOptions& o, StationaryResult& r, bool fail_fast = false) {
   const auto blocks = detail::slow_component_blocks(c);
   // The fixed state must be recurrent (on a chain with transient states, fixing one of
   // them makes the reduced system singular): the most probable state of x0 among the
@@ -443,7 +444,7 @@ void solve_krylov_finished(const Chain& c, const StationaryOptions& o, Stationar
       for (int32_t s : keep) consider(s);
     if (best_x0 >= 0 && o.x0[best_x0] > 0.0) k = best_x0;
   }
-  detail::solve_krylov(c, blocks, k, o, r);
+  detail::solve_krylov(c, blocks, k, o, r, fail_fast);
   finish(c, r, o.tol);
   const bool negative_mass =
       std::any_of(r.extra.begin(), r.extra.end(), [](const auto& e) { return e.first == "negative_mass"; });
@@ -461,7 +462,7 @@ void solve_krylov_finished(const Chain& c, const StationaryOptions& o, Stationar
       const long apps = again.operator_applications;
       again = StationaryResult{};
       again.requested = r.requested;
-      detail::solve_krylov(c, blocks, k2, o, again);
+      detail::solve_krylov(c, blocks, k2, o, again, fail_fast);
       finish(c, again, o.tol);
       again.iterations += r.iterations;
       again.operator_applications += r.operator_applications + apps;
@@ -480,7 +481,7 @@ void solve_krylov_finished(const Chain& c, const StationaryOptions& o, Stationar
   o2.x0 = r.pi;
   StationaryResult again;
   again.requested = r.requested;
-  detail::solve_krylov(c, blocks, best, o2, again);
+  detail::solve_krylov(c, blocks, best, o2, again, fail_fast);
   finish(c, again, o.tol);
   again.iterations += r.iterations;
   again.operator_applications += r.operator_applications;
@@ -665,7 +666,8 @@ void StationaryOptions::validate() const {
       {"refine_steps", refine_steps}, {"check_every", check_every},
       {"coarse_size", coarse_size},   {"smoothing_sweeps", smoothing_sweeps},
       {"cycle_gamma", cycle_gamma},   {"krylov_basis", krylov_basis},
-      {"auto_krylov_min_states", auto_krylov_min_states}};
+      {"auto_krylov_min_states", auto_krylov_min_states},
+      {"max_states", max_states},     {"tagged_max_states", tagged_max_states}};
   static_assert(std::size(values) == std::size(kIntOptionRanges), "one value per integer option");
   for (const auto& [name, v] : values)
     for (const IntOptionRange& r : kIntOptionRanges)
@@ -871,6 +873,7 @@ class Target {
   }
   const StationaryOptions& options() const { return o_; }
   int32_t states() const { return full_.n; }
+  const Chain& chain() const { return full_; }
 
  private:
   const Chain& full_;
@@ -894,32 +897,102 @@ void run_method(Method m, Target& t, StationaryResult& r) {
   });
 }
 
-/// Auto: krylov first on chains of at least auto_krylov_min_states states, direct
-/// first below (direct factorises only when UMFPACK's symbolic estimates fit
-/// direct_max_gb and auto_direct_max_flops), then multilevel aggregation, then
-/// Gauss-Seidel with a bounded number of sweeps.  The first converged result is
-/// returned; if none converges, the one with the smallest residual (never throws
-/// for non-convergence, only when no method produced a vector at all).
+/// Whether the chain has a component krylov's preconditioner does not follow: the
+/// traffic classes' contents or a stateful AQM's (count, p_max, clock, cur_max_th).  Its
+/// blocks are the avg planes; these components couple states inside and across them, and
+/// GMRES then stalls where the LU (whose fill on these chains stays moderate) is quick.
+/// Auto's first LU on a large coupled chain: at most this much work (about a minute), so
+/// that a chain whose LU fills badly goes on to krylov soon; the full
+/// auto_direct_max_flops is tried after krylov.
+constexpr double kAutoQuickDirectFlops = 1e11;
+/// Auto skips direct on a large chain, without UMFPACK's analysis (which takes a minute on a
+/// few million states), when the envelope estimate exceeds direct_max_gb this many times.
+constexpr double kEnvelopeFactor = 4.0;
+
+/// The LU's memory (values and indices) if it filled the envelope of P in the natural
+/// (key) order: per row the span to its leftmost column, per column to its topmost row.
+/// O(nnz); within a factor of about 4 of UMFPACK's estimate with AMD on the class and
+/// stateful chains (a proxy of the fill against the state count, not a bound).
+double envelope_lu_bytes(const Chain& c) {
+  std::vector<int32_t> top(static_cast<size_t>(c.n));
+  for (int32_t j = 0; j < c.n; ++j) top[j] = j;
+  long double nnz = c.n;
+  for (int32_t i = 0; i < c.n; ++i) {
+    int32_t left = i;
+    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) {
+      const int32_t j = c.col[e];
+      left = std::min(left, j);
+      top[j] = std::min(top[j], i);
+    }
+    nnz += i - left;
+  }
+  for (int32_t j = 0; j < c.n; ++j) nnz += j - top[j];
+  return static_cast<double>(nnz) * 12.0;
+}
+
+bool coupled_structure(const Chain& c) {
+  for (const std::string* name : {&component::class2, &component::sequence, &component::count, &component::pmax,
+                                  &component::phase, &component::maxth})
+    if (c.space.find(*name) >= 0) return true;
+  return false;
+}
+
+/// Auto, by the chain's size and structure: direct first on chains below
+/// auto_krylov_min_states states and on coupled structures (coupled_structure), krylov
+/// first on the other large chains; then the other of the two, multilevel aggregation and
+/// Gauss-Seidel with a bounded number of sweeps.  Direct factorises only when UMFPACK's
+/// symbolic estimates fit direct_max_gb and auto_direct_max_flops (the analysis is cheap:
+/// a refusal costs little); an iterative attempt with a method behind it fails fast
+/// (krylov: stalled after 3 restarts without progress, or once its rate cannot reach tol
+/// within max_iter).  The first converged result is returned; if none converges, the one
+/// with the smallest residual (never throws for non-convergence, only when no method
+/// produced a vector at all).  r.methods_tried lists each attempt.
 void solve_auto(Target& t, StationaryResult& r) {
   const StationaryOptions& o = t.options();
-  const bool large = t.states() >= o.auto_krylov_min_states;
-  const Method first = large ? Method::Krylov : Method::Direct, second = large ? Method::Direct : Method::Krylov;
-  const Method order[] = {first, second, Method::Multilevel, Method::GaussSeidel};
+  const bool coupled = coupled_structure(t.chain());
+  const bool small = t.states() < o.auto_krylov_min_states;
+  // (method, direct's work budget): a large coupled chain tries a quick LU first and the
+  // full budget again after krylov; a large plain chain starts with krylov
+  const double quick = std::min(o.auto_direct_max_flops, kAutoQuickDirectFlops);
+  std::vector<std::pair<Method, double>> order;
+  if (small)
+    order = {{Method::Direct, o.auto_direct_max_flops}, {Method::Krylov, 0.0}, {Method::Multilevel, 0.0}};
+  else if (coupled)  // aggregation over the lattice follows the class / AQM components, GMRES's blocks do not
+    order = {{Method::Multilevel, 0.0}, {Method::Direct, quick}, {Method::Krylov, 0.0}};
+  else
+    order = {{Method::Krylov, 0.0}, {Method::Direct, o.auto_direct_max_flops}, {Method::Multilevel, 0.0}};
+  order.push_back({Method::GaussSeidel, 0.0});
+  // a large chain whose LU would plainly not fit skips direct without its (then slow) analysis
+  const double envelope = small ? 0.0 : envelope_lu_bytes(t.chain());
+  const Method first = order.front().first;
   StationaryResult best;
   bool have = false;
   std::string history;
-  for (Method m : order) {
+  std::vector<MethodAttempt> tried;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Method m = order[i].first;
+    const double flops = order[i].second;
+    const bool last = i + 1 == order.size();
     StationaryResult x;
     x.requested = Method::Auto;
     std::string why;
+    const auto t0 = Clock::now();
+    bool quick_refusal = false;
+    if (m == Method::Direct && envelope > kEnvelopeFactor * o.direct_max_gb * 1e9) {
+      why = detail::cat("skipped: the LU would need about ", detail::short_num(envelope / 1e9),
+                        " GB by the envelope of P, over ", kEnvelopeFactor, " x direct_max_gb = ", o.direct_max_gb);
+      tried.push_back({m, since(t0), Status::NotComputed, 0, why});
+      history += (history.empty() ? "" : "; ") + to_string(m) + " " + why;
+      continue;
+    }
     try {
-      t.run(m, x, [m, &o](const Chain& c, const StationaryOptions& oc, StationaryResult& y) {
+      t.run(m, x, [m, flops, last](const Chain& c, const StationaryOptions& oc, StationaryResult& y) {
         if (m == Method::Direct) {
-          solve_direct(c, oc, y, nullptr, o.auto_direct_max_flops);
+          solve_direct(c, oc, y, nullptr, flops);
         } else if (m == Method::Krylov) {
-          solve_krylov_finished(c, oc, y);
+          solve_krylov_finished(c, oc, y, !last);
         } else if (m == Method::Multilevel) {
-          solve_multilevel_finished(c, oc, y);
+          solve_multilevel_finished(c, oc, y, !last);
         } else {
           StationaryOptions og = oc;
           og.max_iter = auto_gs_sweeps(c, oc);
@@ -929,7 +1002,20 @@ void solve_auto(Target& t, StationaryResult& r) {
       if (!x.converged()) why = x.note.empty() ? detail::cat("residual ", x.residual, " > tol ", o.tol) : x.note;
     } catch (const SolverError& e) {
       x.pi.clear();
+      x.status = Status::NumericalIssue;
       why = e.what();
+      quick_refusal = m == Method::Direct && flops < o.auto_direct_max_flops &&
+                      why.find("auto_direct_max_flops") != std::string::npos;
+    }
+    if (quick_refusal)
+      why.replace(why.find("auto_direct_max_flops = "), std::string("auto_direct_max_flops = ").size(),
+                  "auto's first-try budget for a large coupled chain (auto_direct_max_flops applies after krylov) = ");
+    tried.push_back({m, since(t0), x.pi.empty() ? Status::NotComputed : x.status, x.iterations, why});
+    // the quick LU was refused for its work alone: the full budget after krylov
+    if (quick_refusal) {
+      auto at = std::find_if(order.begin() + static_cast<long>(i) + 1, order.end(),
+                             [](const auto& e) { return e.first == Method::Krylov; });
+      order.insert(at == order.end() ? at : at + 1, {Method::Direct, o.auto_direct_max_flops});
     }
     if (!x.pi.empty() && (!have || x.residual < best.residual)) {
       best = std::move(x);
@@ -943,6 +1029,8 @@ void solve_auto(Target& t, StationaryResult& r) {
   if (!history.empty())
     best.note = history + (best.converged() ? "; fell back to " : "; kept the smallest residual, from ") +
                 to_string(best.method);
+  best.extra.push_back({"auto_coupled_structure", coupled ? 1.0 : 0.0});
+  best.methods_tried = std::move(tried);
   r = std::move(best);
 }
 }  // namespace
@@ -994,10 +1082,12 @@ StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& o
   StationaryResult r;
   const auto t0 = Clock::now();
   Target target(chain, o);
-  if (o.method == Method::Auto)
+  if (o.method == Method::Auto) {
     solve_auto(target, r);
-  else
+  } else {
     run_method(o.method, target, r);
+    r.methods_tried = {{o.method, since(t0), r.status, r.iterations, r.converged() ? std::string() : r.note}};
+  }
   r.requested = o.method;
   r.seconds.push_back({"total", since(t0)});
   return r;

@@ -133,14 +133,41 @@ ChainEstimate estimate_chain(const TransitionGenerator& g) {
   return e;
 }
 
-ChainEstimate estimate_chain(const Model& model) {
+namespace {
+/// Rough costs on one core of this library's reference machine (2 cores, shared), for the
+/// time estimate only: building per transition of the bound (the bound is often several
+/// times the chain: 9 s for the 4.0M-state class chain whose bound is 259M transitions), and
+/// the stationary solve per state of the bound (krylov on a plain chain: 13 s for 4.4M
+/// states; multilevel on that class chain 30 s; krylov on a 2M-state drop-spacing chain
+/// 170 s: the coupled structures mix more slowly).
+constexpr double kBuildSecondsPerTransition = 5e-8;
+constexpr double kSolveSecondsPerStatePlain = 3e-6;
+constexpr double kSolveSecondsPerStateCoupled = 2e-5;
+
+std::string structure_of(const StateSpace& space) {
+  const bool classes = space.find(component::class2) >= 0 || space.find(component::sequence) >= 0;
+  const bool stateful = space.find(component::count) >= 0 || space.find(component::pmax) >= 0 ||
+                        space.find(component::maxth) >= 0 || space.find(component::phase) >= 0;
+  return classes && stateful ? "classes+stateful" : classes ? "classes" : stateful ? "stateful" : "plain";
+}
+
+void add_time(ChainEstimate& e, const TransitionGenerator& g) {
+  e.structure = structure_of(g.space());
+  const double states = static_cast<double>(e.reachable_bound);
+  e.build_seconds = static_cast<double>(e.max_nnz) * kBuildSecondsPerTransition;
+  e.solve_seconds = states * (e.structure == "plain" ? kSolveSecondsPerStatePlain : kSolveSecondsPerStateCoupled);
+  e.large = e.reachable_bound >= kLargeStates || e.build_seconds + e.solve_seconds >= kLargeSeconds;
+}
+}  // namespace
+
+ChainEstimate estimate_chain(const Model& model, ClassChain classes) {
   model.validate();
-  if (model.grid.refine == Refine::Auto) {  // before refinement: the uniform grid 1/k
-    Model coarse = model;
-    coarse.grid.refine = Refine::None;
-    return estimate_chain(*queue_generator(coarse));
-  }
-  return estimate_chain(*queue_generator(model));
+  Model m = model;
+  if (m.grid.refine == Refine::Auto) m.grid.refine = Refine::None;  // before refinement: the uniform grid 1/k
+  const auto g = queue_generator(m, classes);
+  ChainEstimate e = estimate_chain(*g);
+  add_time(e, *g);
+  return e;
 }
 
 const std::vector<int32_t>& Chain::component(const std::string& name) const {
@@ -187,6 +214,9 @@ namespace {
 Chain skeleton(const TransitionGenerator& gen, const Model& model, const BuildOptions& options) {
   if (!(options.memory_limit_bytes > 0.0))
     fail_param("memory_limit_gb", "> 0", options.memory_limit_bytes / (1024.0 * 1024 * 1024));
+  if (options.max_states < 1 || options.max_states > kMaxStatesMax)
+    throw OptionError(detail::cat("solver option 'max_states' must be in [1, ", kMaxStatesMax, "], got ",
+                                  options.max_states));
   const ChainEstimate est = estimate_chain(gen);
   const double limit = options.memory_limit_bytes;
   // The dense product bound is loose for sparse reachable sets (e.g. several
@@ -200,7 +230,8 @@ Chain skeleton(const TransitionGenerator& gen, const Model& model, const BuildOp
         "memory_limit_gb",
         detail::cat("state space too large: up to ", est.reachable_bound, " states and ", est.max_nnz,
                     " transitions need up to ", detail::short_num(est.bytes / 1e9), " GB, above memory_limit_gb = ",
-                    detail::short_num(limit / (1024.0 * 1024 * 1024)), " GB (raise memory_limit_gb or coarsen the grid)"));
+                    detail::short_num(limit / (1024.0 * 1024 * 1024)), " GB (raise memory_limit_gb to at least ",
+                    std::ceil(est.bytes / (1024.0 * 1024 * 1024)), ", or coarsen the grid)"));
 
   Chain c;
   c.model = model;
@@ -213,6 +244,20 @@ Chain skeleton(const TransitionGenerator& gen, const Model& model, const BuildOp
   c.report.hashed_index = !dense;
 
   return c;
+}
+
+/// The exploration found more than max_states states: say how many it found so far, the
+/// bound, and what to raise.
+[[noreturn]] void over_max_states(const ChainEstimate& est, const BuildOptions& o, size_t found, size_t explored) {
+  const bool done = found == explored;
+  throw StateSpaceTooLarge(
+      "max_states",
+      detail::cat("state space too large: ", done ? "" : "more than ", found, " reachable states", done ? "" : " (",
+                  done ? "" : detail::cat(explored, " explored so far"), done ? "" : ")",
+                  ", above solver option 'max_states' = ", o.max_states, " (the model's bound is ",
+                  est.reachable_bound, " states): raise solver option 'max_states' to at least ",
+                  done ? static_cast<int64_t>(found) : est.reachable_bound,
+                  " (the memory too, if needed), or make the model smaller (a coarser grid, a smaller buffer)"));
 }
 
 /// Explore the keys reachable from the initial states of every generator in
@@ -280,12 +325,17 @@ std::vector<int64_t> explore(Chain& c, const TransitionGenerator& gen, const std
     int64_t emitted_total = 0;
     for (int64_t e : emitted) emitted_total += e;
     const int64_t fit = max_states(head + 1, emitted_total);
+    if (static_cast<int64_t>(queue.size()) > options.max_states) over_max_states(est, options, queue.size(), head + 1);
     if (static_cast<int64_t>(queue.size()) > fit)
       throw StateSpaceTooLarge("memory_limit_gb",
                                detail::cat("state space too large: more than ", fit,
                                            " reachable states do not fit memory_limit_gb = ",
-                                           detail::short_num(limit / (1024.0 * 1024 * 1024)), " GB (raise memory_limit_gb or coarsen the grid)"));
+                                           detail::short_num(limit / (1024.0 * 1024 * 1024)),
+                                           " GB (raise memory_limit_gb: the model's bound of ", est.reachable_bound,
+                                           " states needs up to ", std::ceil(est.bytes / (1024.0 * 1024 * 1024)),
+                                           "; or coarsen the grid)"));
   }
+  if (static_cast<int64_t>(queue.size()) > options.max_states) over_max_states(est, options, queue.size(), queue.size());
   // Number the states in key order (a dense index is scanned, which is cheaper
   // than sorting the keys; a hashed one is sorted).
   const int64_t states = static_cast<int64_t>(queue.size());

@@ -20,10 +20,18 @@
 
 namespace aqm {
 
+/// The tagged-packet chain's state budget (solver option `tagged_max_states`): its default
+/// and upper bound.  The chain has one state per packet position in each state of the
+/// queue's chain (sum over the states of n), about 220 bytes each.
+inline constexpr int64_t kDefaultTaggedMaxStates = 20000000;
+inline constexpr int64_t kTaggedMaxStatesMax = 2147483646;
+
 struct ResponseOptions {
   double tail_mass = 1e-12;          ///< stop when the mass still in the system is below this
   long max_steps = 10000000;         ///< ... or after this many slots (status not converged)
   double memory_limit_bytes = 8.0 * 1024 * 1024 * 1024;
+  /// Refuse (StateSpaceTooLarge naming tagged_max_states) a tagged chain with more states.
+  int64_t max_states = kDefaultTaggedMaxStates;
   void validate() const;
 };
 
@@ -48,6 +56,16 @@ struct ResponseResult : ConvergenceReport<ResponseMethod> {
 /// stateful AQM has more than the plain chain's 16); what tagged_response checks against
 /// memory_limit_bytes before allocating.
 double tagged_chain_bytes(int64_t states, double transitions_per_state = 16.0);
+
+/// States of the tagged-packet chain that compute_metrics(chain, pi, response) will build
+/// (0 when it builds none: tail drop without response = "tagged", response = "none",
+/// continuous time, class chains under modified RED or the flow comparison); for a class
+/// chain, that of its lumped chain.  Exact, from the chain's labels, before any solve.
+int64_t tagged_states_needed(const Chain& chain, const std::string& response = "auto");
+
+/// Refuse (StateSpaceTooLarge naming tagged_max_states or memory_limit_gb, with the value
+/// that would do) when that tagged chain exceeds the options' budgets; returns its states.
+int64_t check_tagged_budget(const Chain& chain, const std::string& response, const ResponseOptions& options);
 
 /// Tagged-packet analysis for the chain's policy (tail, front or random).
 ResponseResult tagged_response(const Chain& chain, const std::vector<double>& pi, const ResponseOptions& options = {});

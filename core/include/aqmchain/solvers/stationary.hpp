@@ -12,13 +12,14 @@
 #include <utility>
 #include <vector>
 
+#include "aqmchain/analysis/response.hpp"
 #include "aqmchain/solvers/report.hpp"
 #include "aqmchain/state/chain.hpp"
 
 namespace aqm {
 
 enum class Method {
-  Auto,         ///< Direct when UMFPACK's estimates fit the budgets, else Multilevel; each falls back to the other
+  Auto,         ///< by the chain's size and structure (solve_auto in stationary.cpp); falls back in turn
   Direct,       ///< UMFPACK LU of the balance equations with one unknown fixed
   Arnoldi,      ///< ARPACK-ng implicitly restarted Arnoldi, eigenvalue 1 of P^T
   GaussSeidel,  ///< forward Gauss-Seidel sweeps on pi (I - P) = 0
@@ -49,6 +50,8 @@ inline constexpr IntOptionRange kIntOptionRanges[] = {
     {"cycle_gamma", 1, 2, " (1: V-cycle, 2: W-cycle)"},
     {"krylov_basis", 2, 500, ""},
     {"auto_krylov_min_states", 0, 2147483647L, ""},
+    {"max_states", 1, static_cast<long>(kMaxStatesMax), ""},
+    {"tagged_max_states", 1, static_cast<long>(kTaggedMaxStatesMax), ""},
 };
 
 struct StationaryOptions {
@@ -71,15 +74,30 @@ struct StationaryOptions {
   /// factorisation work is above `auto_direct_max_flops`.
   double direct_max_gb = 8.0;
   double auto_direct_max_flops = 2e12;
-  /// Auto tries krylov first (then direct, multilevel, Gauss-Seidel) on chains with at
-  /// least this many states, direct first below it.
+  /// Auto tries krylov first (then direct, multilevel, Gauss-Seidel) on plain chains with at
+  /// least this many states, direct first below it and on the coupled structures (traffic
+  /// classes, a stateful AQM: krylov's avg-plane preconditioner does not see them).
   int auto_krylov_min_states = 20000;
   int krylov_basis = 30;     ///< krylov: GMRES basis size (restart length)
   /// Arnoldi: refuse (StateSpaceTooLarge naming 'ncv', before allocating) when the
   /// basis and work arrays, about (states x (ncv + 4) + 3 ncv^2) doubles, exceed this many GB.
   double arnoldi_max_gb = 8.0;
   std::vector<double> x0;    ///< optional starting vector (iterative methods)
+  /// Budgets of what a solve builds (read by the callers that build: the builder refuses a
+  /// chain with more reachable states than max_states, in [1, 2^31 - 2]; the response times
+  /// refuse a tagged-packet chain with more than tagged_max_states states, before the solve).
+  long max_states = kDefaultMaxStates;
+  long tagged_max_states = kDefaultTaggedMaxStates;
   void validate() const;
+};
+
+/// One method auto ran: which, for how long, with what outcome (`why` empty when it converged).
+struct MethodAttempt {
+  Method method = Method::Auto;
+  double seconds = 0.0;
+  Status status = Status::NotComputed;
+  long iterations = 0;  ///< the attempt's sweeps / cycles / steps
+  std::string why;
 };
 
 
@@ -92,6 +110,8 @@ struct StationaryResult : ConvergenceReport<Method> {
   std::vector<double> pi;
   double mass_error = 0.0;    ///< |sum pi - 1|
   double clipped_mass = 0.0;  ///< negative round-off mass set to 0 before normalising
+  /// The methods run, in order (auto: each attempt; one entry for an explicit method).
+  std::vector<MethodAttempt> methods_tried;
 };
 
 struct DirectCache;

@@ -27,9 +27,18 @@ namespace aqm {
 using SpMat = Eigen::SparseMatrix<double, Eigen::RowMajor, int32_t>;
 using SpMap = Eigen::Map<const SpMat>;
 
+/// The state budget's default and bounds (solver option `max_states`): the builder refuses a
+/// chain with more reachable states, as soon as its exploration has seen more.  The
+/// default admits the automatic grid's largest chains (grid.state_budget, 4e6) and stops
+/// the many-million-state chains of class and stateful models early.
+inline constexpr int64_t kDefaultMaxStates = 5000000;
+inline constexpr int64_t kMaxStatesMax = 2147483646;  ///< the CSR's 32-bit state indices
+
 struct BuildOptions {
   /// Refuse to build when the estimate of `estimate_chain` exceeds this.
   double memory_limit_bytes = 8.0 * 1024 * 1024 * 1024;
+  /// Refuse (StateSpaceTooLarge naming max_states) a chain with more reachable states.
+  int64_t max_states = kDefaultMaxStates;
   /// A model with traffic classes: the two-class chain (random-order approximation) or the
   /// exact chain of the FIFO's class sequence (small N), docs/classes.md.
   ClassChain classes = ClassChain::Approx;
@@ -42,8 +51,17 @@ struct ChainEstimate {
   int64_t max_nnz = 0;         ///< upper bound on the transitions
   double bytes = 0.0;          ///< upper bound on the builder's peak memory
   bool bound_tight = true;     ///< the generator's reachable_bound_tight(): false when the bound is far above the reachable count
+  /// Rough wall seconds on one core, from the bounds: building, and the stationary solve
+  /// (per state, larger for the coupled structures: traffic classes, a stateful AQM).
+  double build_seconds = 0.0, solve_seconds = 0.0;
+  std::string structure = "plain";  ///< "plain", "classes", "stateful" or "classes+stateful"
+  bool large = false;  ///< worth announcing before building (at least kLargeStates states or kLargeSeconds)
 };
-ChainEstimate estimate_chain(const Model& model);  ///< an automatic grid: its uniform 1/k before refinement
+/// A chain is announced before it is built (CLI, JSON) from this many states or seconds.
+inline constexpr int64_t kLargeStates = 1000000;
+inline constexpr double kLargeSeconds = 30.0;
+/// An automatic grid: its uniform 1/k before refinement; `classes`: the class chain built.
+ChainEstimate estimate_chain(const Model& model, ClassChain classes = ClassChain::Approx);
 ChainEstimate estimate_chain(const TransitionGenerator& generator);
 
 struct BuildReport {
