@@ -2,12 +2,12 @@
 and with another CPU-bound process holding a core (a laptop, a shared node, a test run beside).
 
 Each configuration runs in a child process of its own: it builds the chain once, then times
-`--repeats` krylov solves of it and reports the median solve time.  `spinning threads` is the
-old behaviour (libgomp's default wait policy: threads spin at the end of every parallel loop),
-reproduced by loading libgomp before aqmchain sets its default and keeping the thread count
-fixed; `passive` is what `import aqmchain` sets when OMP_WAIT_POLICY is unset: threads sleep
-at the end of a loop, and each loop takes the threads the machine has idle (`loop_threads`).
-The busy process is a pure-Python loop started before the child and killed after it.  Writes the table to docs/performance.md.
+`--repeats` krylov solves of it and reports the median solve time.  `fixed` is the old
+behaviour (AQMCHAIN_ADAPTIVE_THREADS=0: every parallel loop takes the threads set),
+`adaptive` the default (each loop takes the threads set, lowered to the cores no other
+process is running on).  OpenMP's wait policy is libgomp's default in both.  The busy
+process is a pure-Python loop started before the child and killed after it.  Writes the
+table to docs/performance.md.
 
     .venv/bin/python benchmarks/bench_shared_machine.py                  # geo_k4, 7 repeats
     .venv/bin/python benchmarks/bench_shared_machine.py --cases geo_k4 ssmp_k4 --no-docs
@@ -27,18 +27,14 @@ from bench_stationary import write_block
 ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
-import ctypes, json, statistics, sys
-if sys.argv[2] == "spinning":   # the old behaviour: libgomp's default waits, a fixed thread count
-    ctypes.CDLL("libgomp.so.1")   # libgomp reads OMP_WAIT_POLICY (unset: spin) before aqmchain could set it,
-    import os                     # and a value other than passive keeps the thread count as set
-    os.environ["OMP_WAIT_POLICY"] = "libgomp-default"
-sys.path.insert(0, sys.argv[4])
+import json, statistics, sys
+sys.path.insert(0, sys.argv[3])
 import aqmchain
 from bench_stationary import model_for
-aqmchain.set_num_threads(int(sys.argv[3]))
+aqmchain.set_num_threads(int(sys.argv[2]))
 chain = aqmchain.build_chain(model_for(sys.argv[1]), memory_limit_gb=20)
 times, its = [], None
-for _ in range(int(sys.argv[5])):
+for _ in range(int(sys.argv[4])):
     r = aqmchain.solve_stationary(chain, method="krylov", tol=1e-12, response="none")
     times.append(r.info.seconds["solve"])
     its = r.info.iterations
@@ -50,11 +46,14 @@ print(json.dumps({"states": chain.n, "median": statistics.median(times), "min": 
 BUSY = "while True:\n    pass\n"
 
 
-def run(case: str, waits: str, threads: int, busy: bool, repeats: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS")}
+def run(case: str, mode: str, threads: int, busy: bool, repeats: int) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS", "AQMCHAIN_ADAPTIVE_THREADS")}
+    if mode == "fixed":
+        env["AQMCHAIN_ADAPTIVE_THREADS"] = "0"
     hog = subprocess.Popen([sys.executable, "-c", BUSY]) if busy else None
     try:
-        p = subprocess.run([sys.executable, "-c", CHILD, case, waits, str(threads), str(ROOT / "benchmarks"),
+        p = subprocess.run([sys.executable, "-c", CHILD, case, str(threads), str(ROOT / "benchmarks"),
                             str(repeats)], env=env, capture_output=True, text=True, check=True)
     finally:
         if hog is not None:
@@ -69,15 +68,15 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--no-docs", action="store_true", help="do not rewrite docs/performance.md")
     args = ap.parse_args()
-    lines = ["| case | states | other process | threads | waits | median solve s | min - max s | iterations | "
+    lines = ["| case | states | other process | threads | thread count | median solve s | min - max s | iterations | "
              "vs 1 thread |", "|" + "---|" * 9]
     for case in args.cases:
         for busy in (False, True):
-            one = run(case, "passive", 1, busy, args.repeats)
-            rows = [(1, "—", one)] + [(2, w, run(case, w, 2, busy, args.repeats)) for w in ("spinning", "passive")]
-            for threads, waits, r in rows:
+            one = run(case, "fixed", 1, busy, args.repeats)
+            rows = [(1, "—", one)] + [(2, m, run(case, m, 2, busy, args.repeats)) for m in ("fixed", "adaptive")]
+            for threads, mode, r in rows:
                 ratio = r["median"] / one["median"]
-                lines.append(f"| {case} | {r['states']} | {'busy' if busy else 'none'} | {threads} | {waits} | "
+                lines.append(f"| {case} | {r['states']} | {'busy' if busy else 'none'} | {threads} | {mode} | "
                              f"{r['median']:.3f} | {r['min']:.3f} - {r['max']:.3f} | {r['iterations']} | "
                              f"{ratio:.2f}x |")
                 print(lines[-1], flush=True)

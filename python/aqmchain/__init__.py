@@ -6,16 +6,7 @@ Layers: model description (:class:`Model`, :class:`Source`, :class:`DropFunction
 (docs/conventions.md): probability vectors are rows, pi P = pi, P is CSR with rows = from-state.
 """
 
-import os as _os
-
-# The core's OpenMP threads wait passively (sleep) at the end of a parallel loop instead of
-# spinning: on a laptop or a shared node, where another process holds a core, spinning threads
-# make a 2-thread Krylov solve several times slower than a 1-thread one (docs/performance.md,
-# "Shared machines").  libgomp reads this when `_core` loads it, so it is set before that import;
-# a value the user set (OMP_WAIT_POLICY=active for a dedicated machine) is kept.
-_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from . import _startup  # noqa: E402
+from . import _startup
 
 _startup.install()  # the command line only: Ctrl-C during these imports exits 130, without a traceback
 

@@ -158,5 +158,6 @@ PYBIND11_MODULE(_core, m) {
   m.def("num_threads", &aqm::num_threads, "Threads of the core's parallel loops (1 without OpenMP).");
   m.def("loop_threads", &aqm::loop_threads,
         "Threads the next parallel loop would use: num_threads(), lowered to the cores no other runnable "
-        "task holds (read at most every 20 ms; only while OpenMP threads wait passively).");
+        "task of another process holds (read at most every 20 ms; off with AQMCHAIN_ADAPTIVE_THREADS=0 or "
+        "OMP_WAIT_POLICY=active).");
 }

@@ -1,5 +1,6 @@
 #include "aqmchain/threads.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <strings.h>
 #include <unistd.h>
@@ -7,7 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "aqmchain/errors.hpp"
 
@@ -38,15 +41,21 @@ int num_threads() {
 
 namespace {
 
-/// Cores not taken by another runnable task, or -1 where the kernel does not say.
+/// Cores not taken by another process's runnable task, or -1 where the kernel does not say:
+/// the runnable tasks of the whole machine (/proc/loadavg) less this process's own running
+/// threads (/proc/self/task/*/stat: the caller, and OpenMP or BLAS threads still spinning
+/// after their last loop, which would otherwise read as a busy core).
 int idle_cores() {
-  const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  char buf[128];
-  const ssize_t len = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (len <= 0) return -1;
-  buf[len] = '\0';
+  char buf[256];
+  auto read_file = [&buf](const char* path) -> ssize_t {
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    const ssize_t len = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (len >= 0) buf[len] = '\0';
+    return len;
+  };
+  if (read_file("/proc/loadavg") <= 0) return -1;
   // "0.52 0.31 0.20 3/250 12345": the fourth field is runnable / all tasks, this one included
   const char* p = buf;
   for (int field = 0; field < 3; ++field) {
@@ -56,19 +65,34 @@ int idle_cores() {
   char* end = nullptr;
   const long running = std::strtol(p, &end, 10);
   if (end == p || *end != '/' || running < 1) return -1;
+  long ours = 0;
+  if (DIR* dir = ::opendir("/proc/self/task")) {
+    while (const dirent* d = ::readdir(dir)) {
+      if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
+      char path[64];
+      std::snprintf(path, sizeof path, "/proc/self/task/%s/stat", d->d_name);
+      if (read_file(path) <= 0) continue;
+      const char* close = std::strrchr(buf, ')');  // "tid (name) S ...": the state after the name
+      if (close && close[1] == ' ' && close[2] == 'R') ++ours;
+    }
+    ::closedir(dir);
+  }
   const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
   if (online < 1) return -1;
-  return static_cast<int>(std::max(0L, online - (running - 1)));
+  const long others = std::max(0L, running - std::max(1L, ours));
+  return static_cast<int>(std::max(0L, online - others));
 }
 
-/// Waiting threads sleep (OMP_WAIT_POLICY=passive, set by the Python package unless the user
-/// set it), so the count of runnable tasks read between two loops holds no thread of ours.
-/// Spinning threads would count as busy cores and hold the setting at one thread.
+/// On unless AQMCHAIN_ADAPTIVE_THREADS=0, or OMP_WAIT_POLICY=active (threads that spin without
+/// end: the machine is the caller's alone), or the kernel does not give the counts.
 bool adapting() {
   static const bool on = [] {
+    const char* off = std::getenv("AQMCHAIN_ADAPTIVE_THREADS");
+    if (off && std::strcmp(off, "0") == 0) return false;
     const char* policy = std::getenv("OMP_WAIT_POLICY");
     while (policy && *policy == ' ') ++policy;
-    return policy && ::strncasecmp(policy, "passive", 7) == 0 && idle_cores() >= 0;
+    if (policy && ::strncasecmp(policy, "active", 6) == 0) return false;
+    return idle_cores() >= 0;
   }();
   return on;
 }
