@@ -166,7 +166,7 @@ API_SECTIONS = [
      ["ModelError", "StateSpaceTooLarge", "OptionError", "ReducibleChainError", "SolverError",
       "NonConvergenceError"]),
     ("Chain size and memory", "",
-     ["model_info", "estimate_chain", "count_reachable", "stateful_info"]),
+     ["model_info", "solve_estimate", "estimate_chain", "count_reachable", "stateful_info"]),
     ("Stationary analysis", "",
      ["solve_stationary", "StationaryResult", "SolverInfo", "ErrorEstimate", "DirectSolver", "build_chain",
       "Chain", "refine_grid", "transition_matrix", "state_labels", "stateful_observables", "ClassMetrics",
