@@ -31,19 +31,41 @@ def _stop_children() -> None:
     mp = sys.modules.get("multiprocessing")
     if mp is None:
         return
-    try:
-        children = mp.active_children()
-    except Exception:  # noqa: BLE001  (best effort on the way out)
-        return
-    for child in children:
+    import time
+
+    def reap(seconds: float) -> None:
+        """Kill and reap until none is left (a cluster thread may still be spawning a worker),
+        for at most `seconds`: reaping a killed process takes milliseconds."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                children = mp.active_children()
+            except Exception:  # noqa: BLE001  (best effort on the way out)
+                return
+            if not children:
+                return
+            for child in children:
+                try:
+                    child.kill()
+                except Exception:  # noqa: BLE001
+                    pass
+            for child in children:
+                try:
+                    child.join(max(0.0, deadline - time.monotonic()))
+                except Exception:  # noqa: BLE001
+                    pass
+
+    # What multiprocessing does at exit (release the semaphores, else the resource tracker
+    # warns of leaks), without its unbounded join of a child that a cluster thread spawned
+    # meanwhile: workers are killed and reaped before the semaphores go (one starting after
+    # that would fail on them with a traceback of its own) and again before the last step.
+    reap(1.0)
+    for priority in (0, None):
         try:
-            child.kill()
+            mp.util._run_finalizers(priority)
         except Exception:  # noqa: BLE001
             pass
-    try:  # reap them and release their semaphores (else the resource tracker warns of leaks)
-        mp.util._exit_function()
-    except Exception:  # noqa: BLE001
-        pass
+        reap(0.5)
 
 
 def interrupted_exit(report: bool = True) -> None:

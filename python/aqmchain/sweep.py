@@ -250,7 +250,11 @@ def _sigint_ignoring_executable(python: str) -> str | None:
         digest = hashlib.sha1(text.encode()).hexdigest()[:12]
         candidate = os.path.join(tempfile.gettempdir(), f"aqmchain-python-{os.getuid()}-{digest}")
         try:
-            if not (os.path.exists(candidate) and open(candidate).read() == text):
+            current = None
+            if os.path.exists(candidate):
+                with open(candidate) as f:
+                    current = f.read()
+            if current != text:
                 tmp = f"{candidate}.{os.getpid()}"
                 with open(tmp, "w") as f:
                     f.write(text)
