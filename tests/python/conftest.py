@@ -89,6 +89,29 @@ def summation_error(n: int) -> float:
     return max(n, 2) * float(np.finfo(float).eps)
 
 
+def construction_error(P_ref) -> float:
+    """How far two constructions of the same transition matrix may differ entry by entry (the
+    builder's against a dense oracle's, in another order): an entry is a sum of at most c
+    branches (c: the most entries in a row) of products of at most 8 factors each in [0, 1],
+    so each side is within (c + 8) eps of the exact value."""
+    import numpy as np
+
+    c = int(np.count_nonzero(np.asarray(P_ref), axis=1).max())
+    return 2.0 * (c + 8) * float(np.finfo(float).eps)
+
+
+def stepping_error(P, steps: int) -> float:
+    """How far (in L1) two runs of `steps` sparse steps p <- p P may drift apart when their
+    additions go in another order (another thread count): each step rounds each entry over at
+    most c + 1 terms, c the most entries in a column of P, and stochastic steps add these up."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    P = sp.csr_matrix(P)
+    c = int(np.bincount(P.indices, minlength=P.shape[0]).max())
+    return 2.0 * steps * (c + 1) * float(np.finfo(float).eps)
+
+
 def residual_evaluation_error(P) -> float:
     """How far two evaluations of ||pi P - pi||_1 (in another order: C++ against SciPy) may
     differ for a probability vector pi: each entry of pi P - pi carries at most (c + 1) eps of

@@ -1,5 +1,5 @@
 """Shared-machine benchmark: the Krylov solve with 1 and 2 OpenMP threads, on a quiet machine
-and with another CPU-bound process holding a core (a laptop, a shared node, a test run beside).
+and with another CPU-bound process holding a core (a laptop, a node of several users, a test run beside).
 
 Each configuration runs in a child process of its own: it builds the chain once, then times
 `--repeats` krylov solves of it and reports the median solve time.  `fixed` is the old
@@ -9,8 +9,8 @@ process is running on).  OpenMP's wait policy is libgomp's default in both.  The
 process is a pure-Python loop started before the child and killed after it.  Writes the
 table to docs/performance.md.
 
-    .venv/bin/python benchmarks/bench_shared_machine.py                  # geo_k4, 7 repeats
-    .venv/bin/python benchmarks/bench_shared_machine.py --cases geo_k4 ssmp_k4 --no-docs
+    .venv/bin/python benchmarks/bench_threads_under_load.py                  # geo_k4, 7 repeats
+    .venv/bin/python benchmarks/bench_threads_under_load.py --cases geo_k4 ssmp_k4 --no-docs
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def main() -> None:
     md = "\n".join(lines)
     print(md)
     if not args.no_docs:
-        write_block("shared", md, note=", nothing else running but the benchmark's own busy process")
+        write_block("threads_under_load", md, note=", nothing else running but the benchmark's own busy process")
 
 
 if __name__ == "__main__":
