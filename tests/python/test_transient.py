@@ -8,7 +8,7 @@ import scipy.linalg
 
 import aqmchain
 from aqmchain import _core
-from conftest import model_of
+from conftest import model_of, stepping_error
 from oracle import reference_chain, source_matrices
 
 MMBP = {"buffer": 12, "mu": 0.5, "w": 0.3, "k": 2, "mapping": "split",
@@ -34,11 +34,10 @@ EPS = float(np.finfo(float).eps)
 
 def law_error(P, steps_core: int, dense_products: int) -> float:
     """How far (in L1) a law after `steps_core` slots stepped by the core may be from the same law
-    by `dense_products` dense vector-matrix or matrix-matrix products of the oracle: each sparse
-    step rounds each entry over at most c + 1 terms (c: the most entries in a column of P), each
-    dense product over n terms, and a product of stochastic factors adds these L1 errors up."""
-    c = int(np.count_nonzero(P, axis=0).max())
-    return 2 * EPS * (steps_core * (c + 1) + dense_products * len(P))
+    by `dense_products` dense vector-matrix or matrix-matrix products of the oracle: the core's
+    sparse steps drift by stepping_error, each dense product rounds over n terms, and a product
+    of stochastic factors adds these up."""
+    return stepping_error(P, steps_core) + 2 * EPS * dense_products * len(P)
 
 
 def oracle_series(spec, times, P=None, p=None):
