@@ -31,19 +31,39 @@ def _stop_children() -> None:
     mp = sys.modules.get("multiprocessing")
     if mp is None:
         return
+    import threading
     import time
 
+    # No new worker from here on: a cluster thread still spawning one now starts /bin/false,
+    # which says nothing (a real one would find this process gone and print a traceback), and
+    # the thread's own failure is not reported (the process ends with 130 anyway).
+    threading.excepthook = lambda args: None
+    try:
+        import multiprocessing.spawn as mp_spawn
+
+        if os.path.exists("/bin/false"):
+            mp_spawn.set_executable("/bin/false")
+    except Exception:  # noqa: BLE001
+        pass
+
     def reap(seconds: float) -> None:
-        """Kill and reap until none is left (a cluster thread may still be spawning a worker),
-        for at most `seconds`: reaping a killed process takes milliseconds."""
+        """Kill and reap until none is left twice in a row 50 ms apart (a spawn under way joins
+        the list when it returns), for at most `seconds`: reaping a killed process takes
+        milliseconds."""
         deadline = time.monotonic() + seconds
+        empty = 0
         while time.monotonic() < deadline:
             try:
                 children = mp.active_children()
             except Exception:  # noqa: BLE001  (best effort on the way out)
                 return
             if not children:
-                return
+                empty += 1
+                if empty >= 2:
+                    return
+                time.sleep(0.05)
+                continue
+            empty = 0
             for child in children:
                 try:
                     child.kill()
