@@ -68,8 +68,6 @@ PHASES: dict[str, tuple[list[str], tuple[float, ...]]] = {
     "sweep --scheduler sync": (["sweep", "examples/red_geo.toml", "--param", "aqm.w=0.002,0.003", "--scheduler",
                                 "sync", *SMALL, *ENDLESS_GS], (1.0, 3.0)),
     # the starts on a local cluster (its start, then the endless evaluations on the workers)
-    "optimize --scheduler local": (["optimize", "examples/red_geo.toml", *SMALL, *ENDLESS_GS, "--starts", "paper",
-                                    "--scheduler", "local"], (1.0, 3.0)),
     "krylov": (["solve", "examples/red_geo_w0002.toml", "--method", "krylov", "--tol", "1e-300", "--max-iter",
                 "1000000000"], (3.0,)),
     # (multilevel gives up after 100 cycles without progress: a minute of cycles on 665,000 states)
