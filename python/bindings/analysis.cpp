@@ -33,7 +33,7 @@ const Scalar kScalars[] = {
     {"littles_law_error", &Metrics::littles_law_error, true},
     {"pushed_out_prob", &Metrics::pushed_out_prob, true}, {"mean_sojourn", &Metrics::mean_sojourn, true}};
 
-Metrics metrics(const Chain& c, const std::vector<double>& pi, const std::string& response, double tail_mass,
+Metrics metrics(const QueueChain& c, const std::vector<double>& pi, const std::string& response, double tail_mass,
                 long max_steps, double memory_limit, int64_t tagged_max_states) {
   if (response != "auto" && response != "tagged" && response != "none")
     throw OptionError("option 'response' must be one of auto, tagged, none, got '" + response + "'");
@@ -133,7 +133,7 @@ void define_analysis(py::module_& m) {
         py::arg("tagged_max_states") = ResponseOptions{}.max_states);
   m.def(
       "check_tagged_budget",
-      [](const Chain& c, const std::string& response, double memory_limit, int64_t tagged_max_states) {
+      [](const QueueChain& c, const std::string& response, double memory_limit, int64_t tagged_max_states) {
         if (response != "auto" && response != "tagged" && response != "none")
           throw OptionError("option 'response' must be one of auto, tagged, none, got '" + response + "'");
         ResponseOptions o;

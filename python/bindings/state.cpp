@@ -1,7 +1,7 @@
 // Bindings of the state layer: descriptor, chain (matrix, labels, events), builder.
 #include "common.hpp"
 
-#include "aqmchain/model/queue_generator.hpp"
+#include "aqmchain/model/queue_chain.hpp"
 #include "aqmchain/state/chain.hpp"
 
 namespace aqmpy {
@@ -61,12 +61,11 @@ py::dict events_dict(py::object self) {
   return d;
 }
 
-Chain build(const Model& md, double memory_limit, const std::string& classes, int64_t max_states) {
+QueueChain build(const Model& md, double memory_limit, const std::string& classes, int64_t max_states) {
   BuildOptions o;
   o.memory_limit_bytes = memory_limit;
   o.max_states = max_states;
-  o.classes = class_chain_from(classes);
-  return build_chain(md, o);
+  return build_chain(md, o, class_chain_from(classes));
 }
 
 }  // namespace
@@ -76,11 +75,13 @@ void define_state(py::module_& m) {
       .def_readonly("name", &Component::name)
       .def_readonly("size", &Component::size)
       .def_readonly("coarsen", &Component::coarsen)
+      .def_readonly("in_block", &Component::in_block)
       .def("__repr__", [](const Component& c) { return detail::cat("Component(", c.name, ", size=", c.size, ")"); });
 
   py::class_<StateSpace>(m, "StateSpace", "State descriptor: named components packed into one key (mixed radix).")
       .def(py::init<>())
-      .def("add", &StateSpace::add, py::arg("name"), py::arg("size"), py::arg("coarsen") = true)
+      .def("add", &StateSpace::add, py::arg("name"), py::arg("size"), py::arg("coarsen") = true,
+           py::arg("in_block") = false)
       .def_property_readonly("components", &StateSpace::components)
       .def_property_readonly("product", &StateSpace::product)
       .def("find", &StateSpace::find, py::arg("name"))
@@ -96,7 +97,7 @@ void define_state(py::module_& m) {
            },
            py::arg("key"));
 
-  m.def("estimate_chain", &estimate_dict, py::arg("model"), py::arg("classes") = to_string(BuildOptions{}.classes),
+  m.def("estimate_chain", &estimate_dict, py::arg("model"), py::arg("classes") = to_string(ClassChain::Approx),
         "Upper bounds on states, transitions and builder memory, before building, with rough build and solve "
         "seconds (one core), the chain's structure and whether it is large enough to announce.");
   m.def(
@@ -127,10 +128,9 @@ void define_state(py::module_& m) {
       "transitions, per component the number of states at each value, seconds.");
   m.def("queue_event_names", &queue_event_names, "Names of the per-state event weights of the queue models.");
 
-  py::class_<Chain>(m, "Chain",
-                    "The Markov chain of a model: P (discrete) or G (continuous) in CSR (rows = from-state), "
-                    "state labels per component and event weights per state.")
-      .def_readonly("model", &Chain::model, "The model the chain was built from.")
+  py::class_<Chain>(m, "MarkovChain",
+                    "A Markov chain of a transition generator: P (discrete) or G (continuous) in CSR (rows = "
+                    "from-state), state labels per component and event weights per state.")
       .def_property_readonly(
           "time", [](const Chain& c) { return to_string(c.time); },
           "'discrete' (the matrix is P, rows sum to 1) or 'continuous' (the generator G, rows sum to 0).")
@@ -148,9 +148,6 @@ void define_state(py::module_& m) {
       .def_property_readonly(
           "data", [](py::object self) { return view(self.cast<const Chain&>().val, self); },
           "CSR values: transition probabilities (discrete) or rates (continuous), a read-only view.")
-      .def_property_readonly(
-          "grid", [](py::object self) { return view(self.cast<const Chain&>().grid, self); },
-          "The avg grid points g_0 .. g_L, a read-only view.")
       .def_property_readonly("labels", &labels_dict,
                              "Component name -> each state's value of that component (arrays, one entry per state).")
       .def_property_readonly("events", &events_dict,
@@ -162,8 +159,16 @@ void define_state(py::module_& m) {
       .def("residual", [](const Chain& c, const std::vector<double>& pi) { return stationary_residual(c, pi); },
            py::arg("pi"), "||pi P - pi||_1 (discrete) or ||pi G||_1 / max |G_ii| (continuous)");
 
+  py::class_<QueueChain, Chain>(m, "Chain",
+                                "The Markov chain of a model: P (discrete) or G (continuous) in CSR (rows = "
+                                "from-state), state labels per component and event weights per state.")
+      .def_readonly("model", &QueueChain::model, "The model the chain was built from.")
+      .def_property_readonly(
+          "grid", [](py::object self) { return view(self.cast<const QueueChain&>().grid, self); },
+          "The avg grid points g_0 .. g_L, a read-only view.");
+
   m.def("build_chain", &build, py::arg("model"), py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
-        py::arg("classes") = to_string(BuildOptions{}.classes), py::arg("max_states") = BuildOptions{}.max_states,
+        py::arg("classes") = to_string(ClassChain::Approx), py::arg("max_states") = BuildOptions{}.max_states,
         py::call_guard<InterruptGuard, py::gil_scoped_release>(),
         "The chain of a model; `classes` ('approx' or 'exact') picks the chain of a model with traffic classes.");
   m.def("class_chains", []() { return std::vector<std::string>{to_string(ClassChain::Approx), to_string(ClassChain::Exact)}; },

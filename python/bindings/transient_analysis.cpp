@@ -81,16 +81,16 @@ void define_transient_analysis(py::module_& m) {
   m.def("transient_metric_names", &transient_metric_names, "Scalar metrics reported over time, in order.");
   m.def(
       "analyse_transient",
-      [](std::vector<const Chain*> chains, const Scenario& scenario, const std::vector<double>& p0,
+      [](std::vector<const QueueChain*> chains, const Scenario& scenario, const std::vector<double>& p0,
          const std::vector<double>& times, const TransientAnalysisOptions& options) {
         return analyse_transient(chains, scenario, p0, times, options);
       },
       py::arg("chains"), py::arg("scenario"), py::arg("p0"), py::arg("times"),
       py::arg("options") = TransientAnalysisOptions{}, py::call_guard<InterruptGuard, py::gil_scoped_release>(),
       "Metrics over time of a scenario (one chain per phase); p0 empty: the empty system.");
-  m.def("empty_system_law", [](const Chain& c) { return copy(empty_system_law(c)); }, py::arg("chain"),
+  m.def("empty_system_law", [](const QueueChain& c) { return copy(empty_system_law(c)); }, py::arg("chain"),
         "The empty system with the modulator in its stationary law.");
-  m.def("point_law", [](const Chain& c, const std::vector<int32_t>& v) { return copy(point_law(c, v)); },
+  m.def("point_law", [](const QueueChain& c, const std::vector<int32_t>& v) { return copy(point_law(c, v)); },
         py::arg("chain"), py::arg("values"), "All mass on one state (component values).");
 }
 

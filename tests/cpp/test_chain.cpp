@@ -16,7 +16,7 @@ TEST(Chain, RowsAreStochasticAndStructured) {
   Model m = geo(20, 0.4, 0.5);
   m.aqm.drop = DropFunction::red(4, 12, 0.2);
   m.grid.k = 2;
-  const Chain c = build_chain(m);
+  const QueueChain c = build_chain(m);
   ASSERT_GT(c.n, 0);
   EXPECT_LE(c.report.max_row_error, 1e-14);
   EXPECT_EQ(c.report.closed_classes, 1);
@@ -43,7 +43,7 @@ TEST(Chain, GeoGeo1NClosedForm) {
   double s = 0;
   for (double v : p) s += v;
   for (double& v : p) v /= s;
-  const Chain c = build_chain(geo(N, a, mu));
+  const QueueChain c = build_chain(geo(N, a, mu));
   for (Method meth : {Method::Direct, Method::Arnoldi, Method::GaussSeidel, Method::Power}) {
     StationaryOptions o;
     o.method = meth;
@@ -59,7 +59,7 @@ TEST(Chain, GeoGeo1NClosedForm) {
 }
 
 TEST(Chain, LargeBufferMatchesSpecPoint) {
-  const Chain c = build_chain(geo(60, 0.3, 0.5));
+  const QueueChain c = build_chain(geo(60, 0.3, 0.5));
   const auto r = solve_stationary(c);
   ASSERT_TRUE(r.converged());
   const Metrics m = compute_metrics(c, r.pi);
@@ -88,13 +88,13 @@ TEST(Chain, StatefulComponents) {
   m.aqm.drop = DropFunction::red(2, 6, 0.3);
   m.aqm.w = 0.3;
   m.grid.k = 2;
-  const Chain plain = build_chain(m);
+  const QueueChain plain = build_chain(m);
   Model s = m;
   s.aqm.spacing = Spacing::Count;
   const StatefulInfo info = stateful_info(s);
   // smallest nonzero p_b on the grid: 0.3 * 0.5 / 4 = 0.0375, so count p_b < 1 up to 26
   EXPECT_EQ(info.count_cap, 26);
-  const Chain c = build_chain(s);
+  const QueueChain c = build_chain(s);
   EXPECT_LE(c.report.max_row_error, 1e-14);
   EXPECT_GT(c.n, plain.n);
   int max_count = 0;
@@ -107,7 +107,7 @@ TEST(Chain, StatefulComponents) {
   a.aqm.adaptive.increment = 0.0;
   a.aqm.adaptive.decrease = 1.0;
   a.aqm.adaptive.clock = AdaptiveClock::Exact;
-  const Chain ca = build_chain(a);
+  const QueueChain ca = build_chain(a);
   ASSERT_EQ(ca.n, plain.n);
   EXPECT_EQ(ca.val, plain.val);
   EXPECT_EQ(ca.col, plain.col);
@@ -142,7 +142,7 @@ TEST(Chain, ClassChainsLumpAndRefuse) {
   m.aqm.policy = DropPolicy::Random;
   m.grid.k = 2;
   m.aqm.ecn = 0.25;
-  const Chain plain = build_chain(m);
+  const QueueChain plain = build_chain(m);
   const StationaryResult pp = solve_stationary(plain);
   const Metrics mp = compute_metrics(plain, pp.pi);
   Model c = m;
@@ -152,9 +152,7 @@ TEST(Chain, ClassChainsLumpAndRefuse) {
   b.name = "b", b.share = {0.7}, b.ecn = 0.25;
   c.classes = {a, b};
   for (ClassChain kind : {ClassChain::Approx, ClassChain::Exact}) {
-    BuildOptions o;
-    o.classes = kind;
-    const Chain ch = build_chain(c, o);
+    const QueueChain ch = build_chain(c, BuildOptions{}, kind);
     EXPECT_LE(ch.report.max_row_error, 1e-14);
     EXPECT_GT(ch.n, plain.n);
     const StationaryResult p = solve_stationary(ch);
@@ -185,10 +183,8 @@ TEST(Chain, ClassChainsLumpAndRefuse) {
   }
   Model big = c;
   big.buffer = 20;
-  BuildOptions ex;
-  ex.classes = ClassChain::Exact;
   try {
-    build_chain(big, ex);
+    build_chain(big, BuildOptions{}, ClassChain::Exact);
     FAIL() << "an exact chain of 2^21 sequences accepted";
   } catch (const ModelError& e) {
     EXPECT_EQ(e.param(), "model.buffer");
@@ -203,7 +199,7 @@ TEST(Chain, CountReachableIsTheBuildersStateSet) {
     m.aqm.drop = DropFunction::red(8, 20, 0.2);
     m.aqm.w = 0.05;
     m.grid.k = k;
-    const Chain c = build_chain(m);
+    const QueueChain c = build_chain(m);
     const ReachableCount r = count_reachable(m);
     EXPECT_EQ(r.states, c.n);
     EXPECT_GE(r.transitions_bound, c.nnz());

@@ -156,7 +156,7 @@ TEST(RefineGrid, HeavyLoadRedRefinesAtMaxTh) {
   // the estimate is close to what is built
   Model r = m;
   r.grid = g.grid;
-  const Chain c = build_chain(r);
+  const QueueChain c = build_chain(r);
   EXPECT_NEAR(g.report.estimated_states / c.n, 1.0, 0.25);
   // a model on a plain grid is left alone
   Model plain = m;

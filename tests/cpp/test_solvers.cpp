@@ -69,7 +69,7 @@ TEST(Solvers, TransientStatesGetZeroMass) {
   m.aqm.drop = DropFunction::table({{0.0, 0.0}, {0.1, 0.0}});
   m.aqm.w = 1.0;
   m.grid.k = 1;
-  const Chain c = build_chain(m);
+  const QueueChain c = build_chain(m);
   EXPECT_EQ(c.report.closed_classes, 1);
   EXPECT_GE(c.report.transient_states, 1);
   const auto r = solve_stationary(c);
@@ -122,7 +122,7 @@ TEST(Solvers, DirectSolverReusesSymbolicAnalysisForTheSamePattern) {
   std::vector<double> means;
   for (double mu : {0.3, 0.5, 0.7}) {
     m.service = Service::geometric(mu);
-    const Chain c = build_chain(m);
+    const QueueChain c = build_chain(m);
     const auto r = ds.solve(c);
     ASSERT_TRUE(r.converged());
     // same answer as a fresh solve
@@ -320,7 +320,7 @@ TEST(Solvers, DirectFixesAProbableStateOnASlowlyMixingChain) {
   m.aqm.drop = DropFunction::red(40, 80, 0.1);
   m.aqm.w = 0.002;
   m.grid.k = 2;
-  const Chain c = build_chain(m);
+  const QueueChain c = build_chain(m);
   StationaryOptions o;
   o.method = Method::Direct;
   const auto r = solve_stationary(c, o);

@@ -64,8 +64,8 @@ class WithDummy final : public TransitionGenerator {
 };
 
 void expect_same_metrics(const Model& m) {
-  const Chain plain = build_chain(m);
-  const Chain extended = build_chain(WithDummy(queue_generator(m)), m);
+  const QueueChain plain = build_chain(m);
+  const QueueChain extended = build_chain(WithDummy(queue_generator(m)), m);
   ASSERT_EQ(plain.n, extended.n);
   ASSERT_EQ(plain.nnz(), extended.nnz());
   EXPECT_EQ(extended.space.count(), 4);
@@ -106,7 +106,7 @@ TEST(Builder, ContinuousModelGivesAGenerator) {
   m.service = Service::exponential(0.8);
   m.aqm.drop = DropFunction::red(3, 10, 0.3);
   m.aqm.w = 0.7;
-  const Chain c = build_chain(m);
+  const QueueChain c = build_chain(m);
   EXPECT_EQ(c.time, TimeKind::Continuous);
   EXPECT_LE(c.report.max_row_error, 1e-14);
   for (int32_t i = 0; i < c.n; ++i) {
@@ -159,4 +159,93 @@ TEST(Builder, BadGeneratorsAndMixedTimeKindsAreNamed) {
   } catch (const ModelError& e) {
     EXPECT_EQ(e.param(), "source.kind");
   }
+}
+
+namespace {
+/// A reflecting random walk on 0..K-1 (up with probability u, down with d), no queue in it:
+/// the generic builder and the solvers need no model.
+class Walk final : public TransitionGenerator {
+ public:
+  Walk(int K, double u, double d) : K_(K), u_(u), d_(d) { space_.add("x", K); }
+  const StateSpace& space() const override { return space_; }
+  TimeKind time() const override { return TimeKind::Discrete; }
+  const std::vector<std::string>& event_names() const override { return names_; }
+  std::vector<int64_t> initial_states() const override { return {0}; }
+  int max_successors() const override { return 3; }
+  void successors(int64_t x, Successors& out, double* events) const override {
+    const double up = x + 1 < K_ ? u_ : 0.0, down = x > 0 ? d_ : 0.0;
+    if (up > 0) out.push_back({x + 1, up});
+    if (down > 0) out.push_back({x - 1, down});
+    out.push_back({x, 1.0 - up - down});
+    if (events) events[0] = up;
+  }
+
+ private:
+  int K_;
+  double u_, d_;
+  StateSpace space_;
+  std::vector<std::string> names_{"up"};
+};
+}  // namespace
+
+TEST(Builder, GenericBuilderTakesAGeneratorOnly) {
+  // pi_x proportional to (u/d)^x: the birth-death closed form
+  const int K = 12;
+  const double u = 0.3, d = 0.45;
+  const Walk w(K, u, d);
+  const Chain c = build_chain(w);
+  ASSERT_EQ(c.n, K);
+  EXPECT_EQ(c.report.closed_classes, 1);
+  const ReachableCount rc = count_reachable(w);
+  EXPECT_EQ(rc.states, K);
+  const StationaryResult r = solve_stationary(c);
+  ASSERT_TRUE(r.converged());
+  double z = 0.0;
+  for (int x = 0; x < K; ++x) z += std::pow(u / d, x);
+  for (int x = 0; x < K; ++x) EXPECT_NEAR(r.pi[x], std::pow(u / d, x) / z, 1e-12);
+  // two generators on one set of states: the union of their reachable states, numbered once
+  const Walk w2(K, 0.2, 0.6);
+  const std::vector<Chain> both = build_chains({&w, &w2});
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0].n, K);
+  EXPECT_EQ(both[1].n, K);
+  EXPECT_NEAR(both[1].event("up")[0], 0.2, 0.0);
+  const Walk other(K + 1, u, d);
+  EXPECT_THROW(build_chains({&w, &other}), std::invalid_argument);
+}
+
+TEST(Builder, QueueGeneratorsFlagTheBlockComponents) {
+  // level, REDwM's s_index and the modulator are inside the preconditioner's blocks; avg,
+  // the class content and the stateful AQM's components index the blocks
+  auto flagged = [](const Chain& c) {
+    std::vector<std::string> in;
+    for (const Component& k : c.space.components())
+      if (k.in_block) in.push_back(k.name);
+    return in;
+  };
+  const std::vector<std::string> plain{component::level, component::modulator};
+  Model m = test::geo_model(12, 0.4, 0.5);
+  m.aqm.drop = DropFunction::red(3, 9, 0.2);
+  m.aqm.w = 0.2;
+  EXPECT_EQ(flagged(build_chain(m)), plain);
+  Model r = m;
+  r.aqm.filter = FilterKind::Redwm;
+  r.aqm.a = {0.8};
+  r.aqm.b = {0.2};
+  EXPECT_EQ(flagged(build_chain(r)), (std::vector<std::string>{component::level, component::s, component::modulator}));
+  Model c = m;
+  TrafficClass a, b;
+  a.name = "a", a.share = {0.3}, a.ecn = 0.25;
+  b.name = "b", b.share = {0.7}, b.ecn = 0.25;
+  c.classes = {a, b};
+  for (ClassChain kind : {ClassChain::Approx, ClassChain::Exact}) {
+    Model small = c;
+    small.buffer = 5;
+    EXPECT_EQ(flagged(build_chain(small, BuildOptions{}, kind)), plain);
+  }
+  Model s = m;
+  s.aqm.spacing = Spacing::Count;
+  const QueueChain sc = build_chain(s);
+  ASSERT_GE(sc.space.find(component::count), 0);
+  EXPECT_EQ(flagged(sc), plain);
 }

@@ -177,7 +177,7 @@ TEST(Transient, MarkovOperatorOfContinuousAndSlottedChains) {
   m.service = Service::exponential(1.1);
   m.aqm.w = 0.5;
   m.grid.k = 1;
-  const Chain c = build_chain(m);
+  const QueueChain c = build_chain(m);
   const GeneratorOperator Gm = GeneratorOperator::from_chain(c);
   const GeneratorOperator Gc = GeneratorOperator::from_csr(c.n, c.rowptr.data(), c.col.data(), c.val.data());
   EXPECT_NEAR(Gm.rate, Gc.rate, 1e-12 * Gc.rate);
@@ -199,7 +199,7 @@ TEST(Transient, MarkovOperatorOfContinuousAndSlottedChains) {
   }
 
   // A slotted chain: G = P - I, Lambda <= 1.
-  const Chain d = build_chain([] {
+  const QueueChain d = build_chain([] {
     Model s;
     s.buffer = 10;
     s.source = Source::bernoulli(0.3);

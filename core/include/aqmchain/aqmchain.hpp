@@ -7,6 +7,7 @@
 #include "aqmchain/model/filter.hpp"
 #include "aqmchain/model/model.hpp"
 #include "aqmchain/model/queue_generator.hpp"
+#include "aqmchain/model/queue_chain.hpp"
 #include "aqmchain/model/scenario.hpp"
 #include "aqmchain/state/descriptor.hpp"
 #include "aqmchain/state/generator.hpp"

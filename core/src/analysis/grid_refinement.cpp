@@ -82,14 +82,14 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
     pm.grid.refine = Refine::None;
     pm.grid.points.clear();
     pm.grid.k = o.presolve_k;
-    const Chain c = build_chain(pm, build);
+    const QueueChain c = build_chain(pm, build);
     const StationaryResult r = solve_stationary(c, so);
     if (!r.converged() && !(r.residual <= 1e-6))
       throw SolverError(detail::cat("grid refinement: the pre-solve on the uniform grid 1/", o.presolve_k,
                                     " did not converge (", to_string(r.method), ", residual ", r.residual,
                                     "); set grid.refine = \"none\" or choose another solver method"));
     out.report.presolve_states += c.n;
-    const auto& avg = c.component("avg_index");
+    const auto& avg = c.grid_index();
     std::vector<double> mass(c.grid.size(), 0.0), count(c.grid.size(), 0.0);
     for (size_t s = 0; s < avg.size(); ++s) {
       mass[static_cast<size_t>(avg[s])] += r.pi[s];

@@ -90,7 +90,7 @@ void exponential_response(const std::vector<long double>& c, double mu, Metrics&
   out.response_pmf.clear();
 }
 
-int event_index(const Chain& c, const std::string& name) {
+int event_index(const QueueChain& c, const std::string& name) {
   for (size_t e = 0; e < c.event_names.size(); ++e)
     if (c.event_names[e] == name) return static_cast<int>(e);
   return -1;
@@ -105,7 +105,7 @@ void copy_response(const Metrics& from, ClassMetrics& to) {
 }
 
 /// A chain without class components: its one class is the whole traffic.
-void single_class_metrics(const Chain& c, const std::vector<double>& pi, Metrics& m) {
+void single_class_metrics(const QueueChain& c, const std::vector<double>& pi, Metrics& m) {
   ClassMetrics k;
   k.name = c.model.class_name(0);
   k.arrival_rate = m.arrival_rate;
@@ -137,7 +137,7 @@ void single_class_metrics(const Chain& c, const std::vector<double>& pi, Metrics
 }
 
 /// A class chain: the per-class events "<event>.c<k>" (model/queue_generator.hpp).
-void class_metrics(const Chain& c, const std::vector<double>& pi, const MetricsOptions& o, Metrics& m,
+void class_metrics(const QueueChain& c, const std::vector<double>& pi, const MetricsOptions& o, Metrics& m,
                    const std::vector<ResponseResult>& tagged) {
   const int C = c.model.class_count(), N = c.model.buffer;
   const auto& level = c.component(component::level);
@@ -203,7 +203,7 @@ void class_metrics(const Chain& c, const std::vector<double>& pi, const MetricsO
 
 }  // namespace
 
-Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const MetricsOptions& o) {
+Metrics compute_metrics(const QueueChain& c, const std::vector<double>& pi, const MetricsOptions& o) {
   if (static_cast<int32_t>(pi.size()) != c.n)
     throw std::invalid_argument(detail::cat("pi has ", pi.size(), " entries, the chain ", c.n, " states"));
   const int N = c.model.buffer;
@@ -211,7 +211,7 @@ Metrics compute_metrics(const Chain& c, const std::vector<double>& pi, const Met
   // Components and events through the descriptor: any further components (filter
   // variables, counters, class counts) are summed over.
   const auto& level = c.component(component::level);
-  const auto& avg_index = c.component(component::avg);
+  const auto& avg_index = c.grid_index();
   const auto &p_arrival = c.event(event::arrival), &p_aqm = c.event(event::aqm_drop), &p_mark = c.event(event::mark),
              &p_overflow = c.event(event::overflow), &p_depart = c.event(event::depart),
              &p_admit = c.event(event::admit);

@@ -96,7 +96,7 @@ void ResponseOptions::validate() const {
                                   max_states));
 }
 
-int64_t tagged_states_needed(const Chain& c, const std::string& response) {
+int64_t tagged_states_needed(const QueueChain& c, const std::string& response) {
   if (response == "none" || c.time == TimeKind::Continuous || c.n == 0) return 0;
   const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0;
   if (class_chain && !class_blind(c.model)) return 0;
@@ -148,7 +148,7 @@ void require_tagged_budget(int64_t states, double per, const ResponseOptions& o)
 }
 }  // namespace
 
-int64_t check_tagged_budget(const Chain& c, const std::string& response, const ResponseOptions& o) {
+int64_t check_tagged_budget(const QueueChain& c, const std::string& response, const ResponseOptions& o) {
   o.validate();
   const int64_t states = tagged_states_needed(c, response);
   if (states > 0) require_tagged_budget(states, c.n > 0 ? 2.0 * static_cast<double>(c.nnz()) / c.n : 0.0, o);
@@ -166,7 +166,7 @@ struct TaggedChain {
   std::vector<int32_t> rp, col;
   std::vector<double> val, served, pushed;
   /// The tagged state of chain key n sn + rest with j packets ahead.
-  int32_t index(const Chain& c, const detail::SlotKernel& K, int n, int64_t rest, int j) const {
+  int32_t index(const QueueChain& c, const detail::SlotKernel& K, int n, int64_t rest, int j) const {
     const int32_t s = c.index_of_key(n * K.sn + rest);
     if (s < 0 || j < 0 || j >= n) throw std::logic_error("internal error: tagged transition leaves the chain");
     return static_cast<int32_t>(off[s] + j);
@@ -174,7 +174,7 @@ struct TaggedChain {
 };
 
 /// Number the tagged states and check their memory before anything is allocated.
-TaggedChain tagged_index(const Chain& c, const ResponseOptions& o) {
+TaggedChain tagged_index(const QueueChain& c, const ResponseOptions& o) {
   TaggedChain tc;
   const auto& level = c.component(component::level);
   tc.off.assign(static_cast<size_t>(c.n) + 1, 0);
@@ -186,7 +186,7 @@ TaggedChain tagged_index(const Chain& c, const ResponseOptions& o) {
 }
 
 /// Rows of T: one slot of SPEC 3 seen by the tagged packet (drop policy of 2.5).
-void tagged_matrix(const Chain& c, const detail::SlotKernel& K, DropPolicy pol, TaggedChain& tc) {
+void tagged_matrix(const QueueChain& c, const detail::SlotKernel& K, DropPolicy pol, TaggedChain& tc) {
   const int64_t T = tc.states;
   const double mu = K.mu;
   tc.rp.assign(static_cast<size_t>(T) + 1, 0);
@@ -239,7 +239,7 @@ void tagged_matrix(const Chain& c, const detail::SlotKernel& K, DropPolicy pol, 
 
 /// The tagged packet's law at the end of its arrival slot A (unnormalised);
 /// returns the admission probability per slot.
-long double initial_law(const Chain& c, const detail::SlotKernel& K, DropPolicy pol, const std::vector<double>& pi,
+long double initial_law(const QueueChain& c, const detail::SlotKernel& K, DropPolicy pol, const std::vector<double>& pi,
                         const TaggedChain& tc, std::vector<double>& v, int cls = -1) {
   const double mu = K.mu;
   v.assign(static_cast<size_t>(tc.states), 0.0);
@@ -321,7 +321,7 @@ void step_until_absorbed(const TaggedChain& tc, std::vector<double> v, const Res
 
 }  // namespace
 
-ResponseResult tagged_response(const Chain& c, const std::vector<double>& pi, const ResponseOptions& o) {
+ResponseResult tagged_response(const QueueChain& c, const std::vector<double>& pi, const ResponseOptions& o) {
   o.validate();
   if (static_cast<int32_t>(pi.size()) != c.n)
     throw std::invalid_argument(detail::cat("pi has ", pi.size(), " entries, the chain ", c.n, " states"));
@@ -355,7 +355,7 @@ bool class_blind(const Model& m) {
          m.aqm.filter == FilterKind::Ewma;
 }
 
-std::vector<ResponseResult> class_tagged_response(const Chain& cc, const std::vector<double>& pi,
+std::vector<ResponseResult> class_tagged_response(const QueueChain& cc, const std::vector<double>& pi,
                                                   const ResponseOptions& o) {
   o.validate();
   if (static_cast<int32_t>(pi.size()) != cc.n)
@@ -366,7 +366,7 @@ std::vector<ResponseResult> class_tagged_response(const Chain& cc, const std::ve
   const Model& md = cc.model;
   BuildOptions b;
   b.memory_limit_bytes = o.memory_limit_bytes;
-  const Chain L = build_chain(*lumped_queue_generator(md), md, b);
+  const QueueChain L = build_chain(*lumped_queue_generator(md), md, b);
   const detail::SlotKernel K(md);
   // pi lumped onto (n, avg, modulator, the stateful AQM's components)
   std::vector<double> lp(static_cast<size_t>(L.n), 0.0);

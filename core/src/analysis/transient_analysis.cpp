@@ -27,7 +27,7 @@ constexpr double kAutoUniformizationProducts = 1e4;
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-void check_law(const Chain& c, const std::vector<double>& p) {
+void check_law(const QueueChain& c, const std::vector<double>& p) {
   if (static_cast<int32_t>(p.size()) != c.n)
     throw ModelError("p0", detail::cat("parameter 'p0' must have ", c.n, " entries (one per state), got ", p.size()));
   long double s = 0.0L;
@@ -57,7 +57,7 @@ void TransientAnalysisOptions::validate() const {
                                       "') must hold finite values, got ", v));
 }
 
-std::vector<double> empty_system_law(const Chain& c) {
+std::vector<double> empty_system_law(const QueueChain& c) {
   std::vector<double> p(static_cast<size_t>(c.n), 0.0);
   const int mod = c.space.find(component::modulator);
   std::vector<double> weights{1.0};
@@ -80,7 +80,7 @@ std::vector<double> empty_system_law(const Chain& c) {
   return p;
 }
 
-std::vector<double> point_law(const Chain& c, const std::vector<int32_t>& values) {
+std::vector<double> point_law(const QueueChain& c, const std::vector<int32_t>& values) {
   if (static_cast<int>(values.size()) != c.space.count())
     throw ModelError("p0", detail::cat("parameter 'p0' (a state) must give ", c.space.count(), " component values, got ",
                                        values.size()));
@@ -96,7 +96,7 @@ std::vector<double> point_law(const Chain& c, const std::vector<int32_t>& values
   return p;
 }
 
-TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, const Scenario& scenario,
+TransientAnalysis analyse_transient(const std::vector<const QueueChain*>& chains, const Scenario& scenario,
                                     const std::vector<double>& p0, const std::vector<double>& times,
                                     const TransientAnalysisOptions& o) {
   const auto t_start = Clock::now();
@@ -105,8 +105,8 @@ TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, con
   if (chains.size() != scenario.phases.size() || chains.empty())
     throw OptionError(detail::cat("transient analysis needs one chain per phase: ", chains.size(), " chains for ",
                                   scenario.phases.size(), " phases"));
-  const Chain& c0 = *chains[0];
-  for (const Chain* c : chains)
+  const QueueChain& c0 = *chains[0];
+  for (const QueueChain* c : chains)
     if (c->n != c0.n || c->time != c0.time)
       throw OptionError("the chains of a scenario must share one state space (build them with build_scenario_chains)");
   const bool discrete = c0.time == TimeKind::Discrete;
@@ -208,7 +208,7 @@ TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, con
     // outputs in [start, end) (the last phase: [start, end])
     size_t k_end = k;
     while (k_end < times.size() && (times[k_end] < end || (is_last && times[k_end] <= end))) ++k_end;
-    const Chain& c = *chains[i];
+    const QueueChain& c = *chains[i];
     const auto t0 = Clock::now();
     if (method == TransientMethod::Step) {
       const TransposedCsr PT(CsrOperator(c.n, c.rowptr.data(), c.col.data(), c.val.data()));

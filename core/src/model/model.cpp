@@ -300,13 +300,6 @@ DropFunction Model::resolved_drop() const {
   return d;
 }
 
-std::string to_string(TimeKind t) { return t == TimeKind::Discrete ? "discrete" : "continuous"; }
-TimeKind time_kind_from(const std::string& s) {
-  if (s == "discrete") return TimeKind::Discrete;
-  if (s == "continuous") return TimeKind::Continuous;
-  fail_param("model.time", "one of discrete, continuous", "'" + s + "'");
-}
-
 std::string to_string(Spacing s) {
   return s == Spacing::None ? "none" : s == Spacing::Count ? "count" : "wait";
 }

@@ -81,9 +81,7 @@ Chain uniformised_chain(const Chain& c, double* rate) {
   // What the solvers read: the matrix, the descriptor with its labels, the classes
   // (the event weights stay with the original chain, which the metrics read).
   Chain u;
-  u.model = c.model;
   u.space = c.space;
-  u.grid = c.grid;
   u.n = c.n;
   u.labels = c.labels;
   u.recurrent_state = c.recurrent_state;

@@ -26,7 +26,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "aqmchain/model/queue_generator.hpp"
 #include "solvers/block_system.hpp"
 
 namespace aqm::detail {
@@ -38,11 +37,8 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 std::vector<int32_t> slow_component_blocks(const Chain& c) {
   std::vector<int> slow;
-  for (int i = 0; i < c.space.count(); ++i) {
-    const std::string& name = c.space.component(i).name;
-    // REDwM's s follows the queue (s ~ b_1 q): it belongs in the block with n, like the modulator
-    if (name != component::level && name != component::modulator && name != component::s) slow.push_back(i);
-  }
+  for (int i = 0; i < c.space.count(); ++i)
+    if (!c.space.component(i).in_block) slow.push_back(i);  // the generator flags the block's components
   std::vector<int64_t> key(c.n, 0);
   for (int i : slow)
     for (int32_t s = 0; s < c.n; ++s) key[s] = key[s] * c.space.component(i).size + c.labels[i][s];

@@ -931,10 +931,11 @@ double envelope_lu_bytes(const Chain& c) {
 }
 
 bool coupled_structure(const Chain& c) {
-  for (const std::string* name : {&component::class2, &component::sequence, &component::count, &component::pmax,
-                                  &component::phase, &component::maxth})
-    if (c.space.find(*name) >= 0) return true;
-  return false;
+  // more than one component outside the preconditioner's blocks (the queue models: avg plus
+  // the class content or a stateful AQM's components)
+  int outside = 0;
+  for (const Component& k : c.space.components()) outside += !k.in_block;
+  return outside > 1;
 }
 
 /// Auto, by the chain's size and structure: direct first on chains below

@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "aqmchain/errors.hpp"
 #include "aqmchain/interrupt.hpp"
-#include "aqmchain/model/queue_generator.hpp"
 #include "aqmchain/operators/operator.hpp"
 
 namespace aqm {
@@ -133,43 +133,6 @@ ChainEstimate estimate_chain(const TransitionGenerator& g) {
   return e;
 }
 
-namespace {
-/// Rough costs on one core of this library's reference machine (2 cores, shared), for the
-/// time estimate only: building per transition of the bound (the bound is often several
-/// times the chain: 9 s for the 4.0M-state class chain whose bound is 259M transitions), and
-/// the stationary solve per state of the bound (krylov on a plain chain: 13 s for 4.4M
-/// states; multilevel on that class chain 30 s; krylov on a 2M-state drop-spacing chain
-/// 170 s: the coupled structures mix more slowly).
-constexpr double kBuildSecondsPerTransition = 5e-8;
-constexpr double kSolveSecondsPerStatePlain = 3e-6;
-constexpr double kSolveSecondsPerStateCoupled = 2e-5;
-
-std::string structure_of(const StateSpace& space) {
-  const bool classes = space.find(component::class2) >= 0 || space.find(component::sequence) >= 0;
-  const bool stateful = space.find(component::count) >= 0 || space.find(component::pmax) >= 0 ||
-                        space.find(component::maxth) >= 0 || space.find(component::phase) >= 0;
-  return classes && stateful ? "classes+stateful" : classes ? "classes" : stateful ? "stateful" : "plain";
-}
-
-void add_time(ChainEstimate& e, const TransitionGenerator& g) {
-  e.structure = structure_of(g.space());
-  const double states = static_cast<double>(e.reachable_bound);
-  e.build_seconds = static_cast<double>(e.max_nnz) * kBuildSecondsPerTransition;
-  e.solve_seconds = states * (e.structure == "plain" ? kSolveSecondsPerStatePlain : kSolveSecondsPerStateCoupled);
-  e.large = e.reachable_bound >= kLargeStates || e.build_seconds + e.solve_seconds >= kLargeSeconds;
-}
-}  // namespace
-
-ChainEstimate estimate_chain(const Model& model, ClassChain classes) {
-  model.validate();
-  Model m = model;
-  if (m.grid.refine == Refine::Auto) m.grid.refine = Refine::None;  // before refinement: the uniform grid 1/k
-  const auto g = queue_generator(m, classes);
-  ChainEstimate e = estimate_chain(*g);
-  add_time(e, *g);
-  return e;
-}
-
 const std::vector<int32_t>& Chain::component(const std::string& name) const {
   return labels.at(static_cast<size_t>(space.at(name)));
 }
@@ -197,21 +160,10 @@ int32_t Chain::index_of(const std::vector<int32_t>& values) const {
   return index_of_key(space.encode_checked(values));
 }
 
-Chain build_chain(const Model& model, const BuildOptions& options) {
-  model.validate();
-  const auto gen = queue_generator(model, options.classes);
-  Chain c = build_chain(*gen, model, options);
-  if (model.grid.mapping == Mapping::Nearest)
-    c.report.warnings.push_back(detail::cat(
-        "grid.mapping = \"nearest\" freezes avg whenever w |q - avg| < h/2 (here |q - avg| < ",
-        0.5 * (c.grid[1] - c.grid[0]) / model.aqm.w, " packets on the first cell); prefer \"split\""));
-  return c;
-}
-
 namespace {
 
-/// A chain with its model, descriptor and budget decisions, before exploration.
-Chain skeleton(const TransitionGenerator& gen, const Model& model, const BuildOptions& options) {
+/// A chain with its descriptor and budget decisions, before exploration.
+Chain skeleton(const TransitionGenerator& gen, const BuildOptions& options) {
   if (!(options.memory_limit_bytes > 0.0))
     fail_param("memory_limit_gb", "> 0", options.memory_limit_bytes / (1024.0 * 1024 * 1024));
   if (options.max_states < 1 || options.max_states > kMaxStatesMax)
@@ -234,10 +186,8 @@ Chain skeleton(const TransitionGenerator& gen, const Model& model, const BuildOp
                     std::ceil(est.bytes / (1024.0 * 1024 * 1024)), ", or coarsen the grid)"));
 
   Chain c;
-  c.model = model;
   c.time = gen.time();
   c.space = gen.space();
-  c.grid = model.grid.resolve(model.buffer);
   c.event_names = gen.event_names();
   c.report.product_states = est.product_states;
   c.report.estimated_bytes = est.bytes;
@@ -430,8 +380,8 @@ void assemble(Chain& c, const TransitionGenerator& gen, const std::vector<int64_
 
 }  // namespace
 
-Chain build_chain(const TransitionGenerator& gen, const Model& model, const BuildOptions& options) {
-  Chain c = skeleton(gen, model, options);
+Chain build_chain(const TransitionGenerator& gen, const BuildOptions& options) {
+  Chain c = skeleton(gen, options);
   std::vector<int64_t> queue;
   std::unordered_map<int64_t, int32_t> hashed;
   const int64_t emitted = explore(c, gen, {&gen}, options, queue, hashed)[0];
@@ -446,20 +396,16 @@ Chain build_chain(const TransitionGenerator& gen, const Model& model, const Buil
   return c;
 }
 
-ReachableCount count_reachable(const Model& model, const BuildOptions& options) {
-  model.validate();
-  Model m = model;
-  if (m.grid.refine == Refine::Auto) m.grid.refine = Refine::None;  // the uniform 1/k grid
-  const auto gen = queue_generator(m);
-  Chain c = skeleton(*gen, m, options);
+ReachableCount count_reachable(const TransitionGenerator& gen, const BuildOptions& options) {
+  Chain c = skeleton(gen, options);
   std::vector<int64_t> queue;
   std::unordered_map<int64_t, int32_t> hashed;
   ReachableCount out;
-  out.transitions_bound = explore(c, *gen, {gen.get()}, options, queue, hashed)[0];
+  out.transitions_bound = explore(c, gen, {&gen}, options, queue, hashed)[0];
   out.states = c.n;
   out.seconds = c.report.seconds_explore;
   out.hashed_index = c.report.hashed_index;
-  const StateSpace& space = gen->space();
+  const StateSpace& space = gen.space();
   out.component_counts.resize(static_cast<size_t>(space.count()));
   for (int k = 0; k < space.count(); ++k)
     out.component_counts[k].assign(static_cast<size_t>(space.component(k).size), 0);
@@ -472,30 +418,23 @@ ReachableCount count_reachable(const Model& model, const BuildOptions& options) 
   return out;
 }
 
-std::vector<Chain> build_scenario_chains(const Scenario& scenario, const BuildOptions& options) {
-  scenario.validate();
-  std::vector<std::unique_ptr<TransitionGenerator>> gens;
-  std::vector<const TransitionGenerator*> explorers;
-  for (const Phase& ph : scenario.phases) {
-    gens.push_back(queue_generator(ph.model));
-    explorers.push_back(gens.back().get());
-  }
+std::vector<Chain> build_chains(const std::vector<const TransitionGenerator*>& gens, const BuildOptions& options) {
+  if (gens.empty()) throw std::invalid_argument("build_chains needs at least one generator");
   for (size_t i = 1; i < gens.size(); ++i)
-    if (!(gens[i]->space() == gens[0]->space()))
-      throw ModelError(detail::cat("phase[", i, "]"),
-                       detail::cat("phase[", i, "] has another state space than phase[0] (the phases of a scenario "
-                                   "share one state space: same buffer, grid, source kind and modulator size)"));
+    if (!(gens[i]->space() == gens[0]->space()) || gens[i]->time() != gens[0]->time())
+      throw std::invalid_argument(detail::cat("generator ", i, " has another state space or time kind than generator 0"));
+  const std::vector<const TransitionGenerator*>& explorers = gens;
   std::vector<Chain> chains;
   std::vector<int64_t> queue;
   std::unordered_map<int64_t, int32_t> hashed;
-  Chain first = skeleton(*gens[0], scenario.phases[0].model, options);
+  Chain first = skeleton(*gens[0], options);
   const std::vector<int64_t> emitted_by = explore(first, *gens[0], explorers, options, queue, hashed);
   for (size_t i = 0; i < gens.size(); ++i) {
     Chain c;
     if (i == 0) {
       c = std::move(first);
     } else {
-      c = skeleton(*gens[i], scenario.phases[i].model, options);
+      c = skeleton(*gens[i], options);
       c.n = chains[0].n;
       ChainIndex::rank(c) = ChainIndex::rank(chains[0]);
       c.report.seconds_explore = 0.0;

@@ -17,7 +17,7 @@
 
 #include "aqmchain/model/model.hpp"
 #include "aqmchain/solvers/stationary.hpp"
-#include "aqmchain/state/chain.hpp"
+#include "aqmchain/model/queue_chain.hpp"
 
 namespace aqm {
 

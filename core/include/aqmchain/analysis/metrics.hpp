@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "aqmchain/state/chain.hpp"
+#include "aqmchain/model/queue_chain.hpp"
 #include "aqmchain/analysis/response.hpp"
 
 namespace aqm {
@@ -76,6 +76,6 @@ struct Metrics {
   std::vector<ClassMetrics> classes;
 };
 
-Metrics compute_metrics(const Chain& chain, const std::vector<double>& pi, const MetricsOptions& options = {});
+Metrics compute_metrics(const QueueChain& chain, const std::vector<double>& pi, const MetricsOptions& options = {});
 
 }  // namespace aqm

@@ -16,15 +16,12 @@
 #include <vector>
 
 #include "aqmchain/solvers/report.hpp"
-#include "aqmchain/state/chain.hpp"
+#include "aqmchain/model/queue_chain.hpp"
 
 namespace aqm {
 
-/// The tagged-packet chain's state budget (solver option `tagged_max_states`): its default
-/// and upper bound.  The chain has one state per packet position in each state of the
-/// queue's chain (sum over the states of n), about 220 bytes each.
-inline constexpr int64_t kDefaultTaggedMaxStates = 20000000;
-inline constexpr int64_t kTaggedMaxStatesMax = 2147483646;
+// The tagged-packet chain's state budget, kDefaultTaggedMaxStates and kTaggedMaxStatesMax
+// (solver option `tagged_max_states`), is in state/chain.hpp beside the builder's.
 
 struct ResponseOptions {
   double tail_mass = 1e-12;          ///< stop when the mass still in the system is below this
@@ -61,14 +58,14 @@ double tagged_chain_bytes(int64_t states, double transitions_per_state = 16.0);
 /// (0 when it builds none: tail drop without response = "tagged", response = "none",
 /// continuous time, class chains under modified RED or the flow comparison); for a class
 /// chain, that of its lumped chain.  Exact, from the chain's labels, before any solve.
-int64_t tagged_states_needed(const Chain& chain, const std::string& response = "auto");
+int64_t tagged_states_needed(const QueueChain& chain, const std::string& response = "auto");
 
 /// Refuse (StateSpaceTooLarge naming tagged_max_states or memory_limit_gb, with the value
 /// that would do) when that tagged chain exceeds the options' budgets; returns its states.
-int64_t check_tagged_budget(const Chain& chain, const std::string& response, const ResponseOptions& options);
+int64_t check_tagged_budget(const QueueChain& chain, const std::string& response, const ResponseOptions& options);
 
 /// Tagged-packet analysis for the chain's policy (tail, front or random).
-ResponseResult tagged_response(const Chain& chain, const std::vector<double>& pi, const ResponseOptions& options = {});
+ResponseResult tagged_response(const QueueChain& chain, const std::vector<double>& pi, const ResponseOptions& options = {});
 
 /// Whether the (n, avg, modulator) part of a class model's chain is a Markov chain of its
 /// own (docs/classes.md): no modified RED, no flow comparison, nothing else that reads the
@@ -81,7 +78,7 @@ bool class_blind(const Model& model);
 /// tagged-packet chain is built on the
 /// lumped chain, and the tagged packet starts as an admitted packet of all classes
 /// (entry 0) or of class k (entry k + 1).  Exact for both class chains.
-std::vector<ResponseResult> class_tagged_response(const Chain& class_chain, const std::vector<double>& pi,
+std::vector<ResponseResult> class_tagged_response(const QueueChain& class_chain, const std::vector<double>& pi,
                                                   const ResponseOptions& options = {});
 
 }  // namespace aqm

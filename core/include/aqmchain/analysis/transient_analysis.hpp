@@ -20,7 +20,7 @@
 #include "aqmchain/model/scenario.hpp"
 #include "aqmchain/solvers/stepping.hpp"
 #include "aqmchain/solvers/transient.hpp"
-#include "aqmchain/state/chain.hpp"
+#include "aqmchain/model/queue_chain.hpp"
 
 namespace aqm {
 
@@ -69,15 +69,15 @@ struct TransientAnalysis : ConvergenceReport<TransientMethod> {
 
 /// The default initial law: the empty system (every component 0, except adaptive RED's
 /// p_max at its start value) with the modulator in its stationary law.
-std::vector<double> empty_system_law(const Chain& chain);
+std::vector<double> empty_system_law(const QueueChain& chain);
 /// All mass on the state with these component values (descriptor order); ModelError
 /// naming 'p0' when the tuple is out of range or not a state of the chain.
-std::vector<double> point_law(const Chain& chain, const std::vector<int32_t>& values);
+std::vector<double> point_law(const QueueChain& chain, const std::vector<int32_t>& values);
 
 /// One phase per chain (chains from build_scenario_chains, or a single chain with a
 /// one-phase scenario of duration >= the last time).  `p0` empty: empty_system_law.
 /// Non-convergence (a budget) is the status, with the outputs produced so far.
-TransientAnalysis analyse_transient(const std::vector<const Chain*>& chains, const Scenario& scenario,
+TransientAnalysis analyse_transient(const std::vector<const QueueChain*>& chains, const Scenario& scenario,
                                     const std::vector<double>& p0, const std::vector<double>& times,
                                     const TransientAnalysisOptions& options = {});
 

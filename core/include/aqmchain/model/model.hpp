@@ -13,6 +13,7 @@
 #include "aqmchain/model/drop.hpp"
 #include "aqmchain/model/grid.hpp"
 #include "aqmchain/model/source.hpp"
+#include "aqmchain/state/time_kind.hpp"  // TimeKind: Model::time
 
 namespace aqm {
 
@@ -144,11 +145,6 @@ struct Aqm {
 };
 
 // ---------------------------------------------------------------- model
-
-/// Discrete (slotted, stochastic P) or continuous time (generator G), SPEC 1 and 6.
-enum class TimeKind { Discrete, Continuous };
-std::string to_string(TimeKind);
-TimeKind time_kind_from(const std::string&);
 
 struct Model {
   int buffer = 250;  ///< N, counts the packet in service

@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "aqmchain/model/model.hpp"
+#include "aqmchain/state/time_kind.hpp"
 
 namespace aqm {
 

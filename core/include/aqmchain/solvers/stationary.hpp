@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "aqmchain/analysis/response.hpp"
+#include "aqmchain/errors.hpp"
 #include "aqmchain/solvers/report.hpp"
 #include "aqmchain/state/chain.hpp"
 

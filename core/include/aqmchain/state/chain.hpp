@@ -2,25 +2,23 @@
 //
 // A TransitionGenerator (state/generator.hpp) describes the model; the builder
 // explores the states reachable from its initial states, numbers them in key
-// order (lexicographic in the descriptor's components: for the queue models
-// (n, avg, modulator), so P is block-tridiagonal in n) and assembles the matrix
-// in CSR with 32-bit indices, rows = "from" state (row-vector convention,
-// SPEC 1).  Discrete models give a row-stochastic P (rows sum to 1), continuous
-// ones a generator G (rows sum to 0, off-diagonals >= 0); the builder checks
-// which at build time.
+// order (lexicographic in the descriptor's components, so P is banded in the
+// first component) and assembles the matrix in CSR with 32-bit indices, rows =
+// "from" state (row-vector convention, SPEC 1).  Discrete generators give a
+// row-stochastic P (rows sum to 1), continuous ones a generator G (rows sum to 0,
+// off-diagonals >= 0); the builder checks which at build time.  Nothing here knows
+// which model the generator describes: a model family wraps the Chain with what its
+// analysis reads (the queue models: QueueChain, in the model layer).
 #pragma once
 
 #include <Eigen/SparseCore>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "aqmchain/model/model.hpp"
-#include "aqmchain/model/queue_generator.hpp"
-#include "aqmchain/model/scenario.hpp"
 #include "aqmchain/state/descriptor.hpp"
 #include "aqmchain/state/generator.hpp"
+#include "aqmchain/state/time_kind.hpp"
 
 namespace aqm {
 
@@ -33,15 +31,17 @@ using SpMap = Eigen::Map<const SpMat>;
 /// the many-million-state chains of class and stateful models early.
 inline constexpr int64_t kDefaultMaxStates = 5000000;
 inline constexpr int64_t kMaxStatesMax = 2147483646;  ///< the CSR's 32-bit state indices
+/// The tagged-packet chain's state budget (solver option `tagged_max_states`, analysis/response.hpp):
+/// its default and upper bound.  The chain has one state per packet position in each state of the
+/// queue's chain (sum over the states of n), about 220 bytes each.
+inline constexpr int64_t kDefaultTaggedMaxStates = 20000000;
+inline constexpr int64_t kTaggedMaxStatesMax = 2147483646;
 
 struct BuildOptions {
   /// Refuse to build when the estimate of `estimate_chain` exceeds this.
   double memory_limit_bytes = 8.0 * 1024 * 1024 * 1024;
   /// Refuse (StateSpaceTooLarge naming max_states) a chain with more reachable states.
   int64_t max_states = kDefaultMaxStates;
-  /// A model with traffic classes: the two-class chain (random-order approximation) or the
-  /// exact chain of the FIFO's class sequence (small N), docs/classes.md.
-  ClassChain classes = ClassChain::Approx;
 };
 
 /// Upper bounds computed from the model before anything is built.
@@ -52,16 +52,15 @@ struct ChainEstimate {
   double bytes = 0.0;          ///< upper bound on the builder's peak memory
   bool bound_tight = true;     ///< the generator's reachable_bound_tight(): false when the bound is far above the reachable count
   /// Rough wall seconds on one core, from the bounds: building, and the stationary solve
-  /// (per state, larger for the coupled structures: traffic classes, a stateful AQM).
+  /// (filled by the model family's estimate, e.g. the queue models').
   double build_seconds = 0.0, solve_seconds = 0.0;
-  std::string structure = "plain";  ///< "plain", "classes", "stateful" or "classes+stateful"
+  std::string structure = "plain";  ///< the model family's name for the chain's structure
   bool large = false;  ///< worth announcing before building (at least kLargeStates states or kLargeSeconds)
 };
 /// A chain is announced before it is built (CLI, JSON) from this many states or seconds.
 inline constexpr int64_t kLargeStates = 1000000;
 inline constexpr double kLargeSeconds = 30.0;
-/// An automatic grid: its uniform 1/k before refinement; `classes`: the class chain built.
-ChainEstimate estimate_chain(const Model& model, ClassChain classes = ClassChain::Approx);
+/// The bounds of a generator's chain (states, transitions, memory), before exploring.
 ChainEstimate estimate_chain(const TransitionGenerator& generator);
 
 struct BuildReport {
@@ -79,10 +78,8 @@ struct BuildReport {
 
 class Chain {
  public:
-  Model model;                ///< the model the chain was built from
   TimeKind time = TimeKind::Discrete;
   StateSpace space;           ///< the state descriptor
-  std::vector<double> grid;   ///< avg grid points g_0 .. g_L (queue models)
 
   // P (discrete) or G (continuous) in CSR (row-major, 32-bit indices).
   int32_t n = 0;
@@ -119,13 +116,11 @@ class Chain {
   std::vector<int64_t> keys_;   ///< hashed index: sorted keys of the states
 };
 
-/// Explore, assemble and classify the chain of `model` (validated first).
-Chain build_chain(const Model& model, const BuildOptions& options = {});
-/// The same for any generator; `model` supplies what analysis reads (buffer,
-/// grid, service, policy).  Used for models assembled from components by hand.
-Chain build_chain(const TransitionGenerator& generator, const Model& model, const BuildOptions& options = {});
+/// Explore, assemble and classify the chain of `generator` (the queue models' chain of a
+/// Model: build_chain(const Model&) in the model layer).
+Chain build_chain(const TransitionGenerator& generator, const BuildOptions& options = {});
 
-/// The reachable states of a model counted by the builder's exploration alone
+/// The reachable states of a generator counted by the builder's exploration alone
 /// (no matrix is assembled): what `info` reports when it is cheap.
 struct ReachableCount {
   int64_t states = 0;             ///< reachable states (exactly those build_chain numbers)
@@ -135,16 +130,15 @@ struct ReachableCount {
   double seconds = 0.0;           ///< exploration time
   bool hashed_index = false;      ///< states indexed by a hash map
 };
-/// Explore the states of `model` (validated first; an automatic grid is explored
-/// on its uniform 1/k grid, as in estimate_chain) within the memory budget.
-ReachableCount count_reachable(const Model& model, const BuildOptions& options = {});
+/// Explore the states of `generator` within the memory budget.
+ReachableCount count_reachable(const TransitionGenerator& generator, const BuildOptions& options = {});
 
-/// One chain per phase of `scenario` (validated first), all on the same states:
-/// the union of the states reachable under any phase's parameters, numbered
-/// once, so a probability vector of one phase's chain is one of every other's.
-/// Each chain has its phase's matrix, events and model.  A phase's chain may have
-/// transient states (reachable only under another phase).
-std::vector<Chain> build_scenario_chains(const Scenario& scenario, const BuildOptions& options = {});
+/// One chain per generator, all on the same states: the union of the states reachable
+/// under any of the generators, numbered once, so a probability vector of one chain is one
+/// of every other's.  The generators must share one descriptor (std::invalid_argument
+/// otherwise).  A chain may have transient states (reachable only under another generator).
+std::vector<Chain> build_chains(const std::vector<const TransitionGenerator*>& generators,
+                                const BuildOptions& options = {});
 
 /// Communicating-class analysis of the CSR graph (Tarjan, O(nnz)): fills
 /// report.closed_classes, report.transient_states and recurrent_state.

@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "aqmchain/model/model.hpp"
 #include "aqmchain/state/descriptor.hpp"
+#include "aqmchain/state/time_kind.hpp"
 
 namespace aqm {
 
