@@ -56,7 +56,7 @@ def export_matrix(obj: Any, path: str | Path, *, comment: str = "") -> Path:
     matrix back entry for entry."""
     import scipy.io
 
-    from .stationary import transition_matrix
+    from .stationary import COMPONENTS, transition_matrix
 
     chain = _chain_of(obj)
     P = transition_matrix(chain)
@@ -102,7 +102,7 @@ def export_prism(obj: Any, base: str | Path) -> dict[str, Path]:
     Returns the paths by extension."""
     import pandas as pd
 
-    from .stationary import transition_matrix
+    from .stationary import COMPONENTS, transition_matrix
 
     paths = prism_paths(base)
     chain = _chain_of(obj)
@@ -127,13 +127,14 @@ def export_prism(obj: Any, base: str | Path) -> dict[str, Path]:
         fh.write("(" + ",".join(names) + ")\n")
         fh.write("\n".join(lines.tolist()) + "\n")
 
-    level = comps["level"]
+    level_name, modulator = COMPONENTS["level"], COMPONENTS["modulator"]
+    level = comps[level_name]
     init = level == 0
     for n in names:
-        if n not in ("level", "modulator"):
+        if n not in (level_name, modulator):
             init &= comps[n] == 0
-    if "modulator" in comps and init.any():  # one initial state: the first modulator value among them
-        init &= comps["modulator"] == comps["modulator"][init].min()
+    if modulator in comps and init.any():  # one initial state: the first modulator value among them
+        init &= comps[modulator] == comps[modulator][init].min()
     empty = level == 0
     full = level == chain.model.buffer
     flags = [init, np.zeros(chain.n, dtype=bool), empty, full]

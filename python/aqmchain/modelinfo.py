@@ -40,7 +40,7 @@ def model_info(model: _core.Model, *, explore: bool | None = None, explore_limit
     ``grid`` (the automatic grid's report), ``exact`` (True); and for response times under
     front / random drop ``tagged_states`` (exact when explored, else ``tagged_states_bound``)
     with ``tagged_bytes``.  ``policy_cost`` says in words what ``policies`` will build."""
-    from .stationary import _limit_bytes, refine_grid
+    from .stationary import COMPONENTS, _limit_bytes, refine_grid
 
     if not isinstance(model, _core.Model):
         raise _checks.model_error("model", "an aqmchain.Model", model)
@@ -74,7 +74,7 @@ def model_info(model: _core.Model, *, explore: bool | None = None, explore_limit
         count = _core.count_reachable(target, _limit_bytes(memory_limit_gb))
         out.update(reachable_states=int(count["states"]), transitions_bound=int(count["transitions_bound"]),
                    explore_seconds=float(count["seconds"]), exact=True)
-        levels = np.asarray(count["component_counts"]["level"], dtype=np.int64)
+        levels = np.asarray(count["component_counts"][COMPONENTS["level"]], dtype=np.int64)
         out["tagged_states"] = int(np.dot(np.arange(len(levels), dtype=np.int64), levels))
         tagged = out["tagged_states"]
         which = "exactly"

@@ -260,10 +260,12 @@ def response_pmf(results: Any, *, ax: Any = None, log: bool = True, name: str | 
 def joint_pmf(result: Any) -> tuple[np.ndarray, np.ndarray]:
     """The stationary joint pmf of (avg grid point, q) as a matrix ``P[i, q]`` and the avg
     grid (``result.avg_grid``).  Summed over the other components (modulator, count, ...)."""
+    from .stationary import COMPONENTS
+
     labels = result.state_labels()
     grid = np.asarray(result.avg_grid, float)
     nq = int(labels["queue"].max()) + 1
-    flat = np.bincount(labels["avg_index"] * nq + labels["queue"], weights=np.asarray(result.pi, float),
+    flat = np.bincount(labels[COMPONENTS["avg"]] * nq + labels["queue"], weights=np.asarray(result.pi, float),
                        minlength=len(grid) * nq)
     return flat.reshape(len(grid), nq), grid
 

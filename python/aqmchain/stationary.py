@@ -31,6 +31,9 @@ ERROR_ESTIMATE_FACTORS: tuple[int, ...] = (4, 2, 1)
 #: "approx" (two classes, random-order approximation), "exact" (the FIFO's class sequence, small N).
 CLASS_CHAINS: tuple[str, ...] = tuple(_core.class_chains())
 #: Scalar metrics that are diagnostics, not quantities with a discretisation error.
+#: the queue models' state components by role (level, avg, s, modulator, count, pmax, maxth, phase,
+#: class2, head, sequence): their names in the chain's descriptor, written once in the core
+COMPONENTS: dict[str, str] = dict(_core.queue_components())
 _NOT_EXTRAPOLATED = frozenset({"response_truncated", "littles_law_error"})
 
 
@@ -124,13 +127,14 @@ def stateful_observables(model: _core.Model, chain: _core.Chain) -> dict[str, np
     max_th), for the components the chain has; empty for a plain model."""
     labels = chain.labels
     out: dict[str, np.ndarray] = {}
-    if "count" in labels:
-        out["count"] = np.asarray(labels["count"], dtype=float) - 1.0
-    if "pmax_index" in labels:
-        out["p_max"] = np.asarray(_core.stateful_info(model)["p_max_values"])[np.asarray(labels["pmax_index"])]
-    if "maxth_index" in labels:
+    count, pmax, maxth = COMPONENTS["count"], COMPONENTS["pmax"], COMPONENTS["maxth"]
+    if count in labels:
+        out["count"] = np.asarray(labels[count], dtype=float) - 1.0
+    if pmax in labels:
+        out["p_max"] = np.asarray(_core.stateful_info(model)["p_max_values"])[np.asarray(labels[pmax])]
+    if maxth in labels:
         hi = model.aqm.drop.hi
-        out["max_th"] = np.array([hi, hi * (1 + model.aqm.max_th_growth)])[np.asarray(labels["maxth_index"])]
+        out["max_th"] = np.array([hi, hi * (1 + model.aqm.max_th_growth)])[np.asarray(labels[maxth])]
     return out
 
 
@@ -173,7 +177,8 @@ class StationaryResult:
         self.classes = {k.name: _class_result(k) for k in metrics.classes}
         #: which chain produced the per-class numbers: "single" (no class state), "approx" or "exact"
         labels = chain.labels
-        self.class_chain = "exact" if "sequence" in labels else "approx" if "class2" in labels else "single"
+        self.class_chain = ("exact" if COMPONENTS["sequence"] in labels else
+                            "approx" if COMPONENTS["class2"] in labels else "single")
         self.response_method = metrics.response_method or None
         self.time_unit = "slots" if chain.time == "discrete" else "time units"
         self.grid: dict[str, Any] | None = None  #: what the automatic grid did (refine_grid's report)
@@ -191,21 +196,22 @@ class StationaryResult:
         self.count_pmf = self.mean_count = self.p_max_pmf = self.p_max_values = self.mean_p_max = None
         self.max_th_values = self.max_th_pmf = self.mean_max_th = None
         labels = chain.labels
-        if "count" in labels:
+        count, pmax, maxth = COMPONENTS["count"], COMPONENTS["pmax"], COMPONENTS["maxth"]
+        if count in labels:
             info = _core.stateful_info(model)
-            self.count_pmf = np.bincount(np.asarray(labels["count"]), weights=pi,
+            self.count_pmf = np.bincount(np.asarray(labels[count]), weights=pi,
                                          minlength=info["count_cap"] + 2)
             self.mean_count = float(np.dot(np.arange(-1, len(self.count_pmf) - 1), self.count_pmf))
-        if "pmax_index" in labels:
+        if pmax in labels:
             info = _core.stateful_info(model)
             self.p_max_values = np.asarray(info["p_max_values"])
-            self.p_max_pmf = np.bincount(np.asarray(labels["pmax_index"]), weights=pi,
+            self.p_max_pmf = np.bincount(np.asarray(labels[pmax]), weights=pi,
                                          minlength=len(self.p_max_values))
             self.mean_p_max = float(np.dot(self.p_max_values, self.p_max_pmf))
-        if "maxth_index" in labels:
+        if maxth in labels:
             hi = model.aqm.drop.hi
             self.max_th_values = np.array([hi, hi * (1 + model.aqm.max_th_growth)])
-            self.max_th_pmf = np.bincount(np.asarray(labels["maxth_index"]), weights=pi, minlength=2)
+            self.max_th_pmf = np.bincount(np.asarray(labels[maxth]), weights=pi, minlength=2)
             self.mean_max_th = float(np.dot(self.max_th_values, self.max_th_pmf))
 
     def component_pmf(self, name: str) -> np.ndarray:
@@ -387,10 +393,10 @@ def state_labels(chain: _core.Chain) -> dict[str, np.ndarray]:
     the derived ``queue`` (q = max(n - 1, 0)), ``avg`` (the grid value; REDwM's A) and, for
     REDwM, ``s`` (the value of its second variable on its grid)."""
     labels = {name: np.asarray(values) for name, values in chain.labels.items()}
-    labels["queue"] = np.maximum(labels["level"] - 1, 0)
-    labels["avg"] = np.asarray(chain.grid)[labels["avg_index"]]
-    if "s_index" in labels:
-        labels["s"] = np.asarray(_core.redwm_s_grid(chain.model))[labels["s_index"]]
+    labels["queue"] = np.maximum(labels[COMPONENTS["level"]] - 1, 0)
+    labels["avg"] = np.asarray(chain.grid)[np.asarray(chain.grid_index)]
+    if COMPONENTS["s"] in labels:
+        labels["s"] = np.asarray(_core.redwm_s_grid(chain.model))[labels[COMPONENTS["s"]]]
     return labels
 
 
@@ -560,7 +566,7 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
         grid["states"] = int(chain.n)
     # the tagged-packet chain's budgets, before the solve (exact, from the chain's labels)
     _core.check_tagged_budget(chain, response, _limit_bytes(memory_limit_gb), opts.tagged_max_states)
-    if "sequence" in chain.labels and "method" not in options and "auto_krylov_min_states" not in options:
+    if COMPONENTS["sequence"] in chain.labels and "method" not in options and "auto_krylov_min_states" not in options:
         # the exact class chain's rows are dense (a discard may take any position of the
         # sequence): LU fill-in makes direct slow from a few thousand states, krylov goes first
         opts = _options({**options, "auto_krylov_min_states": 0})

@@ -127,6 +127,19 @@ void define_state(py::module_& m) {
       "Reachable states by the builder's exploration alone (no matrix): states, an upper bound on the "
       "transitions, per component the number of states at each value, seconds.");
   m.def("queue_event_names", &queue_event_names, "Names of the per-state event weights of the queue models.");
+  m.def(
+      "queue_components",
+      []() {
+        py::dict d;
+        d["level"] = component::level, d["avg"] = component::avg, d["s"] = component::s;
+        d["modulator"] = component::modulator, d["count"] = component::count, d["pmax"] = component::pmax;
+        d["maxth"] = component::maxth, d["phase"] = component::phase, d["class2"] = component::class2;
+        d["head"] = component::head, d["sequence"] = component::sequence;
+        return d;
+      },
+      "Names of the queue models' state components by role: level (n), avg (the grid index of avg), s "
+      "(REDwM's second variable), modulator, the stateful AQM's count, pmax, maxth, phase and the class chains' "
+      "class2, head, sequence.");
 
   py::class_<Chain>(m, "MarkovChain",
                     "A Markov chain of a transition generator: P (discrete) or G (continuous) in CSR (rows = "
@@ -163,6 +176,9 @@ void define_state(py::module_& m) {
                                 "The Markov chain of a model: P (discrete) or G (continuous) in CSR (rows = "
                                 "from-state), state labels per component and event weights per state.")
       .def_readonly("model", &QueueChain::model, "The model the chain was built from.")
+      .def_property_readonly(
+          "grid_index", [](py::object self) { return view(self.cast<const QueueChain&>().grid_index(), self); },
+          "Each state's index on `grid` (a read-only view of the labels of the component that holds it).")
       .def_property_readonly(
           "grid", [](py::object self) { return view(self.cast<const QueueChain&>().grid, self); },
           "The avg grid points g_0 .. g_L, a read-only view.");
