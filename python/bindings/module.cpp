@@ -7,7 +7,9 @@
 #include <csignal>
 #include <thread>
 
-#include "aqmchain/aqmchain.hpp"
+#include "aqmchain/errors.hpp"
+#include "aqmchain/interrupt.hpp"
+#include "aqmchain/threads.hpp"
 
 namespace aqmpy {
 
