@@ -2,6 +2,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -66,7 +67,6 @@ def solution_distance_bound(P, pi, *residuals) -> float:
     one sparse solve.  Each residual is known only to within the error of evaluating it,
     2 (c + 1) eps with c the most entries in a column.  This is what the arithmetic guarantees, on
     any machine, BLAS and thread count."""
-    import numpy as np
     import scipy.sparse as sp
     import scipy.sparse.linalg as sla
 
@@ -84,7 +84,6 @@ def solution_distance_bound(P, pi, *residuals) -> float:
 def summation_error(n: int) -> float:
     """How far two sums of the same n nonnegative numbers totalling 1, added in different orders
     (the core's loop against NumPy's pairwise sum), may differ: n eps (recursive summation's bound)."""
-    import numpy as np
 
     return max(n, 2) * float(np.finfo(float).eps)
 
@@ -94,7 +93,6 @@ def construction_error(P_ref) -> float:
     builder's against a dense oracle's, in another order): an entry is a sum of at most c
     branches (c: the most entries in a row) of products of at most 8 factors each in [0, 1],
     so each side is within (c + 8) eps of the exact value."""
-    import numpy as np
 
     c = int(np.count_nonzero(np.asarray(P_ref), axis=1).max())
     return 2.0 * (c + 8) * float(np.finfo(float).eps)
@@ -104,7 +102,6 @@ def stepping_error(P, steps: int) -> float:
     """How far (in L1) two runs of `steps` sparse steps p <- p P may drift apart when their
     additions go in another order (another thread count): each step rounds each entry over at
     most c + 1 terms, c the most entries in a column of P, and stochastic steps add these up."""
-    import numpy as np
     import scipy.sparse as sp
 
     P = sp.csr_matrix(P)
@@ -116,7 +113,6 @@ def residual_evaluation_error(P) -> float:
     """How far two evaluations of ||pi P - pi||_1 (in another order: C++ against SciPy) may
     differ for a probability vector pi: each entry of pi P - pi carries at most (c + 1) eps of
     its column's mass, c the most entries in a column, so the sum at most 2 (c + 1) eps each."""
-    import numpy as np
     import scipy.sparse as sp
 
     P = sp.csr_matrix(P)
@@ -127,3 +123,32 @@ def residual_evaluation_error(P) -> float:
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+def geo_model(N, alpha, mu, w=0.5, k=1):
+    return aqmchain.Model(buffer=N, source=aqmchain.Source.bernoulli(alpha), service=aqmchain.Service(mu),
+                          aqm=aqmchain.Aqm(w=w), grid=aqmchain.GridSpec(k=k))
+
+
+def geo_pmf(N, a, mu):
+    """Birth-death balance of Geo/Geo/1/N, delayed access, arrivals see n_{t-1}."""
+    p = np.zeros(N + 1)
+    p[0] = 1.0
+    p[1] = a / ((1 - a) * mu)
+    for n in range(1, N - 1):
+        p[n + 1] = p[n] * a * (1 - mu) / ((1 - a) * mu)
+    p[N] = p[N - 1] * a * (1 - mu) / mu
+    return p / p.sum()
+
+
+def assert_tagged_equals_closed_form(model):
+    """Under tail drop the tagged-packet chain (response="tagged") must give the closed
+    form's response law."""
+    closed = aqmchain.solve_stationary(model)
+    tagged = aqmchain.solve_stationary(model, response="tagged", response_tail=1e-15)
+    assert closed.response_method == "closed_form" and tagged.response_method == "tagged_chain"
+    n = min(len(closed.response_pmf), len(tagged.response_pmf))
+    np.testing.assert_allclose(tagged.response_pmf[:n], closed.response_pmf[:n], rtol=0, atol=1e-13)
+    assert tagged.mean_response == pytest.approx(closed.mean_response, rel=1e-11)
+    assert tagged.var_response == pytest.approx(closed.var_response, rel=1e-9)
+    assert tagged.pushed_out_prob == 0.0

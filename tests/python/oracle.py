@@ -572,3 +572,21 @@ def stateful_chain(spec: dict):
 
     states, P = explore_dense([(0, 0, m, 0, k0, 0, 0) for m in range(len(lam))], row)
     return states, P, {"count_cap": cap, "p_max_values": pmaxes, "p_max_start": k0}
+
+
+# Model cases the dense-oracle tests run: one per source kind and per drop function.
+SOURCES = {
+    "bernoulli": {"kind": "bernoulli", "alpha": 0.45},
+    "ssmp": {"kind": "ssmp", "n": 3, "q": 1.5, "a": 4.0},
+    "mmbp": {"kind": "mmbp", "matrix": [[0.9, 0.1], [0.25, 0.75]], "arrival": [0.2, 0.9]},
+}
+DROPS = {
+    "none": {"drop": "none"},
+    "red": {"drop": "red", "min_th": 3, "max_th": 9, "p_max": 0.3},
+    "gentle_red": {"drop": "gentle_red", "min_th": 2, "max_th": 6, "p_max": 0.2},
+    "dsred": {"drop": "dsred", "k_l": 3, "k_h": 10, "gamma": 0.4},
+    "sred": {"drop": "sred", "min_th": 2},
+    "nlred": {"drop": "nlred", "min_th": 3, "max_th": 9, "p_max": 0.5},
+    "polynomial": {"drop": "polynomial", "min_th": 2, "max_th": 10, "coeffs": [0.05, 0.3, -0.1, 0.6]},
+    "table": {"drop": "table", "points": [[1.0, 0.0], [4.0, 0.3], [8.0, 0.9]]},
+}

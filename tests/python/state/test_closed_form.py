@@ -6,23 +6,7 @@ import pytest
 from scipy import stats
 
 import aqmchain
-from conftest import solution_distance_bound, summation_error
-
-
-def geo_model(N, alpha, mu, w=0.5, k=1):
-    return aqmchain.Model(buffer=N, source=aqmchain.Source.bernoulli(alpha), service=aqmchain.Service(mu),
-                          aqm=aqmchain.Aqm(w=w), grid=aqmchain.GridSpec(k=k))
-
-
-def geo_pmf(N, a, mu):
-    """Birth-death balance of Geo/Geo/1/N, delayed access, arrivals see n_{t-1}."""
-    p = np.zeros(N + 1)
-    p[0] = 1.0
-    p[1] = a / ((1 - a) * mu)
-    for n in range(1, N - 1):
-        p[n + 1] = p[n] * a * (1 - mu) / ((1 - a) * mu)
-    p[N] = p[N - 1] * a * (1 - mu) / mu
-    return p / p.sum()
+from conftest import geo_model, geo_pmf, solution_distance_bound, summation_error
 
 
 @pytest.mark.parametrize("N,alpha,mu", [(5, 0.3, 0.5), (17, 0.6, 0.5), (40, 0.45, 0.5), (9, 0.9, 0.3)])

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import aqmchain
-from conftest import model_of
+from conftest import assert_tagged_equals_closed_form, model_of
 from oracle import reference_chain, tagged_response_oracle
 
 SMALL = {"buffer": 12, "mu": 0.45, "w": 0.3, "k": 2, "mapping": "split", "ecn": 0.2,
@@ -34,19 +34,6 @@ def test_matches_independent_dense_tagged_chain(policy, update):
 @pytest.mark.parametrize("update", ["per_slot", "per_arrival"])
 def test_tagged_chain_under_tail_equals_closed_form(update):
     assert_tagged_equals_closed_form(model_of(dict(SMALL, buffer=25, min_th=5, max_th=18, update=update)))
-
-
-def assert_tagged_equals_closed_form(model):
-    """Under tail drop the tagged-packet chain (response="tagged") must give the closed
-    form's response law."""
-    closed = aqmchain.solve_stationary(model)
-    tagged = aqmchain.solve_stationary(model, response="tagged", response_tail=1e-15)
-    assert closed.response_method == "closed_form" and tagged.response_method == "tagged_chain"
-    n = min(len(closed.response_pmf), len(tagged.response_pmf))
-    np.testing.assert_allclose(tagged.response_pmf[:n], closed.response_pmf[:n], rtol=0, atol=1e-13)
-    assert tagged.mean_response == pytest.approx(closed.mean_response, rel=1e-11)
-    assert tagged.var_response == pytest.approx(closed.var_response, rel=1e-9)
-    assert tagged.pushed_out_prob == 0.0
 
 
 @pytest.mark.parametrize("policy", ["tail", "front", "random"])

@@ -13,7 +13,7 @@ import pytest
 import aqmchain
 from aqmchain import cli, modelfile
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FORBIDDEN = re.compile(r"\bSPEC\b|\bseeds? 0\d\d\b|\bseed 0\d\d|\bthe issue\b|\bissue's\b|\bseeds'")
 
 # keys read by name in modelfile.py (the others come from the tables of defaults below)

@@ -14,7 +14,7 @@ import pytest
 import aqmchain
 from conftest import BASE_DOC, model_of, construction_error, stepping_error, summation_error
 from oracle import reference_chain, stateful_chain
-from test_response import assert_tagged_equals_closed_form
+from conftest import assert_tagged_equals_closed_form
 
 BERN = {"kind": "bernoulli", "alpha": 0.45}
 MMBP = {"kind": "mmbp", "matrix": [[0.9, 0.1], [0.25, 0.75]], "arrival": [0.2, 0.9]}

@@ -13,7 +13,7 @@ import pytest
 
 import aqmchain
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "python" / "aqmchain"
 
 

@@ -7,7 +7,7 @@ import pytest
 
 import aqmchain
 from conftest import solution_distance_bound
-from test_closed_form import geo_model, geo_pmf
+from conftest import geo_model, geo_pmf
 
 EPS = float(np.finfo(float).eps)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TRACEBACK = "Traceback (most recent call last)"
 LATENCY_BOUND = 8.0  # seconds from SIGINT to exit, on a machine busy with other work
 PARALLEL = 4  # runs at a time

@@ -17,7 +17,7 @@ import aqmchain
 from aqmchain import _core
 from conftest import summation_error
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def random_generator(n, seed, density=0.3, spread=0.0):

@@ -10,7 +10,7 @@ import pytest
 
 import aqmchain
 from oracle import redwm_reference_chain, redwm_s_points
-from test_dense_oracle import DROPS, SOURCES
+from oracle import DROPS, SOURCES
 
 BASE = {"model": {"buffer": 20}, "source": {"kind": "bernoulli", "alpha": 0.5}, "service": {"mu": 0.5},
         "aqm": {"drop": "red", "min_th": 5, "max_th": 15, "p_max": 0.1, "filter": "redwm", "triple": [0.2, 0.1, 0.05]},
