@@ -27,12 +27,14 @@
 //      system held a packet at the start of the slot);
 //   5. push-out victim (random discard policy, only when a rejected arrival finds
 //      waiting packets): one uniform.
-// Class-aware models (traffic classes, modified RED, flow comparison: docs/classes.md)
-// run a loop of their own (chunk_classes in engine.cpp), which draws in the order of the
-// stateful loop and adds: the class of an arrival (only with two or more classes), its
-// flow (only when its class has several), its ECN capability (modified RED, when the
-// class's probability is strictly between 0 and 1), the packet the flow comparison
-// picks, and, after the departure, the victims of the modified random search.
+// Models with a stateful AQM or traffic classes (modified RED, flow comparison:
+// docs/classes.md) run the general loop (chunk_general in engine.cpp, its features as
+// template flags), which draws in its own order: grid mapping of avg, modulator, arrival,
+// the stateful AQM's clock and p_max mapping, then the arrival's class (only with two or
+// more classes), its flow (only when its class has several), its ECN capability (modified
+// RED, when the class's probability is strictly between 0 and 1), the packet the flow
+// comparison picks, the AQM decision and ECN; then the departure, and after it the
+// push-out victim and the victims of the modified random search.
 // A bare Bernoulli source with continuous avg therefore takes two draws per slot.
 // Comparisons are made on the integer k = x >> 11 of a 64-bit draw x (u = k 2^-53):
 // u < p  <=>  k < p 2^53  <=>  k < ceil(p 2^53), and the scaling by 2^53 is exact.
