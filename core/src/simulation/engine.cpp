@@ -48,6 +48,15 @@ SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max
     }
   }
   for (double l : m.source.arrival) lam53.push_back(std::min(l, 1.0) * kTwo53);
+  if (m.source.max_batch() > 1) {
+    B = m.source.max_batch();
+    for (const auto& row : m.source.count_pmf()) {
+      double c = 0.0;
+      bcdf.emplace_back();
+      for (double p : row) bcdf.back().push_back(c += p);
+      bcdf.back().back() = 1.0;
+    }
+  }
   mcdf.resize(M);
   for (int i = 0; i < M; ++i) {
     double c = 0;
@@ -385,20 +394,22 @@ void erase2(int64_t* buf, uint32_t* meta, uint64_t mask, uint64_t& head, int n, 
 /// features a model has as template flags, so that a model pays only for its own:
 ///  - Classes: traffic classes and flows, ECN per class, modified RED, the flow comparison
 ///    (docs/classes.md); per FIFO place the flow id and ECN capability, per-class tallies;
+///  - Batch: a batch source, 0..B arrivals per slot (docs/batch-arrivals.md);
 ///  - the stateful AQM (drop spacing, adaptive p_max, AutoRED's weight, dynamic max_th;
 ///    docs/stateful-aqm.md), when P.sa is set;
 /// any source, continuous or discretised avg.  Written for clarity rather than speed.
 /// Draws per slot, in this order: grid mapping of avg (discretised), modulator (modulated
-/// sources), arrival, adaptive clock (geometric), p_max mapping (discretised, when the clock
-/// fires); then per arrival:
+/// sources), arrival (Batch: the number k of arrivals, one uniform by inversion), adaptive
+/// clock (geometric), p_max mapping (discretised, when the clock fires); then per arrival:
 /// its class (two or more classes), its flow (a class of several flows), its ECN capability
 /// (modified RED, probability strictly between 0 and 1), the packet the flow comparison
 /// picks, the AQM decision, ECN; then the departure, and the push-out victims (random
 /// discard policy) and the victims of the modified random search.  One class of one flow
 /// without modified RED or flow comparison therefore draws exactly what the same model
 /// without classes draws.
-template <bool Record, bool Cls>
+template <bool Record, bool Cls, bool Batch>
 void chunk_general(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, const int64_t t_end, Tally& T) {
+  static_assert(!(Cls && Batch), "batch sources run without traffic classes");
   Xoshiro256 rng = rng_ref;
   const SlotParams::Classes* const Kp = Cls ? &*P.cls : nullptr;
   const detail::StatefulLayout* S = P.sa ? &*P.sa : nullptr;
@@ -480,9 +491,18 @@ void chunk_general(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
       gc = gt.lo + static_cast<int>(!(rng.uniform() < gt.p_lo));
       cand = P.points[static_cast<size_t>(gc)];
     }
-    // 2. modulator, 3. arrival
+    // 2. modulator, 3. arrival (Batch: the number of arrivals)
     if (P.M > 1) s.m = next_modulator(P, s.m, rng.uniform());
-    const bool arr = static_cast<double>(rng.next() >> 11) < P.lam53[static_cast<size_t>(s.m)];
+    int arrivals;
+    if constexpr (Batch) {
+      const double u = rng.uniform();
+      const double* c = P.bcdf[static_cast<size_t>(s.m)].data();
+      arrivals = 0;
+      while (arrivals < P.B && u >= c[arrivals]) ++arrivals;
+    } else {
+      arrivals = static_cast<double>(rng.next() >> 11) < P.lam53[static_cast<size_t>(s.m)];
+    }
+    const bool arr = arrivals > 0;
     if (P.per_slot || arr) s.avg = cand, s.g = gc;
     if (S && S->adaptive) {
       bool fires;
@@ -504,159 +524,209 @@ void chunk_general(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
       }
     }
     enum Loss { None, Aqm, Overflow, Compare };
-    // the arrival's class, flow and (modified RED) ECN capability
-    int c = 0, fl = 0;
-    bool capable = false;
-    if constexpr (Cls) {
-      const SlotParams::Classes& K = *Kp;
-      if (arr) {
-        if (K.C > 1) c = pick_cdf(K.ccdf[static_cast<size_t>(s.m)], rng.uniform());
-        const int F = K.flows[static_cast<size_t>(c)];
-        fl = K.offset[static_cast<size_t>(c)];
-        if (F > 1) {
-          const double u = rng.uniform();
-          fl += K.fcdf[static_cast<size_t>(c)].empty() ? std::min(F - 1, static_cast<int>(u * F))
-                                                       : pick_cdf(K.fcdf[static_cast<size_t>(c)], u);
+    if constexpr (Batch) {
+      // 4. the fates of the k packets, one after another: each finds n plus the packets of
+      // the batch admitted before it (the departure of the slot frees no room for them)
+      Loss fate[kMaxBatch];
+      int admitted = 0;
+      for (int i = 0; i < arrivals; ++i) {
+        if (n + admitted == N) {
+          ++c_ovf, fate[i] = Overflow;
+          continue;
         }
-        const double e = K.ecn[static_cast<size_t>(c)];
-        if (K.modified != Modified::None) capable = e >= 1.0 || (e > 0.0 && rng.uniform() < e);
+        fate[i] = None;
+        if (decide(p_b())) {
+          const bool mark = P.ecn > 0.0 && rng.uniform() < P.ecn;
+          c_mark += mark;
+          if (!mark) ++c_aqm, fate[i] = Aqm;
+        }
+        admitted += fate[i] == None;
       }
-    }
-    // 4. the arrival's fate: what is lost (the arrival, a waiting packet `victim`) and why
-    Loss lost = None;          // the arrival's loss
-    int victim = 0;            // FIFO position of a discarded waiting packet (0: none)
-    Loss victim_cause = None;  // Aqm / Overflow: pushed out; Compare: flow comparison
-    bool mark = false, to_policy = false, search = false, direct = false;
-    if (arr) {
-      if (n == N) {
-        ++c_ovf;
-        to_policy = true;
-        lost = Overflow;
-      } else {
-        bool matched = false;
-        if constexpr (Cls) {
-          if (Kp->flow_compare && s.avg >= Kp->min_th && n > 1) {
-            const int waiting = n - 1;
-            const int j = 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
-            if (static_cast<int>(at(j) >> 1) == fl) matched = true, victim = j, victim_cause = Compare, lost = Compare;
-          }
+      // 5. departure of the packet in service at the start of the slot
+      const bool dep = (n > 0) & ((rng.next() >> 11) < P.mu_thr);
+      // the FIFO in the batch's order: an admitted packet joins the tail; a rejected one goes
+      // to the drop policy, which may admit it and discard a waiting packet instead (never
+      // the one in service; packets of the batch admitted before it count as waiting)
+      int now = n;
+      for (int i = 0; i < arrivals; ++i) {
+        if (fate[i] != None) {
+          if (!pushout || now < 2) continue;
+          const int waiting = now - 1;
+          const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
+          erase(buf, mask, s.head, now, std::min(j, waiting));
+          --now;
+          ++c_push;
         }
-        if (!matched && decide(p_b())) {
-          if (!Cls || Kp->modified == Modified::None) {
-            const double e = Cls ? Kp->ecn[static_cast<size_t>(c)] : P.ecn;
-            mark = e > 0.0 && rng.uniform() < e;
-            to_policy = !mark;
-          } else if constexpr (Cls) {
-            // modified RED (docs/classes.md): below max_th an early drop takes a waiting elephant
-            // (first from the head, or by three random trials) whatever the arrival's class; with
-            // no elephant waiting a protected arrival is admitted (marked when ECN-capable) and an
-            // elephant arrival is dropped.  At or above max_th the arrival is dropped as in RED.
-            const double cur_max_th = S && S->dyn_maxth ? S->mt_drop[s.j].hi : Kp->max_th;
-            const bool protect = capable || Kp->mice[static_cast<size_t>(c)];
-            const int waiting_elephants = s.elephants - static_cast<int>(n > 0 && elephant(at(0)));
-            if (!(s.avg < cur_max_th)) to_policy = true;
-            else if (waiting_elephants > 0) search = true;
-            else if (protect) mark = capable;
-            else direct = true;  // the arrival is the only elephant: it is the one dropped
-          }
-          if (to_policy || search || direct) ++c_aqm, lost = Aqm;
-        }
-      }
-    }
-    // 5. departure of the packet in service at the start of the slot
-    const bool dep = (n > 0) & ((rng.next() >> 11) < P.mu_thr);
-    if (to_policy && pushout && n > 1) {  // admit the arrival, discard a waiting packet (never the one in service)
-      const int waiting = n - 1;
-      const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
-      victim = std::min(j, waiting), victim_cause = lost, lost = None;
-    }
-    if constexpr (Cls) {
-      if (search) {  // modified RED: an elephant leaves instead of the protected arrival
-        const int waiting = n - 1;
-        if (Kp->modified == Modified::Front) {
-          int j = 1;
-          while (!elephant(at(j))) ++j;  // one waits (counted above)
-          victim = j;
-        } else {
-          for (int trial = 0; trial < 3; ++trial) {
-            victim = 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
-            if (elephant(at(victim))) break;
-          }
-        }
-        victim_cause = Aqm, lost = None;
-      }
-    }
-    int now = n;
-    if (victim > 0) {
-      if constexpr (Cls) {
-        const uint32_t rec = at(victim);
-        const int vc = Kp->flow_class[rec >> 1];
-        --s.in_sys[static_cast<size_t>(vc)];
-        s.elephants -= static_cast<int>(elephant(rec));
-        if (victim_cause == Compare) c_fc += 1;
-        if (ct) {
-          ++(victim_cause == Compare ? ct->fc : ct->push)[static_cast<size_t>(vc)];
-          ++ct->f_lost[rec >> 1];
-        }
-        erase2(buf, meta, mask, s.head, n, victim);
-      } else {
-        erase(buf, mask, s.head, n, victim);
-      }
-      ++c_push;
-      --now;
-    }
-    if (arr) {
-      ++c_arr;
-      c_mark += mark;
-      if constexpr (Cls) {
-        if (ct) {
-          ++ct->arr[static_cast<size_t>(c)];
-          ++ct->f_arr[static_cast<size_t>(fl)];
-          ct->marks[static_cast<size_t>(c)] += mark;
-        }
-      }
-      if (lost == None) {
         buf[(s.head + static_cast<uint64_t>(now)) & mask] = t;
-        if constexpr (Cls) {
-          const uint32_t rec = (static_cast<uint32_t>(fl) << 1) | static_cast<uint32_t>(capable);
-          meta[(s.head + static_cast<uint64_t>(now)) & mask] = rec;
-          ++s.in_sys[static_cast<size_t>(c)];
-          s.elephants += static_cast<int>(elephant(rec));
-        }
         ++now;
         ++c_adm;
-      } else if constexpr (Cls) {
-        if (lost == Compare) c_fc += 1;
-        if (ct) {
-          ++(lost == Aqm ? ct->aqm : lost == Overflow ? ct->ovf : ct->fc)[static_cast<size_t>(c)];
-          ++ct->f_lost[static_cast<size_t>(fl)];
+      }
+      if constexpr (Record) {
+        const int64_t r = dep ? t - buf[s.head & mask] : 0;
+        if (r >= lim)
+          hr = response_tail(T, r, P.max_r, hsize, lim);
+        else
+          ++hr[r];
+      }
+      s.head += dep;
+      s.n = now - static_cast<int>(dep);
+      c_arr += arrivals;
+      c_dep += dep;
+    } else {
+      // the arrival's class, flow and (modified RED) ECN capability
+      int c = 0, fl = 0;
+      bool capable = false;
+      if constexpr (Cls) {
+        const SlotParams::Classes& K = *Kp;
+        if (arr) {
+          if (K.C > 1) c = pick_cdf(K.ccdf[static_cast<size_t>(s.m)], rng.uniform());
+          const int F = K.flows[static_cast<size_t>(c)];
+          fl = K.offset[static_cast<size_t>(c)];
+          if (F > 1) {
+            const double u = rng.uniform();
+            fl += K.fcdf[static_cast<size_t>(c)].empty() ? std::min(F - 1, static_cast<int>(u * F))
+                                                         : pick_cdf(K.fcdf[static_cast<size_t>(c)], u);
+          }
+          const double e = K.ecn[static_cast<size_t>(c)];
+          if (K.modified != Modified::None) capable = e >= 1.0 || (e > 0.0 && rng.uniform() < e);
         }
       }
-    }
-    if constexpr (Cls) {
-      if (dep) {
-        const uint32_t rec = at(0);
-        const int dc = Kp->flow_class[rec >> 1];
-        --s.in_sys[static_cast<size_t>(dc)];
-        s.elephants -= static_cast<int>(elephant(rec));
-        const int64_t r = t - buf[s.head & mask];
-        if (ct) {
-          ++ct->dep[static_cast<size_t>(dc)];
-          ++ct->f_dep[rec >> 1];
-          if constexpr (Record) class_response(T, dc, r, P.max_r);
+      // 4. the arrival's fate: what is lost (the arrival, a waiting packet `victim`) and why
+      Loss lost = None;          // the arrival's loss
+      int victim = 0;            // FIFO position of a discarded waiting packet (0: none)
+      Loss victim_cause = None;  // Aqm / Overflow: pushed out; Compare: flow comparison
+      bool mark = false, to_policy = false, search = false, direct = false;
+      if (arr) {
+        if (n == N) {
+          ++c_ovf;
+          to_policy = true;
+          lost = Overflow;
+        } else {
+          bool matched = false;
+          if constexpr (Cls) {
+            if (Kp->flow_compare && s.avg >= Kp->min_th && n > 1) {
+              const int waiting = n - 1;
+              const int j = 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
+              if (static_cast<int>(at(j) >> 1) == fl) matched = true, victim = j, victim_cause = Compare, lost = Compare;
+            }
+          }
+          if (!matched && decide(p_b())) {
+            if (!Cls || Kp->modified == Modified::None) {
+              const double e = Cls ? Kp->ecn[static_cast<size_t>(c)] : P.ecn;
+              mark = e > 0.0 && rng.uniform() < e;
+              to_policy = !mark;
+            } else if constexpr (Cls) {
+              // modified RED (docs/classes.md): below max_th an early drop takes a waiting elephant
+              // (first from the head, or by three random trials) whatever the arrival's class; with
+              // no elephant waiting a protected arrival is admitted (marked when ECN-capable) and an
+              // elephant arrival is dropped.  At or above max_th the arrival is dropped as in RED.
+              const double cur_max_th = S && S->dyn_maxth ? S->mt_drop[s.j].hi : Kp->max_th;
+              const bool protect = capable || Kp->mice[static_cast<size_t>(c)];
+              const int waiting_elephants = s.elephants - static_cast<int>(n > 0 && elephant(at(0)));
+              if (!(s.avg < cur_max_th)) to_policy = true;
+              else if (waiting_elephants > 0) search = true;
+              else if (protect) mark = capable;
+              else direct = true;  // the arrival is the only elephant: it is the one dropped
+            }
+            if (to_policy || search || direct) ++c_aqm, lost = Aqm;
+          }
         }
-        if constexpr (Record) add_response(*T.hist_r, T.tail_r, T.tail_r2, *T.budget, r, P.max_r, "batch");
       }
-    } else if constexpr (Record) {
-      const int64_t r = dep ? t - buf[s.head & mask] : 0;
-      if (r >= lim)
-        hr = response_tail(T, r, P.max_r, hsize, lim);
-      else
-        ++hr[r];
+      // 5. departure of the packet in service at the start of the slot
+      const bool dep = (n > 0) & ((rng.next() >> 11) < P.mu_thr);
+      if (to_policy && pushout && n > 1) {  // admit the arrival, discard a waiting packet (never the one in service)
+        const int waiting = n - 1;
+        const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
+        victim = std::min(j, waiting), victim_cause = lost, lost = None;
+      }
+      if constexpr (Cls) {
+        if (search) {  // modified RED: an elephant leaves instead of the protected arrival
+          const int waiting = n - 1;
+          if (Kp->modified == Modified::Front) {
+            int j = 1;
+            while (!elephant(at(j))) ++j;  // one waits (counted above)
+            victim = j;
+          } else {
+            for (int trial = 0; trial < 3; ++trial) {
+              victim = 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
+              if (elephant(at(victim))) break;
+            }
+          }
+          victim_cause = Aqm, lost = None;
+        }
+      }
+      int now = n;
+      if (victim > 0) {
+        if constexpr (Cls) {
+          const uint32_t rec = at(victim);
+          const int vc = Kp->flow_class[rec >> 1];
+          --s.in_sys[static_cast<size_t>(vc)];
+          s.elephants -= static_cast<int>(elephant(rec));
+          if (victim_cause == Compare) c_fc += 1;
+          if (ct) {
+            ++(victim_cause == Compare ? ct->fc : ct->push)[static_cast<size_t>(vc)];
+            ++ct->f_lost[rec >> 1];
+          }
+          erase2(buf, meta, mask, s.head, n, victim);
+        } else {
+          erase(buf, mask, s.head, n, victim);
+        }
+        ++c_push;
+        --now;
+      }
+      if (arr) {
+        ++c_arr;
+        c_mark += mark;
+        if constexpr (Cls) {
+          if (ct) {
+            ++ct->arr[static_cast<size_t>(c)];
+            ++ct->f_arr[static_cast<size_t>(fl)];
+            ct->marks[static_cast<size_t>(c)] += mark;
+          }
+        }
+        if (lost == None) {
+          buf[(s.head + static_cast<uint64_t>(now)) & mask] = t;
+          if constexpr (Cls) {
+            const uint32_t rec = (static_cast<uint32_t>(fl) << 1) | static_cast<uint32_t>(capable);
+            meta[(s.head + static_cast<uint64_t>(now)) & mask] = rec;
+            ++s.in_sys[static_cast<size_t>(c)];
+            s.elephants += static_cast<int>(elephant(rec));
+          }
+          ++now;
+          ++c_adm;
+        } else if constexpr (Cls) {
+          if (lost == Compare) c_fc += 1;
+          if (ct) {
+            ++(lost == Aqm ? ct->aqm : lost == Overflow ? ct->ovf : ct->fc)[static_cast<size_t>(c)];
+            ++ct->f_lost[static_cast<size_t>(fl)];
+          }
+        }
+      }
+      if constexpr (Cls) {
+        if (dep) {
+          const uint32_t rec = at(0);
+          const int dc = Kp->flow_class[rec >> 1];
+          --s.in_sys[static_cast<size_t>(dc)];
+          s.elephants -= static_cast<int>(elephant(rec));
+          const int64_t r = t - buf[s.head & mask];
+          if (ct) {
+            ++ct->dep[static_cast<size_t>(dc)];
+            ++ct->f_dep[rec >> 1];
+            if constexpr (Record) class_response(T, dc, r, P.max_r);
+          }
+          if constexpr (Record) add_response(*T.hist_r, T.tail_r, T.tail_r2, *T.budget, r, P.max_r, "batch");
+        }
+      } else if constexpr (Record) {
+        const int64_t r = dep ? t - buf[s.head & mask] : 0;
+        if (r >= lim)
+          hr = response_tail(T, r, P.max_r, hsize, lim);
+        else
+          ++hr[r];
+      }
+      s.head += dep;
+      c_dep += dep;
+      s.n = now - static_cast<int>(dep);
     }
-    s.head += dep;
-    c_dep += dep;
-    s.n = now - static_cast<int>(dep);
     ++T.hist_n[s.n];
     if constexpr (Cls) {
       if (ct)
@@ -697,8 +767,9 @@ ChunkFn pick(const SlotParams& P) {
 }  // namespace
 
 ChunkFn chunk_function(const SlotParams& P, bool record) {
-  if (P.cls) return record ? &chunk_general<true, true> : &chunk_general<false, true>;
-  if (P.sa) return record ? &chunk_general<true, false> : &chunk_general<false, false>;
+  if (P.cls) return record ? &chunk_general<true, true, false> : &chunk_general<false, true, false>;
+  if (P.B > 1) return record ? &chunk_general<true, false, true> : &chunk_general<false, false, true>;
+  if (P.sa) return record ? &chunk_general<true, false, false> : &chunk_general<false, false, false>;
   if (record) return P.M > 1 ? pick<true, true>(P) : pick<false, true>(P);
   return P.M > 1 ? pick<true, false>(P) : pick<false, false>(P);
 }
