@@ -7,8 +7,8 @@
 
 `--loops` times each of the simulator's loop configurations on one thread (ours only, no bare
 loop, nothing written): the classless loop on the GEO RED model (continuous and discretised
-avg), the class-aware loop on examples/classes/mice_ecn.toml and the stateful loop on
-examples/load_step/adaptive_red.toml, each `--repeat` times, best and median slots per second.
+avg), the class-aware loop on examples/classes/mice_ecn.toml, the stateful loop on
+examples/load_step/adaptive_red.toml and batch arrivals on examples/batch_red.toml, each `--repeat` times, best and median slots per second.
 
 `benchmarks/bare_sim.c` (an independent minimal simulator with mean queue and loss only, in
 two loops: `plain`, the obvious code with a branch per random decision, and `branch-free`,
@@ -87,7 +87,8 @@ def z(a: tuple[float, float], b: tuple[float, float]) -> float:
 LOOPS = (("classless, continuous avg", "examples/red_geo.toml", False),
          ("classless, discretised avg", "examples/red_geo.toml", True),
          ("class-aware (mice_ecn)", "examples/classes/mice_ecn.toml", False),
-         ("stateful (adaptive_red)", "examples/load_step/adaptive_red.toml", False))
+         ("stateful (adaptive_red)", "examples/load_step/adaptive_red.toml", False),
+         ("batch arrivals (batch_red)", "examples/batch_red.toml", False))
 
 
 def bench_loops(slots: int, repeat: int) -> None:

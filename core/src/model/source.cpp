@@ -353,9 +353,12 @@ std::string Source::describe() const {
     case Kind::MMPP: return detail::cat("MMPP(", states(), " states)");
     case Kind::Bernoulli: return detail::cat("Bernoulli(alpha=", arrival[0], ")");
     case Kind::SSMP: return detail::cat("SSMP(n=", ssmp_n, ", q=", ssmp_q, ", a=", ssmp_a, ")");
-    case Kind::Batch:
-      return states() == 1 ? detail::cat("batch Bernoulli(B=", max_batch(), ", mean=", arrival[0], ")")
-                           : detail::cat("batch MMBP(", states(), " states, B=", max_batch(), ")");
+    case Kind::Batch: {
+      if (states() > 1) return detail::cat("batch MMBP(", states(), " states, B=", max_batch(), ")");
+      std::string pmf;
+      for (double p : batch[0]) pmf += detail::cat(pmf.empty() ? "" : ", ", p);
+      return detail::cat("batch Bernoulli(counts=[", pmf, "])");
+    }
     default: return detail::cat("MMBP(", states(), " states)");
   }
 }
