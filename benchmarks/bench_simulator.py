@@ -3,6 +3,12 @@
     .venv/bin/python benchmarks/bench_simulator.py              # writes the simulator table of docs/performance.md
     .venv/bin/python benchmarks/bench_simulator.py --no-write   # prints it only
     .venv/bin/python benchmarks/bench_simulator.py --repeat 5 --slots 100000000
+    .venv/bin/python benchmarks/bench_simulator.py --loops --slots 20000000   # each slot loop, ours only
+
+`--loops` times each of the simulator's loop configurations on one thread (ours only, no bare
+loop, nothing written): the classless loop on the GEO RED model (continuous and discretised
+avg), the class-aware loop on examples/classes/mice_ecn.toml, the stateful loop on
+examples/load_step/adaptive_red.toml and batch arrivals on examples/batch_red.toml, each `--repeat` times, best and median slots per second.
 
 `benchmarks/bare_sim.c` (an independent minimal simulator with mean queue and loss only, in
 two loops: `plain`, the obvious code with a branch per random decision, and `branch-free`,
@@ -78,13 +84,43 @@ def z(a: tuple[float, float], b: tuple[float, float]) -> float:
     return abs(a[0] - b[0]) / sd if sd > 0 else (0.0 if a[0] == b[0] else math.inf)
 
 
+LOOPS = (("classless, continuous avg", "examples/red_geo.toml", False),
+         ("classless, discretised avg", "examples/red_geo.toml", True),
+         ("class-aware (mice_ecn)", "examples/classes/mice_ecn.toml", False),
+         ("stateful (adaptive_red)", "examples/load_step/adaptive_red.toml", False),
+         ("batch arrivals (batch_red)", "examples/batch_red.toml", False))
+
+
+def bench_loops(slots: int, repeat: int) -> None:
+    """Best and median slots/s of each loop configuration on one thread, per wall second and per
+    second of the thread's CPU time (the replication runs on the calling thread): on a busy
+    machine the second is the steadier measure of the loop itself."""
+    load_before = os.getloadavg()
+    print("| loop | slots per run | M slots/s best (median) | per CPU second: best (median) |\n|---|---|---|---|")
+    for name, path, disc in LOOPS:
+        model = aqmchain.load_model(ROOT / path)
+        wall, cpu = [], []
+        for i in range(repeat):
+            t0, c0 = time.perf_counter(), time.thread_time()
+            sps = run_ours(model, slots, 1 + 100 * i, 1, disc)["sps"]
+            dt, dc = time.perf_counter() - t0, time.thread_time() - c0
+            wall.append(sps)
+            cpu.append(sps * dt / dc if dc > 0 else sps)
+        cell = lambda v: f"{max(v) / 1e6:.1f} ({statistics.median(v) / 1e6:.1f})"  # noqa: E731
+        print(f"| {name} | {slots:.0e} | {cell(wall)} | {cell(cpu)} |", flush=True)
+    print(f"Load average (1 min) {load_before[0]:.2f} before, {os.getloadavg()[0]:.2f} after.")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--slots", type=int, default=100_000_000, help="slots per replication (and per bare process)")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each configuration (best and median reported)")
     ap.add_argument("--threads", type=int, nargs="*", default=None, help="thread counts (default: 1 and all cores)")
     ap.add_argument("--no-write", action="store_true", help="print the table, leave docs/performance.md alone")
+    ap.add_argument("--loops", action="store_true", help="time each slot loop (ours only, one thread), write nothing")
     args = ap.parse_args()
+    if args.loops:
+        return bench_loops(args.slots, args.repeat)
     cores = os.cpu_count() or 1
     thread_counts = args.threads or sorted({1, cores})
     model = aqmchain.load_model(ROOT / "examples" / "red_geo.toml")

@@ -500,6 +500,8 @@ def install() -> None:
                  lambda mean, a, n: ((real("source.mean", mean), real("source.a", a), _ssmp_n(n)), {}))
     _wrap_static(S, "mmbp", lambda matrix, arrival: ((reals("source.matrix", matrix, 2),
                                                       reals("source.arrival", arrival)), {}))
+    _wrap_static(S, "batch", lambda matrix, counts: ((reals("source.matrix", matrix, 2),
+                                                      reals("source.counts", counts, 2)), {}))
     _wrap_function(_core, "ssmp_q_for_mean",
                    lambda mean, a, n: ((real("source.mean", mean), real("source.a", a), _ssmp_n(n)), {}))
     _wrap_function(_core, "hurst", lambda source, log2_lo=0, log2_hi=20: (

@@ -52,10 +52,11 @@ assert set(_FILTER_KEYS) == set(_core.Aqm.filters)
 # less the starting vector, plus the builder's memory budget.
 _SOLVER_DEFAULTS = {k: v for k, v in _core.StationaryOptions.defaults().items() if k != "x0"}
 _SOLVER_KEYS = set(_SOLVER_DEFAULTS) | {"memory_limit_gb"}
-_SOURCE_KINDS = {"discrete": ("bernoulli", "ssmp", "mmbp"), "continuous": ("poisson", "mmpp")}
+_SOURCE_KINDS = {"discrete": ("bernoulli", "ssmp", "mmbp", "batch"), "continuous": ("poisson", "mmpp")}
 _SERVICE_KINDS = {"discrete": "geometric", "continuous": "exponential"}
 _SOURCE_KEYS = {"bernoulli": ("kind", "alpha"), "ssmp": ("kind", "n", "a", "q", "mean"), "mmbp": ("kind", "matrix", "arrival"),
-                "poisson": ("kind", "rate"), "mmpp": ("kind", "generator", "rates")}
+                "poisson": ("kind", "rate"), "mmpp": ("kind", "generator", "rates"),
+                "batch": ("kind", "counts", "matrix")}
 # Model files refine the avg grid automatically unless they give points or a mapping other
 # than split (GridSpec() itself defaults to the plain grid it describes).
 FILE_REFINE_DEFAULT = "auto"
@@ -187,6 +188,11 @@ def _source(sec: _Section, time: str) -> _core.Source:
                     raise
                 # the core's bound pi_0(q = a) overflowed (a^(n-1) > 1e308): solve for q in log space
                 src = _core.Source.ssmp(n, _ssmp_q_for_mean(mean, a, n), a)
+    elif kind == "batch":
+        # batch Bernoulli: counts = one pmf over 0..B; batch MMBP: matrix and one pmf per state
+        matrix = sec.numbers("matrix", depth=2)
+        counts = sec.numbers("counts", required=True, depth=1 if matrix is None else 2)
+        src = _core.Source.batch([[1.0]] if matrix is None else matrix, [counts] if matrix is None else counts)
     else:
         src = _core.Source.mmbp(sec.numbers("matrix", required=True, depth=2),
                                 sec.numbers("arrival", required=True))
@@ -469,6 +475,9 @@ def model_to_dict(model: _core.Model) -> dict:
         source = {"kind": "poisson", "rate": src.arrival[0]}
     elif src.kind == "mmpp":
         source = {"kind": "mmpp", "generator": src.matrix, "rates": src.arrival}
+    elif src.kind == "batch":
+        source = ({"kind": "batch", "counts": src.counts[0]} if src.states == 1
+                  else {"kind": "batch", "matrix": src.matrix, "counts": src.counts})
     else:
         source = {"kind": "mmbp", "matrix": src.matrix, "arrival": src.arrival}
     d = model.aqm.drop

@@ -89,6 +89,12 @@ def model_info(model: _core.Model, *, explore: bool | None = None, explore_limit
         out["policy_cost"] = ("modified RED / the flow comparison: the class chain computes no response times "
                               "(no tagged-packet chain is built; the simulator measures them)")
         return out
+    if model.source.max_batch > 1:  # batch arrivals: no response times from the chain
+        out.pop("tagged_states", None)
+        out.pop("tagged_states_bound", None)
+        out["policy_cost"] = ("batch arrivals: the chain computes no response times (no tagged-packet chain is "
+                              "built; the simulator measures them)")
+        return out
     if model.time == "continuous":  # no tagged-packet chain: front / random report no response time
         out.pop("tagged_states", None)
         out.pop("tagged_states_bound", None)

@@ -103,6 +103,8 @@ def model_label(model: Any, name: str | None = None) -> str:
         src = f"SSMP(n={s.n}, q={s.q:.4g}, a={_num(s.a)})"
     elif s.kind == "poisson":
         src = f"Poisson({_num(s.arrival[0])})"
+    elif s.kind == "batch":
+        src = repr(s)
     else:
         src = f"{s.kind.upper()}({s.states} states)"
     mu = f"mu {_num(model.service.mu)}"

@@ -106,7 +106,8 @@ class HurstEstimate:
 def arrival_trace(source: _core.Source, slots: int, seed: int = 1) -> np.ndarray:
     """Arrival indicators X_1..X_slots (uint8) of a slotted source on its own: the
     modulator starts from its stationary law and in each slot moves, then a packet
-    arrives with the probability of its new state.  xoshiro256** stream of ``seed``."""
+    arrives with the probability of its new state (a batch source: X_t is the number of
+    arrivals, drawn from the pmf of the new state).  xoshiro256** stream of ``seed``."""
     if not isinstance(source, _core.Source):
         raise _err("source", "an aqmchain.Source", source)
     slots = _checks.integer("slots", slots, 1, 2**31)
@@ -267,7 +268,7 @@ def estimate_hurst(source: _core.Source, estimator: str = "exact", *, range: tup
     if estimator not in HURST_ESTIMATORS:
         raise _err("estimator", "one of " + ", ".join(HURST_ESTIMATORS), estimator)
     if source.continuous:
-        raise _err("source.kind", "a slotted source (bernoulli, ssmp, mmbp)", source.kind)
+        raise _err("source.kind", "a slotted source (bernoulli, ssmp, mmbp, batch)", source.kind)
     desc = repr(source) if "object at" not in repr(source) else source.kind
     if source.kind == "ssmp":
         desc = f"SSMP(n={source.n}, q={source.q:.6g}, a={source.a:g})"

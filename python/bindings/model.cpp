@@ -21,6 +21,7 @@ const char* source_kind(const Source& s) {
     case Source::Kind::MMBP: return "mmbp";
     case Source::Kind::Poisson: return "poisson";
     case Source::Kind::MMPP: return "mmpp";
+    case Source::Kind::Batch: return "batch";
   }
   return "?";
 }
@@ -37,7 +38,11 @@ void define_sources(py::module_& m) {
       .def_static("poisson", &Source::poisson, py::arg("rate"), "Poisson arrivals (continuous time), rate per unit time.")
       .def_static("mmpp", &Source::mmpp, py::arg("generator"), py::arg("rates"),
                   "Markov-modulated Poisson process (continuous time): modulator generator, rate per state.")
-      .def_property_readonly("kind", &source_kind, "'bernoulli', 'mmbp', 'ssmp', 'poisson' or 'mmpp'.")
+      .def_static("batch", &Source::batch_mmbp, py::arg("matrix"), py::arg("counts"),
+                  "Batch arrivals (a batch MMBP): row-stochastic modulator matrix and, per modulator state, the pmf "
+                  "of the number of arrivals in a slot over k = 0..B (B <= max_batch); [[1.0]] and one pmf give "
+                  "batch Bernoulli.")
+      .def_property_readonly("kind", &source_kind, "'bernoulli', 'mmbp', 'ssmp', 'batch', 'poisson' or 'mmpp'.")
       .def_property_readonly("continuous", &Source::continuous, "True for the continuous-time kinds (Poisson, MMPP).")
       .def_readonly("matrix", &Source::matrix,
                     "The modulator: a row-stochastic matrix (slotted kinds; [[1]] for Bernoulli) or a generator "
@@ -47,6 +52,14 @@ void define_sources(py::module_& m) {
       .def_readonly("n", &Source::ssmp_n, "SSMP: the number of modulator states (0 for the other kinds).")
       .def_readonly("q", &Source::ssmp_q, "SSMP: the parameter q (0 for the other kinds).")
       .def_readonly("a", &Source::ssmp_a, "SSMP: the parameter a (0 for the other kinds).")
+      .def_readonly("counts", &Source::batch,
+                    "Batch sources: per modulator state the pmf of the number of arrivals in a slot, k = 0..B "
+                    "(empty for the other kinds; see count_pmf()).")
+      .def_property_readonly("max_batch", &Source::max_batch,
+                             "Most arrivals in one slot: B of a batch source, 1 for the other kinds.")
+      .def("count_pmf", &Source::count_pmf,
+           "Per modulator state the pmf of the number of arrivals in a slot, k = 0..max_batch "
+           "(one-arrival kinds: [1 - p, p]).")
       .def_property_readonly("states", &Source::states, "The number of modulator states.")
       .def("mean_rate", &Source::mean_rate, "Mean arrival rate: sum over the modulator states of pi_i times the rate.")
       .def("modulator_stationary", &Source::modulator_stationary, "The modulator's stationary vector pi.")
@@ -54,6 +67,8 @@ void define_sources(py::module_& m) {
                                     "Largest SSMP n (modulator states) the core accepts.")
       .def_property_readonly_static("max_modulator_states", [](py::object) { return kMaxModulatorStates; },
                                     "Largest modulator (MMBP matrix, MMPP generator) the core accepts.")
+      .def_property_readonly_static("max_batch_size", [](py::object) { return kMaxBatch; },
+                                    "Largest B (arrivals in one slot) of a batch source the core accepts.")
       .def("__repr__", &Source::describe);
   m.def("ssmp_q_for_mean", &ssmp_q_for_mean, py::arg("mean"), py::arg("a"), py::arg("n"),
         "The SSMP parameter q whose arrival rate (the stationary probability of the arrival state 0) is "

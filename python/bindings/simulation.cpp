@@ -154,8 +154,8 @@ void define_simulator(py::module_& m) {
         return out;
       },
       py::arg("source"), py::arg("slots"), py::arg("seed") = 1,
-      "Arrival indicators (0/1, uint8) of a slotted source over `slots` slots, modulator started from its "
-      "stationary law; xoshiro256** stream of `seed`.");
+      "Arrival indicators (0/1, uint8; a batch source: the number of arrivals) of a slotted source over `slots` "
+      "slots, modulator started from its stationary law; xoshiro256** stream of `seed`.");
 
   py::class_<EnsembleOptions> ensembleoptions_class(m, "EnsembleOptions",
                               "Options of simulate_scenario; keyword arguments set the fields (checked in Python, "

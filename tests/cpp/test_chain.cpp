@@ -217,3 +217,42 @@ TEST(Chain, CountReachableIsTheBuildersStateSet) {
   tiny.memory_limit_bytes = 1e6;
   EXPECT_THROW(count_reachable(m, tiny), StateSpaceTooLarge);
 }
+
+TEST(Chain, BatchArrivalsMoveTheLevelByUpToBAndCountEveryPacket) {
+  // batch Bernoulli 0..3 packets per slot, AQM off: from level n the level moves by -1..+3,
+  // capped at N; the arrival weight of every state is the mean batch, the admitted weight
+  // E min(k, N - n) (no AQM: a packet is lost only to overflow)
+  const std::vector<double> b{0.4, 0.3, 0.2, 0.1};
+  Model m = geo(8, 0.5, 0.6);
+  m.source = Source::batch_mmbp({{1.0}}, {b});
+  ASSERT_EQ(m.source.max_batch(), 3);
+  const Chain c = build_chain(m);
+  EXPECT_LE(c.report.max_row_error, 1e-14);
+  const auto& level = c.component("level");
+  const auto &arr = c.event("arrival"), &adm = c.event("admit"), &ovf = c.event("overflow");
+  int up3 = 0;
+  for (int32_t i = 0; i < c.n; ++i) {
+    const int n = level[i];
+    double admitted = 0.0;
+    for (int k = 0; k < 4; ++k) admitted += b[k] * std::min(k, 8 - n);
+    EXPECT_NEAR(arr[i], 1.0, 4e-15);  // 0.3 + 0.4 + 0.3
+    EXPECT_NEAR(adm[i], admitted, 4e-15);
+    EXPECT_NEAR(ovf[i], 1.0 - admitted, 4e-15);
+    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) {
+      const int d = level[c.col[e]] - n;
+      EXPECT_GE(d, -1);
+      EXPECT_LE(d, std::min(3, 8 - n));
+      up3 += d == 3;
+    }
+  }
+  EXPECT_GT(up3, 0);
+  // B = 1: the MMBP's chain, bit for bit
+  Model one = geo(8, 0.5, 0.6), plain = geo(8, 0.5, 0.6);
+  one.source = Source::batch_mmbp({{0.8, 0.2}, {0.3, 0.7}}, {{0.9, 0.1}, {0.35, 0.65}});
+  plain.source = Source::mmbp({{0.8, 0.2}, {0.3, 0.7}}, {0.1, 0.65});
+  one.aqm.drop = plain.aqm.drop = DropFunction::red(2, 6, 0.3);
+  const Chain a = build_chain(one), p = build_chain(plain);
+  EXPECT_EQ(a.col, p.col);
+  EXPECT_EQ(a.val, p.val);
+  EXPECT_EQ(a.event("aqm_drop"), p.event("aqm_drop"));
+}

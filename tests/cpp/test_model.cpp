@@ -86,6 +86,27 @@ TEST(Source, MmbpValidation) {
   EXPECT_NEAR(Source::mmbp({{0.9, 0.1}, {0.3, 0.7}}, {0.2, 0.6}).mean_rate(), 0.75 * 0.2 + 0.25 * 0.6, 1e-15);
 }
 
+TEST(Source, BatchValidationMeanAndCounts) {
+  const Source s = Source::batch_mmbp({{1.0}}, {{0.5, 0.25, 0.25}});
+  EXPECT_EQ(s.max_batch(), 2);
+  EXPECT_DOUBLE_EQ(s.mean_rate(), 0.75);
+  EXPECT_EQ(s.count_pmf(), (std::vector<std::vector<double>>{{0.5, 0.25, 0.25}}));
+  EXPECT_EQ(Source::bernoulli(0.25).count_pmf(), (std::vector<std::vector<double>>{{0.75, 0.25}}));
+  auto param = [](auto&& f) {
+    try {
+      f();
+    } catch (const ModelError& e) {
+      return e.param();
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(param([] { Source::batch_mmbp({{1.0}}, {{0.5, 0.6}}); }), "source.counts[0]");
+  EXPECT_EQ(param([] { Source::batch_mmbp({{1.0}}, {{1.0}}); }), "source.counts[0]");
+  EXPECT_EQ(param([] { Source::batch_mmbp({{0.5, 0.5}, {0.5, 0.5}}, {{0.5, 0.5}, {1.0}}); }), "source.counts[1]");
+  EXPECT_EQ(param([] { Source::batch_mmbp({{1.0}}, {{-0.5, 1.5}}); }), "source.counts[0][0]");
+  EXPECT_EQ(param([] { Source::batch_mmbp({{0.5, 0.5}, {0.5, 0.5}}, {{0.5, 0.5}}); }), "source.matrix");
+}
+
 TEST(Grid, SplitIsMeanPreserving) {
   Grid g(GridSpec{4, {}, Mapping::Split}.resolve(10), Mapping::Split);
   const auto t = g.map(1.3);

@@ -7,6 +7,7 @@ re-implemented here.  Used as the oracle for the built transition matrix.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 
@@ -572,6 +573,75 @@ def stateful_chain(spec: dict):
 
     states, P = explore_dense([(0, 0, m, 0, k0, 0, 0) for m in range(len(lam))], row)
     return states, P, {"count_cap": cap, "p_max_values": pmaxes, "p_max_start": k0}
+
+
+# ------------------------------------------------------------------ batch arrivals (docs/batch-arrivals.md)
+def batch_counts(src: dict) -> tuple[np.ndarray, list[list[float]]]:
+    """(modulator matrix, per modulator state the pmf of the number of arrivals in a slot) of a
+    batch source (or of a one-arrival slotted source: [1 - lam, lam])."""
+    if src["kind"] == "batch":
+        if "matrix" in src:
+            return np.array(src["matrix"], float), [[float(p) for p in row] for row in src["counts"]]
+        return np.array([[1.0]]), [[float(p) for p in src["counts"]]]
+    M, lam = source_matrices(src)
+    return M, [[1 - a, a] for a in lam]
+
+
+def batch_slot(spec: dict, state: tuple[int, int, int], pts, M, counts, terms: dict | None = None) -> dict:
+    """Distribution of the next state from (n, avg index, modulator) with k = 0..B arrivals in
+    the slot: the filter steps once (per_arrival: once in a slot with k >= 1), all k packets
+    meet p(avg_t); they meet the buffer one after another (n plus the packets of the batch
+    admitted before them; the departure frees no room in the slot): full, the packet
+    overflows untested; else it is dropped with probability (1 - ecn) p, else admitted.
+    Every sequence of fates is enumerated as its own path.  `terms` counts the paths summed
+    into each entry."""
+    N, mu, ecn = spec["buffer"], spec["mu"], spec.get("ecn", 0.0)
+    per_arrival = spec.get("update", "per_slot") == "per_arrival"
+    n, g, m = state
+    q = max(n - 1, 0)
+    w = filter_weight(spec, pts[g], q)
+    y = (1 - w) * pts[g] + w * q
+    out: dict[tuple[int, int, int], float] = {}
+
+    def add(key, p):
+        if p > 0:
+            out[key] = out.get(key, 0.0) + p
+            if terms is not None:
+                terms[(state, key)] = terms.get((state, key), 0) + 1
+
+    dep = mu if n >= 1 else 0.0
+    for m2 in range(len(counts)):
+        pm = M[m, m2]
+        if pm == 0:
+            continue
+        for k, pk in enumerate(counts[m2]):
+            if pk == 0:
+                continue
+            targets = [(g, 1.0)] if per_arrival and k == 0 else grid_map(pts, spec["mapping"], y)
+            for g2, pg in targets:
+                reject = drop_prob(spec, pts[g2], N) * (1 - ecn)
+                for fates in itertools.product((True, False), repeat=k):  # True: admitted (marked or not)
+                    p, level = 1.0, n
+                    for admitted in fates:
+                        if level == N:
+                            p *= 0.0 if admitted else 1.0  # overflow, no AQM test
+                        else:
+                            p *= (1 - reject) if admitted else reject
+                            level += admitted
+                    if p == 0:
+                        continue
+                    base = pm * pk * pg * p
+                    add((level, g2, m2), base * (1 - dep))
+                    add((level - 1, g2, m2), base * dep)
+    return out
+
+
+def batch_reference_chain(spec: dict, terms: dict | None = None):
+    """(states sorted by (n, g, m), dense P) of a model with a batch source."""
+    pts = grid_points(spec["buffer"], spec.get("k", 4), spec["mapping"])
+    M, counts = batch_counts(spec["source"])
+    return explore_dense([(0, 0, m) for m in range(len(counts))],
+                         lambda s: batch_slot(spec, s, pts, M, counts, terms))
 
 
 # Model cases the dense-oracle tests run: one per source kind and per drop function.

@@ -263,6 +263,8 @@ Metrics compute_metrics(const QueueChain& c, const std::vector<double>& pi, cons
   std::vector<ResponseResult> per_class;  // class chains under the tagged chain: all, then each class
   if (o.response == "none") {
     m.response_note = "response times not requested";
+  } else if (c.model.source.max_batch() > 1) {
+    m.response_note = "response times are not computed by the chain for batch arrivals (the simulator measures them)";
   } else if (class_chain && steered) {
     m.response_note = "response times are not computed by the chain under modified RED or the flow comparison "
                       "(the queue then depends on the classes of the queued packets; the simulator measures them)";

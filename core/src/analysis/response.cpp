@@ -97,7 +97,7 @@ void ResponseOptions::validate() const {
 }
 
 int64_t tagged_states_needed(const QueueChain& c, const std::string& response) {
-  if (response == "none" || c.time == TimeKind::Continuous || c.n == 0) return 0;
+  if (response == "none" || c.time == TimeKind::Continuous || c.n == 0 || c.model.source.max_batch() > 1) return 0;
   const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0;
   if (class_chain && !class_blind(c.model)) return 0;
   if (c.model.aqm.policy == DropPolicy::Tail && response != "tagged") return 0;

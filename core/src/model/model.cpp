@@ -277,10 +277,23 @@ void Model::validate() const {
                                "slots and has no continuous-time form here", "'" + to_string(aqm.filter) + "'");
   } else {
     if (source.continuous())
-      fail_param("source.kind", "bernoulli, ssmp or mmbp when model.time = \"discrete\"",
+      fail_param("source.kind", "bernoulli, ssmp, mmbp or batch when model.time = \"discrete\"",
                  "'" + source.describe() + "'");
     if (service.kind != Service::Kind::Geometric)
       fail_param("service.kind", "geometric when model.time = \"discrete\"", "'exponential'");
+    if (source.max_batch() > 1) {
+      // batch arrivals (docs/batch-arrivals.md): the plain EWMA queue; the stateful AQM's
+      // count and the class chains are written for one arrival per slot
+      const std::string b = cat(" with a batch source (B = ", source.max_batch(), " arrivals per slot)");
+      if (aqm.spacing != Spacing::None) fail_param("aqm.spacing", "none" + b, "'" + to_string(aqm.spacing) + "'");
+      if (aqm.adaptive.enabled) fail_param("aqm.adaptive", "false" + b, "true");
+      if (aqm.dynamic_max_th) fail_param("aqm.dynamic_max_th", "false" + b, "true");
+      if (aqm.filter != FilterKind::Ewma) fail_param("aqm.filter", "ewma" + b, "'" + to_string(aqm.filter) + "'");
+      if (!classes.empty()) fail_param("class", "no traffic classes" + b, cat(classes.size(), " classes"));
+      if (aqm.modified != Modified::None)
+        fail_param("aqm.modified", "\"none\"" + b, "'" + to_string(aqm.modified) + "'");
+      if (aqm.flow_compare) fail_param("aqm.flow_compare", "false" + b, "true");
+    }
   }
   service.validate("service");
   aqm.validate("aqm", time == TimeKind::Continuous);

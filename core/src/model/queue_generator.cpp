@@ -140,6 +140,8 @@ class SlotGenerator final : public TransitionGenerator {
     // (emitted, before merging) <= 2 grid targets (REDwM: 4) (+1 without update) x modulator row x 3 levels
     size_t row = 1;
     for (const auto& r : K_.mrows) row = std::max(row, r.size());
+    if (K_.B > 1)  // batch: x (levels n - 1 .. n + B, merged per branch)
+      return static_cast<int>((K_.B + 2) * (K_.max_targets() + (K_.filter.per_slot() ? 0 : 1)) * row);
     if (K_.stateful)  // x 2 clock outcomes x 2 p_max targets x 4 arrival outcomes x 2 levels
       return static_cast<int>(16 * (K_.filter.per_slot() ? 2 : 3) * row);
     return static_cast<int>(3 * (K_.max_targets() + (K_.filter.per_slot() ? 0 : 1)) * row);

@@ -74,6 +74,11 @@ struct SlotKernel {
   std::vector<double> pdrop;  // p(g_i) of cell c's avg grid point, per cell
   std::vector<std::vector<std::pair<int, double>>> mrows;
   std::vector<double> lam;
+  /// Batch sources with B > 1 (docs/batch-arrivals.md): per modulator state the pmf of the
+  /// number of arrivals in a slot, k = 0..B; empty otherwise (B = 1: lam holds the arrival
+  /// probabilities, and a batch source with B = 1 is its MMBP exactly).
+  int B = 1;
+  std::vector<std::vector<double>> bpmf;
   // Stateful AQM (docs/stateful-aqm.md): components count, pmax_index, maxth_index, phase
   // (EWMA filter only: the cell is the avg index).
   bool stateful = false;
@@ -116,6 +121,10 @@ struct SlotKernel {
       for (int j = 0; j < M; ++j) sum += m.source.matrix[i][j];
       for (int j = 0; j < M; ++j)
         if (m.source.matrix[i][j] > 0.0) mrows[i].push_back({j, m.source.matrix[i][j] / sum});
+    }
+    if (m.source.max_batch() > 1) {
+      B = m.source.max_batch();
+      bpmf = m.source.count_pmf();
     }
     if (m.aqm.stateful()) {
       stateful = true;
@@ -205,6 +214,34 @@ struct SlotKernel {
     }
   }
 
+  /// Steps 1-3 of a slot with a batch source (B > 1) from (n, cell g, m), as branches
+  /// f(g2, m2, weight, pk): with probability `weight` the filter lands on cell g2 and the
+  /// modulator on m2, and then k = 0..B packets arrive with probability pk[k] (pk sums to 1,
+  /// or, under the per-arrival rule, to the probability of the arrivals that go with the
+  /// branch: the filter steps in a slot with at least one arrival, once).
+  template <class F>
+  void batch_branches(int n, int g, int m, F&& f) const {
+    const int q = std::max(n - 1, 0);
+    int gt[4];
+    double pg[4];
+    const int ng = targets(g, q, gt, pg);
+    const bool per_arrival = !filter.per_slot();
+    double none[kMaxBatch + 1] = {}, some[kMaxBatch + 1] = {};
+    for (const auto& [m2, pm] : mrows[m]) {
+      const double* b = bpmf[static_cast<size_t>(m2)].data();
+      if (!per_arrival) {
+        for (int k = 0; k < ng; ++k) f(gt[k], m2, pm * pg[k], b);
+        continue;
+      }
+      none[0] = b[0];
+      bool any = false;
+      for (int k = 1; k <= B; ++k) any |= (some[k] = b[k]) > 0.0;
+      if (b[0] > 0.0) f(g, m2, pm, none);  // no arrival: no update
+      if (any)
+        for (int k = 0; k < ng; ++k) f(gt[k], m2, pm * pg[k], some);
+    }
+  }
+
   /// Event weights in the order of queue_event_names().
   struct Events {
     double arrival = 0, aqm = 0, mark = 0, overflow = 0, admit = 0, depart = 0;
@@ -217,6 +254,7 @@ struct SlotKernel {
   /// (a target may be emitted more than once; callers merge), and fills `ev`.
   template <class Emit>
   void successors(int n, int g, int m, Emit&& emit, Events* ev) const {
+    if (B > 1) return batch_successors(n, g, m, emit, ev);
     const double dep = n >= 1 ? mu : 0.0;
     Events e;
     e.depart = dep;
@@ -234,6 +272,60 @@ struct SlotKernel {
         e.aqm += wgt * a * rej;
       e.mark += wgt * a * mark;
       e.admit += wgt * adm;
+    });
+    if (ev) *ev = e;
+  }
+
+  /// successors() with a batch source (docs/batch-arrivals.md): the k packets of the slot
+  /// meet the buffer one after another, with n and the packets of the batch admitted before
+  /// them in the system (space s = N - n: the departure of the slot frees none); a packet
+  /// that finds the system full overflows without an AQM test, else the AQM drops it with
+  /// probability (1 - ecn) p(avg_t), marks it with ecn p(avg_t), admits it otherwise
+  /// (marked packets are admitted), each packet independently.  So the admitted count is
+  /// min(Binomial(k, 1 - (1 - ecn) p), s), computed by the recursion over the packets.
+  template <class Emit>
+  void batch_successors(int n, int g, int m, Emit&& emit, Events* ev) const {
+    const double dep = n >= 1 ? mu : 0.0;
+    const int s = N - n;
+    Events e;
+    e.depart = dep;
+    double cur[kMaxBatch + 1], lev[kMaxBatch + 1];
+    batch_branches(n, g, m, [&](int g2, int m2, double wgt, const double* pk) {
+      const double pd = pdrop[static_cast<size_t>(g2)], ecn = ecn_m[static_cast<size_t>(m2)];
+      const double alpha = 1.0 - (1.0 - ecn) * pd;  // a packet that meets the AQM test stays
+      const int amax = std::min(B, s);
+      std::fill_n(lev, amax + 1, 0.0);
+      // cur[a]: P(a packets of the batch admitted so far), a = 0..top (top = min(i, s))
+      cur[0] = 1.0;
+      int top = 0;
+      double decisions = 0.0;  // expected AQM tests among the packets so far
+      auto tally = [&](int k) {
+        const double w = pk[k];
+        if (!(w > 0.0)) return;
+        double mean = 0.0;
+        for (int a = 0; a <= top; ++a) lev[a] += w * cur[a], mean += a * cur[a];
+        e.arrival += wgt * w * k;
+        e.admit += wgt * w * mean;
+        e.aqm += wgt * w * decisions * (1.0 - ecn) * pd;
+        e.mark += wgt * w * decisions * ecn * pd;
+        e.overflow += wgt * w * (k - decisions);
+      };
+      tally(0);
+      for (int k = 1; k <= B; ++k) {
+        decisions += top < s ? 1.0 : 1.0 - cur[s];  // packet k is tested unless s are in
+        const int nt = std::min(top + 1, s);
+        for (int a = nt; a >= 0; --a) {
+          const double here = a <= top ? cur[a] : 0.0;
+          cur[a] = (a < s ? here * (1.0 - alpha) : here) + (a >= 1 ? cur[a - 1] * alpha : 0.0);
+        }
+        top = nt;
+        tally(k);
+      }
+      // level n + a - (departure): each target once per branch
+      for (int a = -1; a <= amax; ++a) {
+        const double p = wgt * ((a >= 0 ? lev[a] * (1.0 - dep) : 0.0) + (a + 1 <= amax ? lev[a + 1] * dep : 0.0));
+        if (p > 0.0) emit(n + a, g2, m2, p);
+      }
     });
     if (ev) *ev = e;
   }

@@ -179,8 +179,58 @@ Source Source::mmpp(std::vector<std::vector<double>> generator, std::vector<doub
   return modulated(Kind::MMPP, std::move(generator), std::move(rates));
 }
 
+Source Source::batch_mmbp(std::vector<std::vector<double>> matrix, std::vector<std::vector<double>> counts) {
+  Source s;
+  s.kind = Kind::Batch;
+  s.matrix = std::move(matrix);
+  s.batch = std::move(counts);
+  s.arrival.assign(s.batch.size(), 0.0);
+  for (size_t i = 0; i < s.batch.size(); ++i)
+    for (size_t k = 1; k < s.batch[i].size(); ++k) s.arrival[i] += static_cast<double>(k) * s.batch[i][k];
+  s.validate();
+  return s;
+}
+
+std::vector<std::vector<double>> Source::count_pmf() const {
+  if (kind == Kind::Batch) return batch;
+  std::vector<std::vector<double>> out;
+  for (double a : arrival) out.push_back({1.0 - a, a});
+  return out;
+}
+
+namespace {
+/// The batch rows: one per modulator state, of equal length B + 1 (1 <= B <= kMaxBatch),
+/// probabilities summing to 1 within 1e-12.
+void validate_batch(const Source& s, const std::string& prefix) {
+  const std::string counts = prefix + ".counts";
+  const size_t n = s.batch.size();
+  if (n == 0) fail_param(counts, "a non-empty list (one pmf per modulator state)", "[]");
+  if (s.matrix.size() != n)
+    throw ModelError(prefix + ".matrix", detail::cat("parameter '", prefix, ".matrix' must have ", n,
+                                                     " rows (one per row of ", counts, "), got ", s.matrix.size()));
+  const size_t len = s.batch[0].size();
+  if (len < 2 || len > static_cast<size_t>(kMaxBatch) + 1)
+    fail_param(counts + "[0]", detail::cat("a pmf over k = 0..B with 1 <= B <= ", kMaxBatch, " (2 to ", kMaxBatch + 1,
+                                           " entries)"),
+               detail::cat(len, " entries"));
+  for (size_t i = 0; i < n; ++i) {
+    const std::string ri = detail::cat(counts, "[", i, "]");
+    if (s.batch[i].size() != len)
+      fail_param(ri, detail::cat(len, " entries (the length of ", counts, "[0]: every state has the same B)"),
+                 detail::cat(s.batch[i].size(), " entries"));
+    double sum = 0.0;
+    for (size_t k = 0; k < len; ++k) {
+      require_prob(detail::cat(ri, "[", k, "]"), s.batch[i][k]);
+      sum += s.batch[i][k];
+    }
+    if (std::abs(sum - 1.0) > 1e-12) fail_param(ri, "a pmf (sum 1 within 1e-12)", detail::cat("sum ", sum));
+  }
+}
+}  // namespace
+
 void Source::validate(const std::string& prefix) const {
   if (continuous()) return validate_continuous(*this, prefix);
+  if (kind == Kind::Batch) validate_batch(*this, prefix);
   const size_t n = arrival.size();
   if (n == 0) fail_param(prefix + ".arrival", "a non-empty list", "[]");
   if (kind == Kind::SSMP)
@@ -192,7 +242,7 @@ void Source::validate(const std::string& prefix) const {
                      detail::cat("parameter '", prefix, ".matrix' must have ", n, " rows (one per arrival entry), got ",
                                  matrix.size()));
   for (size_t i = 0; i < n; ++i) {
-    require_prob(detail::cat(prefix, ".arrival[", i, "]"), arrival[i]);
+    if (kind != Kind::Batch) require_prob(detail::cat(prefix, ".arrival[", i, "]"), arrival[i]);
     if (matrix[i].size() != n)
       throw ModelError(prefix + ".matrix", detail::cat("parameter '", prefix, ".matrix' must be square ", n, " x ",
                                                        n, ", row ", i, " has ", matrix[i].size(), " entries"));
@@ -303,6 +353,12 @@ std::string Source::describe() const {
     case Kind::MMPP: return detail::cat("MMPP(", states(), " states)");
     case Kind::Bernoulli: return detail::cat("Bernoulli(alpha=", arrival[0], ")");
     case Kind::SSMP: return detail::cat("SSMP(n=", ssmp_n, ", q=", ssmp_q, ", a=", ssmp_a, ")");
+    case Kind::Batch: {
+      if (states() > 1) return detail::cat("batch MMBP(", states(), " states, B=", max_batch(), ")");
+      std::string pmf;
+      for (double p : batch[0]) pmf += detail::cat(pmf.empty() ? "" : ", ", p);
+      return detail::cat("batch Bernoulli(counts=[", pmf, "])");
+    }
     default: return detail::cat("MMBP(", states(), " states)");
   }
 }
@@ -318,7 +374,7 @@ HurstReport hurst(const Source& s, int log2_lo, int log2_hi) {
   const int n = s.states();
   const auto pi = s.modulator_stationary();
   const double mean = s.mean_rate();
-  // X_t = arrival indicator. c_0 = Var X = mean - mean^2; for k >= 1
+  // X_t = arrivals in slot t (an indicator but for batch sources). c_0 = Var X = mean - mean^2; for k >= 1
   // c_k = sum_i pi_i lam_i (M^k (lam - mean 1))_i  (centred: no cancellation).
   // M's nonzeros per row: the SSMP has 3n of them, so a lag costs O(n), not O(n^2).
   std::vector<std::vector<std::pair<int, double>>> rows(n);
@@ -332,7 +388,15 @@ HurstReport hurst(const Source& s, int log2_lo, int log2_hi) {
   }
   const long long mmax = 1LL << log2_hi;
   long double s1 = 0.0L, s2 = 0.0L;  // sum_{k<m} c_k, sum_{k<m} k c_k
-  const long double c0 = mean - mean * mean;
+  // (a batch source: c_0 = sum_i pi_i E[X^2 | i] - mean^2)
+  long double c0 = mean - mean * mean;
+  if (s.kind == Source::Kind::Batch) {
+    long double second = 0.0L;
+    for (int i = 0; i < n; ++i)
+      for (size_t k = 1; k < s.batch[static_cast<size_t>(i)].size(); ++k)
+        second += static_cast<long double>(pi[i]) * static_cast<long double>(k * k) * s.batch[static_cast<size_t>(i)][k];
+    c0 = second - static_cast<long double>(mean) * mean;
+  }
   long long next_level = 1LL << log2_lo;
   for (long long k = 1; k <= mmax; ++k) {
     if (k == next_level) {  // level m = k uses lags 1..m-1

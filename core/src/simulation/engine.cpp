@@ -48,6 +48,15 @@ SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max
     }
   }
   for (double l : m.source.arrival) lam53.push_back(std::min(l, 1.0) * kTwo53);
+  if (m.source.max_batch() > 1) {
+    B = m.source.max_batch();
+    for (const auto& row : m.source.count_pmf()) {
+      double c = 0.0;
+      bcdf.emplace_back();
+      for (double p : row) bcdf.back().push_back(c += p);
+      bcdf.back().back() = 1.0;
+    }
+  }
   mcdf.resize(M);
   for (int i = 0; i < M; ++i) {
     double c = 0;
@@ -351,140 +360,6 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
   rng_ref = rng;
 }
 
-/// The stateful AQM's slot loop (docs/stateful-aqm.md), any source and avg mode: written
-/// for clarity rather than speed.  Draws per slot: grid mapping of avg (discretised),
-/// modulator (modulated sources), arrival, adaptive clock (geometric), p_max mapping
-/// (discretised, when the clock fires), AQM decision, ECN, departure, push-out victim.
-template <bool Record>
-void chunk_stateful(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, const int64_t t_end, Tally& T) {
-  Xoshiro256 rng = rng_ref;
-  const detail::StatefulLayout& S = *P.sa;
-  const bool disc = P.discretised;
-  if (!s.aqm_ready) {
-    s.count = -1, s.phase = 0, s.k = S.pmax_start, s.pmax = S.pmax[static_cast<size_t>(S.pmax_start)], s.j = 0;
-    s.aqm_ready = true;
-  }
-  s.k = std::min<int>(s.k, static_cast<int>(S.pmax.size()) - 1);
-  DropFunction drop = P.drop;
-  drop.p_max = s.pmax;
-  const int N = P.N;
-  const uint64_t mask = s.mask;
-  int64_t* const buf = s.buf.data();
-  const bool pushout = P.policy != DropPolicy::Tail;
-  const double fire = S.adaptive ? 1.0 / static_cast<double>(S.opt.interval) : 0.0;
-  const int n0 = s.n;
-  int64_t c_arr = 0, c_aqm = 0, c_mark = 0, c_ovf = 0, c_push = 0;
-  double sum_avg = 0.0, sum_count = 0.0, sum_pmax = 0.0, sum_maxth = 0.0;
-  int64_t hsize = 0, lim = 0;
-  int64_t* hr = nullptr;
-  if constexpr (Record) {
-    hsize = static_cast<int64_t>(T.hist_r->size());
-    hr = T.hist_r->data();
-    lim = hsize == P.max_r ? P.max_r - 1 : hsize;
-  }
-  for (; t <= t_end; ++t) {
-    const int n = s.n, q = n > 0 ? n - 1 : 0;
-    // dynamic max_th: from P_t = p(avg_{t-1}) (or q / N) and Q_t
-    const int j0 = s.j;  // cur_max_th at the start of the slot: AutoRED's weight reads P_t with it
-    if (S.dyn_maxth) {
-      const double Pt = S.p_by_queue ? static_cast<double>(q) / N
-                                     : (disc ? S.mt_pdrop[s.j][static_cast<size_t>(s.g)] : S.mt_drop[s.j](s.avg));
-      s.j = detail::maxth_next(s.j, Pt, q, S.mt_drop[0].hi);
-    }
-    // 1. filter candidate
-    double cand;
-    int gc = 0;
-    if (disc) {
-      const GridTarget gt = P.grid->map(P.filter.next(P.points[static_cast<size_t>(s.g)], q, j0));
-      gc = gt.lo + static_cast<int>(!(rng.uniform() < gt.p_lo));
-      cand = P.points[static_cast<size_t>(gc)];
-    } else {
-      cand = P.filter.next(s.avg, q, j0);
-    }
-    // 2. modulator, 3. arrival
-    if (P.M > 1) s.m = next_modulator(P, s.m, rng.uniform());
-    const bool arr = static_cast<double>(rng.next() >> 11) < P.lam53[static_cast<size_t>(s.m)];
-    if (P.per_slot || arr) s.avg = cand, s.g = gc;
-    // adaptive p_max, with the updated avg
-    if (S.adaptive) {
-      bool fires;
-      if (S.opt.clock == AdaptiveClock::Exact) {
-        s.phase = (s.phase + 1) % S.opt.interval;
-        fires = s.phase == 0;
-      } else {
-        fires = rng.uniform() < fire;
-      }
-      if (fires) {
-        if (disc) {
-          const GridTarget pt = S.target(s.k, s.avg);
-          s.k = pt.lo + static_cast<int>(pt.p_lo < 1.0 && !(rng.uniform() < pt.p_lo));
-          s.pmax = S.pmax[static_cast<size_t>(s.k)];
-        } else {
-          s.pmax = detail::adaptive_move(S.opt, S.lo_th, S.hi_th, s.pmax, s.avg);
-        }
-        drop.p_max = s.pmax;
-      }
-    }
-    // 4. the arrival's fate
-    bool dropped = false, mark = false, adm = false, ovf = false;
-    if (arr) {
-      if (n == N) {
-        ovf = true;
-      } else {
-        double pb;
-        if (S.dyn_maxth)
-          pb = disc ? S.mt_pdrop[s.j][static_cast<size_t>(s.g)] : S.mt_drop[s.j](s.avg);
-        else
-          pb = disc ? S.pdrop[static_cast<size_t>(s.k)][static_cast<size_t>(s.g)] : drop(s.avg);
-        const detail::SpacingStep st = detail::spacing_step(S.spacing, s.count, pb);
-        const bool decision = rng.uniform() < st.decision;
-        s.count = decision ? st.after_decision : st.after_none;
-        if (decision) {
-          mark = P.ecn > 0.0 && rng.uniform() < P.ecn;
-          dropped = !mark;
-        }
-        adm = !dropped;
-      }
-    }
-    // 5. departure
-    const bool dep = (n > 0) & ((rng.next() >> 11) < P.mu_thr);
-    buf[(s.head + static_cast<uint64_t>(n)) & mask] = t;
-    if (pushout && (dropped | ovf) && n > 1) {
-      const int waiting = n - 1;
-      const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
-      erase(buf, mask, s.head, n, std::min(j, waiting));
-      buf[(s.head + static_cast<uint64_t>(n - 1)) & mask] = t;
-      ++c_push;
-    }
-    if constexpr (Record) {
-      const int64_t r = dep ? t - buf[s.head & mask] : 0;
-      if (r >= lim)
-        hr = response_tail(T, r, P.max_r, hsize, lim);
-      else
-        ++hr[r];
-    }
-    s.head += dep;
-    s.n = n + static_cast<int>(adm) - static_cast<int>(dep);
-    c_arr += arr;
-    c_aqm += dropped;
-    c_mark += mark;
-    c_ovf += ovf;
-    ++T.hist_n[s.n];
-    sum_avg += s.avg;
-    sum_count += static_cast<double>(s.count);
-    sum_pmax += s.pmax;
-    sum_maxth += S.mt_drop[s.j].hi;
-  }
-  T.arrivals += c_arr, T.aqm += c_aqm, T.marks += c_mark, T.overflow += c_ovf;
-  const int64_t c_adm = c_arr - c_aqm - c_ovf + c_push;
-  T.departures += n0 + c_adm - c_push - s.n, T.admitted += c_adm, T.pushed += c_push;
-  T.sum_avg += sum_avg;
-  T.sum_count += sum_count;
-  T.sum_pmax += sum_pmax;
-  T.sum_maxth += sum_maxth;
-  rng_ref = rng;
-}
-
 /// A response time r of a packet of class c (class-aware recording loops), on the class's
 /// own histogram.
 void class_response(Tally& T, int c, int64_t r, int64_t max_r) {
@@ -515,16 +390,28 @@ void erase2(int64_t* buf, uint32_t* meta, uint64_t mask, uint64_t& head, int n, 
   }
 }
 
-/// The class-aware slot loop (docs/classes.md): traffic classes and flows, ECN per class,
-/// modified RED, the flow comparison, with or without the stateful AQM
-/// (drop spacing, adaptive p_max, AutoRED's weight, dynamic max_th), any source, continuous
-/// or discretised avg.  Written for clarity rather than speed; its draws follow
-/// chunk_stateful's order (engine.hpp), so that a single class of a single flow without
-/// modified RED or flow comparison draws exactly what chunk_stateful draws.
-template <bool Record>
-void chunk_classes(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, const int64_t t_end, Tally& T) {
+/// The general slot loop, for every model the fast loop (chunk) does not take, with the
+/// features a model has as template flags, so that a model pays only for its own:
+///  - Classes: traffic classes and flows, ECN per class, modified RED, the flow comparison
+///    (docs/classes.md); per FIFO place the flow id and ECN capability, per-class tallies;
+///  - Batch: a batch source, 0..B arrivals per slot (docs/batch-arrivals.md);
+///  - the stateful AQM (drop spacing, adaptive p_max, AutoRED's weight, dynamic max_th;
+///    docs/stateful-aqm.md), when P.sa is set;
+/// any source, continuous or discretised avg.  Written for clarity rather than speed.
+/// Draws per slot, in this order: grid mapping of avg (discretised), modulator (modulated
+/// sources), arrival (Batch: the number k of arrivals, one uniform by inversion), adaptive
+/// clock (geometric), p_max mapping (discretised, when the clock fires); then per arrival:
+/// its class (two or more classes), its flow (a class of several flows), its ECN capability
+/// (modified RED, probability strictly between 0 and 1), the packet the flow comparison
+/// picks, the AQM decision, ECN; then the departure, and the push-out victims (random
+/// discard policy) and the victims of the modified random search.  One class of one flow
+/// without modified RED or flow comparison therefore draws exactly what the same model
+/// without classes draws.
+template <bool Record, bool Cls, bool Batch>
+void chunk_general(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, const int64_t t_end, Tally& T) {
+  static_assert(!(Cls && Batch), "batch sources run without traffic classes");
   Xoshiro256 rng = rng_ref;
-  const SlotParams::Classes& K = *P.cls;
+  const SlotParams::Classes* const Kp = Cls ? &*P.cls : nullptr;
   const detail::StatefulLayout* S = P.sa ? &*P.sa : nullptr;
   const bool disc = P.discretised;
   if (!s.aqm_ready) {
@@ -532,32 +419,60 @@ void chunk_classes(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
     s.j = 0;
     s.aqm_ready = true;
   }
-  if (s.meta.size() != s.buf.size()) s.meta.assign(s.buf.size(), 0);
-  if (s.in_sys.size() != static_cast<size_t>(K.C)) s.in_sys.assign(static_cast<size_t>(K.C), 0);
+  if constexpr (Cls) {
+    if (s.meta.size() != s.buf.size()) s.meta.assign(s.buf.size(), 0);
+    if (s.in_sys.size() != static_cast<size_t>(Kp->C)) s.in_sys.assign(static_cast<size_t>(Kp->C), 0);
+  }
   if (S) s.k = std::min<int>(s.k, static_cast<int>(S->pmax.size()) - 1);
   DropFunction drop = P.drop;
   if (S) drop.p_max = s.pmax;
   const int N = P.N;
   const uint64_t mask = s.mask;
   int64_t* const buf = s.buf.data();
-  uint32_t* const meta = s.meta.data();
+  uint32_t* const meta = Cls ? s.meta.data() : nullptr;
   const bool pushout = P.policy != DropPolicy::Tail;
   const double fire = S && S->adaptive ? 1.0 / static_cast<double>(S->opt.interval) : 0.0;
   ClassTally* const ct = T.ct;
   int64_t c_arr = 0, c_aqm = 0, c_mark = 0, c_ovf = 0, c_push = 0, c_fc = 0, c_adm = 0, c_dep = 0;
   double sum_avg = 0.0, sum_count = 0.0, sum_pmax = 0.0, sum_maxth = 0.0;
+  int64_t hsize = 0, lim = 0;
+  int64_t* hr = nullptr;
+  if constexpr (Record && !Cls) {
+    hsize = static_cast<int64_t>(T.hist_r->size());
+    hr = T.hist_r->data();
+    lim = hsize == P.max_r ? P.max_r - 1 : hsize;
+  }
   auto elephant = [&](uint32_t rec) {
-    return !(rec & 1u) && !K.mice[static_cast<size_t>(K.flow_class[rec >> 1])];
+    if constexpr (Cls) return !(rec & 1u) && !Kp->mice[static_cast<size_t>(Kp->flow_class[rec >> 1])];
+    return false;
   };
   auto at = [&](int j) -> uint32_t& { return meta[(s.head + static_cast<uint64_t>(j)) & mask]; };
-  // the per-class counts and the elephants, recounted from the packets (a scenario phase may
-  // change the mice flags; O(n) per stretch of up to 4096 slots)
-  std::fill(s.in_sys.begin(), s.in_sys.end(), 0);
-  s.elephants = 0;
-  for (int j = 0; j < s.n; ++j) {
-    ++s.in_sys[static_cast<size_t>(K.flow_class[at(j) >> 1])];
-    s.elephants += static_cast<int>(elephant(at(j)));
+  if constexpr (Cls) {
+    // the per-class counts and the elephants, recounted from the packets (a scenario phase may
+    // change the mice flags; O(n) per stretch of up to 4096 slots)
+    std::fill(s.in_sys.begin(), s.in_sys.end(), 0);
+    s.elephants = 0;
+    for (int j = 0; j < s.n; ++j) {
+      ++s.in_sys[static_cast<size_t>(Kp->flow_class[at(j) >> 1])];
+      s.elephants += static_cast<int>(elephant(at(j)));
+    }
   }
+  // the AQM's drop probability p_b of an arrival that reaches the test
+  auto p_b = [&]() {
+    if (S && S->dyn_maxth) return disc ? S->mt_pdrop[s.j][static_cast<size_t>(s.g)] : S->mt_drop[s.j](s.avg);
+    if (S) return disc ? S->pdrop[static_cast<size_t>(s.k)][static_cast<size_t>(s.g)] : drop(s.avg);
+    return disc ? P.pdrop[static_cast<size_t>(s.g)] : drop(s.avg);
+  };
+  // the AQM decision (with the spacing rule of the stateful AQM)
+  auto decide = [&](double pb) {
+    if (S) {
+      const detail::SpacingStep st = detail::spacing_step(S->spacing, s.count, pb);
+      const bool decision = rng.uniform() < st.decision;
+      s.count = decision ? st.after_decision : st.after_none;
+      return decision;
+    }
+    return rng.uniform() < pb;
+  };
   for (; t <= t_end; ++t) {
     const int n = s.n, q = n > 0 ? n - 1 : 0;
     const int j0 = s.j;  // cur_max_th at the start of the slot: AutoRED's weight reads P_t with it
@@ -576,9 +491,18 @@ void chunk_classes(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
       gc = gt.lo + static_cast<int>(!(rng.uniform() < gt.p_lo));
       cand = P.points[static_cast<size_t>(gc)];
     }
-    // 2. modulator, 3. arrival
+    // 2. modulator, 3. arrival (Batch: the number of arrivals)
     if (P.M > 1) s.m = next_modulator(P, s.m, rng.uniform());
-    const bool arr = static_cast<double>(rng.next() >> 11) < P.lam53[static_cast<size_t>(s.m)];
+    int arrivals;
+    if constexpr (Batch) {
+      const double u = rng.uniform();
+      const double* c = P.bcdf[static_cast<size_t>(s.m)].data();
+      arrivals = 0;
+      while (arrivals < P.B && u >= c[arrivals]) ++arrivals;
+    } else {
+      arrivals = static_cast<double>(rng.next() >> 11) < P.lam53[static_cast<size_t>(s.m)];
+    }
+    const bool arr = arrivals > 0;
     if (P.per_slot || arr) s.avg = cand, s.g = gc;
     if (S && S->adaptive) {
       bool fires;
@@ -599,67 +523,105 @@ void chunk_classes(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
         drop.p_max = s.pmax;
       }
     }
-    // the arrival's class, flow and (modified RED) ECN capability
-    int c = 0, fl = 0;
-    bool capable = false;
-    if (arr) {
-      if (K.C > 1) c = pick_cdf(K.ccdf[static_cast<size_t>(s.m)], rng.uniform());
-      const int F = K.flows[static_cast<size_t>(c)];
-      fl = K.offset[static_cast<size_t>(c)];
-      if (F > 1) {
-        const double u = rng.uniform();
-        fl += K.fcdf[static_cast<size_t>(c)].empty() ? std::min(F - 1, static_cast<int>(u * F))
-                                                     : pick_cdf(K.fcdf[static_cast<size_t>(c)], u);
-      }
-      const double e = K.ecn[static_cast<size_t>(c)];
-      if (K.modified != Modified::None) capable = e >= 1.0 || (e > 0.0 && rng.uniform() < e);
-    }
-    // 4. the arrival's fate: what is lost (the arrival, a waiting packet `victim`) and why
     enum Loss { None, Aqm, Overflow, Compare };
-    Loss lost = None;          // the arrival's loss
-    int victim = 0;            // FIFO position of a discarded waiting packet (0: none)
-    Loss victim_cause = None;  // Aqm / Overflow: pushed out; Compare: flow comparison
-    bool mark = false, to_policy = false, search = false, direct = false;
-    if (arr) {
-      if (n == N) {
-        ++c_ovf;
-        to_policy = true;
-        lost = Overflow;
-      } else {
-        bool matched = false;
-        if (K.flow_compare && s.avg >= K.min_th && n > 1) {
-          const int waiting = n - 1;
-          const int j = 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
-          if (static_cast<int>(at(j) >> 1) == fl) matched = true, victim = j, victim_cause = Compare, lost = Compare;
+    if constexpr (Batch) {
+      // 4. the fates of the k packets, one after another: each finds n plus the packets of
+      // the batch admitted before it (the departure of the slot frees no room for them)
+      Loss fate[kMaxBatch];
+      int admitted = 0;
+      for (int i = 0; i < arrivals; ++i) {
+        if (n + admitted == N) {
+          ++c_ovf, fate[i] = Overflow;
+          continue;
         }
-        if (!matched) {
-          double pb;
-          if (S && S->dyn_maxth)
-            pb = disc ? S->mt_pdrop[s.j][static_cast<size_t>(s.g)] : S->mt_drop[s.j](s.avg);
-          else if (S)
-            pb = disc ? S->pdrop[static_cast<size_t>(s.k)][static_cast<size_t>(s.g)] : drop(s.avg);
-          else
-            pb = disc ? P.pdrop[static_cast<size_t>(s.g)] : drop(s.avg);
-          bool decision;
-          if (S) {
-            const detail::SpacingStep st = detail::spacing_step(S->spacing, s.count, pb);
-            decision = rng.uniform() < st.decision;
-            s.count = decision ? st.after_decision : st.after_none;
-          } else {
-            decision = rng.uniform() < pb;
+        fate[i] = None;
+        if (decide(p_b())) {
+          const bool mark = P.ecn > 0.0 && rng.uniform() < P.ecn;
+          c_mark += mark;
+          if (!mark) ++c_aqm, fate[i] = Aqm;
+        }
+        admitted += fate[i] == None;
+      }
+      // 5. departure of the packet in service at the start of the slot
+      const bool dep = (n > 0) & ((rng.next() >> 11) < P.mu_thr);
+      // the FIFO in the batch's order: an admitted packet joins the tail; a rejected one goes
+      // to the drop policy, which may admit it and discard a waiting packet instead (never
+      // the one in service; packets of the batch admitted before it count as waiting)
+      int now = n;
+      for (int i = 0; i < arrivals; ++i) {
+        if (fate[i] != None) {
+          if (!pushout || now < 2) continue;
+          const int waiting = now - 1;
+          const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
+          erase(buf, mask, s.head, now, std::min(j, waiting));
+          --now;
+          ++c_push;
+        }
+        buf[(s.head + static_cast<uint64_t>(now)) & mask] = t;
+        ++now;
+        ++c_adm;
+      }
+      if constexpr (Record) {
+        const int64_t r = dep ? t - buf[s.head & mask] : 0;
+        if (r >= lim)
+          hr = response_tail(T, r, P.max_r, hsize, lim);
+        else
+          ++hr[r];
+      }
+      s.head += dep;
+      s.n = now - static_cast<int>(dep);
+      c_arr += arrivals;
+      c_dep += dep;
+    } else {
+      // the arrival's class, flow and (modified RED) ECN capability
+      int c = 0, fl = 0;
+      bool capable = false;
+      if constexpr (Cls) {
+        const SlotParams::Classes& K = *Kp;
+        if (arr) {
+          if (K.C > 1) c = pick_cdf(K.ccdf[static_cast<size_t>(s.m)], rng.uniform());
+          const int F = K.flows[static_cast<size_t>(c)];
+          fl = K.offset[static_cast<size_t>(c)];
+          if (F > 1) {
+            const double u = rng.uniform();
+            fl += K.fcdf[static_cast<size_t>(c)].empty() ? std::min(F - 1, static_cast<int>(u * F))
+                                                         : pick_cdf(K.fcdf[static_cast<size_t>(c)], u);
           }
-          if (decision) {
-            if (K.modified == Modified::None) {
-              const double e = K.ecn[static_cast<size_t>(c)];
+          const double e = K.ecn[static_cast<size_t>(c)];
+          if (K.modified != Modified::None) capable = e >= 1.0 || (e > 0.0 && rng.uniform() < e);
+        }
+      }
+      // 4. the arrival's fate: what is lost (the arrival, a waiting packet `victim`) and why
+      Loss lost = None;          // the arrival's loss
+      int victim = 0;            // FIFO position of a discarded waiting packet (0: none)
+      Loss victim_cause = None;  // Aqm / Overflow: pushed out; Compare: flow comparison
+      bool mark = false, to_policy = false, search = false, direct = false;
+      if (arr) {
+        if (n == N) {
+          ++c_ovf;
+          to_policy = true;
+          lost = Overflow;
+        } else {
+          bool matched = false;
+          if constexpr (Cls) {
+            if (Kp->flow_compare && s.avg >= Kp->min_th && n > 1) {
+              const int waiting = n - 1;
+              const int j = 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
+              if (static_cast<int>(at(j) >> 1) == fl) matched = true, victim = j, victim_cause = Compare, lost = Compare;
+            }
+          }
+          if (!matched && decide(p_b())) {
+            if (!Cls || Kp->modified == Modified::None) {
+              const double e = Cls ? Kp->ecn[static_cast<size_t>(c)] : P.ecn;
               mark = e > 0.0 && rng.uniform() < e;
               to_policy = !mark;
-            } else {
+            } else if constexpr (Cls) {
               // modified RED (docs/classes.md): below max_th an early drop takes a waiting elephant
               // (first from the head, or by three random trials) whatever the arrival's class; with
               // no elephant waiting a protected arrival is admitted (marked when ECN-capable) and an
               // elephant arrival is dropped.  At or above max_th the arrival is dropped as in RED.
-              const double cur_max_th = S && S->dyn_maxth ? S->mt_drop[s.j].hi : K.max_th;
-              const bool protect = capable || K.mice[static_cast<size_t>(c)];
+              const double cur_max_th = S && S->dyn_maxth ? S->mt_drop[s.j].hi : Kp->max_th;
+              const bool protect = capable || Kp->mice[static_cast<size_t>(c)];
               const int waiting_elephants = s.elephants - static_cast<int>(n > 0 && elephant(at(0)));
               if (!(s.avg < cur_max_th)) to_policy = true;
               else if (waiting_elephants > 0) search = true;
@@ -670,89 +632,106 @@ void chunk_classes(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
           }
         }
       }
-    }
-    // 5. departure of the packet in service at the start of the slot
-    const bool dep = (n > 0) & ((rng.next() >> 11) < P.mu_thr);
-    if (to_policy && pushout && n > 1) {  // admit the arrival, discard a waiting packet (never the one in service)
-      const int waiting = n - 1;
-      const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
-      victim = std::min(j, waiting), victim_cause = lost, lost = None;
-    }
-    if (search) {  // modified RED: an elephant leaves instead of the protected arrival
-      const int waiting = n - 1;
-      if (K.modified == Modified::Front) {
-        int j = 1;
-        while (!elephant(at(j))) ++j;  // one waits (counted above)
-        victim = j;
-      } else {
-        for (int trial = 0; trial < 3; ++trial) {
-          victim = 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
-          if (elephant(at(victim))) break;
+      // 5. departure of the packet in service at the start of the slot
+      const bool dep = (n > 0) & ((rng.next() >> 11) < P.mu_thr);
+      if (to_policy && pushout && n > 1) {  // admit the arrival, discard a waiting packet (never the one in service)
+        const int waiting = n - 1;
+        const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
+        victim = std::min(j, waiting), victim_cause = lost, lost = None;
+      }
+      if constexpr (Cls) {
+        if (search) {  // modified RED: an elephant leaves instead of the protected arrival
+          const int waiting = n - 1;
+          if (Kp->modified == Modified::Front) {
+            int j = 1;
+            while (!elephant(at(j))) ++j;  // one waits (counted above)
+            victim = j;
+          } else {
+            for (int trial = 0; trial < 3; ++trial) {
+              victim = 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
+              if (elephant(at(victim))) break;
+            }
+          }
+          victim_cause = Aqm, lost = None;
         }
       }
-      victim_cause = Aqm, lost = None;
-    }
-    int now = n;
-    if (victim > 0) {
-      const uint32_t rec = at(victim);
-      const int vc = K.flow_class[rec >> 1];
-      --s.in_sys[static_cast<size_t>(vc)];
-      s.elephants -= static_cast<int>(elephant(rec));
-      if (victim_cause == Compare) c_fc += 1;
-      ++c_push;
-      if (ct) {
-        ++(victim_cause == Compare ? ct->fc : ct->push)[static_cast<size_t>(vc)];
-        ++ct->f_lost[rec >> 1];
+      int now = n;
+      if (victim > 0) {
+        if constexpr (Cls) {
+          const uint32_t rec = at(victim);
+          const int vc = Kp->flow_class[rec >> 1];
+          --s.in_sys[static_cast<size_t>(vc)];
+          s.elephants -= static_cast<int>(elephant(rec));
+          if (victim_cause == Compare) c_fc += 1;
+          if (ct) {
+            ++(victim_cause == Compare ? ct->fc : ct->push)[static_cast<size_t>(vc)];
+            ++ct->f_lost[rec >> 1];
+          }
+          erase2(buf, meta, mask, s.head, n, victim);
+        } else {
+          erase(buf, mask, s.head, n, victim);
+        }
+        ++c_push;
+        --now;
       }
-      erase2(buf, meta, mask, s.head, n, victim);
-      --now;
-    }
-    if (arr) {
-      ++c_arr;
-      c_mark += mark;
-      if (ct) {
-        ++ct->arr[static_cast<size_t>(c)];
-        ++ct->f_arr[static_cast<size_t>(fl)];
-        ct->marks[static_cast<size_t>(c)] += mark;
-      }
-      if (lost == None) {
-        const uint32_t rec = (static_cast<uint32_t>(fl) << 1) | static_cast<uint32_t>(capable);
-        buf[(s.head + static_cast<uint64_t>(now)) & mask] = t;
-        meta[(s.head + static_cast<uint64_t>(now)) & mask] = rec;
-        ++now;
-        ++c_adm;
-        ++s.in_sys[static_cast<size_t>(c)];
-        s.elephants += static_cast<int>(elephant(rec));
-      } else {
-        if (lost == Compare) c_fc += 1;
-        if (ct) {
-          ++(lost == Aqm ? ct->aqm : lost == Overflow ? ct->ovf : ct->fc)[static_cast<size_t>(c)];
-          ++ct->f_lost[static_cast<size_t>(fl)];
+      if (arr) {
+        ++c_arr;
+        c_mark += mark;
+        if constexpr (Cls) {
+          if (ct) {
+            ++ct->arr[static_cast<size_t>(c)];
+            ++ct->f_arr[static_cast<size_t>(fl)];
+            ct->marks[static_cast<size_t>(c)] += mark;
+          }
+        }
+        if (lost == None) {
+          buf[(s.head + static_cast<uint64_t>(now)) & mask] = t;
+          if constexpr (Cls) {
+            const uint32_t rec = (static_cast<uint32_t>(fl) << 1) | static_cast<uint32_t>(capable);
+            meta[(s.head + static_cast<uint64_t>(now)) & mask] = rec;
+            ++s.in_sys[static_cast<size_t>(c)];
+            s.elephants += static_cast<int>(elephant(rec));
+          }
+          ++now;
+          ++c_adm;
+        } else if constexpr (Cls) {
+          if (lost == Compare) c_fc += 1;
+          if (ct) {
+            ++(lost == Aqm ? ct->aqm : lost == Overflow ? ct->ovf : ct->fc)[static_cast<size_t>(c)];
+            ++ct->f_lost[static_cast<size_t>(fl)];
+          }
         }
       }
-    }
-    if (dep) {
-      const uint32_t rec = at(0);
-      const int dc = K.flow_class[rec >> 1];
-      --s.in_sys[static_cast<size_t>(dc)];
-      s.elephants -= static_cast<int>(elephant(rec));
-      const int64_t r = t - buf[s.head & mask];
-      if (ct) {
-        ++ct->dep[static_cast<size_t>(dc)];
-        ++ct->f_dep[rec >> 1];
-        if constexpr (Record) class_response(T, dc, r, P.max_r);
+      if constexpr (Cls) {
+        if (dep) {
+          const uint32_t rec = at(0);
+          const int dc = Kp->flow_class[rec >> 1];
+          --s.in_sys[static_cast<size_t>(dc)];
+          s.elephants -= static_cast<int>(elephant(rec));
+          const int64_t r = t - buf[s.head & mask];
+          if (ct) {
+            ++ct->dep[static_cast<size_t>(dc)];
+            ++ct->f_dep[rec >> 1];
+            if constexpr (Record) class_response(T, dc, r, P.max_r);
+          }
+          if constexpr (Record) add_response(*T.hist_r, T.tail_r, T.tail_r2, *T.budget, r, P.max_r, "batch");
+        }
+      } else if constexpr (Record) {
+        const int64_t r = dep ? t - buf[s.head & mask] : 0;
+        if (r >= lim)
+          hr = response_tail(T, r, P.max_r, hsize, lim);
+        else
+          ++hr[r];
       }
-      if constexpr (Record) {
-        add_response(*T.hist_r, T.tail_r, T.tail_r2, *T.budget, r, P.max_r, "batch");
-      }
-      ++s.head;
-      --now;
-      ++c_dep;
+      s.head += dep;
+      c_dep += dep;
+      s.n = now - static_cast<int>(dep);
     }
-    s.n = now;
     ++T.hist_n[s.n];
-    if (ct)
-      for (int k = 0; k < K.C; ++k) ct->sum_n[static_cast<size_t>(k)] += s.in_sys[static_cast<size_t>(k)];
+    if constexpr (Cls) {
+      if (ct)
+        for (int k = 0; k < Kp->C; ++k) ct->sum_n[static_cast<size_t>(k)] += s.in_sys[static_cast<size_t>(k)];
+    }
     sum_avg += s.avg;
     if (S) {
       sum_count += static_cast<double>(s.count);
@@ -788,8 +767,9 @@ ChunkFn pick(const SlotParams& P) {
 }  // namespace
 
 ChunkFn chunk_function(const SlotParams& P, bool record) {
-  if (P.cls) return record ? &chunk_classes<true> : &chunk_classes<false>;
-  if (P.sa) return record ? &chunk_stateful<true> : &chunk_stateful<false>;
+  if (P.cls) return record ? &chunk_general<true, true, false> : &chunk_general<false, true, false>;
+  if (P.B > 1) return record ? &chunk_general<true, false, true> : &chunk_general<false, false, true>;
+  if (P.sa) return record ? &chunk_general<true, false, false> : &chunk_general<false, false, false>;
   if (record) return P.M > 1 ? pick<true, true>(P) : pick<false, true>(P);
   return P.M > 1 ? pick<true, false>(P) : pick<false, false>(P);
 }

@@ -27,12 +27,15 @@
 //      system held a packet at the start of the slot);
 //   5. push-out victim (random discard policy, only when a rejected arrival finds
 //      waiting packets): one uniform.
-// Class-aware models (traffic classes, modified RED, flow comparison: docs/classes.md)
-// run a loop of their own (chunk_classes in engine.cpp), which draws in the order of the
-// stateful loop and adds: the class of an arrival (only with two or more classes), its
-// flow (only when its class has several), its ECN capability (modified RED, when the
-// class's probability is strictly between 0 and 1), the packet the flow comparison
-// picks, and, after the departure, the victims of the modified random search.
+// Models with a stateful AQM, traffic classes (modified RED, flow comparison:
+// docs/classes.md) or a batch source run the general loop (chunk_general in engine.cpp,
+// its features as template flags), which draws in its own order: grid mapping of avg,
+// modulator, arrival (batch: the number of arrivals, one uniform), the stateful AQM's
+// clock and p_max mapping, then per arrival its class (only with two or more classes),
+// its flow (only when its class has several), its ECN capability (modified RED, when the
+// class's probability is strictly between 0 and 1), the packet the flow comparison picks,
+// the AQM decision and ECN; then the departure, and after it the push-out victims and
+// the victims of the modified random search.
 // A bare Bernoulli source with continuous avg therefore takes two draws per slot.
 // Comparisons are made on the integer k = x >> 11 of a 64-bit draw x (u = k 2^-53):
 // u < p  <=>  k < p 2^53  <=>  k < ceil(p 2^53), and the scaling by 2^53 is exact.
@@ -111,6 +114,10 @@ struct SlotParams {
   std::vector<double> lam53;               ///< arrival probability per modulator state, times 2^53
   std::vector<std::vector<double>> mcdf;   ///< cumulative modulator rows (last entry 1)
   std::vector<double> pi;                  ///< stationary modulator law (initial state)
+  /// Batch sources (B > 1): per modulator state the cumulative pmf of the number of
+  /// arrivals in a slot (last entry 1); empty for B = 1 (lam53 then)
+  int B = 1;
+  std::vector<std::vector<double>> bcdf;
   uint64_t mu_thr = 0;                     ///< departure iff k < mu_thr
   EwmaFilter filter;
   bool per_slot = true;

@@ -530,7 +530,7 @@ SimResult simulate(const Model& model, const SimOptions& o) {
 std::vector<uint8_t> arrival_trace(const Source& source, int64_t slots, uint64_t seed) {
   source.validate();
   if (source.continuous())
-    fail_param("source.kind", "a slotted source (bernoulli, ssmp, mmbp) for an arrival trace", source.describe());
+    fail_param("source.kind", "a slotted source (bernoulli, ssmp, mmbp, batch) for an arrival trace", source.describe());
   constexpr int64_t kMaxTrace = int64_t{1} << 31;
   if (slots < 1 || slots > kMaxTrace) fail_param("slots", "in [1, 2^31]", slots);
   const int M = source.states();
@@ -542,6 +542,16 @@ std::vector<uint8_t> arrival_trace(const Source& source, int64_t slots, uint64_t
   }
   std::vector<uint64_t> thr(static_cast<size_t>(M));
   for (int i = 0; i < M; ++i) thr[static_cast<size_t>(i)] = sim::threshold(source.arrival[i]);
+  // a batch source: the number of arrivals, by inversion of its cumulative pmf (one uniform)
+  const int B = source.max_batch();
+  std::vector<std::vector<double>> bcdf;
+  if (B > 1)
+    for (const auto& row : source.count_pmf()) {
+      double c = 0.0;
+      bcdf.emplace_back();
+      for (double p : row) bcdf.back().push_back(c += p);
+      bcdf.back().back() = 1.0;
+    }
   Xoshiro256 rng(seed);
   int m = 0;
   if (M > 1) {  // the stationary law of the modulator
@@ -559,7 +569,15 @@ std::vector<uint8_t> arrival_trace(const Source& source, int64_t slots, uint64_t
       while (j < M - 1 && u >= c[j]) ++j;
       m = j;
     }
-    x[static_cast<size_t>(t)] = static_cast<uint8_t>((rng.next() >> 11) < thr[static_cast<size_t>(m)]);
+    if (B > 1) {
+      const double u = rng.uniform();
+      const double* c = bcdf[static_cast<size_t>(m)].data();
+      int k = 0;
+      while (k < B && u >= c[k]) ++k;
+      x[static_cast<size_t>(t)] = static_cast<uint8_t>(k);
+    } else {
+      x[static_cast<size_t>(t)] = static_cast<uint8_t>((rng.next() >> 11) < thr[static_cast<size_t>(m)]);
+    }
   }
   return x;
 }

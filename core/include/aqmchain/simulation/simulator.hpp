@@ -48,7 +48,8 @@ std::vector<Xoshiro256> replication_streams(uint64_t seed, int replications);
 
 /// The arrival indicators X_1 .. X_slots of a slotted source on its own (no queue): the
 /// modulator starts from its stationary law, then in every slot it moves and a packet
-/// arrives with the probability of its new state (the simulator's order of events).
+/// arrives with the probability of its new state (the simulator's order of events); a batch
+/// source: X_t is the number of arrivals, by inversion of its pmf in the new state.
 /// xoshiro256** stream of `seed`.  `slots` in [1, 2^31]; continuous-time sources are
 /// refused (ModelError naming the parameter).  Polls for interruption.
 std::vector<uint8_t> arrival_trace(const Source& source, int64_t slots, uint64_t seed);
