@@ -76,11 +76,12 @@ void define_state(py::module_& m) {
       .def_readonly("name", &Component::name)
       .def_readonly("size", &Component::size)
       .def_readonly("coarsen", &Component::coarsen)
+      .def_readonly("in_block", &Component::in_block)
       .def("__repr__", [](const Component& c) { return detail::cat("Component(", c.name, ", size=", c.size, ")"); });
 
   py::class_<StateSpace>(m, "StateSpace", "State descriptor: named components packed into one key (mixed radix).")
       .def(py::init<>())
-      .def("add", &StateSpace::add, py::arg("name"), py::arg("size"), py::arg("coarsen") = true)
+      .def("add", &StateSpace::add, py::arg("name"), py::arg("size"), py::arg("coarsen") = true, py::arg("in_block") = false)
       .def_property_readonly("components", &StateSpace::components)
       .def_property_readonly("product", &StateSpace::product)
       .def("find", &StateSpace::find, py::arg("name"))

@@ -18,11 +18,11 @@ const std::vector<std::string>& queue_event_names() {
 
 StateSpace queue_state_space(const Model& model) {
   StateSpace s;
-  s.add(component::level, model.buffer + 1);
+  s.add(component::level, model.buffer + 1, /*coarsen=*/true, /*in_block=*/true);
   s.add(component::avg, static_cast<int32_t>(model.grid.size(model.buffer)));  // counted, not allocated
   if (model.aqm.filter == FilterKind::Redwm)  // right after avg_index (the slot kernel's filter cell)
-    s.add(component::s, static_cast<int32_t>(redwm_s_grid_size(model)));
-  s.add(component::modulator, model.source.states(), /*coarsen=*/false);
+    s.add(component::s, static_cast<int32_t>(redwm_s_grid_size(model)), /*coarsen=*/true, /*in_block=*/true);
+  s.add(component::modulator, model.source.states(), /*coarsen=*/false, /*in_block=*/true);
   if (!model.aqm.stateful() || model.time != TimeKind::Discrete) return s;
   // docs/stateful-aqm.md: the count, p_max's grid index and the exact clock's phase
   GridSpec g = model.grid;

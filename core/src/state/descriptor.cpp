@@ -6,14 +6,14 @@
 
 namespace aqm {
 
-int StateSpace::add(std::string name, int32_t size, bool coarsen) {
+int StateSpace::add(std::string name, int32_t size, bool coarsen, bool in_block) {
   if (name.empty()) throw std::invalid_argument("state component needs a name");
   if (find(name) >= 0) throw std::invalid_argument("state component '" + name + "' added twice");
   if (size < 1) throw std::invalid_argument(detail::cat("state component '", name, "' must have size >= 1, got ", size));
   if (product_ > (int64_t{1} << 62) / size)
     throw std::invalid_argument(detail::cat("state component '", name, "' of size ", size,
                                             " makes the product of component sizes exceed 2^62"));
-  components_.push_back({std::move(name), size, coarsen});
+  components_.push_back({std::move(name), size, coarsen, in_block});
   product_ *= size;
   // strides: the last component varies fastest
   stride_.assign(components_.size(), 1);

@@ -16,21 +16,22 @@ struct Component {
   std::string name;     ///< e.g. "n", "avg", "modulator"
   int32_t size = 1;     ///< values 0 .. size - 1
   bool coarsen = true;  ///< multilevel aggregation may merge neighbouring values (false: categorical, e.g. a modulator)
+  bool in_block = false;  ///< inside the preconditioner's diagonal block (set by the generator: for the queue models level, s_index, modulator)
 };
 
 class StateSpace {
  public:
   /// Append a component; returns its position.  Throws std::invalid_argument on an
   /// empty or duplicate name, size < 1, or a product of sizes above 2^62.
-  int add(std::string name, int32_t size, bool coarsen = true);
+  int add(std::string name, int32_t size, bool coarsen = true, bool in_block = false);
 
   int count() const { return static_cast<int>(components_.size()); }
-  /// Same components (names, sizes, coarsen flags) in the same order.
+  /// Same components (names, sizes, coarsen and in_block flags) in the same order.
   bool operator==(const StateSpace& o) const {
     if (count() != o.count()) return false;
     for (int i = 0; i < count(); ++i) {
       const Component &a = component(i), &b = o.component(i);
-      if (a.name != b.name || a.size != b.size || a.coarsen != b.coarsen) return false;
+      if (a.name != b.name || a.size != b.size || a.coarsen != b.coarsen || a.in_block != b.in_block) return false;
     }
     return true;
   }
