@@ -63,6 +63,14 @@ void define_options(py::module_& m) {
           "The integer options and their ranges {name: (lo, hi)} (defined once, in the core).");
   def_option_statics(options_class);
   m.def("stationary_methods", &methods, "Names of the stationary methods.");
+  m.def(
+      "stationary_method_descriptions",
+      []() {
+        py::dict out;
+        for (const MethodInfo& x : kMethodInfo) out[x.name] = x.description;
+        return out;
+      },
+      "{name: one-line description} of the stationary methods, in the docs' order (the core's registry).");
 }
 
 void define_result(py::module_& m) {
@@ -99,10 +107,15 @@ void define_solvers(py::module_& m) {
   define_result(m);
   py::class_<DirectSolver>(m, "DirectSolver")
       .def(py::init<StationaryOptions>(), py::arg("options") = StationaryOptions{})
-      .def("solve", &DirectSolver::solve, py::arg("chain"), py::call_guard<InterruptGuard, py::gil_scoped_release>())
+      .def(
+          "solve", [](DirectSolver& s, const Chain& chain) { return s.solve(MarkovOperator(chain)); }, py::arg("chain"),
+          py::call_guard<InterruptGuard, py::gil_scoped_release>())
       .def_property_readonly("analyses", &DirectSolver::analyses)
       .def_property_readonly("solves", &DirectSolver::solves);
-  m.def("solve_stationary", &solve_stationary, py::arg("chain"), py::arg("options") = StationaryOptions{},
+  m.def(
+      "solve_stationary",
+      [](const Chain& chain, const StationaryOptions& o) { return solve_stationary(MarkovOperator(chain), o); },
+      py::arg("chain"), py::arg("options") = StationaryOptions{},
         py::call_guard<InterruptGuard, py::gil_scoped_release>());
 }
 

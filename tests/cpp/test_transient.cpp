@@ -178,7 +178,7 @@ TEST(Transient, MarkovOperatorOfContinuousAndSlottedChains) {
   m.aqm.w = 0.5;
   m.grid.k = 1;
   const Chain c = build_chain(m);
-  const GeneratorOperator Gm = GeneratorOperator::from_chain(c);
+  const GeneratorOperator Gm = GeneratorOperator::from_operator(c);
   const GeneratorOperator Gc = GeneratorOperator::from_csr(c.n, c.rowptr.data(), c.col.data(), c.val.data());
   EXPECT_NEAR(Gm.rate, Gc.rate, 1e-12 * Gc.rate);
   EXPECT_NEAR(Gm.norm1, Gc.norm1, 1e-12 * Gc.norm1);
@@ -208,7 +208,7 @@ TEST(Transient, MarkovOperatorOfContinuousAndSlottedChains) {
     s.grid.k = 1;
     return s;
   }());
-  const GeneratorOperator Gd = GeneratorOperator::from_chain(d);
+  const GeneratorOperator Gd = GeneratorOperator::from_operator(d);
   EXPECT_LE(Gd.rate, 1.0);
   std::vector<double> q0(d.n, 0.0);
   q0[0] = 1.0;

@@ -164,8 +164,8 @@ TransientResult rational_krylov_expv(const GeneratorOperator& G, const std::vect
       if (seen[static_cast<size_t>(v)]) id[static_cast<size_t>(v)] = next++;
     block_of.resize(b.size());
     for (size_t i = 0; i < b.size(); ++i) block_of[i] = id[static_cast<size_t>(b[i])];
-  } else if (G.matrix.chain) {
-    block_of = detail::slow_component_blocks(*G.matrix.chain);
+  } else if (G.matrix.space && G.matrix.labels) {
+    block_of = in_block_partition(*G.matrix.space, *G.matrix.labels, n);
   } else {
     block_of.resize(static_cast<size_t>(n));
     std::iota(block_of.begin(), block_of.end(), 0);

@@ -14,22 +14,48 @@
 
 #include "aqmchain/analysis/response.hpp"
 #include "aqmchain/solvers/report.hpp"
+#include "aqmchain/operators/operator.hpp"
 #include "aqmchain/state/chain.hpp"
 
 namespace aqm {
 
+/// The stationary methods, written once: X(enumerator, name, one-line description), in
+/// the order the docs list them.  A method's code and its registry entry (the function,
+/// whether it runs on the whole chain, whether it can fail fast for auto) live in
+/// core/src/solvers/<name>.cpp (see core/src/solvers/stationary_common.hpp); everything
+/// else (dispatch, to_string / method_from, the bindings' Method enum and method list,
+/// the tests' method lists) follows from this table.
+#define AQM_STATIONARY_METHODS(X)                                                                              \
+  X(Auto, "auto", "by the chain's size and structure; falls back to the next method in turn")                   \
+  X(Direct, "direct", "UMFPACK LU of the balance equations with one unknown fixed")                             \
+  X(Krylov, "krylov", "GMRES on the reduced system, block Gauss-Seidel preconditioner over the descriptor's blocks") \
+  X(Arnoldi, "arnoldi", "ARPACK-ng implicitly restarted Arnoldi, eigenvalue 1 of P^T")                          \
+  X(GaussSeidel, "gauss_seidel", "forward Gauss-Seidel sweeps on pi (I - P) = 0")                              \
+  X(Power, "power", "the power iteration pi <- pi P")                                                           \
+  X(Multilevel, "multilevel", "multilevel aggregation over the state lattice with Gauss-Seidel smoothing")
+
 enum class Method {
-  Auto,         ///< by the chain's size and structure (solve_auto in stationary.cpp); falls back in turn
-  Direct,       ///< UMFPACK LU of the balance equations with one unknown fixed
-  Arnoldi,      ///< ARPACK-ng implicitly restarted Arnoldi, eigenvalue 1 of P^T
-  GaussSeidel,  ///< forward Gauss-Seidel sweeps on pi (I - P) = 0
-  Power,        ///< pi <- pi P
-  Multilevel,   ///< multilevel aggregation over the (n, avg) lattice with Gauss-Seidel smoothing
-  Krylov,       ///< GMRES on the reduced system, block Gauss-Seidel preconditioner over avg planes
+#define AQM_METHOD_ENUMERATOR(e, name, doc) e,
+  AQM_STATIONARY_METHODS(AQM_METHOD_ENUMERATOR)
+#undef AQM_METHOD_ENUMERATOR
+};
+/// A method's name and one-line description.
+struct MethodInfo {
+  Method method;
+  const char* name;
+  const char* description;
+};
+inline constexpr MethodInfo kMethodInfo[] = {
+#define AQM_METHOD_INFO(e, name, doc) {Method::e, name, doc},
+    AQM_STATIONARY_METHODS(AQM_METHOD_INFO)
+#undef AQM_METHOD_INFO
 };
 /// Every method, in the order the docs list them (names from to_string).
-inline constexpr Method kAllMethods[] = {Method::Auto,  Method::Direct,     Method::Krylov, Method::Arnoldi,
-                                         Method::GaussSeidel, Method::Power, Method::Multilevel};
+inline constexpr Method kAllMethods[] = {
+#define AQM_METHOD_VALUE(e, name, doc) Method::e,
+    AQM_STATIONARY_METHODS(AQM_METHOD_VALUE)
+#undef AQM_METHOD_VALUE
+};
 std::string to_string(Method);
 Method method_from(const std::string&);
 
@@ -126,7 +152,8 @@ class DirectSolver {
   ~DirectSolver();
   DirectSolver(DirectSolver&&) noexcept;
   DirectSolver& operator=(DirectSolver&&) noexcept;
-  StationaryResult solve(const Chain& chain);
+  /// (A Chain converts to its operator.)
+  StationaryResult solve(const MarkovOperator& op);
   long analyses() const;  ///< symbolic analyses performed so far
   long solves() const;
 
@@ -135,8 +162,10 @@ class DirectSolver {
   std::unique_ptr<DirectCache> cache_;
 };
 
-/// Solve pi P = pi, sum pi = 1.  Throws ReducibleChain unless the chain has
-/// exactly one closed class.
-StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& options = {});
+/// Solve pi P = pi, sum pi = 1, for the operator's stochastic P (for a continuous chain
+/// the uniformised P = I + G / Lambda, formed on the fly: pi G = 0; the residual reported
+/// is ||pi P - pi||_1 = ||pi G||_1 / Lambda).  Throws ReducibleChain unless the chain has
+/// exactly one closed class.  (A Chain converts to its operator.)
+StationaryResult solve_stationary(const MarkovOperator& op, const StationaryOptions& options = {});
 
 }  // namespace aqm
