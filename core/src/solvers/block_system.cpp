@@ -112,7 +112,7 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
                          int64_t max_band_entries, double row_total, double divisor) {
   BlockSystem R;
   R.n = n;
-  // block order: by block, then by state index (so (n, modulator) order inside)
+  // block order: by block, then by state index (the key order of the components inside)
   // (a stable counting sort: blocks are numbered 0 .. nb - 1)
   int32_t nblocks = 0;
   for (int32_t bl : block_of) nblocks = std::max(nblocks, bl + 1);

@@ -16,7 +16,7 @@
 //
 // The linear systems (I - gamma A) x = v_j are the row systems
 // x (I - gamma G) = v_j: GMRES with the block Gauss-Seidel preconditioner of the
-// stationary krylov solver (block_system.hpp), the chain's avg planes as blocks.
+// stationary krylov solver (block_system.hpp), the descriptor's blocks (in_block_partition).
 //
 // Error estimate of a step of length tau with m basis vectors (L1 norm):
 //     est = max(||beta V_m (u_m - [u_{m-1}; 0])||_1, |1^T y_m - 1^T w|) + inner,
@@ -145,7 +145,7 @@ TransientResult rational_krylov_expv(const GeneratorOperator& G, const std::vect
     return finish();
   }
 
-  // Preconditioner blocks: given, else the chain's avg planes, else one state per block.
+  // Preconditioner blocks: given, else the descriptor's (in_block flags), else one state per block.
   std::vector<int32_t> block_of;
   if (!G.matrix.blocks.empty()) {
     const auto& b = G.matrix.blocks;

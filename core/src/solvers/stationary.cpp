@@ -320,17 +320,7 @@ void StationaryOptions::validate() const {
     throw OptionError(detail::cat("solver option 'tol' must be in (0, 1), got ", tol));
   // Every count has an upper bound: a huge value is a typo, not a request (an
   // unbounded smoothing_sweeps or max_iter turns a solve into a hang).
-  const std::pair<const char*, long> values[] = {
-      {"max_iter", max_iter},         {"ncv", ncv},
-      {"refine_steps", refine_steps}, {"check_every", check_every},
-      {"coarse_size", coarse_size},   {"smoothing_sweeps", smoothing_sweeps},
-      {"cycle_gamma", cycle_gamma},   {"krylov_basis", krylov_basis},
-      {"auto_krylov_min_states", auto_krylov_min_states},
-      {"max_states", max_states},     {"tagged_max_states", tagged_max_states}};
-  static_assert(std::size(values) == std::size(kIntOptionRanges), "one value per integer option");
-  for (const auto& [name, v] : values)
-    for (const IntOptionRange& r : kIntOptionRanges)
-      if (std::string_view(r.name) == name) require_in<long>(r.name, v, r.lo, r.hi, r.note);
+  for (const IntOptionRange& r : kIntOptionRanges) require_in<long>(r.name, r.get(*this), r.lo, r.hi, r.note);
   if (ordering != "amd" && ordering != "metis" && ordering != "cholmod" && ordering != "best" && ordering != "none")
     throw OptionError("solver option 'ordering' must be one of amd, metis, cholmod, best, none, got '" + ordering + "'");
   if (!(direct_max_gb > 0.0) || !std::isfinite(direct_max_gb))

@@ -59,31 +59,24 @@ inline constexpr Method kAllMethods[] = {
 std::string to_string(Method);
 Method method_from(const std::string&);
 
-/// The integer solver options and their ranges [lo, hi] (StationaryOptions::validate()
-/// throws OptionError outside them; the bindings expose the table, Python and the docs read it).
+struct StationaryOptions;
+
+/// An integer solver option: its name, range [lo, hi] and field (read and written through
+/// get / set; set returns false when the value does not fit the field's type).
+/// StationaryOptions::validate() throws OptionError outside the range; the bindings define
+/// one property per row and expose the ranges (Python's checks and the docs read them).
 struct IntOptionRange {
   const char* name;
   long lo, hi;
   const char* note;  ///< appended to the bound in messages
-};
-inline constexpr IntOptionRange kIntOptionRanges[] = {
-    {"max_iter", 0, 1000000000L, " (0: the method's default)"},
-    {"ncv", 0, 1000, " (0: min(states, 30))"},
-    {"refine_steps", 0, 100, ""},
-    {"check_every", 1, 1000000, ""},
-    {"coarse_size", 2, 2000, ""},
-    {"smoothing_sweeps", 1, 100, ""},
-    {"cycle_gamma", 1, 2, " (1: V-cycle, 2: W-cycle)"},
-    {"krylov_basis", 2, 500, ""},
-    {"auto_krylov_min_states", 0, 2147483647L, ""},
-    {"max_states", 1, static_cast<long>(kMaxStatesMax), ""},
-    {"tagged_max_states", 1, static_cast<long>(kTaggedMaxStatesMax), ""},
+  long (*get)(const StationaryOptions&) = nullptr;
+  bool (*set)(StationaryOptions&, long) = nullptr;
 };
 
 struct StationaryOptions {
   Method method = Method::Auto;
   double tol = 1e-12;        ///< target for ||pi P - pi||_1
-  // Integer options: ranges in kIntOptionRanges (above).
+  // Integer options: ranges in kIntOptionRanges (below).
   long max_iter = 0;         ///< 0: method default (GS/power 100000 sweeps, Arnoldi 3000 restarts, multilevel 1000 cycles)
   int ncv = 0;               ///< Arnoldi basis size; 0: min(n, 30); at most the number of states (clamped)
   int refine_steps = 6;      ///< Direct: extra iterative-refinement steps if the residual is above tol
@@ -101,8 +94,8 @@ struct StationaryOptions {
   double direct_max_gb = 8.0;
   double auto_direct_max_flops = 2e12;
   /// Auto tries krylov first (then direct, multilevel, Gauss-Seidel) on plain chains with at
-  /// least this many states, direct first below it and on the coupled structures (traffic
-  /// classes, a stateful AQM: krylov's avg-plane preconditioner does not see them).
+  /// least this many states, direct first below it and on the coupled structures (more than
+  /// one component outside krylov's blocks: its preconditioner does not see them).
   int auto_krylov_min_states = 20000;
   int krylov_basis = 30;     ///< krylov: GMRES basis size (restart length)
   /// Arnoldi: refuse (StateSpaceTooLarge naming 'ncv', before allocating) when the
@@ -116,6 +109,32 @@ struct StationaryOptions {
   long tagged_max_states = kDefaultTaggedMaxStates;
   void validate() const;
 };
+
+/// The integer options, written once: a new one is its field above and one row here.
+#define AQM_INT_OPTION(field, lo, hi, note)                                                     \
+  IntOptionRange {                                                                              \
+    #field, lo, hi, note, [](const StationaryOptions& o) { return static_cast<long>(o.field); }, \
+        [](StationaryOptions& o, long v) {                                                      \
+          using T = decltype(StationaryOptions::field);                                         \
+          if (static_cast<long>(static_cast<T>(v)) != v) return false;                          \
+          o.field = static_cast<T>(v);                                                          \
+          return true;                                                                          \
+        }                                                                                       \
+  }
+inline constexpr IntOptionRange kIntOptionRanges[] = {
+    AQM_INT_OPTION(max_iter, 0, 1000000000L, " (0: the method's default)"),
+    AQM_INT_OPTION(ncv, 0, 1000, " (0: min(states, 30))"),
+    AQM_INT_OPTION(refine_steps, 0, 100, ""),
+    AQM_INT_OPTION(check_every, 1, 1000000, ""),
+    AQM_INT_OPTION(coarse_size, 2, 2000, ""),
+    AQM_INT_OPTION(smoothing_sweeps, 1, 100, ""),
+    AQM_INT_OPTION(cycle_gamma, 1, 2, " (1: V-cycle, 2: W-cycle)"),
+    AQM_INT_OPTION(krylov_basis, 2, 500, ""),
+    AQM_INT_OPTION(auto_krylov_min_states, 0, 2147483647L, ""),
+    AQM_INT_OPTION(max_states, 1, static_cast<long>(kMaxStatesMax), ""),
+    AQM_INT_OPTION(tagged_max_states, 1, static_cast<long>(kTaggedMaxStatesMax), ""),
+};
+#undef AQM_INT_OPTION
 
 /// One method auto ran: which, for how long, with what outcome (`why` empty when it converged).
 struct MethodAttempt {
