@@ -168,7 +168,7 @@ TEST(Transient, PadeAgainstEigenproblem) {
 }
 
 TEST(Transient, MarkovOperatorOfContinuousAndSlottedChains) {
-  // A continuous M/M/1/N chain: from_chain (a gather over G^T) against
+  // A continuous M/M/1/N chain: from_operator (a gather over G^T) against
   // from_csr (the chain's G itself).
   Model m;
   m.buffer = 12;
