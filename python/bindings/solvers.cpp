@@ -1,5 +1,6 @@
-// Bindings of the stationary solvers: options (fields written once, in the
-// def_readwrite calls below), result, DirectSolver, solve_stationary.
+// Bindings of the stationary solvers: options (the integer ones from the core's
+// kIntOptionRanges, the others in the def_readwrite calls below), result, DirectSolver,
+// solve_stationary.
 #include "common.hpp"
 
 #include "aqmchain/solvers/stationary.hpp"
@@ -35,22 +36,11 @@ void define_options(py::module_& m) {
             o.method = py::isinstance<Method>(v) ? v.cast<Method>() : method_from(py::str(v).cast<std::string>());
           })
       .def_readwrite("tol", &StationaryOptions::tol)
-      .def_readwrite("max_iter", &StationaryOptions::max_iter)
-      .def_readwrite("ncv", &StationaryOptions::ncv)
-      .def_readwrite("refine_steps", &StationaryOptions::refine_steps)
-      .def_readwrite("check_every", &StationaryOptions::check_every)
-      .def_readwrite("coarse_size", &StationaryOptions::coarse_size)
-      .def_readwrite("smoothing_sweeps", &StationaryOptions::smoothing_sweeps)
-      .def_readwrite("cycle_gamma", &StationaryOptions::cycle_gamma)
       .def_readwrite("ordering", &StationaryOptions::ordering)
       .def_readwrite("strategy", &StationaryOptions::strategy)
       .def_readwrite("direct_max_gb", &StationaryOptions::direct_max_gb)
       .def_readwrite("auto_direct_max_flops", &StationaryOptions::auto_direct_max_flops)
-      .def_readwrite("auto_krylov_min_states", &StationaryOptions::auto_krylov_min_states)
       .def_readwrite("arnoldi_max_gb", &StationaryOptions::arnoldi_max_gb)
-      .def_readwrite("krylov_basis", &StationaryOptions::krylov_basis)
-      .def_readwrite("max_states", &StationaryOptions::max_states)
-      .def_readwrite("tagged_max_states", &StationaryOptions::tagged_max_states)
       .def_readwrite("x0", &StationaryOptions::x0)
       .def("validate", &StationaryOptions::validate)
       .def_static(
@@ -61,8 +51,23 @@ void define_options(py::module_& m) {
             return o;
           },
           "The integer options and their ranges {name: (lo, hi)} (defined once, in the core).");
+  // the integer options from the core's table (no binding code per option)
+  for (const IntOptionRange& r : kIntOptionRanges)
+    options_class.def_property(
+        r.name, [&r](const StationaryOptions& o) { return r.get(o); },
+        [&r](StationaryOptions& o, long v) {
+          if (!r.set(o, v)) detail::require_option_in<long>("solver", r.name, v, r.lo, r.hi, r.note);
+        });
   def_option_statics(options_class);
   m.def("stationary_methods", &methods, "Names of the stationary methods.");
+  m.def(
+      "stationary_method_descriptions",
+      []() {
+        py::dict out;
+        for (const MethodInfo& x : kMethodInfo) out[x.name] = x.description;
+        return out;
+      },
+      "{name: one-line description} of the stationary methods, in the docs' order (the core's registry).");
 }
 
 void define_result(py::module_& m) {
@@ -99,10 +104,15 @@ void define_solvers(py::module_& m) {
   define_result(m);
   py::class_<DirectSolver>(m, "DirectSolver")
       .def(py::init<StationaryOptions>(), py::arg("options") = StationaryOptions{})
-      .def("solve", &DirectSolver::solve, py::arg("chain"), py::call_guard<InterruptGuard, py::gil_scoped_release>())
+      .def(
+          "solve", [](DirectSolver& s, const Chain& chain) { return s.solve(MarkovOperator(chain)); }, py::arg("chain"),
+          py::call_guard<InterruptGuard, py::gil_scoped_release>())
       .def_property_readonly("analyses", &DirectSolver::analyses)
       .def_property_readonly("solves", &DirectSolver::solves);
-  m.def("solve_stationary", &solve_stationary, py::arg("chain"), py::arg("options") = StationaryOptions{},
+  m.def(
+      "solve_stationary",
+      [](const Chain& chain, const StationaryOptions& o) { return solve_stationary(MarkovOperator(chain), o); },
+      py::arg("chain"), py::arg("options") = StationaryOptions{},
         py::call_guard<InterruptGuard, py::gil_scoped_release>());
 }
 

@@ -224,8 +224,7 @@ TEST(Solvers, StatesOutsideTheClosedClassGetExactlyZeroForEveryMethod) {
     StationaryOptions o;
     o.method = Method::Direct;
     const auto ref = solve_stationary(c, o);
-    for (Method m : {Method::Auto, Method::Direct, Method::Multilevel, Method::GaussSeidel, Method::Power,
-                     Method::Arnoldi}) {
+    for (Method m : kAllMethods) {  // the registry: a new method cannot miss this test
       o.method = m;
       const auto r = solve_stationary(c, o);
       ASSERT_TRUE(r.converged()) << to_string(m) << ": " << r.note;
@@ -338,8 +337,7 @@ TEST(Solvers, DirectFixesAProbableStateOnASlowlyMixingChain) {
 TEST(Solvers, EveryMethodStopsWhenInterrupted) {
   const Chain c = ssmp_red_chain(UpdateRule::PerSlot);
   request_interrupt();
-  for (Method m : {Method::Auto, Method::Direct, Method::Krylov, Method::Arnoldi, Method::GaussSeidel, Method::Power,
-                   Method::Multilevel}) {
+  for (Method m : kAllMethods) {
     StationaryOptions o;
     o.method = m;
     EXPECT_THROW(solve_stationary(c, o), Interrupted) << to_string(m);
@@ -385,4 +383,154 @@ TEST(Interrupt, RunAbandonableLeavesAWorkerThatMakesNoChecks) {
   st->release = true;
   for (int i = 0; i < 5000 && !st->finished; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_TRUE(st->finished);
+}
+
+namespace {
+/// A continuous chain by hand: G of 4 states, state 3 absorbing-free but with a row of G
+/// that has no diagonal entry stored (state 2: no outflow, G's row 2 empty), labels on a
+/// descriptor whose names are deliberately those of the queue models.
+Chain hand_generator() {
+  Chain c;
+  c.time = TimeKind::Continuous;
+  c.n = 4;
+  // rows: 0 -> 1 (2.0), 0 -> 3 (0.5); 1 -> 0 (1.0), 1 -> 2 (3.0); 2: none; 3 -> 0 (4.0)
+  c.rowptr = {0, 3, 6, 6, 8};
+  c.col = {0, 1, 3, 0, 1, 2, 0, 3};
+  c.val = {-2.5, 2.0, 0.5, 1.0, -4.0, 3.0, 4.0, -4.0};
+  c.space.add("level", 2, true, false);  // a queue name, not flagged: outside the block
+  c.space.add("x", 2, true, true);       // flagged: inside
+  c.labels = {{0, 0, 1, 1}, {0, 1, 0, 1}};
+  return c;
+}
+std::vector<double> dense_uniformised(const Chain& c, double lambda) {
+  std::vector<double> P(static_cast<size_t>(c.n) * c.n, 0.0);
+  for (int32_t i = 0; i < c.n; ++i) {
+    P[static_cast<size_t>(i) * c.n + i] = 1.0;
+    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) P[static_cast<size_t>(i) * c.n + c.col[e]] += c.val[e] / lambda;
+  }
+  return P;
+}
+}  // namespace
+
+TEST(Operator, FormsTheUniformisedMatrixOfAGeneratorOnTheFly) {
+  const Chain c = hand_generator();
+  const MarkovOperator op(c);
+  EXPECT_TRUE(op.continuous());
+  EXPECT_EQ(op.rate(), 4.0);  // max_i |G_ii|
+  const std::vector<double> P = dense_uniformised(c, 4.0);
+  const int n = c.n;
+  const std::vector<double> x = {0.1, 0.2, 0.3, 0.4};
+  std::vector<double> y(n), yt(n), d(n);
+  op.apply(x.data(), y.data());
+  op.apply_transpose(x.data(), yt.data());
+  op.diagonal(d.data());
+  for (int j = 0; j < n; ++j) {
+    double xp = 0.0, px = 0.0;
+    for (int i = 0; i < n; ++i) {
+      xp += x[i] * P[i * n + j];
+      px += P[j * n + i] * x[i];
+    }
+    EXPECT_NEAR(y[j], xp, 1e-15) << j;
+    EXPECT_NEAR(yt[j], px, 1e-15) << j;
+    EXPECT_EQ(d[j], P[j * n + j]) << j;
+  }
+  // P^T in CSR: every entry of P, a diagonal in every row, columns sorted
+  const CsrArrays T = op.transpose();
+  std::vector<double> back(static_cast<size_t>(n) * n, 0.0);
+  for (int j = 0; j < n; ++j) {
+    bool diag = false;
+    for (int32_t e = T.rowptr[j]; e < T.rowptr[j + 1]; ++e) {
+      if (e > T.rowptr[j]) EXPECT_LT(T.col[e - 1], T.col[e]);
+      diag = diag || T.col[e] == j;
+      back[static_cast<size_t>(T.col[e]) * n + j] = T.val[e];
+    }
+    EXPECT_TRUE(diag) << j;
+  }
+  for (size_t k = 0; k < back.size(); ++k) EXPECT_EQ(back[k], P[k]) << k;
+  // the residual is ||x P - x||_1 = ||x G||_1 / Lambda
+  double r = 0.0;
+  std::vector<double> g(n);
+  op.apply_generator(x.data(), g.data());
+  for (int j = 0; j < n; ++j) r += std::abs(g[j]) / 4.0;
+  EXPECT_NEAR(op.residual(x), r, 1e-15);
+}
+
+TEST(Operator, PreconditionerBlocksComeFromTheDescriptorFlagsNotNames) {
+  const Chain c = hand_generator();
+  // blocks: the states with equal values of the components outside the block ("level")
+  EXPECT_EQ(MarkovOperator(c).block_partition(), (std::vector<int32_t>{0, 0, 1, 1}));
+  EXPECT_EQ(MarkovOperator(c).components_outside_block(), 1);
+  // the queue models flag their fast components: one block per point of the average's grid
+  Model m = test::geo_model(6, 0.4, 0.6);
+  m.grid.k = 2;
+  const Chain q = build_chain(m);
+  const MarkovOperator op(q);
+  const std::vector<int32_t> blocks = op.block_partition();
+  const std::vector<int32_t>& avg = q.component(component::avg);
+  for (int32_t s = 0; s < q.n; ++s) EXPECT_EQ(blocks[s], avg[s]) << s;
+  for (const Component& x : q.space.components()) EXPECT_EQ(x.in_block, x.name != component::avg) << x.name;
+}
+
+TEST(Operator, ContinuousChainsSolveWithoutACopyAndAgreeWithTheDenseOracle) {
+  const Chain c = hand_generator();
+  // state 2 has no outflow: the closed class is {2}; make it irreducible instead
+  Chain g = c;
+  g.rowptr = {0, 3, 6, 8, 10};
+  g.col = {0, 1, 3, 0, 1, 2, 0, 2, 0, 3};
+  g.val = {-2.5, 2.0, 0.5, 1.0, -4.0, 3.0, 0.5, -0.5, 4.0, -4.0};
+  classify(g);
+  // pi G = 0 by the dense oracle: the null vector of G^T with one equation replaced by sum pi = 1
+  const int n = g.n;
+  std::vector<double> A(static_cast<size_t>(n) * n, 0.0), b(n, 0.0);
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t e = g.rowptr[i]; e < g.rowptr[i + 1]; ++e) A[static_cast<size_t>(g.col[e]) * n + i] += g.val[e];
+  for (int j = 0; j < n; ++j) A[static_cast<size_t>(n - 1) * n + j] = 1.0;
+  b[n - 1] = 1.0;
+  for (int k = 0; k < n; ++k)  // Gaussian elimination with partial pivoting
+    for (int i = k + 1; i < n; ++i) {
+      int p = k;
+      for (int r = k + 1; r < n; ++r)
+        if (std::abs(A[r * n + k]) > std::abs(A[p * n + k])) p = r;
+      if (p != k) {
+        for (int j = 0; j < n; ++j) std::swap(A[k * n + j], A[p * n + j]);
+        std::swap(b[k], b[p]);
+      }
+      const double f = A[i * n + k] / A[k * n + k];
+      for (int j = k; j < n; ++j) A[i * n + j] -= f * A[k * n + j];
+      b[i] -= f * b[k];
+    }
+  std::vector<double> pi(n);
+  for (int i = n - 1; i >= 0; --i) {
+    double s = b[i];
+    for (int j = i + 1; j < n; ++j) s -= A[i * n + j] * pi[j];
+    pi[i] = s / A[i * n + i];
+  }
+  for (Method m : kAllMethods) {
+    if (m == Method::Multilevel) continue;  // 4 states: below any coarsening
+    StationaryOptions o;
+    o.method = m;
+    const StationaryResult r = solve_stationary(MarkovOperator(g), o);
+    ASSERT_TRUE(r.converged()) << to_string(m) << ": " << r.note;
+    EXPECT_LT(l1(r.pi, pi), 1e-12) << to_string(m);
+    ASSERT_FALSE(r.extra.empty());
+    EXPECT_EQ(r.extra.back().first, "uniformization_rate");
+    EXPECT_EQ(r.extra.back().second, 4.0);
+  }
+}
+
+TEST(Registry, NamesDescriptionsAndDispatchComeFromOneTable) {
+  ASSERT_EQ(std::size(kAllMethods), std::size(kMethodInfo));
+  for (size_t i = 0; i < std::size(kMethodInfo); ++i) {
+    const MethodInfo& x = kMethodInfo[i];
+    EXPECT_EQ(kAllMethods[i], x.method);
+    EXPECT_EQ(to_string(x.method), x.name);
+    EXPECT_EQ(method_from(x.name), x.method);
+    EXPECT_GT(std::string(x.description).size(), 10u) << x.name;
+  }
+  try {
+    method_from("jacobi-like");
+    FAIL();
+  } catch (const OptionError& e) {
+    for (const MethodInfo& x : kMethodInfo) EXPECT_NE(std::string(e.what()).find(x.name), std::string::npos) << x.name;
+  }
 }

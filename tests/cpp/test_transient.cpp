@@ -168,7 +168,7 @@ TEST(Transient, PadeAgainstEigenproblem) {
 }
 
 TEST(Transient, MarkovOperatorOfContinuousAndSlottedChains) {
-  // A continuous M/M/1/N chain: from_chain (a gather over G^T) against
+  // A continuous M/M/1/N chain: from_operator (a gather over G^T) against
   // from_csr (the chain's G itself).
   Model m;
   m.buffer = 12;
@@ -178,7 +178,7 @@ TEST(Transient, MarkovOperatorOfContinuousAndSlottedChains) {
   m.aqm.w = 0.5;
   m.grid.k = 1;
   const QueueChain c = build_chain(m);
-  const GeneratorOperator Gm = GeneratorOperator::from_chain(c);
+  const GeneratorOperator Gm = GeneratorOperator::from_operator(c);
   const GeneratorOperator Gc = GeneratorOperator::from_csr(c.n, c.rowptr.data(), c.col.data(), c.val.data());
   EXPECT_NEAR(Gm.rate, Gc.rate, 1e-12 * Gc.rate);
   EXPECT_NEAR(Gm.norm1, Gc.norm1, 1e-12 * Gc.norm1);
@@ -208,7 +208,7 @@ TEST(Transient, MarkovOperatorOfContinuousAndSlottedChains) {
     s.grid.k = 1;
     return s;
   }());
-  const GeneratorOperator Gd = GeneratorOperator::from_chain(d);
+  const GeneratorOperator Gd = GeneratorOperator::from_operator(d);
   EXPECT_LE(Gd.rate, 1.0);
   std::vector<double> q0(d.n, 0.0);
   q0[0] = 1.0;

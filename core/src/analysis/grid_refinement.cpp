@@ -83,7 +83,7 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
     pm.grid.points.clear();
     pm.grid.k = o.presolve_k;
     const QueueChain c = build_chain(pm, build);
-    const StationaryResult r = solve_stationary(c, so);
+    const StationaryResult r = solve_stationary(MarkovOperator(c), so);
     if (!r.converged() && !(r.residual <= 1e-6))
       throw SolverError(detail::cat("grid refinement: the pre-solve on the uniform grid 1/", o.presolve_k,
                                     " did not converge (", to_string(r.method), ", residual ", r.residual,

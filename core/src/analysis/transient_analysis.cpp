@@ -226,7 +226,7 @@ TransientAnalysis analyse_transient(const std::vector<const QueueChain*>& chains
                              start + static_cast<double>(a.reached));
       }
     } else {
-      const GeneratorOperator G = GeneratorOperator::from_chain(c);
+      const GeneratorOperator G = GeneratorOperator::from_operator(c);
       std::vector<double> local;
       for (size_t j = k; j < k_end; ++j) local.push_back(times[j] - start);
       const size_t n_out = local.size();

@@ -36,73 +36,178 @@ void CsrOperator::diagonal(double* d) const {
   }
 }
 
-namespace {
-/// Uniformised P = I + G / Lambda of a generator, with a diagonal entry in every row.
-double uniformise(const Chain& c, std::vector<int32_t>& rp, std::vector<int32_t>& ci, std::vector<double>& v) {
-  double lambda = exit_rate(c);
-  if (!(lambda > 0.0)) lambda = 1.0;  // G = 0: every state absorbing, P = I
-  rp.assign(static_cast<size_t>(c.n) + 1, 0);
-  ci.clear();
-  v.clear();
-  ci.reserve(c.col.size() + static_cast<size_t>(c.n));
-  v.reserve(c.val.size() + static_cast<size_t>(c.n));
-  for (int32_t i = 0; i < c.n; ++i) {
-    bool diag = false;
-    for (int32_t k = c.rowptr[i]; k < c.rowptr[i + 1]; ++k) {
-      const int32_t j = c.col[k];
-      if (!diag && j > i) {  // a row without a diagonal entry (no outflow)
-        ci.push_back(i);
-        v.push_back(1.0);
-        diag = true;
-      }
-      ci.push_back(j);
-      v.push_back(j == i ? 1.0 + c.val[k] / lambda : c.val[k] / lambda);
-      diag = diag || j == i;
-    }
-    if (!diag) {
-      ci.push_back(i);
-      v.push_back(1.0);
-    }
-    rp[i + 1] = static_cast<int32_t>(ci.size());
-  }
-  return lambda;
-}
-}  // namespace
+MarkovOperator::MarkovOperator(const Chain& c) : MarkovOperator(c, -1.0) {}
 
-MarkovOperator::MarkovOperator(const Chain& c)
-    : kind_(c.time), P_(c.n, c.rowptr.data(), c.col.data(), c.val.data()) {
+MarkovOperator::MarkovOperator(const Chain& c, double rate)
+    : chain_(&c), kind_(c.time), M_(c.n, c.rowptr.data(), c.col.data(), c.val.data()) {
   if (kind_ == TimeKind::Continuous) {
-    rate_ = uniformise(c, own_rowptr_, own_col_, own_val_);
-    P_ = CsrOperator(c.n, own_rowptr_.data(), own_col_.data(), own_val_.data());
+    rate_ = rate > 0.0 ? rate : exit_rate(c);
+    if (!(rate_ > 0.0)) rate_ = 1.0;  // G = 0: every state absorbing, P = I
   }
 }
 
-Chain uniformised_chain(const Chain& c, double* rate) {
-  // What the solvers read: the matrix, the descriptor with its labels, the classes
-  // (the event weights stay with the original chain, which the metrics read).
-  Chain u;
-  u.space = c.space;
-  u.n = c.n;
-  u.labels = c.labels;
-  u.recurrent_state = c.recurrent_state;
-  u.report = c.report;
-  const double lambda = uniformise(c, u.rowptr, u.col, u.val);
-  if (rate) *rate = lambda;
-  u.time = TimeKind::Discrete;
-  return u;
+void MarkovOperator::apply(const double* x, double* y) const {
+  ++applications_;
+  if (kind_ != TimeKind::Continuous) return M_.apply(x, y);
+  // the entries of P = I + G / Lambda as the uniformised copy held them, in the same order
+  const int32_t n = rows();
+  const int32_t *rp = M_.rowptr(), *ci = M_.col();
+  const double* v = M_.val();
+  std::fill(y, y + n, 0.0);
+  for (int32_t i = 0; i < n; ++i) {
+    const double xi = x[i];
+    if (xi == 0.0) continue;
+    bool diag = false;
+    for (int32_t k = rp[i]; k < rp[i + 1]; ++k) {
+      const int32_t j = ci[k];
+      if (j == i) {
+        y[j] += xi * (1.0 + v[k] / rate_);
+        diag = true;
+      } else {
+        y[j] += xi * (v[k] / rate_);
+      }
+    }
+    if (!diag) y[i] += xi * 1.0;  // a row without outflow: P_ii = 1
+  }
+}
+
+void MarkovOperator::apply_transpose(const double* x, double* y) const {
+  ++applications_;
+  if (kind_ != TimeKind::Continuous) return M_.apply_transpose(x, y);
+  const int32_t n = rows();
+  const int32_t* rp = M_.rowptr();
+#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+  for (int32_t i = 0; i < n; ++i) {
+    double s = 0.0;
+    bool diag = false;
+    for (int32_t k = rp[i]; k < rp[i + 1]; ++k) {
+      const int32_t j = M_.col()[k];
+      if (!diag && j > i) s += 1.0 * x[i];  // a row without outflow: P_ii = 1, in column order
+      diag = diag || j >= i;
+      s += p(i, k) * x[j];
+    }
+    if (!diag) s += 1.0 * x[i];
+    y[i] = s;
+  }
+}
+
+void MarkovOperator::diagonal(double* d) const {
+  const int32_t n = rows();
+  for (int32_t i = 0; i < n; ++i) {
+    d[i] = kind_ == TimeKind::Continuous ? 1.0 : 0.0;
+    for (int32_t k = M_.rowptr()[i]; k < M_.rowptr()[i + 1]; ++k)
+      if (M_.col()[k] == i) d[i] = kind_ == TimeKind::Continuous ? p(i, k) : d[i] + M_.val()[k];
+  }
+}
+
+CsrArrays MarkovOperator::transpose() const {
+  const int32_t n = rows();
+  const int32_t *rp = M_.rowptr(), *ci = M_.col();
+  const bool fill_diagonal = kind_ == TimeKind::Continuous;
+  CsrArrays T;
+  T.n = n;
+  T.rowptr.assign(static_cast<size_t>(n) + 1, 0);
+  std::vector<char> has_diag(fill_diagonal ? static_cast<size_t>(n) : 0, 0);
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t k = rp[i]; k < rp[i + 1]; ++k) {
+      ++T.rowptr[ci[k] + 1];
+      if (fill_diagonal && ci[k] == i) has_diag[i] = 1;
+    }
+  if (fill_diagonal)
+    for (int32_t i = 0; i < n; ++i)
+      if (!has_diag[i]) ++T.rowptr[i + 1];
+  for (int32_t j = 0; j < n; ++j) T.rowptr[j + 1] += T.rowptr[j];
+  T.col.resize(T.rowptr[n]);
+  T.val.resize(T.rowptr[n]);
+  std::vector<int32_t> fill(T.rowptr.begin(), T.rowptr.end() - 1);
+  // rows of P in increasing order: each row of P^T receives its columns sorted
+  for (int32_t i = 0; i < n; ++i) {
+    if (fill_diagonal && !has_diag[i]) {
+      // P_ii = 1 for a row of G without a diagonal entry; placed among row i's entries
+      // in column order below (T's row i gets column i when row i of P is scanned)
+      T.col[fill[i]] = i;
+      T.val[fill[i]++] = 1.0;
+    }
+    for (int32_t k = rp[i]; k < rp[i + 1]; ++k) {
+      const int32_t j = ci[k];
+      T.col[fill[j]] = i;
+      T.val[fill[j]++] = p(i, k);
+    }
+  }
+  return T;
 }
 
 void MarkovOperator::apply_generator(const double* x, double* y) const {
-  P_.apply(x, y);
-  for (int32_t i = 0; i < P_.rows(); ++i) y[i] = rate_ * (y[i] - x[i]);
+  if (kind_ == TimeKind::Continuous) {
+    M_.apply(x, y);
+    ++applications_;
+    return;
+  }
+  apply(x, y);
+  for (int32_t i = 0; i < rows(); ++i) y[i] = y[i] - x[i];
 }
 
 double MarkovOperator::residual(const std::vector<double>& x) const {
   std::vector<double> y(x.size());
-  P_.apply(x.data(), y.data());
+  apply(x.data(), y.data());
   long double r = 0.0L;
   for (size_t i = 0; i < x.size(); ++i) r += std::abs(y[i] - x[i]);
   return static_cast<double>(r);
+}
+
+const StateSpace& MarkovOperator::space() const { return chain_->space; }
+const std::vector<std::vector<int32_t>>& MarkovOperator::labels() const { return chain_->labels; }
+int32_t MarkovOperator::recurrent_state() const { return chain_->recurrent_state; }
+int MarkovOperator::closed_classes() const { return chain_->report.closed_classes; }
+int64_t MarkovOperator::transient_states() const { return chain_->report.transient_states; }
+
+int MarkovOperator::closed_classes_above(double min_entry, int32_t* first, int32_t* second) const {
+  // an entry of P off the diagonal is G_ij / Lambda for a generator (the diagonal, a
+  // self-loop, does not change the classes)
+  const ClosedClasses cc = aqm::closed_classes_above(*chain_, continuous() ? min_entry * rate_ : min_entry);
+  if (first) *first = cc.first;
+  if (second) *second = cc.second;
+  return cc.count;
+}
+
+std::vector<int32_t> MarkovOperator::block_partition() const {
+  return in_block_partition(chain_->space, chain_->labels, rows());
+}
+
+int MarkovOperator::components_outside_block() const {
+  int out = 0;
+  for (const Component& c : chain_->space.components()) out += c.in_block ? 0 : 1;
+  return out;
+}
+
+std::vector<int32_t> in_block_partition(const StateSpace& space, const std::vector<std::vector<int32_t>>& labels,
+                                        int32_t n) {
+  std::vector<int> outside;
+  for (int i = 0; i < space.count(); ++i)
+    if (!space.component(i).in_block) outside.push_back(i);
+  std::vector<int64_t> key(n, 0);
+  for (int i : outside)
+    for (int32_t s = 0; s < n; ++s) key[s] = key[s] * space.component(i).size + labels[i][s];
+  // number the distinct keys in increasing order: through a dense marker array
+  // when the key range is small (the usual case), else by sorting
+  int64_t range = 1;  // the keys fit int64 (the descriptor's product does), so does this
+  for (int i : outside) range *= space.component(i).size;
+  std::vector<int32_t> block(n);
+  if (range <= std::max<int64_t>(4 * static_cast<int64_t>(n), 1 << 20)) {
+    std::vector<int32_t> id(static_cast<size_t>(range), -1);
+    for (int64_t k : key) id[static_cast<size_t>(k)] = 0;
+    int32_t next = 0;
+    for (auto& v : id)
+      if (v == 0) v = next++;
+    for (int32_t s = 0; s < n; ++s) block[s] = id[static_cast<size_t>(key[s])];
+    return block;
+  }
+  std::vector<int64_t> sorted(key);
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  for (int32_t s = 0; s < n; ++s)
+    block[s] = static_cast<int32_t>(std::lower_bound(sorted.begin(), sorted.end(), key[s]) - sorted.begin());
+  return block;
 }
 
 }  // namespace aqm

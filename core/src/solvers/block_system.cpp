@@ -109,10 +109,10 @@ int32_t BlockSystem::largest_block() const {
 
 BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
                          const std::vector<int32_t>& block_of, double a, double b, int32_t k,
-                         int64_t max_band_entries, double row_total) {
+                         int64_t max_band_entries, double row_total, double divisor) {
   BlockSystem R;
   R.n = n;
-  // block order: by block, then by state index (so (n, modulator) order inside)
+  // block order: by block, then by state index (the key order of the components inside)
   // (a stable counting sort: blocks are numbered 0 .. nb - 1)
   int32_t nblocks = 0;
   for (int32_t bl : block_of) nblocks = std::max(nblocks, bl + 1);
@@ -150,15 +150,16 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
     const int32_t i = R.perm[I];
     for (int32_t e = rowptr[i]; e < rowptr[i + 1]; ++e) {
       const int32_t j = col[e];
-      if (exact_diagonal && j != i) exit[I] += val[e];
+      const double m = val[e] / divisor;
+      if (exact_diagonal && j != i) exit[I] += m;
       if (j == k) continue;
       if (i == k) {
-        R.b[R.inv[j]] = b * val[e];
+        R.b[R.inv[j]] = b * m;
         continue;
       }
       const int32_t J = R.inv[j];
       R.ci[fill[J]] = I;
-      R.v[fill[J]++] = -b * val[e];
+      R.v[fill[J]++] = -b * m;
     }
   }
   int32_t out = 0;

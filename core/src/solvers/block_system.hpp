@@ -71,10 +71,11 @@ struct BlockSystem {
 /// (sum of size x bandwidth) would exceed it.  With a finite row_total (every row of M
 /// sums to it: 1 for a stochastic matrix), the diagonal a - b M_jj is formed as
 /// a - b row_total + b sum_{l != j} M_jl: no cancellation for a state that M leaves with
-/// a probability near round-off (a = b = 1: the exit probability itself).
+/// a probability near round-off (a = b = 1: the exit probability itself).  M's entries are
+/// read as val / divisor (a generator G read as its uniformised P's off-diagonal G / Lambda).
 BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
                          const std::vector<int32_t>& block_of, double a, double b, int32_t fixed,
-                         int64_t max_band_entries = 0, double row_total = std::nan(""));
+                         int64_t max_band_entries = 0, double row_total = std::nan(""), double divisor = 1.0);
 
 /// Restarted right-preconditioned GMRES on a BlockSystem, with its workspace
 /// (basis size + 1 vectors of n entries) kept between solves.

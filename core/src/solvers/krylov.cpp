@@ -7,10 +7,11 @@
 // diagonally dominant by columns.
 //
 // Preconditioner: symmetric block Gauss-Seidel over blocks of states that share
-// every component except `level`, `modulator` and REDwM's `s_index` (for the queue
-// models: one block per avg grid point, ordered by (n, [s,] modulator) inside, so
-// each diagonal block is banded in n with sub-blocks of the few (s, modulator)
-// values a level takes), each diagonal block factorised once as a band matrix.  The system, the preconditioner and GMRES
+// the values of every component the generator did not flag in_block (the state
+// descriptor: MarkovOperator::block_partition), ordered by state index inside, so
+// that each diagonal block is banded when the flagged components are the fast ones
+// (for the queue models: one block per point of the average's grid), each diagonal
+// block factorised once as a band matrix.  The system, the preconditioner and GMRES
 // live in block_system.hpp (the rational Krylov exponential solves with them too).
 //
 // GMRES (Saad & Schultz 1986) with right preconditioning, modified Gram-Schmidt
@@ -26,51 +27,20 @@
 #include <cmath>
 #include <numeric>
 
+#include "aqmchain/interrupt.hpp"
 #include "solvers/block_system.hpp"
+#include "solvers/stationary_common.hpp"
 
 namespace aqm::detail {
 
-namespace {
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-}  // namespace
-
-std::vector<int32_t> slow_component_blocks(const Chain& c) {
-  std::vector<int> slow;
-  for (int i = 0; i < c.space.count(); ++i)
-    if (!c.space.component(i).in_block) slow.push_back(i);  // the generator flags the block's components
-  std::vector<int64_t> key(c.n, 0);
-  for (int i : slow)
-    for (int32_t s = 0; s < c.n; ++s) key[s] = key[s] * c.space.component(i).size + c.labels[i][s];
-  // number the distinct keys in increasing order: through a dense marker array
-  // when the key range is small (the usual case: the avg grid), else by sorting
-  int64_t range = 1;  // the keys fit int64 (the descriptor's product does), so does this
-  for (int i : slow) range *= c.space.component(i).size;
-  std::vector<int32_t> block(c.n);
-  if (range <= std::max<int64_t>(4 * static_cast<int64_t>(c.n), 1 << 20)) {
-    std::vector<int32_t> id(static_cast<size_t>(range), -1);
-    for (int64_t k : key) id[static_cast<size_t>(k)] = 0;
-    int32_t next = 0;
-    for (auto& v : id)
-      if (v == 0) v = next++;
-    for (int32_t s = 0; s < c.n; ++s) block[s] = id[static_cast<size_t>(key[s])];
-    return block;
-  }
-  std::vector<int64_t> sorted(key);
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  for (int32_t s = 0; s < c.n; ++s)
-    block[s] = static_cast<int32_t>(std::lower_bound(sorted.begin(), sorted.end(), key[s]) - sorted.begin());
-  return block;
-}
-
-void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
+void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
                   StationaryResult& r, bool fail_fast) {
   r.method = Method::Krylov;
   auto t0 = Clock::now();
   // B = I - P^T with (I - P)_jj the exit probability of j (no cancellation in 1 - P_jj)
-  const BlockSystem R = block_system(c.n, c.rowptr.data(), c.col.data(), c.val.data(), block_of, 1.0, 1.0, k,
-                                     0, 1.0);
+  // (for a generator, the off-diagonal entries of P = I + G / Lambda: G_ij / Lambda)
+  const BlockSystem R = block_system(c.rows(), c.rowptr(), c.col(), c.matrix().val(), block_of, 1.0, 1.0, k, 0, 1.0,
+                                     c.rate());
   const int32_t n = R.n;
   r.seconds.push_back({"setup", since(t0)});
   r.extra.push_back({"blocks", static_cast<double>(R.blocks.size())});
@@ -138,6 +108,82 @@ void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t 
                                        " restarts (", g.measure, ")")
                        : detail::cat("krylov stopped after ", g.iterations, " of max_iter = ", limits.max_iter,
                                      " steps, residual ", g.measure);
+}
+
+
+/// Krylov with a recurrent fixed state; re-solved once from its own answer with
+/// k = argmax pi when pi_k / max pi < 1e-8 (the reduced system's conditioning
+/// grows like 1 / pi_k).
+void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, StationaryResult& r, const Attempt& a) {
+  const bool fail_fast = a.fail_fast;
+  const auto blocks = c.block_partition();
+  // The fixed state must be recurrent (on a chain with transient states, fixing one of
+  // them makes the reduced system singular): the most probable state of x0 among the
+  // states in recurrent_state's closed class, else recurrent_state.
+  int32_t k = c.recurrent_state();
+  if (!o.x0.empty()) {
+    const std::vector<int32_t> keep = closed_class(c);  // empty: every state is recurrent
+    int32_t best_x0 = -1;
+    auto consider = [&](int32_t s) {
+      if (best_x0 < 0 || o.x0[s] > o.x0[best_x0]) best_x0 = s;
+    };
+    if (keep.empty())
+      for (int32_t s = 0; s < c.rows(); ++s) consider(s);
+    else
+      for (int32_t s : keep) consider(s);
+    if (best_x0 >= 0 && o.x0[best_x0] > 0.0) k = best_x0;
+  }
+  solve_krylov(c, blocks, k, o, r, fail_fast);
+  finish(c, r, o.tol);
+  const bool negative_mass =
+      std::any_of(r.extra.begin(), r.extra.end(), [](const auto& e) { return e.first == "negative_mass"; });
+  if (!r.converged() && negative_mass) {
+    // The fixed state is so improbable that the iterates lost their sign (e.g. the empty
+    // system of a heavily loaded REDwM chain, pi_k ~ 1e-77): fix a probable recurrent
+    // state of a cheap estimate instead (as the direct method does from the start).
+    StationaryResult again;
+    again.requested = r.requested;
+    const std::vector<int32_t> keep = closed_class(c);
+    int32_t k2 = probable_state(c, o, again);
+    if (!keep.empty() && !std::binary_search(keep.begin(), keep.end(), k2)) k2 = k;
+    if (k2 != k) {
+      const auto accounts = again.seconds;
+      const long apps = again.operator_applications;
+      again = StationaryResult{};
+      again.requested = r.requested;
+      solve_krylov(c, blocks, k2, o, again, fail_fast);
+      finish(c, again, o.tol);
+      again.iterations += r.iterations;
+      again.operator_applications += r.operator_applications + apps;
+      for (const auto& [phase, sec] : accounts) again.seconds.insert(again.seconds.begin(), {phase, sec});
+      for (const auto& [phase, sec] : r.seconds) again.seconds.insert(again.seconds.begin(), {"first_" + phase, sec});
+      again.note = detail::cat("re-solved with state ", k2, " fixed (with state ", k,
+                               " fixed an iterate had non-positive mass)") + (again.note.empty() ? "" : "; " + again.note);
+      r = std::move(again);
+      k = k2;
+    }
+  }
+  const auto it = std::max_element(r.pi.begin(), r.pi.end());
+  const int32_t best = static_cast<int32_t>(it - r.pi.begin());
+  if (!(r.pi[k] < 1e-8 * *it) || best == k) return;
+  StationaryOptions o2 = o;
+  o2.x0 = r.pi;
+  StationaryResult again;
+  again.requested = r.requested;
+  solve_krylov(c, blocks, best, o2, again, fail_fast);
+  finish(c, again, o.tol);
+  again.iterations += r.iterations;
+  again.operator_applications += r.operator_applications;
+  for (const auto& [phase, sec] : r.seconds) again.seconds.insert(again.seconds.begin(), {"first_" + phase, sec});
+  again.note = detail::cat("re-solved with the most probable state fixed (the first had pi_k / max pi = ",
+                           r.pi[k] / *it, ")") + (again.note.empty() ? "" : "; " + again.note);
+  r = std::move(again);
+}
+
+template <>
+const MethodSolver& method_solver<Method::Krylov>() {
+  static const MethodSolver entry{solve_krylov_finished, /*whole_chain=*/true, /*fails_fast=*/true};
+  return entry;
 }
 
 }  // namespace aqm::detail

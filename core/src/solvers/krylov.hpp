@@ -8,18 +8,13 @@
 
 namespace aqm::detail {
 
-/// Block partition for the preconditioner: block_of[s] in 0..nblocks-1, states with
-/// equal values of every component except `level` and `modulator` (for the queue
-/// models: one block per avg grid point, ordered by (n, modulator) inside).
-std::vector<int32_t> slow_component_blocks(const Chain& c);
-
 /// Solve pi P = pi with pi_k fixed (k recurrent) by restarted GMRES, right-
-/// preconditioned by symmetric block Gauss-Seidel over `block_of` with exact
+/// preconditioned by symmetric block Gauss-Seidel over `block_of` (MarkovOperator::block_partition) with exact
 /// banded block solves.  Fills r.pi (unnormalised, pi_k = 1), r.iterations,
 /// r.operator_applications, r.seconds, r.extra, r.note, r.status (the caller finishes).
 /// `fail_fast` (auto, with a fallback behind): stalled after 3 restarts without progress, or
 /// as soon as the rate of the last restarts cannot reach tol within max_iter.
-void solve_krylov(const Chain& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
+void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
                   StationaryResult& r, bool fail_fast = false);
 
 }  // namespace aqm::detail

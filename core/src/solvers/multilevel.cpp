@@ -1,8 +1,10 @@
 // Multilevel aggregation for pi P = pi (Horton & Leutenegger 1994; the
 // aggregation-disaggregation of Koury, McAllister & Stewart applied recursively).
 //
-// The chain lives on a lattice (n, avg index, modulator).  Level l + 1 merges the
-// states (n, g, m) of level l with the same (n / 2, g / 2, m).  Given a positive
+// The chain lives on the lattice of its state descriptor.  Level l + 1 merges the
+// states of level l whose coarsened components (flag `coarsen`) agree after halving
+// and whose other components agree (for the queue models: (n, g, m) with the same
+// (n / 2, g / 2, m)).  Given a positive
 // iterate x on level l, the coarse chain is the aggregated chain
 //     P_c(I, J) = sum_{i in I, j in J} x_i P_ij / sum_{i in I} x_i,
 // whose stationary vector x_c is found recursively; x is then rescaled
@@ -20,12 +22,11 @@
 #include "aqmchain/interrupt.hpp"
 #include "aqmchain/solvers/stationary.hpp"
 #include "solvers/multilevel.hpp"
+#include "solvers/stationary_common.hpp"
 
 namespace aqm::detail {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 struct Level {
   int32_t n = 0;
@@ -210,24 +211,27 @@ void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const d
   normalise(x);
 }
 
-void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResult& r, bool fail_fast) {
+void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, StationaryResult& r, bool fail_fast) {
   r.method = Method::Multilevel;
   // Aggregation follows the state descriptor: components marked `coarsen` are
-  // merged in pairs level by level, the others (the modulator) are kept apart.
-  bool labelled = c.space.count() > 0 && static_cast<int>(c.labels.size()) == c.space.count();
-  for (const auto& l : c.labels) labelled = labelled && static_cast<int32_t>(l.size()) == c.n;
+  // merged in pairs level by level, the others (categorical ones) are kept apart.
+  const int32_t n = c.rows();
+  const StateSpace& space = c.space();
+  const auto& labels = c.labels();
+  bool labelled = space.count() > 0 && static_cast<int>(labels.size()) == space.count();
+  for (const auto& l : labels) labelled = labelled && static_cast<int32_t>(l.size()) == n;
   if (!labelled) throw SolverError("multilevel: the chain has no state labels to aggregate on");
   auto t0 = Clock::now();
   std::vector<Level> lv(1);
   {
-    const SpMat PT = SpMat(c.matrix().transpose());
+    CsrArrays PT = c.transpose();
     Level& L = lv[0];
-    L.n = c.n;
-    L.rp.assign(PT.outerIndexPtr(), PT.outerIndexPtr() + c.n + 1);
-    L.ci.assign(PT.innerIndexPtr(), PT.innerIndexPtr() + PT.nonZeros());
-    L.v.assign(PT.valuePtr(), PT.valuePtr() + PT.nonZeros());
-    L.coord = c.labels;
-    for (int d = 0; d < c.space.count(); ++d) L.halve.push_back(c.space.component(d).coarsen ? 1 : 0);
+    L.n = n;
+    L.rp = std::move(PT.rowptr);
+    L.ci = std::move(PT.col);
+    L.v = std::move(PT.val);
+    L.coord = labels;
+    for (int d = 0; d < space.count(); ++d) L.halve.push_back(space.component(d).coarsen ? 1 : 0);
     find_exits(L);
   }
   const int32_t coarse_size = o.coarse_size;
@@ -248,7 +252,7 @@ void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResu
   r.extra.push_back({"coarsest_states", static_cast<double>(lv.back().n)});
 
   t0 = Clock::now();
-  std::vector<double> x = o.x0.empty() ? std::vector<double>(c.n, 1.0 / c.n) : o.x0;
+  std::vector<double> x = o.x0.empty() ? std::vector<double>(n, 1.0 / n) : o.x0;
   normalise(x);
   const long maxit = o.max_iter > 0 ? o.max_iter : 1000;
   long it = 0, last_halving = 0;
@@ -260,7 +264,7 @@ void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResu
     check_interrupt();
     cycle(lv, 0, x, o.smoothing_sweeps, o.smoothing_sweeps, o.cycle_gamma);
     ++it;
-    res = stationary_residual(c, x);
+    res = c.residual(x);
     if (!std::isfinite(res)) throw SolverError(detail::cat("multilevel: non-finite residual after cycle ", it));
     if (res <= 0.5 * o.tol) break;
     if (fail_fast) {
@@ -291,6 +295,23 @@ void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResu
   r.operator_applications = it * (2 * o.smoothing_sweeps + 2);  // fine-level passes over the nonzeros per cycle
   r.seconds.push_back({"iterate", since(t0)});
   r.pi = std::move(x);
+}
+
+
+/// Multilevel aggregation with the accounts every method reports.
+void solve_multilevel_finished(const MarkovOperator& c, const StationaryOptions& o, StationaryResult& r,
+                               const Attempt& a) {
+  solve_multilevel(c, o, r, a.fail_fast);
+  finish(c, r, o.tol);
+  if (!r.converged())
+    r.note = detail::cat("multilevel stopped after ", r.iterations, " cycles, residual ", r.residual) +
+             (r.note.empty() ? "" : " (" + r.note + ")");
+}
+
+template <>
+const MethodSolver& method_solver<Method::Multilevel>() {
+  static const MethodSolver entry{solve_multilevel_finished, /*whole_chain=*/false, /*fails_fast=*/true};
+  return entry;
 }
 
 }  // namespace aqm::detail

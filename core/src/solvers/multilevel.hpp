@@ -24,5 +24,5 @@ std::vector<double> exit_probabilities(int32_t n, const int32_t* rp, const int32
 /// `fail_fast` (auto, with a fallback behind): stalled when the residual has not halved in
 /// 20 cycles (else 100), or once the rate of the last 10 cycles cannot reach tol within
 /// max_iter (with a margin of 2).
-void solve_multilevel(const Chain& c, const StationaryOptions& o, StationaryResult& r, bool fail_fast = false);
+void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, StationaryResult& r, bool fail_fast = false);
 }  // namespace aqm::detail

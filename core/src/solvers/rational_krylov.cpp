@@ -16,7 +16,7 @@
 //
 // The linear systems (I - gamma A) x = v_j are the row systems
 // x (I - gamma G) = v_j: GMRES with the block Gauss-Seidel preconditioner of the
-// stationary krylov solver (block_system.hpp), the chain's avg planes as blocks.
+// stationary krylov solver (block_system.hpp), the descriptor's blocks (in_block_partition).
 //
 // Error estimate of a step of length tau with m basis vectors (L1 norm):
 //     est = max(||beta V_m (u_m - [u_{m-1}; 0])||_1, |1^T y_m - 1^T w|) + inner,
@@ -145,7 +145,7 @@ TransientResult rational_krylov_expv(const GeneratorOperator& G, const std::vect
     return finish();
   }
 
-  // Preconditioner blocks: given, else the chain's avg planes, else one state per block.
+  // Preconditioner blocks: given, else the descriptor's (in_block flags), else one state per block.
   std::vector<int32_t> block_of;
   if (!G.matrix.blocks.empty()) {
     const auto& b = G.matrix.blocks;
@@ -164,8 +164,8 @@ TransientResult rational_krylov_expv(const GeneratorOperator& G, const std::vect
       if (seen[static_cast<size_t>(v)]) id[static_cast<size_t>(v)] = next++;
     block_of.resize(b.size());
     for (size_t i = 0; i < b.size(); ++i) block_of[i] = id[static_cast<size_t>(b[i])];
-  } else if (G.matrix.chain) {
-    block_of = detail::slow_component_blocks(*G.matrix.chain);
+  } else if (G.matrix.space && G.matrix.labels) {
+    block_of = in_block_partition(*G.matrix.space, *G.matrix.labels, n);
   } else {
     block_of.resize(static_cast<size_t>(n));
     std::iota(block_of.begin(), block_of.end(), 0);

@@ -48,11 +48,12 @@ void TransientOptions::validate() const {
 
 // ------------------------------------------------------------------ the generator operator
 
-GeneratorOperator GeneratorOperator::from_chain(const Chain& c) {
-  const bool discrete = c.time == TimeKind::Discrete;
-  auto T = std::make_shared<TransposedCsr>(CsrOperator(c.n, c.rowptr.data(), c.col.data(), c.val.data()));
+GeneratorOperator GeneratorOperator::from_operator(const MarkovOperator& op) {
+  const bool discrete = !op.continuous();
+  const CsrOperator& M = op.matrix();
+  auto T = std::make_shared<TransposedCsr>(M);
   GeneratorOperator g;
-  g.n = c.n;
+  g.n = M.rows();
   // rows of T are columns of the matrix: ||G||_1 = max_j sum_i |G_ij|; rate = max_i |G_ii|
   double norm1 = 0.0;
   for (int32_t j = 0; j < T->n; ++j) {
@@ -68,8 +69,14 @@ GeneratorOperator GeneratorOperator::from_chain(const Chain& c) {
     norm1 = std::max(norm1, s);
   }
   g.norm1 = norm1;
-  g.rate = exit_rate(c);
-  g.matrix = {c.rowptr.data(), c.col.data(), c.val.data(), discrete, &c, {}};
+  // the uniformisation rate: max_i |G_ii| (continuous), or max_i (1 - P_ii) (discrete;
+  // 1 for a row without a diagonal entry)
+  std::vector<double> d(static_cast<size_t>(g.n));
+  M.diagonal(d.data());
+  double rate = 0.0;
+  for (double v : d) rate = std::max(rate, discrete ? 1.0 - v : -v);
+  g.rate = rate;
+  g.matrix = {M.rowptr(), M.col(), M.val(), discrete, &op.space(), &op.labels(), {}};
   if (discrete) {
     g.product = [T](const double* x, double* y) {
       T->apply(x, y);
@@ -116,7 +123,7 @@ GeneratorOperator GeneratorOperator::from_csr(int32_t n, const int32_t* rowptr, 
   g.n = n;
   g.norm1 = *std::max_element(colsum.begin(), colsum.end());
   g.rate = rate;
-  g.matrix = {rowptr, col, val, false, nullptr, {}};
+  g.matrix = {rowptr, col, val, false, nullptr, nullptr, {}};
   const CsrOperator A(n, rowptr, col, val);
   g.product = [A](const double* x, double* y) { A.apply(x, y); };
   return g;

@@ -40,7 +40,7 @@ def test_auto_converges_on_the_fuzzers_model(mu, k):
     assert r.info.extra["fixed_state_probability"] > 1e-3
 
 
-@pytest.mark.parametrize("method", ["auto", "direct", "multilevel", "gauss_seidel", "power", "arnoldi"])
+@pytest.mark.parametrize("method", aqmchain.stationary.METHODS)
 def test_states_outside_the_closed_class_get_exactly_zero(method):
     m = sred_model(0.5, 2)
     r = aqmchain.solve_stationary(m, method=method, response="none")

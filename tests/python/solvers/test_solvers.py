@@ -6,7 +6,8 @@ import pytest
 import aqmchain
 from conftest import model_of, residual_evaluation_error, solution_distance_bound
 
-METHODS = ["direct", "krylov", "arnoldi", "gauss_seidel", "power", "multilevel"]
+# every method but auto, from the core's registry (a new method cannot miss these tests)
+METHODS = [m for m in aqmchain.stationary.METHODS if m != "auto"]
 
 MODELS = {
     "geo_red": {"buffer": 40, "mu": 0.5, "w": 0.1, "k": 2, "mapping": "split",
@@ -56,7 +57,7 @@ def test_matches_numpy_dense_solve():
     assert np.abs(x - r.pi).sum() <= solution_distance_bound(P, r.pi, r.info.residual, x_residual)
 
 
-@pytest.mark.parametrize("method", ["gauss_seidel", "power", "arnoldi", "multilevel", "krylov"])
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "direct"])  # the iterative ones
 def test_max_iter_one_raises_with_partial_result(method):
     model = model_of(MODELS["geo_red"])
     with pytest.raises(aqmchain.NonConvergenceError) as exc:
@@ -195,3 +196,35 @@ def test_krylov_never_fixes_a_transient_state_from_x0():
     assert r.info.status == "converged" and r.info.extra["fixed_state"] != transient
     P = aqmchain.transition_matrix(chain)
     assert np.abs(r.pi - ref.pi).sum() <= solution_distance_bound(P, ref.pi, r.info.residual, ref.info.residual)
+
+
+def test_method_names_and_integer_options_come_from_the_core_tables():
+    core = aqmchain._core
+    # one table of methods: names in the docs' order, each with its one-line description
+    assert list(core.stationary_method_descriptions()) == list(aqmchain.stationary.METHODS)
+    assert all(len(d) > 10 for d in core.stationary_method_descriptions().values())
+    # one table of integer options: each row is a property (no binding code per option)
+    ranges = core.StationaryOptions.int_ranges()
+    o = core.StationaryOptions()
+    for name, (lo, hi) in ranges.items():
+        assert isinstance(getattr(o, name), int), name
+        setattr(o, name, lo)
+        assert getattr(o, name) == lo
+    # a value that does not fit the field is refused naming the option and its range
+    with pytest.raises(aqmchain.OptionError, match=r"solver option 'ncv' must be in \[0, 1000\]"):
+        o.ncv = 2**40
+    o = core.StationaryOptions()
+    o.krylov_basis = 501
+    with pytest.raises(aqmchain.OptionError, match=r"'krylov_basis' must be in \[2, 500\].*got 501"):
+        o.validate()
+
+
+def test_every_method_of_the_registry_has_a_row_in_the_solvers_guide():
+    import re
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "solvers.md").read_text()
+    section = guide.split("## Stationary distribution", 1)[1]
+    table = next(b for b in section.split("\n\n") if b.startswith("| method |"))  # the method table
+    rows = re.findall(r"^\| `(\w+)`", table, flags=re.M)
+    assert sorted(rows) == sorted(aqmchain.stationary.METHODS)

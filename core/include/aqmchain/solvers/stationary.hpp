@@ -14,50 +14,69 @@
 
 #include "aqmchain/errors.hpp"
 #include "aqmchain/solvers/report.hpp"
+#include "aqmchain/operators/operator.hpp"
 #include "aqmchain/state/chain.hpp"
 
 namespace aqm {
 
+/// The stationary methods, written once: X(enumerator, name, one-line description), in
+/// the order the docs list them.  A method's code and its registry entry (the function,
+/// whether it runs on the whole chain, whether it can fail fast for auto) live in
+/// core/src/solvers/<name>.cpp (see core/src/solvers/stationary_common.hpp); everything
+/// else (dispatch, to_string / method_from, the bindings' Method enum and method list,
+/// the tests' method lists) follows from this table.
+#define AQM_STATIONARY_METHODS(X)                                                                              \
+  X(Auto, "auto", "by the chain's size and structure; falls back to the next method in turn")                   \
+  X(Direct, "direct", "UMFPACK LU of the balance equations with one unknown fixed")                             \
+  X(Krylov, "krylov", "GMRES on the reduced system, block Gauss-Seidel preconditioner over the descriptor's blocks") \
+  X(Arnoldi, "arnoldi", "ARPACK-ng implicitly restarted Arnoldi, eigenvalue 1 of P^T")                          \
+  X(GaussSeidel, "gauss_seidel", "forward Gauss-Seidel sweeps on pi (I - P) = 0")                              \
+  X(Power, "power", "the power iteration pi <- pi P")                                                           \
+  X(Multilevel, "multilevel", "multilevel aggregation over the state lattice with Gauss-Seidel smoothing")
+
 enum class Method {
-  Auto,         ///< by the chain's size and structure (solve_auto in stationary.cpp); falls back in turn
-  Direct,       ///< UMFPACK LU of the balance equations with one unknown fixed
-  Arnoldi,      ///< ARPACK-ng implicitly restarted Arnoldi, eigenvalue 1 of P^T
-  GaussSeidel,  ///< forward Gauss-Seidel sweeps on pi (I - P) = 0
-  Power,        ///< pi <- pi P
-  Multilevel,   ///< multilevel aggregation over the (n, avg) lattice with Gauss-Seidel smoothing
-  Krylov,       ///< GMRES on the reduced system, block Gauss-Seidel preconditioner over avg planes
+#define AQM_METHOD_ENUMERATOR(e, name, doc) e,
+  AQM_STATIONARY_METHODS(AQM_METHOD_ENUMERATOR)
+#undef AQM_METHOD_ENUMERATOR
+};
+/// A method's name and one-line description.
+struct MethodInfo {
+  Method method;
+  const char* name;
+  const char* description;
+};
+inline constexpr MethodInfo kMethodInfo[] = {
+#define AQM_METHOD_INFO(e, name, doc) {Method::e, name, doc},
+    AQM_STATIONARY_METHODS(AQM_METHOD_INFO)
+#undef AQM_METHOD_INFO
 };
 /// Every method, in the order the docs list them (names from to_string).
-inline constexpr Method kAllMethods[] = {Method::Auto,  Method::Direct,     Method::Krylov, Method::Arnoldi,
-                                         Method::GaussSeidel, Method::Power, Method::Multilevel};
+inline constexpr Method kAllMethods[] = {
+#define AQM_METHOD_VALUE(e, name, doc) Method::e,
+    AQM_STATIONARY_METHODS(AQM_METHOD_VALUE)
+#undef AQM_METHOD_VALUE
+};
 std::string to_string(Method);
 Method method_from(const std::string&);
 
-/// The integer solver options and their ranges [lo, hi] (StationaryOptions::validate()
-/// throws OptionError outside them; the bindings expose the table, Python and the docs read it).
+struct StationaryOptions;
+
+/// An integer solver option: its name, range [lo, hi] and field (read and written through
+/// get / set; set returns false when the value does not fit the field's type).
+/// StationaryOptions::validate() throws OptionError outside the range; the bindings define
+/// one property per row and expose the ranges (Python's checks and the docs read them).
 struct IntOptionRange {
   const char* name;
   long lo, hi;
   const char* note;  ///< appended to the bound in messages
-};
-inline constexpr IntOptionRange kIntOptionRanges[] = {
-    {"max_iter", 0, 1000000000L, " (0: the method's default)"},
-    {"ncv", 0, 1000, " (0: min(states, 30))"},
-    {"refine_steps", 0, 100, ""},
-    {"check_every", 1, 1000000, ""},
-    {"coarse_size", 2, 2000, ""},
-    {"smoothing_sweeps", 1, 100, ""},
-    {"cycle_gamma", 1, 2, " (1: V-cycle, 2: W-cycle)"},
-    {"krylov_basis", 2, 500, ""},
-    {"auto_krylov_min_states", 0, 2147483647L, ""},
-    {"max_states", 1, static_cast<long>(kMaxStatesMax), ""},
-    {"tagged_max_states", 1, static_cast<long>(kTaggedMaxStatesMax), ""},
+  long (*get)(const StationaryOptions&) = nullptr;
+  bool (*set)(StationaryOptions&, long) = nullptr;
 };
 
 struct StationaryOptions {
   Method method = Method::Auto;
   double tol = 1e-12;        ///< target for ||pi P - pi||_1
-  // Integer options: ranges in kIntOptionRanges (above).
+  // Integer options: ranges in kIntOptionRanges (below).
   long max_iter = 0;         ///< 0: method default (GS/power 100000 sweeps, Arnoldi 3000 restarts, multilevel 1000 cycles)
   int ncv = 0;               ///< Arnoldi basis size; 0: min(n, 30); at most the number of states (clamped)
   int refine_steps = 6;      ///< Direct: extra iterative-refinement steps if the residual is above tol
@@ -75,8 +94,8 @@ struct StationaryOptions {
   double direct_max_gb = 8.0;
   double auto_direct_max_flops = 2e12;
   /// Auto tries krylov first (then direct, multilevel, Gauss-Seidel) on plain chains with at
-  /// least this many states, direct first below it and on the coupled structures (traffic
-  /// classes, a stateful AQM: krylov's avg-plane preconditioner does not see them).
+  /// least this many states, direct first below it and on the coupled structures (more than
+  /// one component outside krylov's blocks: its preconditioner does not see them).
   int auto_krylov_min_states = 20000;
   int krylov_basis = 30;     ///< krylov: GMRES basis size (restart length)
   /// Arnoldi: refuse (StateSpaceTooLarge naming 'ncv', before allocating) when the
@@ -90,6 +109,32 @@ struct StationaryOptions {
   long tagged_max_states = kDefaultTaggedMaxStates;
   void validate() const;
 };
+
+/// The integer options, written once: a new one is its field above and one row here.
+#define AQM_INT_OPTION(field, lo, hi, note)                                                     \
+  IntOptionRange {                                                                              \
+    #field, lo, hi, note, [](const StationaryOptions& o) { return static_cast<long>(o.field); }, \
+        [](StationaryOptions& o, long v) {                                                      \
+          using T = decltype(StationaryOptions::field);                                         \
+          if (static_cast<long>(static_cast<T>(v)) != v) return false;                          \
+          o.field = static_cast<T>(v);                                                          \
+          return true;                                                                          \
+        }                                                                                       \
+  }
+inline constexpr IntOptionRange kIntOptionRanges[] = {
+    AQM_INT_OPTION(max_iter, 0, 1000000000L, " (0: the method's default)"),
+    AQM_INT_OPTION(ncv, 0, 1000, " (0: min(states, 30))"),
+    AQM_INT_OPTION(refine_steps, 0, 100, ""),
+    AQM_INT_OPTION(check_every, 1, 1000000, ""),
+    AQM_INT_OPTION(coarse_size, 2, 2000, ""),
+    AQM_INT_OPTION(smoothing_sweeps, 1, 100, ""),
+    AQM_INT_OPTION(cycle_gamma, 1, 2, " (1: V-cycle, 2: W-cycle)"),
+    AQM_INT_OPTION(krylov_basis, 2, 500, ""),
+    AQM_INT_OPTION(auto_krylov_min_states, 0, 2147483647L, ""),
+    AQM_INT_OPTION(max_states, 1, static_cast<long>(kMaxStatesMax), ""),
+    AQM_INT_OPTION(tagged_max_states, 1, static_cast<long>(kTaggedMaxStatesMax), ""),
+};
+#undef AQM_INT_OPTION
 
 /// One method auto ran: which, for how long, with what outcome (`why` empty when it converged).
 struct MethodAttempt {
@@ -126,7 +171,8 @@ class DirectSolver {
   ~DirectSolver();
   DirectSolver(DirectSolver&&) noexcept;
   DirectSolver& operator=(DirectSolver&&) noexcept;
-  StationaryResult solve(const Chain& chain);
+  /// (A Chain converts to its operator.)
+  StationaryResult solve(const MarkovOperator& op);
   long analyses() const;  ///< symbolic analyses performed so far
   long solves() const;
 
@@ -135,8 +181,10 @@ class DirectSolver {
   std::unique_ptr<DirectCache> cache_;
 };
 
-/// Solve pi P = pi, sum pi = 1.  Throws ReducibleChain unless the chain has
-/// exactly one closed class.
-StationaryResult solve_stationary(const Chain& chain, const StationaryOptions& options = {});
+/// Solve pi P = pi, sum pi = 1, for the operator's stochastic P (for a continuous chain
+/// the uniformised P = I + G / Lambda, formed on the fly: pi G = 0; the residual reported
+/// is ||pi P - pi||_1 = ||pi G||_1 / Lambda).  Throws ReducibleChain unless the chain has
+/// exactly one closed class.  (A Chain converts to its operator.)
+StationaryResult solve_stationary(const MarkovOperator& op, const StationaryOptions& options = {});
 
 }  // namespace aqm

@@ -28,7 +28,9 @@
 #include <string>
 #include <vector>
 
+#include "aqmchain/operators/operator.hpp"
 #include "aqmchain/solvers/report.hpp"
+#include "aqmchain/state/descriptor.hpp"
 
 namespace aqm {
 
@@ -66,14 +68,15 @@ struct GeneratorOperator {
   /// arrays must outlive the operator); G = M, or G = M - I when M is a slotted
   /// chain's P.  Empty (rowptr null) for an operator given only as a product.
   /// The preconditioner's blocks: `blocks` when set (block_of[state], numbered
-  /// from 0), else the chain's avg planes when `chain` is set, else one state
-  /// per block (point Gauss-Seidel).
+  /// from 0), else the descriptor's blocks (in_block_partition, operator.hpp) when
+  /// `space` is set, else one state per block (point Gauss-Seidel).
   struct Matrix {
     const int32_t* rowptr = nullptr;
     const int32_t* col = nullptr;
     const double* val = nullptr;
     bool slotted = false;          ///< M = P of a slotted chain: G = P - I
-    const Chain* chain = nullptr;  ///< the chain M belongs to, or null
+    const StateSpace* space = nullptr;                     ///< the descriptor of M's states, or null
+    const std::vector<std::vector<int32_t>>* labels = nullptr;  ///< their labels (with `space`)
     std::vector<int32_t> blocks;   ///< block of each state, or empty
   };
   Matrix matrix;
@@ -93,11 +96,12 @@ struct GeneratorOperator {
   /// sums 0 within `row_tol` times the row's largest entry.
   static GeneratorOperator from_csr(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
                                     double row_tol = 1e-10);
-  /// G of a built chain (its generator, or P - I of a slotted chain) through a
+  /// G of a chain's operator (its generator, or P - I of a slotted chain) through a
   /// transposed copy of the matrix: the product is a gather over rows of G^T,
   /// split over threads.  Owns the copy (about nnz x 12 bytes); `matrix` views
-  /// the chain's own arrays, so the chain must outlive the operator.
-  static GeneratorOperator from_chain(const Chain& chain);
+  /// the chain's own arrays, so the chain must outlive the result.  (A Chain
+  /// converts to its operator.)
+  static GeneratorOperator from_operator(const MarkovOperator& op);
 
  private:
   mutable long applications_ = 0;
@@ -187,7 +191,7 @@ TransientResult krylov_expv(const GeneratorOperator& G, const std::vector<double
                             const TransientObserver& observer = {});
 
 /// The same by shift-and-invert (rational) Krylov steps.  G must carry its matrix
-/// (from_chain or from_csr; OptionError otherwise); krylov_dim >= 2.
+/// (from_operator or from_csr; OptionError otherwise); krylov_dim >= 2.
 TransientResult rational_krylov_expv(const GeneratorOperator& G, const std::vector<double>& p0,
                                      const std::vector<double>& times, const TransientOptions& options = {},
                                      const TransientObserver& observer = {});

@@ -1,0 +1,162 @@
+// Method "auto": the methods in turn, by the chain's size and structure.
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "solvers/stationary_common.hpp"
+
+namespace aqm::detail {
+
+namespace {
+
+/// Sweep budget of the last-resort Gauss-Seidel in auto: max_iter when given, else
+/// about 1e10 multiply-adds (seconds, not hours, on a large chain).
+long auto_gs_sweeps(const MarkovOperator& c, const StationaryOptions& o) {
+  if (o.max_iter > 0) return o.max_iter;
+  const double nnz = std::max<double>(1.0, static_cast<double>(c.nnz()));
+  return static_cast<long>(std::clamp(1e10 / nnz, 100.0, 100000.0));
+}
+
+/// Auto's first LU on a large coupled chain: at most this much work (about a minute), so
+/// that a chain whose LU fills badly goes on to krylov soon; the full
+/// auto_direct_max_flops is tried after krylov.
+constexpr double kAutoQuickDirectFlops = 1e11;
+/// Auto skips direct on a large chain, without UMFPACK's analysis (which takes a minute on a
+/// few million states), when the envelope estimate exceeds direct_max_gb this many times.
+constexpr double kEnvelopeFactor = 4.0;
+
+/// The LU's memory (values and indices) if it filled the envelope of P in the natural
+/// (key) order: per row the span to its leftmost column, per column to its topmost row.
+/// O(nnz); within a factor of about 4 of UMFPACK's estimate with AMD on the class and
+/// stateful chains (a proxy of the fill against the state count, not a bound).
+double envelope_lu_bytes(const MarkovOperator& c) {
+  const int32_t n = c.rows();
+  std::vector<int32_t> top(static_cast<size_t>(n));
+  for (int32_t j = 0; j < n; ++j) top[j] = j;
+  long double nnz = n;
+  for (int32_t i = 0; i < n; ++i) {
+    int32_t left = i;
+    for (int32_t e = c.rowptr()[i]; e < c.rowptr()[i + 1]; ++e) {
+      const int32_t j = c.col()[e];
+      left = std::min(left, j);
+      top[j] = std::min(top[j], i);
+    }
+    nnz += i - left;
+  }
+  for (int32_t j = 0; j < n; ++j) nnz += j - top[j];
+  return static_cast<double>(nnz) * 12.0;
+}
+
+/// Whether krylov's preconditioner misses couplings: its diagonal blocks are the planes of
+/// the components outside the block (descriptor flag in_block); with more than one such
+/// component (for the queue models: the traffic classes' contents, a stateful AQM's count,
+/// p_max, clock or cur_max_th beside the average) they couple states inside and across the
+/// blocks, and GMRES then stalls where the LU (whose fill on these chains stays moderate)
+/// is quick.
+bool coupled_structure(const MarkovOperator& c) { return c.components_outside_block() > 1; }
+
+}  // namespace
+
+/// Auto, by the chain's size and structure: direct first on chains below
+/// auto_krylov_min_states states and on coupled structures (coupled_structure), krylov
+/// first on the other large chains; then the other of the two, multilevel aggregation and
+/// Gauss-Seidel with a bounded number of sweeps.  Direct factorises only when UMFPACK's
+/// symbolic estimates fit direct_max_gb and auto_direct_max_flops (the analysis is cheap:
+/// a refusal costs little); an iterative attempt with a method behind it fails fast
+/// (krylov: stalled after 3 restarts without progress, or once its rate cannot reach tol
+/// within max_iter).  The first converged result is returned; if none converges, the one
+/// with the smallest residual (never throws for non-convergence, only when no method
+/// produced a vector at all).  r.methods_tried lists each attempt.
+void solve_auto(Target& t, StationaryResult& r) {
+  const StationaryOptions& o = t.options();
+  const bool coupled = coupled_structure(t.full());
+  const bool small = t.full().rows() < o.auto_krylov_min_states;
+  // (method, direct's work budget): a large coupled chain tries a quick LU first and the
+  // full budget again after krylov; a large plain chain starts with krylov
+  const double quick = std::min(o.auto_direct_max_flops, kAutoQuickDirectFlops);
+  std::vector<std::pair<Method, double>> order;
+  if (small)
+    order = {{Method::Direct, o.auto_direct_max_flops}, {Method::Krylov, 0.0}, {Method::Multilevel, 0.0}};
+  else if (coupled)  // aggregation over the lattice follows every component, GMRES's blocks do not
+    order = {{Method::Multilevel, 0.0}, {Method::Direct, quick}, {Method::Krylov, 0.0}};
+  else
+    order = {{Method::Krylov, 0.0}, {Method::Direct, o.auto_direct_max_flops}, {Method::Multilevel, 0.0}};
+  order.push_back({Method::GaussSeidel, 0.0});
+  // a large chain whose LU would plainly not fit skips direct without its (then slow) analysis
+  const double envelope = small ? 0.0 : envelope_lu_bytes(t.full());
+  const Method first = order.front().first;
+  StationaryResult best;
+  bool have = false;
+  std::string history;
+  std::vector<MethodAttempt> tried;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Method m = order[i].first;
+    const double flops = order[i].second;
+    const bool last = i + 1 == order.size();
+    StationaryResult x;
+    x.requested = Method::Auto;
+    std::string why;
+    const auto t0 = Clock::now();
+    bool quick_refusal = false;
+    if (m == Method::Direct && envelope > kEnvelopeFactor * o.direct_max_gb * 1e9) {
+      why = detail::cat("skipped: the LU would need about ", detail::short_num(envelope / 1e9),
+                        " GB by the envelope of P, over ", kEnvelopeFactor, " x direct_max_gb = ", o.direct_max_gb);
+      tried.push_back({m, since(t0), Status::NotComputed, 0, why});
+      history += (history.empty() ? "" : "; ") + to_string(m) + " " + why;
+      continue;
+    }
+    try {
+      const MethodSolver& s = solver_of(m);
+      Attempt a;
+      a.fail_fast = s.fails_fast && !last;  // a fallback is behind it
+      a.max_flops = flops > 0.0 ? flops : INFINITY;
+      t.run(s.whole_chain, x, [&s, &a, m](const MarkovOperator& c, const StationaryOptions& oc, StationaryResult& y) {
+        if (m == Method::GaussSeidel) {  // the last resort: a bounded number of sweeps
+          StationaryOptions og = oc;
+          og.max_iter = auto_gs_sweeps(c, oc);
+          return s.solve(c, og, y, a);
+        }
+        s.solve(c, oc, y, a);
+      });
+      if (!x.converged()) why = x.note.empty() ? detail::cat("residual ", x.residual, " > tol ", o.tol) : x.note;
+    } catch (const SolverError& e) {
+      x.pi.clear();
+      x.status = Status::NumericalIssue;
+      why = e.what();
+      quick_refusal = m == Method::Direct && flops < o.auto_direct_max_flops &&
+                      why.find("auto_direct_max_flops") != std::string::npos;
+    }
+    if (quick_refusal)
+      why.replace(why.find("auto_direct_max_flops = "), std::string("auto_direct_max_flops = ").size(),
+                  "auto's first-try budget for a large coupled chain (auto_direct_max_flops applies after krylov) = ");
+    tried.push_back({m, since(t0), x.pi.empty() ? Status::NotComputed : x.status, x.iterations, why});
+    // the quick LU was refused for its work alone: the full budget after krylov
+    if (quick_refusal) {
+      auto at = std::find_if(order.begin() + static_cast<long>(i) + 1, order.end(),
+                             [](const auto& e) { return e.first == Method::Krylov; });
+      order.insert(at == order.end() ? at : at + 1, {Method::Direct, o.auto_direct_max_flops});
+    }
+    if (!x.pi.empty() && (!have || x.residual < best.residual)) {
+      best = std::move(x);
+      have = true;
+    }
+    if (why.empty()) break;
+    history += (history.empty() ? "" : "; ") + to_string(m) + " failed (" + why + ")";
+  }
+  if (!have) throw SolverError("auto: " + history);
+  best.fallback = best.method != first;
+  if (!history.empty())
+    best.note = history + (best.converged() ? "; fell back to " : "; kept the smallest residual, from ") +
+                to_string(best.method);
+  best.extra.push_back({"auto_coupled_structure", coupled ? 1.0 : 0.0});
+  best.methods_tried = std::move(tried);
+  r = std::move(best);
+}
+
+template <>
+const MethodSolver& method_solver<Method::Auto>() {
+  static const MethodSolver entry{};  // no solve: solve_stationary runs solve_auto over the Target
+  return entry;
+}
+
+}  // namespace aqm::detail
