@@ -199,8 +199,8 @@ def sim_options(slots: Any, warmup: Any, replications: Any, seed: Any, batches: 
 
 # ------------------------------------------------------------------ wrapping the core
 
-_DROP_MIN = {"red": "min_th", "gentle_red": "min_th", "nlred": "min_th", "polynomial": "min_th", "sred": "min_th",
-             "dsred": "k_l"}
+# the lower threshold's key of each drop function with an early-drop region (the core's registry)
+_DROP_MIN = {k["name"]: k["params"][0]["name"] for k in _core.DropFunction.kinds if k["band"]}
 
 
 def _warn_thresholds(model: _core.Model) -> None:
@@ -460,10 +460,6 @@ def _stationary_kwargs(**options: Any) -> dict:
     return solver_options(options)
 
 
-def _ssmp_n(n: Any) -> int:
-    return integer("source.n", n, 2, MAX_SSMP_N)
-
-
 def install() -> None:
     """Wrap the public constructors and entry points of ``aqmchain._core`` (idempotent)."""
     if getattr(_core, "_checks_installed", False):
@@ -490,39 +486,5 @@ def install() -> None:
     _wrap_static(_core.Service, "geometric", lambda mu: ((), _service_kwargs(mu)))
     _wrap_static(_core.Service, "exponential", lambda mu: ((), _service_kwargs(mu)))
 
-    S = _core.Source
-    _wrap_static(S, "bernoulli", lambda alpha: ((real("source.alpha", alpha),), {}))
-    _wrap_static(S, "poisson", lambda rate: ((real("source.rate", rate),), {}))
-    _wrap_static(S, "mmpp", lambda generator, rates: ((reals("source.generator", generator, 2),
-                                                       reals("source.rates", rates)), {}))
-    _wrap_static(S, "ssmp", lambda n, q, a: ((_ssmp_n(n), real("source.q", q), real("source.a", a)), {}))
-    _wrap_static(S, "ssmp_from_mean",
-                 lambda mean, a, n: ((real("source.mean", mean), real("source.a", a), _ssmp_n(n)), {}))
-    _wrap_static(S, "mmbp", lambda matrix, arrival: ((reals("source.matrix", matrix, 2),
-                                                      reals("source.arrival", arrival)), {}))
-    _wrap_function(_core, "ssmp_q_for_mean",
-                   lambda mean, a, n: ((real("source.mean", mean), real("source.a", a), _ssmp_n(n)), {}))
-    _wrap_function(_core, "hurst", lambda source, log2_lo=0, log2_hi=20: (
-        (source, integer("log2_lo", log2_lo, 0, 30), integer("log2_hi", log2_hi, 1, 30)), {}))
-
-    D = _core.DropFunction
-    def red_family(min_th: Any, max_th: Any, p_max: Any) -> tuple[tuple, dict]:
-        return (real("aqm.min_th", min_th), real("aqm.max_th", max_th), real("aqm.p_max", p_max)), {}
-
-    for kind in ("red", "gentle_red", "nlred"):
-        _wrap_static(D, kind, red_family)
-    _wrap_static(D, "dsred", lambda k_l, k_h, gamma: (
-        (real("aqm.k_l", k_l), real("aqm.k_h", k_h), real("aqm.gamma", gamma)), {}))
-    _wrap_static(D, "sred", lambda min_th, q_max=0.0, seg=0.0: (
-        (real("aqm.min_th", min_th), real("aqm.q_max", q_max), real("aqm.seg", seg)), {}))
-    _wrap_static(D, "polynomial", lambda min_th, max_th, coeffs: (
-        (real("aqm.min_th", min_th), real("aqm.max_th", max_th), reals("aqm.coeffs", coeffs)), {}))
-
-    def table(points: Any) -> tuple[tuple, dict]:
-        pts = reals("aqm.points", points, 2)
-        for i, p in enumerate(pts):
-            if len(p) != 2:
-                raise model_error(f"aqm.points[{i}]", "a pair [avg, p]", p)
-        return ([tuple(p) for p in pts],), {}
-
-    _wrap_static(D, "table", table)
+    # Source, DropFunction, ssmp_q_for_mean and hurst check their arguments' types in the
+    # bindings (the constructors come from the core's registries): ModelError naming the parameter.

@@ -1,6 +1,7 @@
 // Bindings of the model layer: sources, service, drop functions, AQM, grid, model.
 #include "common.hpp"
 
+#include <cmath>
 #include <optional>
 #include <tuple>
 
@@ -14,30 +15,237 @@ namespace aqmpy {
 using namespace aqm;
 
 namespace {
-const char* source_kind(const Source& s) {
-  switch (s.kind) {
-    case Source::Kind::Bernoulli: return "bernoulli";
-    case Source::Kind::SSMP: return "ssmp";
-    case Source::Kind::MMBP: return "mmbp";
-    case Source::Kind::Poisson: return "poisson";
-    case Source::Kind::MMPP: return "mmpp";
+
+// ---------------------------------------------------------------- arguments from Python, by the registries
+// A wrong type is a ModelError naming the parameter, the bound and the value (not pybind's
+// TypeError that names none): the constructors of the registries' kinds convert here.
+
+/// A short, one-line rendering of a Python value for an error message (never fails).
+std::string show(py::handle v) {
+  try {
+    if (py::isinstance<py::bool_>(v)) return v.ptr() == Py_True ? "True" : "False";
+    if (py::isinstance<py::float_>(v)) {
+      const double d = v.cast<double>();
+      if (std::isnan(d)) return "nan";
+      if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+      return py::repr(py::float_(d)).cast<std::string>();
+    }
+    if (py::isinstance<py::int_>(v)) {
+      const auto bits = py::int_(v.attr("bit_length")()).cast<long long>();
+      if (bits > 200) return detail::cat("an integer of about ", static_cast<long long>(bits * 0.30103) + 1, " digits");
+      return py::str(v).cast<std::string>();
+    }
+    std::string text = py::repr(v).cast<std::string>(), out;
+    for (char c : text) {  // whitespace runs as one space
+      if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+      if (!(c == ' ' && !out.empty() && out.back() == ' ')) out += c;
+    }
+    return out.size() <= 60 ? out : out.substr(0, 57) + "...";
+  } catch (const py::error_already_set&) {
+    return "a " + std::string(Py_TYPE(v.ptr())->tp_name);
   }
-  return "?";
+}
+
+[[noreturn]] void bad_value(const std::string& param, const std::string& bound, py::handle v) {
+  fail_param(param, bound, show(v));
+}
+
+bool is_real(py::handle v) {
+  static const py::object real = py::module_::import("numbers").attr("Real");
+  return !py::isinstance<py::bool_>(v) && py::isinstance(v, real);
+}
+
+double to_real(const std::string& param, py::handle v) {
+  if (!is_real(v)) bad_value(param, "a finite number", v);
+  double d;
+  try {
+    d = py::float_(py::reinterpret_borrow<py::object>(v)).cast<double>();
+  } catch (const py::error_already_set&) {  // an integer beyond the double range
+    bad_value(param, "a finite number", v);
+  }
+  if (!std::isfinite(d)) bad_value(param, "a finite number", v);
+  return d;
+}
+
+int64_t to_int(const std::string& param, py::handle v, int64_t lo, int64_t hi) {
+  const std::string range = detail::cat("an integer in [", lo, ", ", hi, "]");
+  if (py::isinstance<py::bool_>(v) || !PyIndex_Check(v.ptr())) bad_value(param, range, v);
+  const py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(v.ptr()));
+  if (!i) throw py::error_already_set();
+  if (py::int_(i.attr("__lt__")(py::int_(lo))).cast<bool>()) fail_param(param, detail::cat(">= ", lo), show(i));
+  if (py::int_(i.attr("__gt__")(py::int_(hi))).cast<bool>()) fail_param(param, detail::cat("<= ", hi), show(i));
+  return i.cast<int64_t>();
+}
+
+bool is_list(py::handle v) {
+  return !(py::isinstance<py::str>(v) || py::isinstance<py::bytes>(v) || py::isinstance<py::dict>(v)) &&
+         py::hasattr(v, "__iter__");
+}
+
+std::vector<double> to_reals(const std::string& param, py::handle v) {
+  if (!is_list(v)) bad_value(param, "a list", v);
+  std::vector<double> out;
+  size_t i = 0;
+  for (py::handle x : v) out.push_back(to_real(detail::cat(param, "[", i++, "]"), x));
+  return out;
+}
+
+std::vector<std::vector<double>> to_matrix(const std::string& param, py::handle v, bool pairs) {
+  if (!is_list(v)) bad_value(param, "a list of lists", v);
+  std::vector<std::vector<double>> out;
+  size_t i = 0;
+  for (py::handle row : v) {
+    const std::string ri = detail::cat(param, "[", i++, "]");
+    if (!is_list(row)) bad_value(ri, "a list", row);
+    out.push_back(to_reals(ri, row));
+    if (pairs && out.back().size() != 2) bad_value(ri, "a pair [avg, p]", row);
+  }
+  return out;
+}
+
+ParamValue to_param(const ParamSpec& ps, const std::string& param, py::handle v) {
+  switch (ps.type) {
+    case ParamType::Real: return ParamValue::of(to_real(param, v));
+    case ParamType::Int: return ParamValue::of_int(to_int(param, v, ps.int_lo, ps.int_hi));
+    case ParamType::RealList: return ParamValue::of(to_reals(param, v));
+    case ParamType::RealMatrix: return ParamValue::of(to_matrix(param, v, false));
+    case ParamType::PointList: return ParamValue::of(to_matrix(param, v, true));
+  }
+  return {};
+}
+
+/// The arguments of a call (positional in the order of `params`, or by keyword), converted.
+ParamValues bind_params(const std::vector<ParamSpec>& params, const std::string& fn, const std::string& prefix,
+                        const py::args& args, const py::kwargs& kwargs) {
+  if (args.size() > params.size())
+    throw py::type_error(detail::cat(fn, "() takes ", params.size(), " arguments, got ", args.size()));
+  std::vector<py::object> given(params.size());
+  for (size_t i = 0; i < args.size(); ++i) given[i] = args[i];
+  for (auto [key, value] : kwargs) {
+    const auto k = key.cast<std::string>();
+    size_t i = 0;
+    while (i < params.size() && params[i].name != k) ++i;
+    if (i == params.size()) throw py::type_error(fn + "() got an unexpected keyword argument '" + k + "'");
+    if (given[i]) throw py::type_error(fn + "() got multiple values for argument '" + k + "'");
+    given[i] = py::reinterpret_borrow<py::object>(value);
+  }
+  ParamValues out;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string param = prefix + params[i].name;
+    if (!given[i] || (!params[i].required && given[i].is_none())) {
+      if (params[i].required) throw py::type_error(fn + "() missing required argument '" + params[i].name + "'");
+      out.emplace_back(params[i].name, ParamValue{});
+      continue;
+    }
+    out.emplace_back(params[i].name, to_param(params[i], param, given[i]));
+  }
+  return out;
+}
+
+py::object from_param(const ParamSpec& ps, const ParamValue& v) {
+  switch (ps.type) {
+    case ParamType::Real: return py::float_(v.real);
+    case ParamType::Int: return py::int_(v.integer);
+    case ParamType::RealList: return py::cast(v.list);
+    case ParamType::RealMatrix:
+    case ParamType::PointList: return py::cast(v.matrix);
+  }
+  return py::none();
+}
+
+py::dict param_info(const ParamSpec& ps) {
+  py::dict d;
+  d["name"] = ps.name;
+  d["type"] = to_string(ps.type);
+  d["required"] = ps.required;
+  d["default"] = ps.required ? py::object(py::none()) : py::object(py::float_(ps.fallback));
+  d["bound"] = ps.bound;
+  d["doc"] = ps.doc;
+  d["zero_default"] = ps.zero_default;
+  d["int_range"] = ps.type == ParamType::Int ? py::object(py::make_tuple(ps.int_lo, ps.int_hi)) : py::object(py::none());
+  return d;
+}
+
+/// Python signature text of a kind's constructor, for its docstring.
+std::string signature(const std::string& fn, const std::vector<ParamSpec>& params, const std::string& ret) {
+  std::string s = fn + "(";
+  for (size_t i = 0; i < params.size(); ++i) {
+    s += (i ? ", " : "") + params[i].name;
+    if (!params[i].required) s += params[i].name == "q" || params[i].name == "mean" ? "=None" : "=0.0";
+  }
+  return s + ") -> " + ret;
+}
+
+std::vector<ParamSpec> drop_params(const DropKindSpec& k) {
+  std::vector<ParamSpec> out;
+  for (const auto& [ps, field] : k.params) out.push_back(ps);
+  return out;
+}
+
+py::dict args_dict(const std::vector<ParamSpec>& params, const ParamValues& values) {
+  py::dict d;
+  for (const auto& ps : params) {
+    const ParamValue& v = param_value(values, ps.name);
+    if (v.given) d[py::str(ps.name)] = from_param(ps, v);
+  }
+  return d;
 }
 
 void define_sources(py::module_& m) {
-  py::class_<Source>(m, "Source", "Arrival source. Build with the static constructors.")
-      .def_static("bernoulli", &Source::bernoulli, py::arg("alpha"), "Bernoulli arrivals, probability alpha per slot.")
-      .def_static("mmbp", &Source::mmbp, py::arg("matrix"), py::arg("arrival"),
-                  "Markov-modulated Bernoulli: row-stochastic modulator matrix, arrival probability per state.")
-      .def_static("ssmp", &Source::ssmp, py::arg("n"), py::arg("q"), py::arg("a"),
-                  "The self-similar MMBP of Robert and Le Boudec.")
-      .def_static("ssmp_from_mean", &Source::ssmp_from_mean, py::arg("mean"), py::arg("a"), py::arg("n"),
-                  "The SSMP with n states and this a whose mean arrival rate is `mean` (q solved for).")
-      .def_static("poisson", &Source::poisson, py::arg("rate"), "Poisson arrivals (continuous time), rate per unit time.")
-      .def_static("mmpp", &Source::mmpp, py::arg("generator"), py::arg("rates"),
-                  "Markov-modulated Poisson process (continuous time): modulator generator, rate per state.")
-      .def_property_readonly("kind", &source_kind, "'bernoulli', 'mmbp', 'ssmp', 'poisson' or 'mmpp'.")
+  py::class_<Source> source(m, "Source", "Arrival source. Build with the static constructors.");
+  {
+    py::options opts;
+    opts.disable_function_signatures();
+    for (const SourceKindSpec& k : source_kinds()) {  // one constructor per registry entry
+      const SourceKindSpec* spec = &k;
+      source.def_static(
+          k.name.c_str(),
+          [spec](const py::args& args, const py::kwargs& kwargs) {
+            return spec->make(bind_params(spec->params, spec->name, "source.", args, kwargs));
+          },
+          (signature(k.name, k.params, "Source") + "\n\n" + k.doc).c_str());
+    }
+    source.def_static(
+        "ssmp_from_mean",
+        [](py::handle mean, py::handle a, py::handle n) {
+          const ParamSpec& ns = source_kind(Source::Kind::SSMP).params[0];
+          return Source::ssmp_from_mean(to_real("source.mean", mean), to_real("source.a", a),
+                                        static_cast<int>(to_int("source.n", n, ns.int_lo, ns.int_hi)));
+        },
+        py::arg("mean"), py::arg("a"), py::arg("n"),
+        "ssmp_from_mean(mean, a, n) -> Source\n\nThe SSMP with n states and this a whose mean arrival rate is "
+        "`mean` (q solved for).");
+    source.def_static(
+        "make",
+        [](const std::string& kind, const py::kwargs& kwargs) {
+          const SourceKindSpec& spec = source_kind(kind);
+          return spec.make(bind_params(spec.params, spec.name, "source.", py::args(), kwargs));
+        },
+        py::arg("kind"),
+        "make(kind, **params) -> Source\n\nThe source of this kind (a name of Source.kinds()) from its parameters "
+        "by name.");
+  }
+  source
+      .def_property_readonly_static(
+          "kinds",
+          [](py::object) {
+            py::list out;
+            for (const auto& k : source_kinds()) {
+              py::dict d;
+              d["name"] = k.name, d["doc"] = k.doc, d["continuous"] = k.continuous;
+              py::list ps;
+              for (const auto& p : k.params) ps.append(param_info(p));
+              d["params"] = ps;
+              out.append(d);
+            }
+            return out;
+          },
+          "The source kinds (the core's registry): name, doc, continuous, params (name, type, required, "
+          "default, bound, doc, int_range).")
+      .def(
+          "args", [](const Source& s) { return args_dict(source_kind(s.kind).params, s.args()); },
+          "The parameters by name, as a model file writes them (Source.make(s.kind, **s.args()) rebuilds it).")
+      .def_property_readonly("kind", &Source::kind_name, "The kind's name (one of Source.kinds).")
       .def_property_readonly("continuous", &Source::continuous, "True for the continuous-time kinds (Poisson, MMPP).")
       .def_readonly("matrix", &Source::matrix,
                     "The modulator: a row-stochastic matrix (slotted kinds; [[1]] for Bernoulli) or a generator "
@@ -55,7 +263,14 @@ void define_sources(py::module_& m) {
       .def_property_readonly_static("max_modulator_states", [](py::object) { return kMaxModulatorStates; },
                                     "Largest modulator (MMBP matrix, MMPP generator) the core accepts.")
       .def("__repr__", &Source::describe);
-  m.def("ssmp_q_for_mean", &ssmp_q_for_mean, py::arg("mean"), py::arg("a"), py::arg("n"),
+  m.def(
+      "ssmp_q_for_mean",
+      [](py::handle mean, py::handle a, py::handle n) {
+        const ParamSpec& ns = source_kind(Source::Kind::SSMP).params[0];
+        return ssmp_q_for_mean(to_real("source.mean", mean), to_real("source.a", a),
+                               static_cast<int>(to_int("source.n", n, ns.int_lo, ns.int_hi)));
+      },
+      py::arg("mean"), py::arg("a"), py::arg("n"),
         "The SSMP parameter q whose arrival rate (the stationary probability of the arrival state 0) is "
         "`mean`, for this a and n states; raises ModelError if no q in (0, a] fits.");
 
@@ -68,7 +283,12 @@ void define_sources(py::module_& m) {
                     "Least-squares variance-time estimate of H over `levels`.")
       .def_readonly("levels", &HurstReport::levels, "The aggregation levels m of the fit.")
       .def_readonly("variances", &HurstReport::variances, "The exact Var(X^(m)) at those levels.");
-  m.def("hurst", &hurst, py::arg("source"), py::arg("log2_lo") = 0, py::arg("log2_hi") = 20,
+  m.def(
+      "hurst",
+      [](const Source& s, py::handle lo, py::handle hi) {
+        return hurst(s, static_cast<int>(to_int("log2_lo", lo, 0, 30)), static_cast<int>(to_int("log2_hi", hi, 1, 30)));
+      },
+      py::arg("source"), py::arg("log2_lo") = 0, py::arg("log2_hi") = 20,
         "Asymptotic and exact variance-time Hurst parameter of a source.");
 }
 
@@ -101,25 +321,52 @@ py::object drop_call(const DropFunction& f, py::object x) {
 }
 
 void define_drop(py::module_& m) {
-  py::class_<DropFunction>(m, "DropFunction", "AQM drop function p(avg).")
-      .def_static("none", &DropFunction::none, "p = 0: no early drop (the buffer still overflows).")
-      .def_static("red", &DropFunction::red, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"),
-                  "RED: 0 below min_th, rising linearly to p_max at max_th, 1 at or above max_th.")
-      .def_static("gentle_red", &DropFunction::gentle_red, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"),
-                  "Gentle RED: as RED below max_th, then linearly from p_max to 1 at 2 max_th.")
-      .def_static("dsred", &DropFunction::dsred, py::arg("k_l"), py::arg("k_h"), py::arg("gamma"),
-                  "DSRED: two linear segments from 0 at k_l through 1 - gamma at (k_l + k_h) / 2 to 1 at k_h.")
-      .def_static("sred", &DropFunction::sred, py::arg("min_th"), py::arg("q_max") = 0.0, py::arg("seg") = 0.0,
-                  "S-RED: a continuous two-segment quadratic from 0 at min_th through seg (default 0.6 q_max) to 1 "
-                  "at q_max (default: the buffer).")
-      .def_static("nlred", &DropFunction::nlred, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"),
-                  "Nonlinear RED: 1.5 p_max x^2 between the thresholds (x the fraction of the way), 1 above.")
-      .def_static("polynomial", &DropFunction::polynomial, py::arg("min_th"), py::arg("max_th"), py::arg("coeffs"),
-                  "sum_k c_k x^k clipped to [0, 1] between the thresholds (x the fraction of the way), 1 above.")
-      .def_static("table", &DropFunction::table, py::arg("points"),
-                  "Piecewise linear through the (avg, p) points, constant outside them.")
-      .def_property_readonly("kind", &DropFunction::name,
-          "'none', 'red', 'gentle_red', 'dsred', 'sred', 'nlred', 'polynomial' or 'table'.")
+  py::class_<DropFunction> drop(m, "DropFunction", "AQM drop function p(avg).");
+  {
+    py::options opts;
+    opts.disable_function_signatures();
+    for (const DropKindSpec& k : drop_kinds()) {  // one constructor per registry entry
+      const DropKindSpec* spec = &k;
+      drop.def_static(
+          k.name.c_str(),
+          [spec](const py::args& args, const py::kwargs& kwargs) {
+            return DropFunction::make(spec->name, bind_params(drop_params(*spec), spec->name, "aqm.", args, kwargs));
+          },
+          (signature(k.name, drop_params(k), "DropFunction") + "\n\n" + k.doc).c_str());
+    }
+    drop.def_static(
+        "make",
+        [](const std::string& kind, const py::kwargs& kwargs) {
+          const DropKindSpec& spec = drop_kind(kind);
+          return DropFunction::make(kind, bind_params(drop_params(spec), kind, "aqm.", py::args(), kwargs));
+        },
+        py::arg("kind"),
+        "make(kind, **params) -> DropFunction\n\nThe drop function of this kind (a name of DropFunction.kinds()) "
+        "from its parameters by name.");
+  }
+  drop.def_property_readonly_static(
+          "kinds",
+          [](py::object) {
+            py::list out;
+            for (const auto& k : drop_kinds()) {
+              py::dict d;
+              d["name"] = k.name, d["doc"] = k.doc, d["title"] = k.title, d["band"] = k.band;
+              d["scales_p_max"] = (k.traits & DropKindSpec::kScalesPMax) != 0;
+              d["thresholds"] = (k.traits & DropKindSpec::kThresholds) != 0;
+              py::list ps;
+              for (const auto& p : drop_params(k)) ps.append(param_info(p));
+              d["params"] = ps;
+              out.append(d);
+            }
+            return out;
+          },
+          "The drop function kinds (the core's registry): name, doc, title (plots), band (the early-drop region's "
+          "name), scales_p_max (adaptive RED and the dynamic max_th apply), thresholds (modified RED and flow "
+          "comparison apply), params (name, type, required, default, bound, doc).")
+      .def(
+          "args", [](const DropFunction& f) { return args_dict(drop_params(drop_kind(f.kind)), f.args()); },
+          "The parameters by name (DropFunction.make(f.kind, **f.args()) rebuilds it).")
+      .def_property_readonly("kind", &DropFunction::name, "The kind's name (one of DropFunction.kinds).")
       .def_readonly("lo", &DropFunction::lo,
           "The lower threshold: min_th (RED family, SRED, polynomial) or k_l (DSRED).")
       .def_readonly("hi", &DropFunction::hi,

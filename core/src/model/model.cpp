@@ -56,9 +56,9 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
   if (dynamic_max_th) {
     require_finite(p + ".max_th_growth", max_th_growth);
     if (!(max_th_growth > 0.0 && max_th_growth <= 10.0)) fail_param(p + ".max_th_growth", "in (0, 10]", max_th_growth);
-    if (drop.kind != DropFunction::Kind::RED && drop.kind != DropFunction::Kind::GentleRED &&
-        drop.kind != DropFunction::Kind::NLRED)
-      fail_param(p + ".dynamic_max_th", "false unless drop is red, gentle_red or nlred (a drop function with max_th)",
+    if (!drop_has(drop, DropKindSpec::kScalesPMax))
+      fail_param(p + ".dynamic_max_th",
+                 "false unless drop is " + drop_kinds_with(DropKindSpec::kScalesPMax) + " (a drop function with max_th)",
                  "true with drop = '" + drop.name() + "'");
     if (adaptive.enabled)
       fail_param(p + ".dynamic_max_th", "false when aqm.adaptive = true (not combined)", "true");
@@ -66,9 +66,9 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
   if (weight == Weight::AutoRED && adaptive.enabled)
     fail_param(p + ".weight", "static when aqm.adaptive = true (AutoRED's weight reads p(avg) with a fixed p_max)",
                "'autored'");
-  if (adaptive.enabled && drop.kind != DropFunction::Kind::RED && drop.kind != DropFunction::Kind::GentleRED &&
-      drop.kind != DropFunction::Kind::NLRED)
-    fail_param(p + ".adaptive", "false unless drop is red, gentle_red or nlred (a drop function with p_max)",
+  if (adaptive.enabled && !drop_has(drop, DropKindSpec::kScalesPMax))
+    fail_param(p + ".adaptive",
+               "false unless drop is " + drop_kinds_with(DropKindSpec::kScalesPMax) + " (a drop function with p_max)",
                "true with drop = '" + drop.name() + "'");
   if (filter == FilterKind::Redwm && (stateful() || weight != Weight::Static))
     fail_param(p + ".filter", "ewma when a stateful AQM (spacing, adaptive, dynamic_max_th) or AutoRED's weight is "
@@ -199,19 +199,16 @@ int Model::total_flows() const {
 }
 
 namespace {
-bool has_thresholds(DropFunction::Kind k) {
-  return k == DropFunction::Kind::RED || k == DropFunction::Kind::GentleRED || k == DropFunction::Kind::NLRED ||
-         k == DropFunction::Kind::Polynomial;
-}
+bool has_thresholds(const DropFunction& f) { return drop_has(f, DropKindSpec::kThresholds); }
 
 void validate_classes(const Model& md) {
   const Aqm& aqm = md.aqm;
-  if (aqm.modified != Modified::None && !has_thresholds(aqm.drop.kind))
-    fail_param("aqm.modified", "none unless drop is red, gentle_red, nlred or polynomial (a drop function with "
-               "min_th and max_th)", "'" + to_string(aqm.modified) + "' with drop = '" + aqm.drop.name() + "'");
-  if (aqm.flow_compare && !has_thresholds(aqm.drop.kind))
-    fail_param("aqm.flow_compare", "false unless drop is red, gentle_red, nlred or polynomial (a drop function "
-               "with min_th and max_th)", "true with drop = '" + aqm.drop.name() + "'");
+  if (aqm.modified != Modified::None && !has_thresholds(aqm.drop))
+    fail_param("aqm.modified", "none unless drop is " + drop_kinds_with(DropKindSpec::kThresholds) +
+               " (a drop function with min_th and max_th)", "'" + to_string(aqm.modified) + "' with drop = '" + aqm.drop.name() + "'");
+  if (aqm.flow_compare && !has_thresholds(aqm.drop))
+    fail_param("aqm.flow_compare", "false unless drop is " + drop_kinds_with(DropKindSpec::kThresholds) +
+               " (a drop function with min_th and max_th)", "true with drop = '" + aqm.drop.name() + "'");
   if (aqm.flow_compare && md.time == TimeKind::Continuous)
     fail_param("aqm.flow_compare", "false when model.time = \"continuous\" (the comparison is per slotted arrival)",
                "true");
@@ -297,6 +294,7 @@ void Model::validate() const {
 DropFunction Model::resolved_drop() const {
   DropFunction d = aqm.drop;
   if (d.kind == DropFunction::Kind::SRED && d.hi <= 0.0) d.hi = buffer;
+  if (d.kind == DropFunction::Kind::SRED && d.seg <= 0.0) d.seg = 0.6 * d.hi;
   return d;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "aqmchain/errors.hpp"
+#include "aqmchain/model/registry.hpp"
 
 namespace aqm {
 
@@ -62,7 +63,40 @@ struct Source {
   /// Throws ModelError unless the matrix is square, stochastic and matches `arrival`.
   void validate(const std::string& prefix = "source") const;
   std::string describe() const;
+  /// The registry name of the kind ("bernoulli", "ssmp", ...).
+  std::string kind_name() const;
+
+  /// The source `kind` (a registry name) from its parameters by name, validated; ModelError
+  /// names an unknown kind, a missing or an unexpected parameter.
+  static Source make(const std::string& kind, const ParamValues& values);
+  /// This source's parameters by name (the registry's, as a model file writes them).
+  ParamValues args() const;
 };
+
+/// One kind of source: the registry entry.  Every member is given to the constructor.
+struct SourceKindSpec {
+  using Make = Source (*)(const ParamValues&);
+  using Args = ParamValues (*)(const Source&);
+  using Describe = std::string (*)(const Source&);
+
+  Source::Kind kind;
+  std::string name;
+  std::string doc;     ///< one line
+  bool continuous;     ///< a continuous-time kind (model.time = "continuous")
+  std::vector<ParamSpec> params;
+  Make make;           ///< from the values by name (absent optional ones: not given); validates
+  Args args;           ///< the values back (what a model file writes)
+  Describe describe;   ///< "Bernoulli(alpha=0.5)"
+
+  SourceKindSpec(Source::Kind kind, std::string name, std::string doc, bool continuous,
+                 std::vector<ParamSpec> params, Make make, Args args, Describe describe);
+};
+
+/// Every source kind, in the order of Source::Kind.
+const std::vector<SourceKindSpec>& source_kinds();
+const SourceKindSpec& source_kind(Source::Kind kind);
+/// ModelError naming `param` for an unknown name.
+const SourceKindSpec& source_kind(const std::string& name, const std::string& param = "source.kind");
 
 /// Solve pi_0(q) = mean for the SSMP (SPEC 2.1); throws if no q in (0, a] fits.
 double ssmp_q_for_mean(double mean, double a, int n);
