@@ -265,9 +265,11 @@ def registry_markdown(kind: str) -> str:
     from aqmchain import _core
 
     if kind == "drop":
-        rows = ["| `drop` | keys (type; range): meaning | p(avg) |", "|---|---|---|"]
+        rows = ["| `drop` | keys (type; range): meaning | p(avg) | with |", "|---|---|---|---|"]
         for k in _core.DropFunction.kinds:
-            rows.append(f"| `{k['name']}` | {_keys_cell(k['params'])} | {k['doc']} |")
+            with_ = ", ".join(w for w, on in (("adaptive, dynamic_max_th", k["scales_p_max"]),
+                                             ("modified, flow_compare", k["thresholds"])) if on)
+            rows.append(f"| `{k['name']}` | {_keys_cell(k['params'])} | {k['doc']} | {with_} |")
     else:
         rows = ["| `kind` | keys (type; range): meaning | meaning |", "|---|---|---|"]
         for k in _core.Source.kinds:

@@ -1,6 +1,7 @@
 // Bindings of the model layer: sources, service, drop functions, AQM, grid, model.
 #include "common.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <tuple>
@@ -113,6 +114,51 @@ ParamValue to_param(const ParamSpec& ps, const std::string& param, py::handle v)
   }
   return {};
 }
+
+std::string to_str(const std::string& param, py::handle v) {
+  if (!py::isinstance<py::str>(v)) bad_value(param, "a string", v);
+  return v.cast<std::string>();
+}
+
+bool to_bool(const std::string& param, py::handle v) {
+  static const py::object np_bool = py::module_::import("numpy").attr("bool_");
+  if (!py::isinstance<py::bool_>(v) && !py::isinstance(v, np_bool)) bad_value(param, "a boolean (true or false)", v);
+  return py::bool_(py::reinterpret_borrow<py::object>(v)).cast<bool>();
+}
+
+/// An instance of a bound class T (ModelError "must be an aqmchain.<T>" otherwise).
+template <class T>
+T to_instance(const std::string& param, py::handle v) {
+  if (!py::isinstance<T>(v)) {
+    const auto cls = py::type::of<T>().attr("__name__").template cast<std::string>();
+    bad_value(param, "an aqmchain." + cls, v);
+  }
+  return v.cast<T>();
+}
+
+/// " (did you mean 'x'?)" for a misspelt key with a close known one, else "".
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& known) {
+  const py::list close = py::module_::import("difflib").attr("get_close_matches")(key, known, 2, 0.6);
+  if (close.empty()) return "";
+  std::string s = " (did you mean ";
+  for (size_t i = 0; i < close.size(); ++i) s += (i ? " or '" : "'") + close[i].cast<std::string>() + "'";
+  return s + "?)";
+}
+
+/// Keyword arguments of a constructor whose names are checked (TypeError for an unknown one,
+/// with the close known names); values are read by name.
+struct Kwargs {
+  py::kwargs kw;
+  Kwargs(const std::string& fn, py::kwargs given, const std::vector<std::string>& known) : kw(std::move(given)) {
+    for (auto [key, value] : kw) {
+      const auto k = py::str(key).cast<std::string>();
+      if (std::find(known.begin(), known.end(), k) == known.end())
+        throw py::type_error(fn + "() got an unexpected keyword argument '" + k + "'" + did_you_mean(k, known));
+    }
+  }
+  bool has(const char* k) const { return kw.contains(k); }
+  py::object get(const char* k) const { return kw.contains(k) ? py::object(kw[k]) : py::object(); }
+};
 
 /// The arguments of a call (positional in the order of `params`, or by keyword), converted.
 ParamValues bind_params(const std::vector<ParamSpec>& params, const std::string& fn, const std::string& prefix,
@@ -294,10 +340,13 @@ void define_sources(py::module_& m) {
 
 void define_service(py::module_& m) {
   py::class_<Service>(m, "Service", "Geometric service per slot, or exponential service (continuous time).")
-      .def(py::init(&Service::geometric), py::arg("mu"))
-      .def_static("geometric", &Service::geometric, py::arg("mu"),
-                  "Geometric service: the packet in service leaves at the end of a slot with probability mu.")
-      .def_static("exponential", &Service::exponential, py::arg("mu"),
+      .def(py::init([](py::handle mu) { return Service::geometric(to_real("service.mu", mu)); }),
+           py::arg("mu") = py::none())
+      .def_static(
+          "geometric", [](py::handle mu) { return Service::geometric(to_real("service.mu", mu)); }, py::arg("mu"),
+          "Geometric service: the packet in service leaves at the end of a slot with probability mu.")
+      .def_static(
+          "exponential", [](py::handle mu) { return Service::exponential(to_real("service.mu", mu)); }, py::arg("mu"),
                   "Exponential service with rate mu per unit time (continuous time).")
       .def_property_readonly(
           "kind", [](const Service& s) { return s.kind == Service::Kind::Geometric ? "geometric" : "exponential"; },
@@ -387,6 +436,10 @@ void define_drop(py::module_& m) {
       .def("__repr__", [](const DropFunction& f) { return "DropFunction." + f.name() + "(...)"; });
 }
 
+/// Adaptive RED's keys (given only with aqm.adaptive = true).
+constexpr const char* kAdaptiveKeys[] = {"interval",   "target_lo", "target_hi", "increment",  "decrease",
+                                         "p_max_high", "p_max_low", "clock",     "p_max_step", "max_clock_states"};
+
 Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::string& policy, double ecn,
              const std::string& filter, std::vector<double> a_coef, std::vector<double> b_coef,
              std::optional<std::vector<double>> triple, const std::string& spacing, int count_max, bool adaptive, int64_t interval,
@@ -445,23 +498,152 @@ GridSpec make_grid(int k, std::vector<double> points, const std::string& mapping
   return g;
 }
 
-Model make_model(int buffer, Source source, Service service, Aqm aqm, GridSpec grid, const std::string& time,
-                 std::vector<TrafficClass> classes) {
+/// A warning (not an error) for a lower threshold at or above the buffer: the AQM never acts.
+void warn_thresholds(const Model& md) {
+  const DropKindSpec& k = drop_kind(md.aqm.drop.kind);
+  if (k.band.empty() || k.params.empty() || md.aqm.drop.lo < md.buffer) return;
+  const std::string lo = py::str(py::float_(md.aqm.drop.lo).attr("__format__")("g")).cast<std::string>();
+  const std::string msg = "aqm." + k.params[0].first.name + " = " + lo + " is not below the buffer (model.buffer = " +
+                          std::to_string(md.buffer) + "): avg never exceeds it, so the AQM never drops or marks";
+  if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) != 0) throw py::error_already_set();
+}
+
+/// GridSpec(**kwargs): names, types and the integer ranges checked here, the rest by the core.
+GridSpec make_grid_py(const py::kwargs& kwargs) {
+  const GridSpec d{};
+  const RefineOptions r{};
+  const std::vector<std::string> known = {"k", "points", "mapping", "refine", "s_k", "s_points", "step_min",
+                                          "p_step", "growth", "mass_tol", "state_budget", "presolve_k"};
+  const Kwargs kw("GridSpec", kwargs, known);
+  auto real_or = [&](const char* k, double dflt) { return kw.has(k) ? to_real(std::string("grid.") + k, kw.get(k)) : dflt; };
+  auto int_or = [&](const char* k, int dflt, int64_t lo) {
+    return kw.has(k) ? static_cast<int>(to_int(std::string("grid.") + k, kw.get(k), lo, INT32_MAX)) : dflt;
+  };
+  auto list_or = [&](const char* k) {
+    return kw.has(k) && !kw.get(k).is_none() ? to_reals(std::string("grid.") + k, kw.get(k)) : std::vector<double>{};
+  };
+  const int k = int_or("k", d.k, 1);
+  const std::string mapping = kw.has("mapping") ? to_str("grid.mapping", kw.get("mapping")) : to_string(d.mapping);
+  const std::string refine = kw.has("refine") ? to_str("grid.refine", kw.get("refine")) : to_string(d.refine);
+  const int s_k = int_or("s_k", d.s_k, 0);
+  std::vector<double> points = list_or("points"), s_points = list_or("s_points");
+  return make_grid(k, std::move(points), mapping, refine, s_k, std::move(s_points), real_or("step_min", r.step_min),
+                   real_or("p_step", r.p_step), real_or("growth", r.growth), real_or("mass_tol", r.mass_tol),
+                   real_or("state_budget", r.state_budget), int_or("presolve_k", r.presolve_k, -INT32_MAX));
+}
+
+/// The stateful AQM's keys by the feature that uses them: a key given while its feature is off
+/// is refused (one check for Aqm() and the model file).
+void feature_keys(const Aqm& a, const Kwargs& kw) {
+  const bool dyn = a.dynamic_max_th;
+  if (a.weight == Weight::Static && !dyn && kw.has("autored_p"))
+    bad_value("aqm.autored_p", "given only with aqm.weight = \"autored\" or aqm.dynamic_max_th = true",
+              kw.get("autored_p"));
+  if (!dyn && kw.has("max_th_growth"))
+    bad_value("aqm.max_th_growth", "given only with aqm.dynamic_max_th = true", kw.get("max_th_growth"));
+  if (!a.adaptive.enabled) {
+    std::vector<std::string> extra;
+    for (const char* k : kAdaptiveKeys)
+      if (kw.has(k)) extra.push_back(k);
+    std::sort(extra.begin(), extra.end());
+    if (!extra.empty())
+      bad_value("aqm." + extra[0], "given only with aqm.adaptive = true", kw.get(extra[0].c_str()));
+  }
+}
+
+std::vector<double> coefficients(const std::string& param, py::handle v) {
+  std::vector<double> c = to_reals(param, v);
+  if (c.size() > static_cast<size_t>(kMaxFilterCoefficients))
+    fail_param(param, detail::cat("a list of at most ", kMaxFilterCoefficients, " coefficients"),
+               detail::cat(c.size(), " coefficients"));
+  return c;
+}
+
+/// Aqm(**kwargs): names and types checked here (stateful keys by the type of their default,
+/// integer keys in their core ranges), values by Aqm::validate.
+Aqm make_aqm_py(const py::kwargs& kwargs) {
+  const Aqm d{};
+  const Adaptive ad{};
+  std::vector<std::string> known = {"drop", "w", "update", "policy", "ecn", "filter", "a", "b", "triple",
+                                    "spacing", "count_max", "adaptive", "weight", "autored_p", "dynamic_max_th",
+                                    "max_th_growth", "modified", "flow_compare"};
+  for (const char* k : kAdaptiveKeys) known.push_back(k);
+  const Kwargs kw("Aqm", kwargs, known);
+  auto p = [](const char* k) { return std::string("aqm.") + k; };
+  auto real_or = [&](const char* k, double dflt) { return kw.has(k) ? to_real(p(k), kw.get(k)) : dflt; };
+  auto str_or = [&](const char* k, const std::string& dflt) { return kw.has(k) ? to_str(p(k), kw.get(k)) : dflt; };
+  auto bool_or = [&](const char* k, bool dflt) { return kw.has(k) ? to_bool(p(k), kw.get(k)) : dflt; };
+  auto coef = [&](const char* k) {
+    return kw.has(k) && !kw.get(k).is_none() ? std::optional<std::vector<double>>(coefficients(p(k), kw.get(k)))
+                                             : std::nullopt;
+  };
+  const double w = real_or("w", d.w);
+  const std::string update = str_or("update", to_string(d.update)), policy = str_or("policy", to_string(d.policy));
+  const double ecn = real_or("ecn", d.ecn);
+  const std::string filter = str_or("filter", to_string(d.filter));
+  const auto a = coef("a"), b = coef("b"), triple = coef("triple");
+  const std::string spacing = str_or("spacing", to_string(d.spacing));
+  const int count_max = kw.has("count_max") ? static_cast<int>(to_int("aqm.count_max", kw.get("count_max"), 1, kMaxCountMax))
+                                            : d.count_max;
+  const bool adaptive = bool_or("adaptive", ad.enabled);
+  const int64_t interval =
+      kw.has("interval") ? to_int("aqm.interval", kw.get("interval"), 1, kMaxAdaptiveInterval) : ad.interval;
+  const double target_lo = real_or("target_lo", ad.target_lo), target_hi = real_or("target_hi", ad.target_hi);
+  const double increment = real_or("increment", ad.increment), decrease = real_or("decrease", ad.decrease);
+  const double p_max_high = real_or("p_max_high", ad.p_max_high), p_max_low = real_or("p_max_low", ad.p_max_low);
+  const std::string clock = str_or("clock", to_string(ad.clock));
+  const double p_max_step = real_or("p_max_step", ad.p_max_step);
+  const double max_clock_states = real_or("max_clock_states", ad.max_clock_states);
+  const std::string weight = str_or("weight", to_string(d.weight)), autored_p = str_or("autored_p", to_string(d.autored_p));
+  const bool dynamic_max_th = bool_or("dynamic_max_th", d.dynamic_max_th);
+  const double max_th_growth = real_or("max_th_growth", d.max_th_growth);
+  const std::string modified = str_or("modified", to_string(d.modified));
+  const bool flow_compare = bool_or("flow_compare", d.flow_compare);
+  {  // the feature switches, before the values: a key of a feature that is off is refused by name
+    Aqm sw;
+    sw.dynamic_max_th = dynamic_max_th;
+    sw.weight = weight_from(weight);
+    sw.adaptive.enabled = adaptive;
+    feature_keys(sw, kw);
+  }
+  DropFunction drop = kw.has("drop") && !kw.get("drop").is_none() ? to_instance<DropFunction>("aqm.drop", kw.get("drop"))
+                                                                  : DropFunction::none();
+  return make_aqm(std::move(drop), w, update, policy, ecn, filter, a.value_or(std::vector<double>{}),
+                  b.value_or(std::vector<double>{}), triple, spacing, count_max, adaptive, interval, target_lo,
+                  target_hi, increment, decrease, p_max_high, p_max_low, clock, p_max_step, max_clock_states, weight,
+                  autored_p, dynamic_max_th, max_th_growth, modified, flow_compare);
+}
+
+Model make_model(py::handle buffer, py::handle source, py::handle service, py::handle aqm, py::handle grid,
+                 py::handle time, py::handle classes) {
   Model md;
-  md.classes = std::move(classes);
-  md.buffer = buffer;
-  md.time = time_kind_from(time);
-  md.source = std::move(source);
-  md.service = service;
-  md.aqm = std::move(aqm);
-  md.grid = std::move(grid);
+  md.buffer = static_cast<int>(to_int("model.buffer", buffer, 1, kMaxBuffer));
+  md.time = time_kind_from(to_str("model.time", time));
+  if (!classes.is_none()) {
+    if (!is_list(classes)) bad_value("classes", "a list of aqmchain.TrafficClass", classes);
+    size_t i = 0;
+    for (py::handle c : classes) md.classes.push_back(to_instance<TrafficClass>(detail::cat("class[", i++, "]"), c));
+  }
+  md.source = to_instance<Source>("source", source);
+  md.service = to_instance<Service>("service", service);
+  if (!aqm.is_none()) md.aqm = to_instance<Aqm>("aqm", aqm);
+  if (!grid.is_none()) md.grid = to_instance<GridSpec>("grid", grid);
   md.validate();
+  warn_thresholds(md);
   return md;
 }
 
-TrafficClass make_class(const std::string& name, std::vector<double> share, double ecn, bool mice, int flows,
-                        std::vector<double> flow_weights) {
-  TrafficClass k{name, std::move(share), ecn, mice, flows, std::move(flow_weights)};
+TrafficClass make_class(py::handle name_, py::handle share_, py::handle ecn, py::handle mice, py::handle flows,
+                        py::handle flow_weights) {
+  const std::string name = to_str("class.name", name_);
+  const std::vector<double> share =
+      is_real(share_) ? std::vector<double>{to_real("class.share", share_)} : to_reals("class.share", share_);
+  TrafficClass k{name,
+                 share,
+                 to_real("class.ecn", ecn),
+                 to_bool("class.mice", mice),
+                 static_cast<int>(to_int("class.flows", flows, 1, INT32_MAX)),
+                 flow_weights.is_none() ? std::vector<double>{} : to_reals("class.flow_weights", flow_weights)};
   // the per-state share count is checked against the source by Model::validate
   k.validate("class", k.share.empty() ? 1 : static_cast<int>(k.share.size()));
   return k;
@@ -474,7 +656,7 @@ void define_classes(py::module_& m) {
                            "and its flows (uniform, or by flow_weights).")
       .def(py::init(&make_class), py::arg("name"), py::arg("share"), py::arg("ecn") = TrafficClass{}.ecn,
            py::arg("mice") = TrafficClass{}.mice, py::arg("flows") = TrafficClass{}.flows,
-           py::arg("flow_weights") = std::vector<double>{})
+           py::arg("flow_weights") = py::none())
       .def_readonly("name", &TrafficClass::name, "The class's name (the key of its metrics).")
       .def_readonly("share", &TrafficClass::share,
                     "Probability that an arrival is of this class: one number, or one per modulator state.")
@@ -496,21 +678,9 @@ void define_aqm_grid_model(py::module_& m) {
   py::class_<Aqm>(m, "Aqm",
                   "Moving average (EWMA weight w, or REDwM coefficients a, b / the triple), drop function, drop "
                   "policy and ECN.")
-      .def(py::init(&make_aqm), py::kw_only(), py::arg("drop") = DropFunction::none(), py::arg("w") = Aqm{}.w,
-           py::arg("update") = to_string(Aqm{}.update), py::arg("policy") = to_string(Aqm{}.policy),
-           py::arg("ecn") = Aqm{}.ecn, py::arg("filter") = to_string(Aqm{}.filter),
-           py::arg("a") = std::vector<double>{}, py::arg("b") = std::vector<double>{},
-           py::arg("triple") = py::none(),
-           py::arg("spacing") = to_string(Aqm{}.spacing),
-           py::arg("count_max") = Aqm{}.count_max, py::arg("adaptive") = Adaptive{}.enabled,
-           py::arg("interval") = Adaptive{}.interval, py::arg("target_lo") = Adaptive{}.target_lo,
-           py::arg("target_hi") = Adaptive{}.target_hi, py::arg("increment") = Adaptive{}.increment,
-           py::arg("decrease") = Adaptive{}.decrease, py::arg("p_max_high") = Adaptive{}.p_max_high,
-           py::arg("p_max_low") = Adaptive{}.p_max_low, py::arg("clock") = to_string(Adaptive{}.clock),
-           py::arg("p_max_step") = Adaptive{}.p_max_step, py::arg("max_clock_states") = Adaptive{}.max_clock_states,
-           py::arg("weight") = to_string(Aqm{}.weight), py::arg("autored_p") = to_string(Aqm{}.autored_p),
-           py::arg("dynamic_max_th") = Aqm{}.dynamic_max_th, py::arg("max_th_growth") = Aqm{}.max_th_growth,
-           py::arg("modified") = to_string(Aqm{}.modified), py::arg("flow_compare") = Aqm{}.flow_compare,
+      .def(py::init([](const py::kwargs& kw) { return make_aqm_py(kw); }),
+           "Aqm(*, drop=DropFunction.none(), w=0.002, update='per_slot', policy='tail', ecn=0.0, filter='ewma', a=None, "
+           "b=None, triple=None, **stateful) with the stateful keys of Aqm.stateful_defaults() and Aqm.class_defaults(). "
            "modified = 'front' | 'random' protects mice and ECN-capable arrivals (\"Modified RED Algorithm to Improve "
            "The Performance of Web Traffic\"); flow_compare = True drops an arrival and a waiting packet of the same "
            "flow (FDynamicAutoRED's flow comparison); see docs/classes.md. "
@@ -620,17 +790,13 @@ void define_aqm_grid_model(py::module_& m) {
       .def_property_readonly_static("max_coefficients", [](py::object) { return kMaxFilterCoefficients; })
       .def_property_readonly_static("sum_tolerance", [](py::object) { return kFilterSumTolerance; });
 
-  const RefineOptions ro{};
   py::class_<GridSpec>(m, "GridSpec",
                        "avg grid: uniform step 1/k, custom points, the flags mapping of \"Implementation of modified AQM mechanisms in IP routers\", or refine='auto' (a pre-solve "
                        "locates avg's mass and the grid is refined there where p(avg) jumps or is steep); REDwM's s "
                        "grid: step 1/s_k (0: automatic) or s_points.")
-      .def(py::init(&make_grid), py::kw_only(), py::arg("k") = GridSpec{}.k, py::arg("points") = std::vector<double>{},
-           py::arg("mapping") = to_string(GridSpec{}.mapping), py::arg("refine") = to_string(GridSpec{}.refine),
-           py::arg("s_k") = GridSpec{}.s_k, py::arg("s_points") = std::vector<double>{},
-           py::arg("step_min") = ro.step_min, py::arg("p_step") = ro.p_step, py::arg("growth") = ro.growth,
-           py::arg("mass_tol") = ro.mass_tol, py::arg("state_budget") = ro.state_budget,
-           py::arg("presolve_k") = ro.presolve_k)
+      .def(py::init([](const py::kwargs& kw) { return make_grid_py(kw); }),
+           "GridSpec(*, k=4, points=None, mapping='split', refine='none', s_k=0, s_points=None, **refine_options) "
+           "with the options of GridSpec.refine_defaults().")
       .def_readonly("k", &GridSpec::k,
           "Uniform avg grid step 1/k (away from the refined ranges with refine 'auto') (grid.k).")
       .def_readonly("points", &GridSpec::points,
@@ -686,8 +852,8 @@ void define_aqm_grid_model(py::module_& m) {
 
   py::class_<Model>(m, "Model", "A complete queue model: buffer, source, service, AQM, grid, time kind.")
       .def(py::init(&make_model), py::kw_only(), py::arg("buffer"), py::arg("source"), py::arg("service"),
-           py::arg("aqm") = Aqm{}, py::arg("grid") = GridSpec{}, py::arg("time") = to_string(Model{}.time),
-           py::arg("classes") = std::vector<TrafficClass>{})
+           py::arg("aqm") = py::none(), py::arg("grid") = py::none(), py::arg("time") = to_string(Model{}.time),
+           py::arg("classes") = py::none())
       .def_readonly("classes", &Model::classes,
                     "The traffic classes (list of TrafficClass, model file `[[class]]`); empty: one implicit "
                     "class whose ECN probability is aqm.ecn.")
@@ -728,8 +894,9 @@ void define_aqm_grid_model(py::module_& m) {
 void define_scenario(py::module_& m) {
   py::class_<Phase>(m, "Phase", "One phase of a scenario: a duration (slots, or time units in continuous time), "
                                 "the model that holds during it, a free-text label.")
-      .def(py::init([](double duration, Model model, std::string label) {
-             return Phase{duration, std::move(model), std::move(label)};
+      .def(py::init([](py::handle duration, py::handle model, py::handle label) {
+             Model md = to_instance<Model>("phase.model", model);
+             return Phase{to_real("phase.duration", duration), std::move(md), to_str("phase.label", label)};
            }),
            py::arg("duration"), py::arg("model"), py::arg("label") = "")
       .def_readonly("duration", &Phase::duration,
@@ -739,7 +906,11 @@ void define_scenario(py::module_& m) {
       .def("__repr__", [](const Phase& p) { return detail::cat("Phase(duration=", p.duration, ", label='", p.label, "')"); });
 
   py::class_<Scenario>(m, "Scenario", "A piecewise-constant scenario: phases run in order (validated on construction).")
-      .def(py::init([](std::vector<Phase> phases) {
+      .def(py::init([](py::handle phases_) {
+             if (!is_list(phases_)) bad_value("scenario.phase", "a list of aqmchain.Phase", phases_);
+             std::vector<Phase> phases;
+             size_t i = 0;
+             for (py::handle p : phases_) phases.push_back(to_instance<Phase>(detail::cat("phase[", i++, "]"), p));
              Scenario s{std::move(phases)};
              s.validate();
              return s;

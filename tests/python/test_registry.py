@@ -94,3 +94,47 @@ def test_kind_lists_in_messages_are_the_registry_traits():
         aqmchain.Model(buffer=10, source=aqmchain.Source.bernoulli(0.5), service=aqmchain.Service(0.6),
                        aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.table([(1, 0.0), (3, 0.5)]), modified="front"),
                        classes=[aqmchain.TrafficClass("a", 1.0, mice=True)])
+
+
+MODEL_TYPES = [_core.Service, _core.TrafficClass, _core.Aqm, _core.GridSpec, _core.Model, _core.Phase, _core.Scenario]
+
+
+def test_model_types_check_their_arguments_in_the_bindings():
+    """No Python wrapper is installed over the model's constructors: the bindings convert each
+    argument and name the parameter of a wrong type (the API and the model file alike)."""
+    for cls in MODEL_TYPES:
+        assert type(cls.__init__).__name__ != "function", f"{cls.__name__}.__init__ is a Python wrapper"
+    src, svc = _core.Source.bernoulli(0.5), _core.Service(0.5)
+    m = _core.Model(buffer=10, source=src, service=svc)
+    calls = [
+        ("service.mu", lambda: _core.Service("0.5")),
+        ("service.mu", lambda: _core.Service.exponential([1])),
+        ("class.flows", lambda: _core.TrafficClass("a", 1.0, flows=1.5)),
+        ("class.mice", lambda: _core.TrafficClass("a", 1.0, mice=1)),
+        ("class.share[1]", lambda: _core.TrafficClass("a", [0.5, "x"])),
+        ("aqm.ecn", lambda: _core.Aqm(ecn="0.1")),
+        ("aqm.count_max", lambda: _core.Aqm(spacing="count", count_max=2**40)),
+        ("aqm.interval", lambda: _core.Aqm(adaptive=True, interval="5")),
+        ("aqm.drop", lambda: _core.Aqm(drop="red")),
+        ("aqm.increment", lambda: _core.Aqm(increment=0.1)),  # a key of adaptive RED while it is off
+        ("aqm.a", lambda: _core.Aqm(filter="redwm", a=[0.0] * 65, b=[1.0])),
+        ("grid.k", lambda: _core.GridSpec(k=0)),
+        ("grid.step_min", lambda: _core.GridSpec(step_min="x")),
+        ("model.buffer", lambda: _core.Model(buffer=2.5, source=src, service=svc)),
+        ("model.time", lambda: _core.Model(buffer=5, source=src, service=svc, time=1)),
+        ("grid", lambda: _core.Model(buffer=5, source=src, service=svc, grid=3)),
+        ("class[0]", lambda: _core.Model(buffer=5, source=src, service=svc, classes=["a"])),
+        ("phase.duration", lambda: _core.Phase("x", m)),
+        ("phase.model", lambda: _core.Phase(10, None)),
+        ("phase[1]", lambda: _core.Scenario([_core.Phase(10, m), 3])),
+    ]
+    for param, call in calls:
+        with pytest.raises(aqmchain.ModelError) as e:
+            call()
+        assert e.value.param == param and f"'{param}'" in str(e.value), (param, str(e.value))
+    with pytest.raises(TypeError, match=r"did you mean 'count_max'"):
+        _core.Aqm(count_mx=5)
+    with pytest.raises(TypeError, match=r"did you mean 'step_min'"):
+        _core.GridSpec(stepmin=0.1)
+    with pytest.warns(UserWarning, match=r"aqm\.k_l = 12 is not below the buffer \(model\.buffer = 10\)"):
+        _core.Model(buffer=10, source=src, service=svc, aqm=_core.Aqm(drop=_core.DropFunction.dsred(12, 20, 0.5)))
