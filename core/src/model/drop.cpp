@@ -281,7 +281,13 @@ const std::vector<DropKindSpec>& drop_kinds() {
   return table;
 }
 
-const DropKindSpec& drop_kind(DropFunction::Kind kind) { return drop_kinds()[static_cast<size_t>(kind)]; }
+const DropKindSpec& drop_kind(DropFunction::Kind kind) {
+  const auto& t = drop_kinds();
+  const auto i = static_cast<size_t>(kind);
+  if (i >= t.size())
+    throw std::logic_error(detail::cat("drop function registry: no entry for DropFunction::Kind ", i));
+  return t[i];
+}
 
 const DropKindSpec& drop_kind(const std::string& name, const std::string& param) {
   for (const auto& k : drop_kinds())

@@ -404,7 +404,12 @@ const std::vector<SourceKindSpec>& source_kinds() {
   return table;
 }
 
-const SourceKindSpec& source_kind(Source::Kind kind) { return source_kinds()[static_cast<size_t>(kind)]; }
+const SourceKindSpec& source_kind(Source::Kind kind) {
+  const auto& t = source_kinds();
+  const auto i = static_cast<size_t>(kind);
+  if (i >= t.size()) throw std::logic_error(detail::cat("source registry: no entry for Source::Kind ", i));
+  return t[i];
+}
 
 const SourceKindSpec& source_kind(const std::string& name, const std::string& param) {
   std::string all;
