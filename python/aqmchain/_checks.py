@@ -231,11 +231,11 @@ def stateful_value(key: str, value: Any, default: Any, *, err: Callable = model_
 
 
 # The stateful AQM's keys by the feature that uses them (docs/stateful-aqm.md; names from the core).
-SPACING_KEYS = ("count_max",)
+_FEATURES = {f["name"]: f for f in _core.Aqm.features}  # the core's table of the stateful AQM's features
+SPACING_KEYS = tuple(_FEATURES["spacing"]["keys"])
 WEIGHT_KEYS = ("autored_p",)  # AutoRED's weight, also read by the dynamic max_th
-MAXTH_KEYS = ("max_th_growth",)
-ADAPTIVE_KEYS = tuple(sorted(set(_core.Aqm.stateful_defaults()) - {"spacing", "weight", "dynamic_max_th", "adaptive"}
-                             - set(SPACING_KEYS) - set(WEIGHT_KEYS) - set(MAXTH_KEYS)))
+MAXTH_KEYS = tuple(_FEATURES["dynamic_max_th"]["keys"])
+ADAPTIVE_KEYS = tuple(sorted(_FEATURES["adaptive"]["keys"]))
 
 
 def did_you_mean(key: str, known: Any, prefix: str = "") -> str:

@@ -28,12 +28,8 @@ _DROP_KEYS: dict[str, dict[str, bool]] = {  # key -> required (beyond the common
 _STATEFUL_DEFAULTS = _core.Aqm.stateful_defaults()
 _ADAPTIVE_KEYS = set(_checks.ADAPTIVE_KEYS)
 # A feature switched off (by --set or replace) takes the keys only it uses with it.
-_FEATURE_KEYS: dict[str, tuple[Any, tuple[str, ...]]] = {  # switch -> (its off value, its keys)
-    "adaptive": (False, _checks.ADAPTIVE_KEYS),
-    "spacing": ("none", _checks.SPACING_KEYS),
-    "dynamic_max_th": (False, _checks.MAXTH_KEYS),
-    "weight": ("static", ()),
-}
+_FEATURE_KEYS: dict[str, tuple[Any, tuple[str, ...]]] = {  # switch -> (its off value, its keys): the core's table
+    f["name"]: ({"false": False, "true": True}.get(f["off"], f["off"]), tuple(f["keys"])) for f in _core.Aqm.features}
 # Class-aware AQM (docs/classes.md): modified RED and flow comparison.
 _CLASS_AQM_DEFAULTS = _core.Aqm.class_defaults()
 _AQM_COMMON = {"drop", "filter", "update", "policy", "ecn"} | set(_STATEFUL_DEFAULTS) | set(_CLASS_AQM_DEFAULTS)
@@ -235,8 +231,8 @@ def _aqm(sec: _Section) -> _core.Aqm:
         stateful["flow_compare"] = _checks.boolean("aqm.flow_compare", sec._get("flow_compare", False, False))
     extra = {"w": sec.number("w", 0.002)} if filt == "ewma" else coef
     aqm = _core.Aqm(drop=f, filter=filt,
-                    update=sec.string("update", ("per_slot", "per_arrival"), "per_slot"),
-                    policy=sec.string("policy", ("tail", "front", "random"), "tail"),
+                    update=sec.string("update", tuple(_core.UpdateRule.__members__), "per_slot"),
+                    policy=sec.string("policy", tuple(_core.DropPolicy.__members__), "tail"),
                     ecn=sec.number("ecn", 0.0), **extra, **stateful)
     sec.finish(known)
     return aqm

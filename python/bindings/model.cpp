@@ -6,6 +6,7 @@
 #include <optional>
 #include <tuple>
 
+#include "aqmchain/model/features.hpp"
 #include "aqmchain/model/filter.hpp"
 #include "aqmchain/model/model.hpp"
 #include "aqmchain/model/queue_generator.hpp"
@@ -436,10 +437,6 @@ void define_drop(py::module_& m) {
       .def("__repr__", [](const DropFunction& f) { return "DropFunction." + f.name() + "(...)"; });
 }
 
-/// Adaptive RED's keys (given only with aqm.adaptive = true).
-constexpr const char* kAdaptiveKeys[] = {"interval",   "target_lo", "target_hi", "increment",  "decrease",
-                                         "p_max_high", "p_max_low", "clock",     "p_max_step", "max_clock_states"};
-
 Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::string& policy, double ecn,
              const std::string& filter, std::vector<double> a_coef, std::vector<double> b_coef,
              std::optional<std::vector<double>> triple, const std::string& spacing, int count_max, bool adaptive, int64_t interval,
@@ -539,15 +536,15 @@ void feature_keys(const Aqm& a, const Kwargs& kw) {
   if (a.weight == Weight::Static && !dyn && kw.has("autored_p"))
     bad_value("aqm.autored_p", "given only with aqm.weight = \"autored\" or aqm.dynamic_max_th = true",
               kw.get("autored_p"));
-  if (!dyn && kw.has("max_th_growth"))
-    bad_value("aqm.max_th_growth", "given only with aqm.dynamic_max_th = true", kw.get("max_th_growth"));
-  if (!a.adaptive.enabled) {
+  for (const AqmFeature& f : aqm_features()) {  // the keys of a feature that is off (the core's table)
+    const bool on = f.name == "adaptive" ? a.adaptive.enabled : f.name == "dynamic_max_th" ? dyn : true;
+    if (on || !f.refuse_when_off) continue;
     std::vector<std::string> extra;
-    for (const char* k : kAdaptiveKeys)
-      if (kw.has(k)) extra.push_back(k);
+    for (const auto& k : f.keys)
+      if (kw.has(k.c_str())) extra.push_back(k);
     std::sort(extra.begin(), extra.end());
     if (!extra.empty())
-      bad_value("aqm." + extra[0], "given only with aqm.adaptive = true", kw.get(extra[0].c_str()));
+      bad_value("aqm." + extra[0], "given only with aqm." + f.name + " = true", kw.get(extra[0].c_str()));
   }
 }
 
@@ -567,7 +564,9 @@ Aqm make_aqm_py(const py::kwargs& kwargs) {
   std::vector<std::string> known = {"drop", "w", "update", "policy", "ecn", "filter", "a", "b", "triple",
                                     "spacing", "count_max", "adaptive", "weight", "autored_p", "dynamic_max_th",
                                     "max_th_growth", "modified", "flow_compare"};
-  for (const char* k : kAdaptiveKeys) known.push_back(k);
+  for (const AqmFeature& f : aqm_features())
+    for (const auto& k : f.keys)
+      if (std::find(known.begin(), known.end(), k) == known.end()) known.push_back(k);
   const Kwargs kw("Aqm", kwargs, known);
   auto p = [](const char* k) { return std::string("aqm.") + k; };
   auto real_or = [&](const char* k, double dflt) { return kw.has(k) ? to_real(p(k), kw.get(k)) : dflt; };
@@ -702,6 +701,20 @@ void define_aqm_grid_model(py::module_& m) {
             return o;
           },
           "Names and defaults of the stateful-AQM keys (drop spacing, adaptive RED).")
+      .def_property_readonly_static(
+          "features",
+          [](py::object) {
+            py::list out;
+            for (const AqmFeature& f : aqm_features()) {
+              py::dict d;
+              d["name"] = f.name, d["off"] = f.off, d["keys"] = f.keys, d["refuse_when_off"] = f.refuse_when_off;
+              d["doc"] = f.doc;
+              out.append(d);
+            }
+            return out;
+          },
+          "The stateful AQM's features (the core's table): name (the switch), off (its value when off), keys "
+          "(read only by it), refuse_when_off, doc.")
       .def_static(
           "stateful_ranges",
           []() {

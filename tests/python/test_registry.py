@@ -138,3 +138,20 @@ def test_model_types_check_their_arguments_in_the_bindings():
         _core.GridSpec(stepmin=0.1)
     with pytest.warns(UserWarning, match=r"aqm\.k_l = 12 is not below the buffer \(model\.buffer = 10\)"):
         _core.Model(buffer=10, source=src, service=svc, aqm=_core.Aqm(drop=_core.DropFunction.dsred(12, 20, 0.5)))
+
+
+def test_the_stateful_features_are_one_table():
+    """Every stateful key belongs to its feature in the core's table (or is a switch, or
+    autored_p, read by two features); the loader's and the checks' key lists come from it."""
+    features = _core.Aqm.features
+    switches = {f["name"] for f in features}
+    keys = [k for f in features for k in f["keys"]]
+    assert len(keys) == len(set(keys))
+    assert set(_core.Aqm.stateful_defaults()) == switches | set(keys) | {"autored_p"}
+    assert {n: keys for n, (off, keys) in modelfile._FEATURE_KEYS.items()} == {f["name"]: tuple(f["keys"])
+                                                                              for f in features}
+    for f in features:
+        if f["refuse_when_off"]:
+            key = f["keys"][0]
+            with pytest.raises(aqmchain.ModelError, match=rf"'aqm\.{key}' must be given only with aqm\.{f['name']} = true"):
+                aqmchain.Aqm(**{key: _core.Aqm.stateful_defaults()[key]})

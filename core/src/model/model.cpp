@@ -7,6 +7,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "aqmchain/model/features.hpp"
 #include "aqmchain/model/filter.hpp"
 #include "model/validate.hpp"
 
@@ -41,6 +42,19 @@ void Service::validate(const std::string& prefix) const {
 }
 
 // ---------------------------------------------------------------- AQM
+
+const std::vector<AqmFeature>& aqm_features() {
+  static const std::vector<AqmFeature> table = {
+      {"adaptive", "false",
+       {"interval", "target_lo", "target_hi", "increment", "decrease", "p_max_high", "p_max_low", "clock",
+        "p_max_step", "max_clock_states"},
+       true, "adaptive RED: p_max moves every interval slots toward the target band of avg"},
+      {"spacing", "none", {"count_max"}, false, "drop spacing by the count of packets since the last drop"},
+      {"dynamic_max_th", "false", {"max_th_growth"}, true, "FDynamicAutoRED's dynamic max_th"},
+      {"weight", "static", {}, false, "AutoRED's dynamic EWMA weight (reads autored_p, as does the dynamic max_th)"},
+  };
+  return table;
+}
 
 void Aqm::validate(const std::string& p, bool w_is_rate) const {
   require_finite(p + ".w", w);
@@ -249,7 +263,7 @@ void Model::validate() const {
   if (time == TimeKind::Continuous) {
     // SPEC 6: Poisson/MMPP arrivals, exponential service, the EWMA as an ODE.
     if (!source.continuous())
-      fail_param("source.kind", "poisson or mmpp when model.time = \"continuous\"", "'" + source.describe() + "'");
+      fail_param("source.kind", source_kinds_named(true) + " when model.time = \"continuous\"", "'" + source.describe() + "'");
     if (service.kind != Service::Kind::Exponential)
       fail_param("service.kind", "exponential when model.time = \"continuous\"", "'geometric'");
     if (aqm.update != UpdateRule::PerSlot)
@@ -274,7 +288,7 @@ void Model::validate() const {
                                "slots and has no continuous-time form here", "'" + to_string(aqm.filter) + "'");
   } else {
     if (source.continuous())
-      fail_param("source.kind", "bernoulli, ssmp or mmbp when model.time = \"discrete\"",
+      fail_param("source.kind", source_kinds_named(false) + " when model.time = \"discrete\"",
                  "'" + source.describe() + "'");
     if (service.kind != Service::Kind::Geometric)
       fail_param("service.kind", "geometric when model.time = \"discrete\"", "'exponential'");

@@ -442,6 +442,15 @@ ParamValues Source::args() const { return source_kind(kind).args(*this); }
 
 std::string Source::kind_name() const { return source_kind(kind).name; }
 
+bool Source::continuous() const { return source_kind(kind).continuous; }
+
+std::string source_kinds_named(bool continuous) {
+  std::vector<std::string> names;
+  for (const auto& k : source_kinds())
+    if (k.continuous == continuous) names.push_back(k.name);
+  return or_list(names);
+}
+
 std::string Source::describe() const { return source_kind(kind).describe(*this); }
 
 HurstReport hurst(const Source& s, int log2_lo, int log2_hi) {

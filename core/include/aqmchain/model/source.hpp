@@ -50,8 +50,8 @@ struct Source {
   /// >= 0) and the arrival rate in each modulator state (continuous time).
   static Source mmpp(std::vector<std::vector<double>> generator, std::vector<double> rates);
 
-  /// True for the continuous-time kinds (Poisson, MMPP).
-  bool continuous() const { return kind == Kind::Poisson || kind == Kind::MMPP; }
+  /// True for the continuous-time kinds (Poisson, MMPP): the registry's flag.
+  bool continuous() const;
 
   int states() const { return static_cast<int>(arrival.size()); }
   /// Stationary vector of the modulator (unique for an irreducible modulator).
@@ -97,6 +97,8 @@ const std::vector<SourceKindSpec>& source_kinds();
 const SourceKindSpec& source_kind(Source::Kind kind);
 /// ModelError naming `param` for an unknown name.
 const SourceKindSpec& source_kind(const std::string& name, const std::string& param = "source.kind");
+/// The slotted (or continuous-time) kinds as "a, b or c" (error messages).
+std::string source_kinds_named(bool continuous);
 
 /// Solve pi_0(q) = mean for the SSMP (SPEC 2.1); throws if no q in (0, a] fits.
 double ssmp_q_for_mean(double mean, double a, int n);
