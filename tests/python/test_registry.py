@@ -155,3 +155,19 @@ def test_the_stateful_features_are_one_table():
             key = f["keys"][0]
             with pytest.raises(aqmchain.ModelError, match=rf"'aqm\.{key}' must be given only with aqm\.{f['name']} = true"):
                 aqmchain.Aqm(**{key: _core.Aqm.stateful_defaults()[key]})
+
+
+def test_ssmp_n_has_one_bound_for_the_api_the_file_and_the_chain():
+    """n = 1001 (above the dense-modulator bound of MMBP matrices) is accepted by the API, the
+    model file and the chain alike; the one bound is the core's (Source.max_ssmp_n)."""
+    top = _core.Source.max_ssmp_n
+    doc = {"model": {"buffer": 3}, "source": {"kind": "ssmp", "n": 1001, "q": 2.0, "a": 2.0},
+           "service": {"mu": 0.9}, "grid": {"k": 1, "refine": "none"}}
+    m = aqmchain.model_from_dict(doc)[0]
+    assert m.source.states == 1001
+    r = aqmchain.solve_stationary(m)
+    assert r.states >= 1001 and abs(r.pi.sum() - 1) < 1e-12 and 0 <= r.loss < 1
+    for call in (lambda: aqmchain.Source.ssmp(top + 1, 2.0, 2.0),
+                 lambda: aqmchain.model_from_dict({**doc, "source": {**doc["source"], "n": top + 1}})):
+        with pytest.raises(aqmchain.ModelError, match=rf"'source\.n' must be <= {top}, got {top + 1}"):
+            call()
