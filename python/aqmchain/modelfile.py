@@ -34,9 +34,8 @@ _FEATURE_KEYS: dict[str, tuple[Any, tuple[str, ...]]] = {  # switch -> (its off 
 _CLASS_AQM_DEFAULTS = _core.Aqm.class_defaults()
 _AQM_COMMON = {"drop", "filter", "update", "policy", "ecn"} | set(_STATEFUL_DEFAULTS) | set(_CLASS_AQM_DEFAULTS)
 _CLASS_KEYS = ("name", "share", "ecn", "mice", "flows", "flow_weights")
-# Keys each moving average takes (names from the core's FilterKind).
-_FILTER_KEYS: dict[str, set[str]] = {"ewma": {"w"}, "redwm": {"a", "b", "triple"}}
-assert set(_FILTER_KEYS) == set(_core.Aqm.filters)
+# Keys each moving average takes (the core's table of filters).
+_FILTER_KEYS: dict[str, set[str]] = {f: set(keys) for f, keys in _core.Aqm.filter_keys.items()}
 # Solver keys: the options the core defines (names and defaults written once, in C++),
 # less the starting vector, plus the builder's memory budget.
 _SOLVER_DEFAULTS = {k: v for k, v in _core.StationaryOptions.defaults().items() if k != "x0"}

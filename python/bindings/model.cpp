@@ -797,9 +797,22 @@ void define_aqm_grid_model(py::module_& m) {
             return py::make_tuple(a, b);
           },
           py::arg("triple"), "(a, b) of the triple [x, y, z]: b_0 = x, b_1 = y, a_2 = z, a_1 = 1 - x - y - z.")
-      .def_property_readonly_static("filters", [](py::object) {
-        return std::vector<std::string>{to_string(FilterKind::Ewma), to_string(FilterKind::Redwm)};
-      })
+      .def_property_readonly_static(
+          "filters",
+          [](py::object) {
+            std::vector<std::string> names;
+            for (const auto& f : filter_kinds()) names.push_back(f.name);
+            return names;
+          },
+          "The moving averages (values of aqm.filter), from the core's table.")
+      .def_property_readonly_static(
+          "filter_keys",
+          [](py::object) {
+            py::dict d;
+            for (const auto& f : filter_kinds()) d[py::str(f.name)] = f.keys;
+            return d;
+          },
+          "{filter: the aqm keys it reads}, from the core's table.")
       .def_property_readonly_static("max_coefficients", [](py::object) { return kMaxFilterCoefficients; })
       .def_property_readonly_static("sum_tolerance", [](py::object) { return kFilterSumTolerance; });
 

@@ -171,3 +171,10 @@ def test_ssmp_n_has_one_bound_for_the_api_the_file_and_the_chain():
                  lambda: aqmchain.model_from_dict({**doc, "source": {**doc["source"], "n": top + 1}})):
         with pytest.raises(aqmchain.ModelError, match=rf"'source\.n' must be <= {top}, got {top + 1}"):
             call()
+
+
+def test_the_filters_are_one_table():
+    assert list(_core.Aqm.filter_keys) == list(_core.Aqm.filters) == ["ewma", "redwm"]
+    assert modelfile._FILTER_KEYS == {f: set(k) for f, k in _core.Aqm.filter_keys.items()}
+    with pytest.raises(aqmchain.ModelError, match=r"'aqm\.filter' must be one of ewma, redwm, got 'ewm'"):
+        aqmchain.Aqm(filter="ewm")

@@ -365,11 +365,22 @@ Refine refine_from(const std::string& s) {
   if (s == "auto") return Refine::Auto;
   fail_param("grid.refine", "one of none, auto", "'" + s + "'");
 }
-std::string to_string(FilterKind f) { return f == FilterKind::Ewma ? "ewma" : "redwm"; }
+const std::vector<FilterSpec>& filter_kinds() {
+  static const std::vector<FilterSpec> table = {
+      {FilterKind::Ewma, "ewma", {"w"}, "RED's exponentially weighted moving average, weight w"},
+      {FilterKind::Redwm, "redwm", {"a", "b", "triple"},
+       "REDwM's recursion over past averages (a) and queue samples (b), or the triple"},
+  };
+  return table;
+}
+std::string to_string(FilterKind f) { return filter_kinds().at(static_cast<size_t>(f)).name; }
 FilterKind filter_kind_from(const std::string& s) {
-  if (s == "ewma") return FilterKind::Ewma;
-  if (s == "redwm") return FilterKind::Redwm;
-  fail_param("aqm.filter", "one of ewma, redwm", "'" + s + "'");
+  std::string names;
+  for (const auto& f : filter_kinds()) {
+    if (f.name == s) return f.kind;
+    names += (names.empty() ? "" : ", ") + f.name;
+  }
+  fail_param("aqm.filter", "one of " + names, "'" + s + "'");
 }
 std::string to_string(Mapping m) { return m == Mapping::Split ? "split" : m == Mapping::Nearest ? "nearest" : "flags"; }
 

@@ -1,9 +1,12 @@
 // The stateful AQM's features (drop spacing, adaptive RED, AutoRED's weight, the dynamic
-// max_th): one table of their switches and the keys each one reads, written once.
+// max_th) and the moving averages (aqm.filter): tables of their switches and the keys each one
+// reads, written once.
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "aqmchain/model/model.hpp"
 
 namespace aqm {
 
@@ -18,5 +21,16 @@ struct AqmFeature {
 
 /// Every stateful AQM feature (docs/stateful-aqm.md).
 const std::vector<AqmFeature>& aqm_features();
+
+/// One moving average (aqm.filter): the registry entry.
+struct FilterSpec {
+  FilterKind kind;
+  std::string name;               ///< the value of aqm.filter
+  std::vector<std::string> keys;  ///< the aqm keys it reads (refused with the other filters)
+  std::string doc;
+};
+
+/// Every moving average, in the order of FilterKind.
+const std::vector<FilterSpec>& filter_kinds();
 
 }  // namespace aqm
