@@ -218,7 +218,7 @@ std::string signature(const std::string& fn, const std::vector<ParamSpec>& param
   std::string s = fn + "(";
   for (size_t i = 0; i < params.size(); ++i) {
     s += (i ? ", " : "") + params[i].name;
-    if (!params[i].required) s += params[i].name == "q" || params[i].name == "mean" ? "=None" : "=0.0";
+    if (!params[i].required) s += params[i].zero_default ? "=0.0" : "=None";
   }
   return s + ") -> " + ret;
 }
