@@ -14,6 +14,9 @@
    their sections, and any other public name in a last section, so every public name is on
    the page (mkdocstrings renders each from its docstring).
 4. The docstrings' Sphinx roles (:class:`X`, :func:`~a.b`) are shown as code, without the role.
+5. The key tables of the drop functions and sources in docs/model-file.md are generated from the
+   core's registries (``<!-- registry: drop -->``, ``<!-- registry: source -->``), so a new kind
+   is documented by its registry entry.
 """
 
 from __future__ import annotations
@@ -242,6 +245,41 @@ def on_files(files, config):
     files.append(File.generated(config, "reference/cli-help.md", content=cli_markdown()))
     files.append(File.generated(config, "reference/api.md", content=api_markdown()))
     return files
+
+
+_REGISTRY = re.compile(r"<!-- registry: (drop|source) -->")
+
+
+def _keys_cell(params: list[dict]) -> str:
+    if not params:
+        return "(none)"
+    parts = []
+    for p in params:
+        opt = "" if p["required"] else "optional "
+        parts.append(f"{opt}`{p['name']}` ({p['type']}; {p['bound']}): {p['doc']}")
+    return "<br>".join(parts)
+
+
+def registry_markdown(kind: str) -> str:
+    """The key table of one registry (``drop`` or ``source``), from the core's table."""
+    from aqmchain import _core
+
+    if kind == "drop":
+        rows = ["| `drop` | keys (type; range): meaning | p(avg) | with |", "|---|---|---|---|"]
+        for k in _core.DropFunction.kinds:
+            with_ = ", ".join(w for w, on in (("adaptive, dynamic_max_th", k["scales_p_max"]),
+                                             ("modified, flow_compare", k["thresholds"])) if on)
+            rows.append(f"| `{k['name']}` | {_keys_cell(k['params'])} | {k['doc']} | {with_} |")
+    else:
+        rows = ["| `kind` | keys (type; range): meaning | meaning |", "|---|---|---|"]
+        for k in _core.Source.kinds:
+            time = " (continuous time)" if k["continuous"] else ""
+            rows.append(f"| `\"{k['name']}\"`{time} | {_keys_cell(k['params'])} | {k['doc']} |")
+    return "\n".join(rows) + "\n"
+
+
+def on_page_markdown(markdown, page, config, files):
+    return _REGISTRY.sub(lambda m: registry_markdown(m.group(1)), markdown)
 
 
 _ROLE = re.compile(r":(?:class|func|meth|attr|data|mod|exc|obj):(<code>)~?")

@@ -5,18 +5,18 @@ max_iter and slots; uint64 for the seed) and doubles: a Python integer outside t
 range, a string or ``None`` reaches them as a ``TypeError`` that names no parameter.
 This module checks types and ranges first and raises :class:`ModelError` (model
 parameters, simulation options, with ``.param`` set) or :class:`OptionError` (solver
-options) naming the parameter, the bound and the value.  :func:`install` wraps the
-public constructors of ``aqmchain._core`` with these checks once, at import.
+options) naming the parameter, the bound and the value: the model-file loader and the
+CLI use them, and :func:`install` puts them in front of the options classes' constructors
+(SimOptions, StationaryOptions, EnsembleOptions) once, at import.  The model's types check
+their arguments in the bindings (the kinds from the core's registries).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 import operator
 import re
-import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -199,62 +199,6 @@ def sim_options(slots: Any, warmup: Any, replications: Any, seed: Any, batches: 
 
 # ------------------------------------------------------------------ wrapping the core
 
-_DROP_MIN = {"red": "min_th", "gentle_red": "min_th", "nlred": "min_th", "polynomial": "min_th", "sred": "min_th",
-             "dsred": "k_l"}
-
-
-def _warn_thresholds(model: _core.Model) -> None:
-    d = model.aqm.drop
-    key = _DROP_MIN.get(d.kind)
-    if key is not None and d.lo >= model.buffer:
-        warnings.warn(f"aqm.{key} = {d.lo:g} is not below the buffer (model.buffer = {model.buffer}): avg never "
-                      f"exceeds it, so the AQM never drops or marks", UserWarning, stacklevel=3)
-
-
-def _checked(orig: Callable, check: Callable[..., tuple[tuple, dict]]) -> Callable:
-    """``orig`` behind ``check``, which returns the converted (args, kwargs)."""
-
-    @functools.wraps(orig)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        a, k = check(*args, **kwargs)
-        return orig(*a, **k)
-
-    return wrapped
-
-
-def _wrap_static(cls: Any, attr: str, check: Callable[..., tuple[tuple, dict]]) -> None:
-    setattr(cls, attr, staticmethod(_checked(getattr(cls, attr), check)))
-
-
-def _wrap_function(mod: Any, attr: str, check: Callable[..., tuple[tuple, dict]]) -> None:
-    setattr(mod, attr, _checked(getattr(mod, attr), check))
-
-
-def _wrap_init(cls: Any, check: Callable[..., dict], after: Callable[[Any], None] | None = None) -> None:
-    orig = cls.__init__
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if args:
-            raise TypeError(f"{cls.__name__}() takes keyword arguments only")
-        orig(self, **check(**kwargs))
-        if after is not None:
-            after(self)
-
-    __init__.__doc__ = orig.__doc__
-    setattr(cls, "__init__", __init__)
-
-
-def _wrap_args(cls: Any, check: Callable[..., dict]) -> None:
-    """Positional or keyword arguments, checked and passed on as keywords."""
-    orig = cls.__init__
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        orig(self, **check(*args, **kwargs))
-
-    __init__.__doc__ = orig.__doc__
-    setattr(cls, "__init__", __init__)
-
-
 def _wrap_options(cls: Any, check: Callable[..., dict]) -> None:
     """Options classes are built empty (the C++ defaults), then each checked keyword is
     assigned through the class's own property and the whole is validated in C++."""
@@ -272,27 +216,6 @@ def _wrap_options(cls: Any, check: Callable[..., dict]) -> None:
     setattr(cls, "__init__", __init__)
 
 
-def _model_kwargs(*, buffer: Any, source: Any, service: Any, aqm: Any = None, grid: Any = None,
-                  time: Any = "discrete", classes: Any = None) -> dict:
-    k = {"buffer": integer("model.buffer", buffer, 1, MAX_BUFFER), "time": string("model.time", time)}
-    if classes is not None:
-        if isinstance(classes, (str, bytes)) or not hasattr(classes, "__iter__"):
-            raise model_error("classes", "a list of aqmchain.TrafficClass", classes)
-        classes = list(classes)
-        for i, c in enumerate(classes):
-            if not isinstance(c, _core.TrafficClass):
-                raise model_error(f"class[{i}]", "an aqmchain.TrafficClass", c)
-        k["classes"] = classes
-    for key, value, cls in (("source", source, _core.Source), ("service", service, _core.Service),
-                            ("aqm", aqm, _core.Aqm), ("grid", grid, _core.GridSpec)):
-        if value is None and key in ("aqm", "grid"):
-            continue
-        if not isinstance(value, cls):
-            raise model_error(key, f"an aqmchain.{cls.__name__}", value)
-        k[key] = value
-    return k
-
-
 def stateful_value(key: str, value: Any, default: Any, *, err: Callable = model_error) -> Any:
     """Type check of a stateful-AQM key, by the type of its default, and the range of an
     integer key (both defined in the core)."""
@@ -307,51 +230,12 @@ def stateful_value(key: str, value: Any, default: Any, *, err: Callable = model_
     return real(param, value, err=err)
 
 
-def _aqm_kwargs(*, drop: Any = None, w: Any = 0.002, update: Any = "per_slot", policy: Any = "tail",
-                ecn: Any = 0.0, filter: Any = "ewma", a: Any = None, b: Any = None, triple: Any = None,
-                **stateful: Any) -> dict:
-    k = {"w": real("aqm.w", w), "update": string("aqm.update", update), "policy": string("aqm.policy", policy),
-         "ecn": real("aqm.ecn", ecn), "filter": string("aqm.filter", filter)}
-    for key, value in (("a", a), ("b", b), ("triple", triple)):
-        if value is not None:
-            k[key] = coefficients(f"aqm.{key}", value)
-    defaults = {**_core.Aqm.stateful_defaults(), **_core.Aqm.class_defaults()}
-    for key, value in stateful.items():
-        if key not in defaults:
-            raise TypeError(f"Aqm() got an unexpected keyword argument '{key}'" + did_you_mean(
-                key, ["drop", "w", "update", "policy", "ecn", "filter", "a", "b", "triple", *defaults]))
-        k[key] = stateful_value(key, value, defaults[key])
-    feature_keys(k, stateful)
-    if drop is not None:
-        if not isinstance(drop, _core.DropFunction):
-            raise model_error("aqm.drop", "an aqmchain.DropFunction", drop)
-        k["drop"] = drop
-    return k
-
-
 # The stateful AQM's keys by the feature that uses them (docs/stateful-aqm.md; names from the core).
-SPACING_KEYS = ("count_max",)
+_FEATURES = {f["name"]: f for f in _core.Aqm.features}  # the core's table of the stateful AQM's features
+SPACING_KEYS = tuple(_FEATURES["spacing"]["keys"])
 WEIGHT_KEYS = ("autored_p",)  # AutoRED's weight, also read by the dynamic max_th
-MAXTH_KEYS = ("max_th_growth",)
-ADAPTIVE_KEYS = tuple(sorted(set(_core.Aqm.stateful_defaults()) - {"spacing", "weight", "dynamic_max_th", "adaptive"}
-                             - set(SPACING_KEYS) - set(WEIGHT_KEYS) - set(MAXTH_KEYS)))
-
-
-def feature_keys(values: dict, given: dict, *, err: Callable = model_error) -> None:
-    """Refuse a key given for a feature that is off (``aqm.autored_p`` without AutoRED's weight or
-    the dynamic max_th, an adaptive-RED key without ``aqm.adaptive = true``, ...): one check for
-    :class:`aqmchain.Aqm` and the model file.  ``values``: the keyword arguments (checked),
-    ``given``: those the caller gave (their values are shown)."""
-    dyn = values.get("dynamic_max_th", False)
-    if values.get("weight", "static") == "static" and not dyn and "autored_p" in given:
-        raise err("aqm.autored_p", 'given only with aqm.weight = "autored" or aqm.dynamic_max_th = true',
-                  given["autored_p"])
-    if not dyn and "max_th_growth" in given:
-        raise err("aqm.max_th_growth", "given only with aqm.dynamic_max_th = true", given["max_th_growth"])
-    if not values.get("adaptive", False):
-        extra = sorted(set(ADAPTIVE_KEYS) & set(given))
-        if extra:
-            raise err(f"aqm.{extra[0]}", "given only with aqm.adaptive = true", given[extra[0]])
+MAXTH_KEYS = tuple(_FEATURES["dynamic_max_th"]["keys"])
+ADAPTIVE_KEYS = tuple(sorted(_FEATURES["adaptive"]["keys"]))
 
 
 def did_you_mean(key: str, known: Any, prefix: str = "") -> str:
@@ -366,46 +250,12 @@ def did_you_mean(key: str, known: Any, prefix: str = "") -> str:
     return " (did you mean " + " or ".join(f"'{prefix}{c}'" for c in close) + "?)"
 
 
-def _class_kwargs(name: Any, share: Any, ecn: Any = 0.0, mice: Any = False, flows: Any = 1,
-                  flow_weights: Any = None) -> dict:
-    k = {"name": string("class.name", name), "ecn": real("class.ecn", ecn), "mice": boolean("class.mice", mice),
-         "flows": integer("class.flows", flows, 1, INT32_MAX)}
-    k["share"] = [real("class.share", share)] if isinstance(share, numbers.Real) and not isinstance(share, bool) \
-        else reals("class.share", share)
-    if flow_weights is not None:
-        k["flow_weights"] = reals("class.flow_weights", flow_weights)
-    return k
-
-
-def _grid_kwargs(*, k: Any = 4, points: Any = None, mapping: Any = "split", refine: Any = "none", s_k: Any = 0,
-                 s_points: Any = None, **refine_options: Any) -> dict:
-    """Types only: ranges and defaults of the refinement options live in the core."""
-    out = {"k": integer("grid.k", k, 1, INT32_MAX), "mapping": string("grid.mapping", mapping),
-           "refine": string("grid.refine", refine), "s_k": integer("grid.s_k", s_k, 0, INT32_MAX)}
-    if points is not None:
-        out["points"] = reals("grid.points", points)
-    if s_points is not None:
-        out["s_points"] = reals("grid.s_points", s_points)
-    known = _core.GridSpec.refine_defaults()
-    for name, value in refine_options.items():
-        if name not in known:
-            raise TypeError(f"GridSpec() got an unexpected keyword argument '{name}'" + did_you_mean(
-                name, ["k", "points", "mapping", "refine", "s_k", "s_points", *known]))
-        out[name] = (integer(f"grid.{name}", value, -INT32_MAX, INT32_MAX) if isinstance(known[name], int)
-                     else real(f"grid.{name}", value))
-    return out
-
-
 def coefficients(param: str, value: Any, *, err: Callable = model_error) -> list:
     """A list of at most ``Aqm.max_coefficients`` finite numbers (REDwM's a, b or triple)."""
     v = reals(param, value, err=err)
     if len(v) > _core.Aqm.max_coefficients:
         raise err(param, f"a list of at most {_core.Aqm.max_coefficients} coefficients", f"{len(v)} coefficients")
     return v
-
-
-def _service_kwargs(mu: Any) -> dict:
-    return {"mu": real("service.mu", mu)}
 
 
 def _simopt_kwargs(**kwargs: Any) -> dict:
@@ -440,91 +290,19 @@ def _ensemble_kwargs(**kwargs: Any) -> dict:
     return out
 
 
-def _phase_kwargs(duration: Any, model: Any, label: Any = "") -> dict:
-    if not isinstance(model, _core.Model):
-        raise model_error("phase.model", "an aqmchain.Model", model)
-    return {"duration": real("phase.duration", duration), "model": model, "label": string("phase.label", label)}
-
-
-def _scenario_kwargs(phases: Any) -> dict:
-    if isinstance(phases, (str, bytes, dict)) or not hasattr(phases, "__iter__"):
-        raise model_error("scenario.phase", "a list of aqmchain.Phase", phases)
-    phases = list(phases)
-    for i, p in enumerate(phases):
-        if not isinstance(p, _core.Phase):
-            raise model_error(f"phase[{i}]", "an aqmchain.Phase", p)
-    return {"phases": phases}
-
-
 def _stationary_kwargs(**options: Any) -> dict:
     return solver_options(options)
 
 
-def _ssmp_n(n: Any) -> int:
-    return integer("source.n", n, 2, MAX_SSMP_N)
-
-
 def install() -> None:
-    """Wrap the public constructors and entry points of ``aqmchain._core`` (idempotent)."""
+    """Wrap the constructors of the solver and simulation options of ``aqmchain._core`` (idempotent).
+
+    The model's types (Source, DropFunction, Service, Aqm, GridSpec, TrafficClass, Model, Phase,
+    Scenario) check their arguments in the bindings: nothing is wrapped over them."""
     if getattr(_core, "_checks_installed", False):
         return
     _core._checks_installed = True
 
-    _wrap_init(_core.Model, _model_kwargs, after=_warn_thresholds)
-    _wrap_init(_core.Aqm, _aqm_kwargs)
-    _wrap_init(_core.GridSpec, _grid_kwargs)
     _wrap_options(_core.SimOptions, _simopt_kwargs)
     _wrap_options(_core.StationaryOptions, _stationary_kwargs)
     _wrap_options(_core.EnsembleOptions, _ensemble_kwargs)
-    for cls, check in ((_core.Phase, _phase_kwargs), (_core.Scenario, _scenario_kwargs),
-                       (_core.TrafficClass, _class_kwargs)):
-        _wrap_args(cls, check)
-    svc_init = _core.Service.__init__
-
-    def service_init(self: Any, mu: Any = None, **kwargs: Any) -> None:
-        if kwargs:
-            raise TypeError(f"Service() got unexpected keyword arguments {sorted(kwargs)}")
-        svc_init(self, **_service_kwargs(mu))
-
-    _core.Service.__init__ = service_init
-    _wrap_static(_core.Service, "geometric", lambda mu: ((), _service_kwargs(mu)))
-    _wrap_static(_core.Service, "exponential", lambda mu: ((), _service_kwargs(mu)))
-
-    S = _core.Source
-    _wrap_static(S, "bernoulli", lambda alpha: ((real("source.alpha", alpha),), {}))
-    _wrap_static(S, "poisson", lambda rate: ((real("source.rate", rate),), {}))
-    _wrap_static(S, "mmpp", lambda generator, rates: ((reals("source.generator", generator, 2),
-                                                       reals("source.rates", rates)), {}))
-    _wrap_static(S, "ssmp", lambda n, q, a: ((_ssmp_n(n), real("source.q", q), real("source.a", a)), {}))
-    _wrap_static(S, "ssmp_from_mean",
-                 lambda mean, a, n: ((real("source.mean", mean), real("source.a", a), _ssmp_n(n)), {}))
-    _wrap_static(S, "mmbp", lambda matrix, arrival: ((reals("source.matrix", matrix, 2),
-                                                      reals("source.arrival", arrival)), {}))
-    _wrap_static(S, "batch", lambda matrix, counts: ((reals("source.matrix", matrix, 2),
-                                                      reals("source.counts", counts, 2)), {}))
-    _wrap_function(_core, "ssmp_q_for_mean",
-                   lambda mean, a, n: ((real("source.mean", mean), real("source.a", a), _ssmp_n(n)), {}))
-    _wrap_function(_core, "hurst", lambda source, log2_lo=0, log2_hi=20: (
-        (source, integer("log2_lo", log2_lo, 0, 30), integer("log2_hi", log2_hi, 1, 30)), {}))
-
-    D = _core.DropFunction
-    def red_family(min_th: Any, max_th: Any, p_max: Any) -> tuple[tuple, dict]:
-        return (real("aqm.min_th", min_th), real("aqm.max_th", max_th), real("aqm.p_max", p_max)), {}
-
-    for kind in ("red", "gentle_red", "nlred"):
-        _wrap_static(D, kind, red_family)
-    _wrap_static(D, "dsred", lambda k_l, k_h, gamma: (
-        (real("aqm.k_l", k_l), real("aqm.k_h", k_h), real("aqm.gamma", gamma)), {}))
-    _wrap_static(D, "sred", lambda min_th, q_max=0.0, seg=0.0: (
-        (real("aqm.min_th", min_th), real("aqm.q_max", q_max), real("aqm.seg", seg)), {}))
-    _wrap_static(D, "polynomial", lambda min_th, max_th, coeffs: (
-        (real("aqm.min_th", min_th), real("aqm.max_th", max_th), reals("aqm.coeffs", coeffs)), {}))
-
-    def table(points: Any) -> tuple[tuple, dict]:
-        pts = reals("aqm.points", points, 2)
-        for i, p in enumerate(pts):
-            if len(p) != 2:
-                raise model_error(f"aqm.points[{i}]", "a pair [avg, p]", p)
-        return ([tuple(p) for p in pts],), {}
-
-    _wrap_static(D, "table", table)

@@ -30,20 +30,7 @@ def _kv(d: dict) -> str:
 
 
 def _drop_repr(d: _core.DropFunction) -> str:
-    k = d.kind
-    if k in ("red", "gentle_red", "nlred"):
-        args = {"min_th": d.lo, "max_th": d.hi, "p_max": d.p_max}
-    elif k == "dsred":
-        args = {"k_l": d.lo, "k_h": d.hi, "gamma": d.gamma}
-    elif k == "sred":
-        args = {"min_th": d.lo, "q_max": d.hi, "seg": d.seg}
-    elif k == "polynomial":
-        args = {"min_th": d.lo, "max_th": d.hi, "coeffs": list(d.coeffs)}
-    elif k == "table":
-        args = {"points": [list(p) for p in d.points]}
-    else:
-        args = {}
-    return f"DropFunction.{k}({_kv(args)})"
+    return f"DropFunction.{d.kind}({_kv(d.args())})"  # the parameters of the core's registry
 
 
 def _grid_dict(g: _core.GridSpec) -> dict:

@@ -20,43 +20,31 @@ from ._core import ModelError
 __all__ = ["load_model", "load_config", "load_document", "model_from_dict", "model_to_dict", "apply_overrides",
            "parse_value", "set_key", "replace", "solver_options"]
 
-# Keys each drop function takes (beyond the common AQM keys).
-_DROP_KEYS: dict[str, dict[str, bool]] = {  # key -> required
-    "none": {},
-    "red": {"min_th": True, "max_th": True, "p_max": True},
-    "gentle_red": {"min_th": True, "max_th": True, "p_max": True},
-    "nlred": {"min_th": True, "max_th": True, "p_max": True},
-    "dsred": {"k_l": True, "k_h": True, "gamma": True},
-    "sred": {"min_th": True, "q_max": False, "seg": False},
-    "polynomial": {"min_th": True, "max_th": True, "coeffs": True},
-    "table": {"points": True},
-}
+# The drop functions and sources, their keys and types: the core's registries.
+_DROP_SPECS: dict[str, dict] = {k["name"]: k for k in _core.DropFunction.kinds}
+_DROP_KEYS: dict[str, dict[str, bool]] = {  # key -> required (beyond the common AQM keys)
+    name: {p["name"]: p["required"] for p in k["params"]} for name, k in _DROP_SPECS.items()}
 # Stateful AQM (docs/stateful-aqm.md): names and defaults from the core.
 _STATEFUL_DEFAULTS = _core.Aqm.stateful_defaults()
 _ADAPTIVE_KEYS = set(_checks.ADAPTIVE_KEYS)
 # A feature switched off (by --set or replace) takes the keys only it uses with it.
-_FEATURE_KEYS: dict[str, tuple[Any, tuple[str, ...]]] = {  # switch -> (its off value, its keys)
-    "adaptive": (False, _checks.ADAPTIVE_KEYS),
-    "spacing": ("none", _checks.SPACING_KEYS),
-    "dynamic_max_th": (False, _checks.MAXTH_KEYS),
-    "weight": ("static", ()),
-}
+_FEATURE_KEYS: dict[str, tuple[Any, tuple[str, ...]]] = {  # switch -> (its off value, its keys): the core's table
+    f["name"]: ({"false": False, "true": True}.get(f["off"], f["off"]), tuple(f["keys"])) for f in _core.Aqm.features}
 # Class-aware AQM (docs/classes.md): modified RED and flow comparison.
 _CLASS_AQM_DEFAULTS = _core.Aqm.class_defaults()
 _AQM_COMMON = {"drop", "filter", "update", "policy", "ecn"} | set(_STATEFUL_DEFAULTS) | set(_CLASS_AQM_DEFAULTS)
 _CLASS_KEYS = ("name", "share", "ecn", "mice", "flows", "flow_weights")
-# Keys each moving average takes (names from the core's FilterKind).
-_FILTER_KEYS: dict[str, set[str]] = {"ewma": {"w"}, "redwm": {"a", "b", "triple"}}
-assert set(_FILTER_KEYS) == set(_core.Aqm.filters)
+# Keys each moving average takes (the core's table of filters).
+_FILTER_KEYS: dict[str, set[str]] = {f: set(keys) for f, keys in _core.Aqm.filter_keys.items()}
 # Solver keys: the options the core defines (names and defaults written once, in C++),
 # less the starting vector, plus the builder's memory budget.
 _SOLVER_DEFAULTS = {k: v for k, v in _core.StationaryOptions.defaults().items() if k != "x0"}
 _SOLVER_KEYS = set(_SOLVER_DEFAULTS) | {"memory_limit_gb"}
-_SOURCE_KINDS = {"discrete": ("bernoulli", "ssmp", "mmbp", "batch"), "continuous": ("poisson", "mmpp")}
+_SOURCE_SPECS: dict[str, dict] = {k["name"]: k for k in _core.Source.kinds}
+_SOURCE_KINDS = {time: tuple(n for n, k in _SOURCE_SPECS.items() if k["continuous"] == (time == "continuous"))
+                 for time in ("discrete", "continuous")}
 _SERVICE_KINDS = {"discrete": "geometric", "continuous": "exponential"}
-_SOURCE_KEYS = {"bernoulli": ("kind", "alpha"), "ssmp": ("kind", "n", "a", "q", "mean"), "mmbp": ("kind", "matrix", "arrival"),
-                "poisson": ("kind", "rate"), "mmpp": ("kind", "generator", "rates"),
-                "batch": ("kind", "counts", "matrix")}
+_SOURCE_KEYS = {n: ("kind", *(p["name"] for p in k["params"])) for n, k in _SOURCE_SPECS.items()}
 # Model files refine the avg grid automatically unless they give points or a mapping other
 # than split (GridSpec() itself defaults to the plain grid it describes).
 FILE_REFINE_DEFAULT = "auto"
@@ -161,41 +149,49 @@ def _ssmp_q_for_mean(mean: float, a: float, n: int) -> float:
     return math.exp(0.5 * (lo + hi))
 
 
+def _param(sec: _Section, p: dict) -> Any:
+    """A kind's parameter from its table, by the type the core's registry gives it (None: absent)."""
+    key = p["name"]
+    if key not in sec.table:
+        return sec._get(key, None, p["required"])
+    if p["type"] == "an integer":
+        lo, hi = p["int_range"]
+        return sec.integer(key, lo=lo, hi=hi)
+    if p["type"] == "a number":
+        v = sec.number(key)
+        if p.get("zero_default") and not v > 0:  # 0 means the default in the API: a file omits the key
+            raise _err(f"{sec.name}.{key}", "> 0 (omit the key for the default)", sec.table[key])
+        return v
+    if p["type"] == "a list of numbers":
+        return sec.numbers(key)
+    raw = sec.table[key]
+    if (p["type"] == "a list of lists of numbers" and isinstance(raw, list) and raw
+            and not any(isinstance(x, list) for x in raw)):
+        return [sec.numbers(key)]  # a one-row matrix written as a flat list (e.g. batch Bernoulli's counts)
+    v = sec.numbers(key, depth=2)
+    if p["type"] == "a list of [x, y] pairs":
+        for i, pt in enumerate(v):
+            if len(pt) != 2:
+                raise _err(f"{sec.name}.{key}[{i}]", "a pair [avg, p]", pt)
+    return v
+
+
+def _params(sec: _Section, spec: dict) -> dict:
+    values = {p["name"]: _param(sec, p) for p in spec["params"]}
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def _source(sec: _Section, time: str) -> _core.Source:
     kind = sec.string("kind", _SOURCE_KINDS[time], required=True, context=f'model.time = "{time}"')
-    if kind == "poisson":
-        src = _core.Source.poisson(sec.number("rate", required=True))
-    elif kind == "mmpp":
-        src = _core.Source.mmpp(sec.numbers("generator", required=True, depth=2), sec.numbers("rates", required=True))
-    elif kind == "bernoulli":
-        src = _core.Source.bernoulli(sec.number("alpha", required=True))
-    elif kind == "ssmp":
-        n = sec.integer("n", required=True, lo=2, hi=_checks.MAX_SSMP_N)
-        a = sec.number("a", required=True)
-        has_q, has_mean = "q" in sec.table, "mean" in sec.table
-        if has_q == has_mean:
-            e = ModelError("source kind 'ssmp' needs exactly one of 'source.q' and 'source.mean'")
-            e.param = "source.q"
-            raise e
-        if has_q:
-            src = _core.Source.ssmp(n, sec.number("q"), a)
-        else:
-            mean = sec.number("mean")
-            try:
-                src = _core.Source.ssmp_from_mean(mean, a, n)
-            except ModelError as exc:
-                if "nan" not in str(exc) or not a > 0:
-                    raise
-                # the core's bound pi_0(q = a) overflowed (a^(n-1) > 1e308): solve for q in log space
-                src = _core.Source.ssmp(n, _ssmp_q_for_mean(mean, a, n), a)
-    elif kind == "batch":
-        # batch Bernoulli: counts = one pmf over 0..B; batch MMBP: matrix and one pmf per state
-        matrix = sec.numbers("matrix", depth=2)
-        counts = sec.numbers("counts", required=True, depth=1 if matrix is None else 2)
-        src = _core.Source.batch([[1.0]] if matrix is None else matrix, [counts] if matrix is None else counts)
-    else:
-        src = _core.Source.mmbp(sec.numbers("matrix", required=True, depth=2),
-                                sec.numbers("arrival", required=True))
+    values = _params(sec, _SOURCE_SPECS[kind])
+    try:
+        src = _core.Source.make(kind, **values)
+    except ModelError as exc:
+        a, n = values.get("a"), values.get("n")
+        if not (kind == "ssmp" and "mean" in values and "q" not in values and "nan" in str(exc) and a > 0):
+            raise
+        # the core's bound pi_0(q = a) overflowed (a^(n-1) > 1e308): solve for q in log space
+        src = _core.Source.ssmp(n, _ssmp_q_for_mean(values["mean"], a, n), a)
     sec.finish(_SOURCE_KEYS[kind])
     return src
 
@@ -227,31 +223,7 @@ def _aqm(sec: _Section) -> _core.Aqm:
             raise e
         for key in sorted(has):
             coef[key] = _checks.coefficients(f"aqm.{key}", sec.numbers(key, required=True))
-    num = lambda k: sec.number(k, required=allowed[k])  # noqa: E731
-    if drop == "none":
-        f = _core.DropFunction.none()
-    elif drop in ("red", "gentle_red", "nlred"):
-        f = getattr(_core.DropFunction, drop)(num("min_th"), num("max_th"), num("p_max"))
-    elif drop == "dsred":
-        f = _core.DropFunction.dsred(num("k_l"), num("k_h"), num("gamma"))
-    elif drop == "sred":
-        # an absent q_max / seg means the default (the buffer / 0.6 q_max); a given one must be > 0
-        extra = {}
-        for key in ("q_max", "seg"):
-            if key in sec.table:
-                v = sec.number(key)
-                if not v > 0:
-                    raise _err(f"aqm.{key}", "> 0 (omit the key for the default)", sec.table[key])
-                extra[key] = v
-        f = _core.DropFunction.sred(num("min_th"), extra.get("q_max", 0.0), extra.get("seg", 0.0))
-    elif drop == "polynomial":
-        f = _core.DropFunction.polynomial(num("min_th"), num("max_th"), sec.numbers("coeffs", required=True))
-    else:
-        pts = sec.numbers("points", required=True, depth=2)
-        for i, p in enumerate(pts):
-            if len(p) != 2:
-                raise _err(f"aqm.points[{i}]", "a pair [avg, p]", p)
-        f = _core.DropFunction.table([tuple(p) for p in pts])
+    f = _core.DropFunction.make(drop, **_params(sec, _DROP_SPECS[drop]))
     stateful = {}
     for key in sorted(set(_STATEFUL_DEFAULTS) & set(sec.table)):
         stateful[key] = _checks.stateful_value(key, sec._get(key, None, False), _STATEFUL_DEFAULTS[key])
@@ -262,8 +234,8 @@ def _aqm(sec: _Section) -> _core.Aqm:
         stateful["flow_compare"] = _checks.boolean("aqm.flow_compare", sec._get("flow_compare", False, False))
     extra = {"w": sec.number("w", 0.002)} if filt == "ewma" else coef
     aqm = _core.Aqm(drop=f, filter=filt,
-                    update=sec.string("update", ("per_slot", "per_arrival"), "per_slot"),
-                    policy=sec.string("policy", ("tail", "front", "random"), "tail"),
+                    update=sec.string("update", tuple(_core.UpdateRule.__members__), "per_slot"),
+                    policy=sec.string("policy", tuple(_core.DropPolicy.__members__), "tail"),
                     ecn=sec.number("ecn", 0.0), **extra, **stateful)
     sec.finish(known)
     return aqm
@@ -467,32 +439,9 @@ def solver_options(model: Any) -> dict:
 def model_to_dict(model: _core.Model) -> dict:
     """The model as a JSON/TOML-ready dict with the model-file key names."""
     src = model.source
-    if src.kind == "bernoulli":
-        source = {"kind": "bernoulli", "alpha": src.arrival[0]}
-    elif src.kind == "ssmp":
-        source = {"kind": "ssmp", "n": src.n, "q": src.q, "a": src.a}
-    elif src.kind == "poisson":
-        source = {"kind": "poisson", "rate": src.arrival[0]}
-    elif src.kind == "mmpp":
-        source = {"kind": "mmpp", "generator": src.matrix, "rates": src.arrival}
-    elif src.kind == "batch":
-        source = ({"kind": "batch", "counts": src.counts[0]} if src.states == 1
-                  else {"kind": "batch", "matrix": src.matrix, "counts": src.counts})
-    else:
-        source = {"kind": "mmbp", "matrix": src.matrix, "arrival": src.arrival}
-    d = model.aqm.drop
-    aqm: dict[str, Any] = {"drop": d.kind}
-    if d.kind in ("red", "gentle_red", "nlred"):
-        aqm.update(min_th=d.lo, max_th=d.hi, p_max=d.p_max)
-    elif d.kind == "dsred":
-        aqm.update(k_l=d.lo, k_h=d.hi, gamma=d.gamma)
-    elif d.kind == "sred":
-        r = model.resolved_drop()
-        aqm.update(min_th=r.lo, q_max=r.hi, seg=r.seg if r.seg > 0 else 0.6 * r.hi)
-    elif d.kind == "polynomial":
-        aqm.update(min_th=d.lo, max_th=d.hi, coeffs=list(d.coeffs))
-    elif d.kind == "table":
-        aqm.update(points=[list(p) for p in d.points])
+    source = {"kind": src.kind, **src.args()}
+    d = model.resolved_drop()  # the defaults that depend on the buffer written out (SRED's q_max)
+    aqm: dict[str, Any] = {"drop": d.kind, **d.args()}
     if model.aqm.filter == "redwm":
         aqm.update(filter="redwm", a=list(model.aqm.a), b=list(model.aqm.b))
     else:

@@ -26,14 +26,15 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from . import _core
+
 __all__ = ["queue_pmf", "response_pmf", "heatmap", "joint_pmf", "transient", "variance_time", "local_hurst",
            "model_label", "threshold_band", "figure_format", "save"]
 
 #: default depth of the log y-axes, in powers of ten below the largest value shown
 DECADES = 14.0
 
-_BAND_NAMES = {"red": "min_th..max_th", "gentle_red": "min_th..max_th", "nlred": "min_th..max_th",
-               "polynomial": "min_th..max_th", "dsred": "K_l..K_h", "sred": "min_th..q_max"}
+_DROP_SPECS = {k["name"]: k for k in _core.DropFunction.kinds}  # the core's registry (title, band, params)
 
 
 # ------------------------------------------------------------------ writing
@@ -87,26 +88,14 @@ def model_label(model: Any, name: str | None = None) -> str:
 
     ``name`` (e.g. the model file's name) is put in front."""
     d = model.aqm.drop
-    kind = d.kind
-    if kind in ("red", "gentle_red", "nlred"):
-        drop = f"{kind.upper().replace('_', ' ')}({_num(d.lo)}, {_num(d.hi)}, p_max {_num(d.p_max)})"
-    elif kind == "dsred":
-        drop = f"DSRED({_num(d.lo)}, {_num(d.hi)}, gamma {_num(d.gamma)})"
-    elif kind == "none":
-        drop = "tail drop"
-    else:
-        drop = kind.upper() if kind in ("sred",) else kind
-    s = model.source
-    if s.kind == "bernoulli":
-        src = f"Bernoulli({_num(s.arrival[0])})"
-    elif s.kind == "ssmp":
-        src = f"SSMP(n={s.n}, q={s.q:.4g}, a={_num(s.a)})"
-    elif s.kind == "poisson":
-        src = f"Poisson({_num(s.arrival[0])})"
-    elif s.kind == "batch":
-        src = repr(s)
-    else:
-        src = f"{s.kind.upper()}({s.states} states)"
+    spec = _DROP_SPECS[d.kind]
+    drop = spec["title"]
+    params = spec["params"]
+    if params and all(p["type"] == "a number" and p["required"] for p in params):  # RED(10, 30, p_max 0.1)
+        args = d.args()
+        drop += "(" + ", ".join(_num(args[p["name"]]) if i < 2 else f"{p['name']} {_num(args[p['name']])}"
+                                for i, p in enumerate(params)) + ")"
+    src = repr(model.source)  # the core's description of the source
     mu = f"mu {_num(model.service.mu)}"
     filt = f"w {_num(model.aqm.w)}" if model.aqm.filter == "ewma" else "REDwM"
     pol = "" if model.aqm.policy == "tail" else f", {model.aqm.policy} drop"
@@ -117,13 +106,11 @@ def model_label(model: Any, name: str | None = None) -> str:
 def threshold_band(model: Any) -> tuple[float, float, str] | None:
     """(lo, hi, label) of the drop function's active region (min_th..max_th for the RED
     family, K_l..K_h for DSRED, min_th..q_max for SRED), or ``None`` where none applies."""
-    d = model.aqm.drop
-    label = _BAND_NAMES.get(d.kind)
-    if label is None:
+    d = model.resolved_drop()  # SRED's q_max 0: the buffer
+    label = _DROP_SPECS[d.kind]["band"]
+    if not label:
         return None
     lo, hi = float(d.lo), float(d.hi)
-    if d.kind == "sred" and hi <= 0:
-        hi = float(model.buffer)
     return (lo, hi, label) if hi > lo else None
 
 

@@ -268,7 +268,8 @@ def estimate_hurst(source: _core.Source, estimator: str = "exact", *, range: tup
     if estimator not in HURST_ESTIMATORS:
         raise _err("estimator", "one of " + ", ".join(HURST_ESTIMATORS), estimator)
     if source.continuous:
-        raise _err("source.kind", "a slotted source (bernoulli, ssmp, mmbp, batch)", source.kind)
+        slotted = ", ".join(k["name"] for k in _core.Source.kinds if not k["continuous"])  # the core's registry
+        raise _err("source.kind", f"a slotted source ({slotted})", source.kind)
     desc = repr(source) if "object at" not in repr(source) else source.kind
     if source.kind == "ssmp":
         desc = f"SSMP(n={source.n}, q={source.q:.6g}, a={source.a:g})"

@@ -1,9 +1,12 @@
 // Bindings of the model layer: sources, service, drop functions, AQM, grid, model.
 #include "common.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <tuple>
 
+#include "aqmchain/model/features.hpp"
 #include "aqmchain/model/filter.hpp"
 #include "aqmchain/model/model.hpp"
 #include "aqmchain/model/queue_generator.hpp"
@@ -14,35 +17,282 @@ namespace aqmpy {
 using namespace aqm;
 
 namespace {
-const char* source_kind(const Source& s) {
-  switch (s.kind) {
-    case Source::Kind::Bernoulli: return "bernoulli";
-    case Source::Kind::SSMP: return "ssmp";
-    case Source::Kind::MMBP: return "mmbp";
-    case Source::Kind::Poisson: return "poisson";
-    case Source::Kind::MMPP: return "mmpp";
-    case Source::Kind::Batch: return "batch";
+
+// ---------------------------------------------------------------- arguments from Python, by the registries
+// A wrong type is a ModelError naming the parameter, the bound and the value (not pybind's
+// TypeError that names none): the constructors of the registries' kinds convert here.
+
+/// A short, one-line rendering of a Python value for an error message (never fails).
+std::string show(py::handle v) {
+  try {
+    if (py::isinstance<py::bool_>(v)) return v.ptr() == Py_True ? "True" : "False";
+    if (py::isinstance<py::float_>(v)) {
+      const double d = v.cast<double>();
+      if (std::isnan(d)) return "nan";
+      if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+      return py::repr(py::float_(d)).cast<std::string>();
+    }
+    if (py::isinstance<py::int_>(v)) {
+      const auto bits = py::int_(v.attr("bit_length")()).cast<long long>();
+      if (bits > 200) return detail::cat("an integer of about ", static_cast<long long>(bits * 0.30103) + 1, " digits");
+      return py::str(v).cast<std::string>();
+    }
+    std::string text = py::repr(v).cast<std::string>(), out;
+    for (char c : text) {  // whitespace runs as one space
+      if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+      if (!(c == ' ' && !out.empty() && out.back() == ' ')) out += c;
+    }
+    return out.size() <= 60 ? out : out.substr(0, 57) + "...";
+  } catch (const py::error_already_set&) {
+    return "a " + std::string(Py_TYPE(v.ptr())->tp_name);
   }
-  return "?";
+}
+
+[[noreturn]] void bad_value(const std::string& param, const std::string& bound, py::handle v) {
+  fail_param(param, bound, show(v));
+}
+
+bool is_real(py::handle v) {
+  static const py::object real = py::module_::import("numbers").attr("Real");
+  return !py::isinstance<py::bool_>(v) && py::isinstance(v, real);
+}
+
+double to_real(const std::string& param, py::handle v) {
+  if (!is_real(v)) bad_value(param, "a finite number", v);
+  double d;
+  try {
+    d = py::float_(py::reinterpret_borrow<py::object>(v)).cast<double>();
+  } catch (const py::error_already_set&) {  // an integer beyond the double range
+    bad_value(param, "a finite number", v);
+  }
+  if (!std::isfinite(d)) bad_value(param, "a finite number", v);
+  return d;
+}
+
+int64_t to_int(const std::string& param, py::handle v, int64_t lo, int64_t hi) {
+  const std::string range = detail::cat("an integer in [", lo, ", ", hi, "]");
+  if (py::isinstance<py::bool_>(v) || !PyIndex_Check(v.ptr())) bad_value(param, range, v);
+  const py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(v.ptr()));
+  if (!i) throw py::error_already_set();
+  if (py::int_(i.attr("__lt__")(py::int_(lo))).cast<bool>()) fail_param(param, detail::cat(">= ", lo), show(i));
+  if (py::int_(i.attr("__gt__")(py::int_(hi))).cast<bool>()) fail_param(param, detail::cat("<= ", hi), show(i));
+  return i.cast<int64_t>();
+}
+
+bool is_list(py::handle v) {
+  return !(py::isinstance<py::str>(v) || py::isinstance<py::bytes>(v) || py::isinstance<py::dict>(v)) &&
+         py::hasattr(v, "__iter__");
+}
+
+std::vector<double> to_reals(const std::string& param, py::handle v) {
+  if (!is_list(v)) bad_value(param, "a list", v);
+  std::vector<double> out;
+  size_t i = 0;
+  for (py::handle x : v) out.push_back(to_real(detail::cat(param, "[", i++, "]"), x));
+  return out;
+}
+
+std::vector<std::vector<double>> to_matrix(const std::string& param, py::handle v, bool pairs) {
+  if (!is_list(v)) bad_value(param, "a list of lists", v);
+  std::vector<std::vector<double>> out;
+  size_t i = 0;
+  for (py::handle row : v) {
+    const std::string ri = detail::cat(param, "[", i++, "]");
+    if (!is_list(row)) bad_value(ri, "a list", row);
+    out.push_back(to_reals(ri, row));
+    if (pairs && out.back().size() != 2) bad_value(ri, "a pair [avg, p]", row);
+  }
+  return out;
+}
+
+ParamValue to_param(const ParamSpec& ps, const std::string& param, py::handle v) {
+  switch (ps.type) {
+    case ParamType::Real: return ParamValue::of(to_real(param, v));
+    case ParamType::Int: return ParamValue::of_int(to_int(param, v, ps.int_lo, ps.int_hi));
+    case ParamType::RealList: return ParamValue::of(to_reals(param, v));
+    case ParamType::RealMatrix: return ParamValue::of(to_matrix(param, v, false));
+    case ParamType::PointList: return ParamValue::of(to_matrix(param, v, true));
+  }
+  return {};
+}
+
+std::string to_str(const std::string& param, py::handle v) {
+  if (!py::isinstance<py::str>(v)) bad_value(param, "a string", v);
+  return v.cast<std::string>();
+}
+
+bool to_bool(const std::string& param, py::handle v) {
+  static const py::object np_bool = py::module_::import("numpy").attr("bool_");
+  if (!py::isinstance<py::bool_>(v) && !py::isinstance(v, np_bool)) bad_value(param, "a boolean (true or false)", v);
+  return py::bool_(py::reinterpret_borrow<py::object>(v)).cast<bool>();
+}
+
+/// An instance of a bound class T (ModelError "must be an aqmchain.<T>" otherwise).
+template <class T>
+T to_instance(const std::string& param, py::handle v) {
+  if (!py::isinstance<T>(v)) {
+    const auto cls = py::type::of<T>().attr("__name__").template cast<std::string>();
+    bad_value(param, "an aqmchain." + cls, v);
+  }
+  return v.cast<T>();
+}
+
+/// " (did you mean 'x'?)" for a misspelt key with a close known one, else "".
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& known) {
+  const py::list close = py::module_::import("difflib").attr("get_close_matches")(key, known, 2, 0.6);
+  if (close.empty()) return "";
+  std::string s = " (did you mean ";
+  for (size_t i = 0; i < close.size(); ++i) s += (i ? " or '" : "'") + close[i].cast<std::string>() + "'";
+  return s + "?)";
+}
+
+/// Keyword arguments of a constructor whose names are checked (TypeError for an unknown one,
+/// with the close known names); values are read by name.
+struct Kwargs {
+  py::kwargs kw;
+  Kwargs(const std::string& fn, py::kwargs given, const std::vector<std::string>& known) : kw(std::move(given)) {
+    for (auto [key, value] : kw) {
+      const auto k = py::str(key).cast<std::string>();
+      if (std::find(known.begin(), known.end(), k) == known.end())
+        throw py::type_error(fn + "() got an unexpected keyword argument '" + k + "'" + did_you_mean(k, known));
+    }
+  }
+  bool has(const char* k) const { return kw.contains(k); }
+  py::object get(const char* k) const { return kw.contains(k) ? py::object(kw[k]) : py::object(); }
+};
+
+/// The arguments of a call (positional in the order of `params`, or by keyword), converted.
+ParamValues bind_params(const std::vector<ParamSpec>& params, const std::string& fn, const std::string& prefix,
+                        const py::args& args, const py::kwargs& kwargs) {
+  if (args.size() > params.size())
+    throw py::type_error(detail::cat(fn, "() takes ", params.size(), " arguments, got ", args.size()));
+  std::vector<py::object> given(params.size());
+  for (size_t i = 0; i < args.size(); ++i) given[i] = args[i];
+  for (auto [key, value] : kwargs) {
+    const auto k = key.cast<std::string>();
+    size_t i = 0;
+    while (i < params.size() && params[i].name != k) ++i;
+    if (i == params.size()) throw py::type_error(fn + "() got an unexpected keyword argument '" + k + "'");
+    if (given[i]) throw py::type_error(fn + "() got multiple values for argument '" + k + "'");
+    given[i] = py::reinterpret_borrow<py::object>(value);
+  }
+  ParamValues out;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string param = prefix + params[i].name;
+    if (!given[i] || (!params[i].required && given[i].is_none())) {
+      if (params[i].required) throw py::type_error(fn + "() missing required argument '" + params[i].name + "'");
+      out.emplace_back(params[i].name, ParamValue{});
+      continue;
+    }
+    out.emplace_back(params[i].name, to_param(params[i], param, given[i]));
+  }
+  return out;
+}
+
+py::object from_param(const ParamSpec& ps, const ParamValue& v) {
+  switch (ps.type) {
+    case ParamType::Real: return py::float_(v.real);
+    case ParamType::Int: return py::int_(v.integer);
+    case ParamType::RealList: return py::cast(v.list);
+    case ParamType::RealMatrix:
+    case ParamType::PointList: return py::cast(v.matrix);
+  }
+  return py::none();
+}
+
+py::dict param_info(const ParamSpec& ps) {
+  py::dict d;
+  d["name"] = ps.name;
+  d["type"] = to_string(ps.type);
+  d["required"] = ps.required;
+  d["default"] = ps.required ? py::object(py::none()) : py::object(py::float_(ps.fallback));
+  d["bound"] = ps.bound;
+  d["doc"] = ps.doc;
+  d["zero_default"] = ps.zero_default;
+  d["int_range"] = ps.type == ParamType::Int ? py::object(py::make_tuple(ps.int_lo, ps.int_hi)) : py::object(py::none());
+  return d;
+}
+
+/// Python signature text of a kind's constructor, for its docstring.
+std::string signature(const std::string& fn, const std::vector<ParamSpec>& params, const std::string& ret) {
+  std::string s = fn + "(";
+  for (size_t i = 0; i < params.size(); ++i) {
+    s += (i ? ", " : "") + params[i].name;
+    if (!params[i].required) s += params[i].zero_default ? "=0.0" : "=None";
+  }
+  return s + ") -> " + ret;
+}
+
+std::vector<ParamSpec> drop_params(const DropKindSpec& k) {
+  std::vector<ParamSpec> out;
+  for (const auto& [ps, field] : k.params) out.push_back(ps);
+  return out;
+}
+
+py::dict args_dict(const std::vector<ParamSpec>& params, const ParamValues& values) {
+  py::dict d;
+  for (const auto& ps : params) {
+    const ParamValue& v = param_value(values, ps.name);
+    if (v.given) d[py::str(ps.name)] = from_param(ps, v);
+  }
+  return d;
 }
 
 void define_sources(py::module_& m) {
-  py::class_<Source>(m, "Source", "Arrival source. Build with the static constructors.")
-      .def_static("bernoulli", &Source::bernoulli, py::arg("alpha"), "Bernoulli arrivals, probability alpha per slot.")
-      .def_static("mmbp", &Source::mmbp, py::arg("matrix"), py::arg("arrival"),
-                  "Markov-modulated Bernoulli: row-stochastic modulator matrix, arrival probability per state.")
-      .def_static("ssmp", &Source::ssmp, py::arg("n"), py::arg("q"), py::arg("a"),
-                  "The self-similar MMBP of Robert and Le Boudec.")
-      .def_static("ssmp_from_mean", &Source::ssmp_from_mean, py::arg("mean"), py::arg("a"), py::arg("n"),
-                  "The SSMP with n states and this a whose mean arrival rate is `mean` (q solved for).")
-      .def_static("poisson", &Source::poisson, py::arg("rate"), "Poisson arrivals (continuous time), rate per unit time.")
-      .def_static("mmpp", &Source::mmpp, py::arg("generator"), py::arg("rates"),
-                  "Markov-modulated Poisson process (continuous time): modulator generator, rate per state.")
-      .def_static("batch", &Source::batch_mmbp, py::arg("matrix"), py::arg("counts"),
-                  "Batch arrivals (a batch MMBP): row-stochastic modulator matrix and, per modulator state, the pmf "
-                  "of the number of arrivals in a slot over k = 0..B (B <= max_batch); [[1.0]] and one pmf give "
-                  "batch Bernoulli.")
-      .def_property_readonly("kind", &source_kind, "'bernoulli', 'mmbp', 'ssmp', 'batch', 'poisson' or 'mmpp'.")
+  py::class_<Source> source(m, "Source", "Arrival source. Build with the static constructors.");
+  {
+    py::options opts;
+    opts.disable_function_signatures();
+    for (const SourceKindSpec& k : source_kinds()) {  // one constructor per registry entry
+      const SourceKindSpec* spec = &k;
+      source.def_static(
+          k.name.c_str(),
+          [spec](const py::args& args, const py::kwargs& kwargs) {
+            return spec->make(bind_params(spec->params, spec->name, "source.", args, kwargs));
+          },
+          (signature(k.name, k.params, "Source") + "\n\n" + k.doc).c_str());
+    }
+    source.def_static(
+        "ssmp_from_mean",
+        [](py::handle mean, py::handle a, py::handle n) {
+          const ParamSpec& ns = source_kind(Source::Kind::SSMP).params[0];
+          return Source::ssmp_from_mean(to_real("source.mean", mean), to_real("source.a", a),
+                                        static_cast<int>(to_int("source.n", n, ns.int_lo, ns.int_hi)));
+        },
+        py::arg("mean"), py::arg("a"), py::arg("n"),
+        "ssmp_from_mean(mean, a, n) -> Source\n\nThe SSMP with n states and this a whose mean arrival rate is "
+        "`mean` (q solved for).");
+    source.def_static(
+        "make",
+        [](const std::string& kind, const py::kwargs& kwargs) {
+          const SourceKindSpec& spec = source_kind(kind);
+          return spec.make(bind_params(spec.params, spec.name, "source.", py::args(), kwargs));
+        },
+        py::arg("kind"),
+        "make(kind, **params) -> Source\n\nThe source of this kind (a name of Source.kinds()) from its parameters "
+        "by name.");
+  }
+  source
+      .def_property_readonly_static(
+          "kinds",
+          [](py::object) {
+            py::list out;
+            for (const auto& k : source_kinds()) {
+              py::dict d;
+              d["name"] = k.name, d["doc"] = k.doc, d["continuous"] = k.continuous;
+              py::list ps;
+              for (const auto& p : k.params) ps.append(param_info(p));
+              d["params"] = ps;
+              out.append(d);
+            }
+            return out;
+          },
+          "The source kinds (the core's registry): name, doc, continuous, params (name, type, required, "
+          "default, bound, doc, int_range).")
+      .def(
+          "args", [](const Source& s) { return args_dict(source_kind(s.kind).params, s.args()); },
+          "The parameters by name, as a model file writes them (Source.make(s.kind, **s.args()) rebuilds it).")
+      .def_property_readonly("kind", &Source::kind_name, "The kind's name (one of Source.kinds).")
       .def_property_readonly("continuous", &Source::continuous, "True for the continuous-time kinds (Poisson, MMPP).")
       .def_readonly("matrix", &Source::matrix,
                     "The modulator: a row-stochastic matrix (slotted kinds; [[1]] for Bernoulli) or a generator "
@@ -70,7 +320,14 @@ void define_sources(py::module_& m) {
       .def_property_readonly_static("max_batch_size", [](py::object) { return kMaxBatch; },
                                     "Largest B (arrivals in one slot) of a batch source the core accepts.")
       .def("__repr__", &Source::describe);
-  m.def("ssmp_q_for_mean", &ssmp_q_for_mean, py::arg("mean"), py::arg("a"), py::arg("n"),
+  m.def(
+      "ssmp_q_for_mean",
+      [](py::handle mean, py::handle a, py::handle n) {
+        const ParamSpec& ns = source_kind(Source::Kind::SSMP).params[0];
+        return ssmp_q_for_mean(to_real("source.mean", mean), to_real("source.a", a),
+                               static_cast<int>(to_int("source.n", n, ns.int_lo, ns.int_hi)));
+      },
+      py::arg("mean"), py::arg("a"), py::arg("n"),
         "The SSMP parameter q whose arrival rate (the stationary probability of the arrival state 0) is "
         "`mean`, for this a and n states; raises ModelError if no q in (0, a] fits.");
 
@@ -83,16 +340,24 @@ void define_sources(py::module_& m) {
                     "Least-squares variance-time estimate of H over `levels`.")
       .def_readonly("levels", &HurstReport::levels, "The aggregation levels m of the fit.")
       .def_readonly("variances", &HurstReport::variances, "The exact Var(X^(m)) at those levels.");
-  m.def("hurst", &hurst, py::arg("source"), py::arg("log2_lo") = 0, py::arg("log2_hi") = 20,
+  m.def(
+      "hurst",
+      [](const Source& s, py::handle lo, py::handle hi) {
+        return hurst(s, static_cast<int>(to_int("log2_lo", lo, 0, 30)), static_cast<int>(to_int("log2_hi", hi, 1, 30)));
+      },
+      py::arg("source"), py::arg("log2_lo") = 0, py::arg("log2_hi") = 20,
         "Asymptotic and exact variance-time Hurst parameter of a source.");
 }
 
 void define_service(py::module_& m) {
   py::class_<Service>(m, "Service", "Geometric service per slot, or exponential service (continuous time).")
-      .def(py::init(&Service::geometric), py::arg("mu"))
-      .def_static("geometric", &Service::geometric, py::arg("mu"),
-                  "Geometric service: the packet in service leaves at the end of a slot with probability mu.")
-      .def_static("exponential", &Service::exponential, py::arg("mu"),
+      .def(py::init([](py::handle mu) { return Service::geometric(to_real("service.mu", mu)); }),
+           py::arg("mu") = py::none())
+      .def_static(
+          "geometric", [](py::handle mu) { return Service::geometric(to_real("service.mu", mu)); }, py::arg("mu"),
+          "Geometric service: the packet in service leaves at the end of a slot with probability mu.")
+      .def_static(
+          "exponential", [](py::handle mu) { return Service::exponential(to_real("service.mu", mu)); }, py::arg("mu"),
                   "Exponential service with rate mu per unit time (continuous time).")
       .def_property_readonly(
           "kind", [](const Service& s) { return s.kind == Service::Kind::Geometric ? "geometric" : "exponential"; },
@@ -116,25 +381,52 @@ py::object drop_call(const DropFunction& f, py::object x) {
 }
 
 void define_drop(py::module_& m) {
-  py::class_<DropFunction>(m, "DropFunction", "AQM drop function p(avg).")
-      .def_static("none", &DropFunction::none, "p = 0: no early drop (the buffer still overflows).")
-      .def_static("red", &DropFunction::red, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"),
-                  "RED: 0 below min_th, rising linearly to p_max at max_th, 1 at or above max_th.")
-      .def_static("gentle_red", &DropFunction::gentle_red, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"),
-                  "Gentle RED: as RED below max_th, then linearly from p_max to 1 at 2 max_th.")
-      .def_static("dsred", &DropFunction::dsred, py::arg("k_l"), py::arg("k_h"), py::arg("gamma"),
-                  "DSRED: two linear segments from 0 at k_l through 1 - gamma at (k_l + k_h) / 2 to 1 at k_h.")
-      .def_static("sred", &DropFunction::sred, py::arg("min_th"), py::arg("q_max") = 0.0, py::arg("seg") = 0.0,
-                  "S-RED: a continuous two-segment quadratic from 0 at min_th through seg (default 0.6 q_max) to 1 "
-                  "at q_max (default: the buffer).")
-      .def_static("nlred", &DropFunction::nlred, py::arg("min_th"), py::arg("max_th"), py::arg("p_max"),
-                  "Nonlinear RED: 1.5 p_max x^2 between the thresholds (x the fraction of the way), 1 above.")
-      .def_static("polynomial", &DropFunction::polynomial, py::arg("min_th"), py::arg("max_th"), py::arg("coeffs"),
-                  "sum_k c_k x^k clipped to [0, 1] between the thresholds (x the fraction of the way), 1 above.")
-      .def_static("table", &DropFunction::table, py::arg("points"),
-                  "Piecewise linear through the (avg, p) points, constant outside them.")
-      .def_property_readonly("kind", &DropFunction::name,
-          "'none', 'red', 'gentle_red', 'dsred', 'sred', 'nlred', 'polynomial' or 'table'.")
+  py::class_<DropFunction> drop(m, "DropFunction", "AQM drop function p(avg).");
+  {
+    py::options opts;
+    opts.disable_function_signatures();
+    for (const DropKindSpec& k : drop_kinds()) {  // one constructor per registry entry
+      const DropKindSpec* spec = &k;
+      drop.def_static(
+          k.name.c_str(),
+          [spec](const py::args& args, const py::kwargs& kwargs) {
+            return DropFunction::make(spec->name, bind_params(drop_params(*spec), spec->name, "aqm.", args, kwargs));
+          },
+          (signature(k.name, drop_params(k), "DropFunction") + "\n\n" + k.doc).c_str());
+    }
+    drop.def_static(
+        "make",
+        [](const std::string& kind, const py::kwargs& kwargs) {
+          const DropKindSpec& spec = drop_kind(kind);
+          return DropFunction::make(kind, bind_params(drop_params(spec), kind, "aqm.", py::args(), kwargs));
+        },
+        py::arg("kind"),
+        "make(kind, **params) -> DropFunction\n\nThe drop function of this kind (a name of DropFunction.kinds()) "
+        "from its parameters by name.");
+  }
+  drop.def_property_readonly_static(
+          "kinds",
+          [](py::object) {
+            py::list out;
+            for (const auto& k : drop_kinds()) {
+              py::dict d;
+              d["name"] = k.name, d["doc"] = k.doc, d["title"] = k.title, d["band"] = k.band;
+              d["scales_p_max"] = (k.traits & DropKindSpec::kScalesPMax) != 0;
+              d["thresholds"] = (k.traits & DropKindSpec::kThresholds) != 0;
+              py::list ps;
+              for (const auto& p : drop_params(k)) ps.append(param_info(p));
+              d["params"] = ps;
+              out.append(d);
+            }
+            return out;
+          },
+          "The drop function kinds (the core's registry): name, doc, title (plots), band (the early-drop region's "
+          "name), scales_p_max (adaptive RED and the dynamic max_th apply), thresholds (modified RED and flow "
+          "comparison apply), params (name, type, required, default, bound, doc).")
+      .def(
+          "args", [](const DropFunction& f) { return args_dict(drop_params(drop_kind(f.kind)), f.args()); },
+          "The parameters by name (DropFunction.make(f.kind, **f.args()) rebuilds it).")
+      .def_property_readonly("kind", &DropFunction::name, "The kind's name (one of DropFunction.kinds).")
       .def_readonly("lo", &DropFunction::lo,
           "The lower threshold: min_th (RED family, SRED, polynomial) or k_l (DSRED).")
       .def_readonly("hi", &DropFunction::hi,
@@ -213,23 +505,154 @@ GridSpec make_grid(int k, std::vector<double> points, const std::string& mapping
   return g;
 }
 
-Model make_model(int buffer, Source source, Service service, Aqm aqm, GridSpec grid, const std::string& time,
-                 std::vector<TrafficClass> classes) {
+/// A warning (not an error) for a lower threshold at or above the buffer: the AQM never acts.
+void warn_thresholds(const Model& md) {
+  const DropKindSpec& k = drop_kind(md.aqm.drop.kind);
+  if (k.band.empty() || k.params.empty() || md.aqm.drop.lo < md.buffer) return;
+  const std::string lo = py::str(py::float_(md.aqm.drop.lo).attr("__format__")("g")).cast<std::string>();
+  const std::string msg = "aqm." + k.params[0].first.name + " = " + lo + " is not below the buffer (model.buffer = " +
+                          std::to_string(md.buffer) + "): avg never exceeds it, so the AQM never drops or marks";
+  if (PyErr_WarnEx(PyExc_UserWarning, msg.c_str(), 1) != 0) throw py::error_already_set();
+}
+
+/// GridSpec(**kwargs): names, types and the integer ranges checked here, the rest by the core.
+GridSpec make_grid_py(const py::kwargs& kwargs) {
+  const GridSpec d{};
+  const RefineOptions r{};
+  const std::vector<std::string> known = {"k", "points", "mapping", "refine", "s_k", "s_points", "step_min",
+                                          "p_step", "growth", "mass_tol", "state_budget", "presolve_k"};
+  const Kwargs kw("GridSpec", kwargs, known);
+  auto real_or = [&](const char* k, double dflt) { return kw.has(k) ? to_real(std::string("grid.") + k, kw.get(k)) : dflt; };
+  auto int_or = [&](const char* k, int dflt, int64_t lo) {
+    return kw.has(k) ? static_cast<int>(to_int(std::string("grid.") + k, kw.get(k), lo, INT32_MAX)) : dflt;
+  };
+  auto list_or = [&](const char* k) {
+    return kw.has(k) && !kw.get(k).is_none() ? to_reals(std::string("grid.") + k, kw.get(k)) : std::vector<double>{};
+  };
+  const int k = int_or("k", d.k, 1);
+  const std::string mapping = kw.has("mapping") ? to_str("grid.mapping", kw.get("mapping")) : to_string(d.mapping);
+  const std::string refine = kw.has("refine") ? to_str("grid.refine", kw.get("refine")) : to_string(d.refine);
+  const int s_k = int_or("s_k", d.s_k, 0);
+  std::vector<double> points = list_or("points"), s_points = list_or("s_points");
+  return make_grid(k, std::move(points), mapping, refine, s_k, std::move(s_points), real_or("step_min", r.step_min),
+                   real_or("p_step", r.p_step), real_or("growth", r.growth), real_or("mass_tol", r.mass_tol),
+                   real_or("state_budget", r.state_budget), int_or("presolve_k", r.presolve_k, -INT32_MAX));
+}
+
+/// The stateful AQM's keys by the feature that uses them: a key given while its feature is off
+/// is refused (one check for Aqm() and the model file).
+void feature_keys(const Aqm& a, const Kwargs& kw) {
+  const bool dyn = a.dynamic_max_th;
+  if (a.weight == Weight::Static && !dyn && kw.has("autored_p"))
+    bad_value("aqm.autored_p", "given only with aqm.weight = \"autored\" or aqm.dynamic_max_th = true",
+              kw.get("autored_p"));
+  for (const AqmFeature& f : aqm_features()) {  // the keys of a feature that is off (the core's table)
+    const bool on = f.name == "adaptive" ? a.adaptive.enabled : f.name == "dynamic_max_th" ? dyn : true;
+    if (on || !f.refuse_when_off) continue;
+    std::vector<std::string> extra;
+    for (const auto& k : f.keys)
+      if (kw.has(k.c_str())) extra.push_back(k);
+    std::sort(extra.begin(), extra.end());
+    if (!extra.empty())
+      bad_value("aqm." + extra[0], "given only with aqm." + f.name + " = true", kw.get(extra[0].c_str()));
+  }
+}
+
+std::vector<double> coefficients(const std::string& param, py::handle v) {
+  std::vector<double> c = to_reals(param, v);
+  if (c.size() > static_cast<size_t>(kMaxFilterCoefficients))
+    fail_param(param, detail::cat("a list of at most ", kMaxFilterCoefficients, " coefficients"),
+               detail::cat(c.size(), " coefficients"));
+  return c;
+}
+
+/// Aqm(**kwargs): names and types checked here (stateful keys by the type of their default,
+/// integer keys in their core ranges), values by Aqm::validate.
+Aqm make_aqm_py(const py::kwargs& kwargs) {
+  const Aqm d{};
+  const Adaptive ad{};
+  std::vector<std::string> known = {"drop", "w", "update", "policy", "ecn", "filter", "a", "b", "triple",
+                                    "spacing", "count_max", "adaptive", "weight", "autored_p", "dynamic_max_th",
+                                    "max_th_growth", "modified", "flow_compare"};
+  for (const AqmFeature& f : aqm_features())
+    for (const auto& k : f.keys)
+      if (std::find(known.begin(), known.end(), k) == known.end()) known.push_back(k);
+  const Kwargs kw("Aqm", kwargs, known);
+  auto p = [](const char* k) { return std::string("aqm.") + k; };
+  auto real_or = [&](const char* k, double dflt) { return kw.has(k) ? to_real(p(k), kw.get(k)) : dflt; };
+  auto str_or = [&](const char* k, const std::string& dflt) { return kw.has(k) ? to_str(p(k), kw.get(k)) : dflt; };
+  auto bool_or = [&](const char* k, bool dflt) { return kw.has(k) ? to_bool(p(k), kw.get(k)) : dflt; };
+  auto coef = [&](const char* k) {
+    return kw.has(k) && !kw.get(k).is_none() ? std::optional<std::vector<double>>(coefficients(p(k), kw.get(k)))
+                                             : std::nullopt;
+  };
+  const double w = real_or("w", d.w);
+  const std::string update = str_or("update", to_string(d.update)), policy = str_or("policy", to_string(d.policy));
+  const double ecn = real_or("ecn", d.ecn);
+  const std::string filter = str_or("filter", to_string(d.filter));
+  const auto a = coef("a"), b = coef("b"), triple = coef("triple");
+  const std::string spacing = str_or("spacing", to_string(d.spacing));
+  const int count_max = kw.has("count_max") ? static_cast<int>(to_int("aqm.count_max", kw.get("count_max"), 1, kMaxCountMax))
+                                            : d.count_max;
+  const bool adaptive = bool_or("adaptive", ad.enabled);
+  const int64_t interval =
+      kw.has("interval") ? to_int("aqm.interval", kw.get("interval"), 1, kMaxAdaptiveInterval) : ad.interval;
+  const double target_lo = real_or("target_lo", ad.target_lo), target_hi = real_or("target_hi", ad.target_hi);
+  const double increment = real_or("increment", ad.increment), decrease = real_or("decrease", ad.decrease);
+  const double p_max_high = real_or("p_max_high", ad.p_max_high), p_max_low = real_or("p_max_low", ad.p_max_low);
+  const std::string clock = str_or("clock", to_string(ad.clock));
+  const double p_max_step = real_or("p_max_step", ad.p_max_step);
+  const double max_clock_states = real_or("max_clock_states", ad.max_clock_states);
+  const std::string weight = str_or("weight", to_string(d.weight)), autored_p = str_or("autored_p", to_string(d.autored_p));
+  const bool dynamic_max_th = bool_or("dynamic_max_th", d.dynamic_max_th);
+  const double max_th_growth = real_or("max_th_growth", d.max_th_growth);
+  const std::string modified = str_or("modified", to_string(d.modified));
+  const bool flow_compare = bool_or("flow_compare", d.flow_compare);
+  {  // the feature switches, before the values: a key of a feature that is off is refused by name
+    Aqm sw;
+    sw.dynamic_max_th = dynamic_max_th;
+    sw.weight = weight_from(weight);
+    sw.adaptive.enabled = adaptive;
+    feature_keys(sw, kw);
+  }
+  DropFunction drop = kw.has("drop") && !kw.get("drop").is_none() ? to_instance<DropFunction>("aqm.drop", kw.get("drop"))
+                                                                  : DropFunction::none();
+  return make_aqm(std::move(drop), w, update, policy, ecn, filter, a.value_or(std::vector<double>{}),
+                  b.value_or(std::vector<double>{}), triple, spacing, count_max, adaptive, interval, target_lo,
+                  target_hi, increment, decrease, p_max_high, p_max_low, clock, p_max_step, max_clock_states, weight,
+                  autored_p, dynamic_max_th, max_th_growth, modified, flow_compare);
+}
+
+Model make_model(py::handle buffer, py::handle source, py::handle service, py::handle aqm, py::handle grid,
+                 py::handle time, py::handle classes) {
   Model md;
-  md.classes = std::move(classes);
-  md.buffer = buffer;
-  md.time = time_kind_from(time);
-  md.source = std::move(source);
-  md.service = service;
-  md.aqm = std::move(aqm);
-  md.grid = std::move(grid);
+  md.buffer = static_cast<int>(to_int("model.buffer", buffer, 1, kMaxBuffer));
+  md.time = time_kind_from(to_str("model.time", time));
+  if (!classes.is_none()) {
+    if (!is_list(classes)) bad_value("classes", "a list of aqmchain.TrafficClass", classes);
+    size_t i = 0;
+    for (py::handle c : classes) md.classes.push_back(to_instance<TrafficClass>(detail::cat("class[", i++, "]"), c));
+  }
+  md.source = to_instance<Source>("source", source);
+  md.service = to_instance<Service>("service", service);
+  if (!aqm.is_none()) md.aqm = to_instance<Aqm>("aqm", aqm);
+  if (!grid.is_none()) md.grid = to_instance<GridSpec>("grid", grid);
   md.validate();
+  warn_thresholds(md);
   return md;
 }
 
-TrafficClass make_class(const std::string& name, std::vector<double> share, double ecn, bool mice, int flows,
-                        std::vector<double> flow_weights) {
-  TrafficClass k{name, std::move(share), ecn, mice, flows, std::move(flow_weights)};
+TrafficClass make_class(py::handle name_, py::handle share_, py::handle ecn, py::handle mice, py::handle flows,
+                        py::handle flow_weights) {
+  const std::string name = to_str("class.name", name_);
+  const std::vector<double> share =
+      is_real(share_) ? std::vector<double>{to_real("class.share", share_)} : to_reals("class.share", share_);
+  TrafficClass k{name,
+                 share,
+                 to_real("class.ecn", ecn),
+                 to_bool("class.mice", mice),
+                 static_cast<int>(to_int("class.flows", flows, 1, INT32_MAX)),
+                 flow_weights.is_none() ? std::vector<double>{} : to_reals("class.flow_weights", flow_weights)};
   // the per-state share count is checked against the source by Model::validate
   k.validate("class", k.share.empty() ? 1 : static_cast<int>(k.share.size()));
   return k;
@@ -242,7 +665,7 @@ void define_classes(py::module_& m) {
                            "and its flows (uniform, or by flow_weights).")
       .def(py::init(&make_class), py::arg("name"), py::arg("share"), py::arg("ecn") = TrafficClass{}.ecn,
            py::arg("mice") = TrafficClass{}.mice, py::arg("flows") = TrafficClass{}.flows,
-           py::arg("flow_weights") = std::vector<double>{})
+           py::arg("flow_weights") = py::none())
       .def_readonly("name", &TrafficClass::name, "The class's name (the key of its metrics).")
       .def_readonly("share", &TrafficClass::share,
                     "Probability that an arrival is of this class: one number, or one per modulator state.")
@@ -264,21 +687,9 @@ void define_aqm_grid_model(py::module_& m) {
   py::class_<Aqm>(m, "Aqm",
                   "Moving average (EWMA weight w, or REDwM coefficients a, b / the triple), drop function, drop "
                   "policy and ECN.")
-      .def(py::init(&make_aqm), py::kw_only(), py::arg("drop") = DropFunction::none(), py::arg("w") = Aqm{}.w,
-           py::arg("update") = to_string(Aqm{}.update), py::arg("policy") = to_string(Aqm{}.policy),
-           py::arg("ecn") = Aqm{}.ecn, py::arg("filter") = to_string(Aqm{}.filter),
-           py::arg("a") = std::vector<double>{}, py::arg("b") = std::vector<double>{},
-           py::arg("triple") = py::none(),
-           py::arg("spacing") = to_string(Aqm{}.spacing),
-           py::arg("count_max") = Aqm{}.count_max, py::arg("adaptive") = Adaptive{}.enabled,
-           py::arg("interval") = Adaptive{}.interval, py::arg("target_lo") = Adaptive{}.target_lo,
-           py::arg("target_hi") = Adaptive{}.target_hi, py::arg("increment") = Adaptive{}.increment,
-           py::arg("decrease") = Adaptive{}.decrease, py::arg("p_max_high") = Adaptive{}.p_max_high,
-           py::arg("p_max_low") = Adaptive{}.p_max_low, py::arg("clock") = to_string(Adaptive{}.clock),
-           py::arg("p_max_step") = Adaptive{}.p_max_step, py::arg("max_clock_states") = Adaptive{}.max_clock_states,
-           py::arg("weight") = to_string(Aqm{}.weight), py::arg("autored_p") = to_string(Aqm{}.autored_p),
-           py::arg("dynamic_max_th") = Aqm{}.dynamic_max_th, py::arg("max_th_growth") = Aqm{}.max_th_growth,
-           py::arg("modified") = to_string(Aqm{}.modified), py::arg("flow_compare") = Aqm{}.flow_compare,
+      .def(py::init([](const py::kwargs& kw) { return make_aqm_py(kw); }),
+           "Aqm(*, drop=DropFunction.none(), w=0.002, update='per_slot', policy='tail', ecn=0.0, filter='ewma', a=None, "
+           "b=None, triple=None, **stateful) with the stateful keys of Aqm.stateful_defaults() and Aqm.class_defaults(). "
            "modified = 'front' | 'random' protects mice and ECN-capable arrivals (\"Modified RED Algorithm to Improve "
            "The Performance of Web Traffic\"); flow_compare = True drops an arrival and a waiting packet of the same "
            "flow (FDynamicAutoRED's flow comparison); see docs/classes.md. "
@@ -300,6 +711,20 @@ void define_aqm_grid_model(py::module_& m) {
             return o;
           },
           "Names and defaults of the stateful-AQM keys (drop spacing, adaptive RED).")
+      .def_property_readonly_static(
+          "features",
+          [](py::object) {
+            py::list out;
+            for (const AqmFeature& f : aqm_features()) {
+              py::dict d;
+              d["name"] = f.name, d["off"] = f.off, d["keys"] = f.keys, d["refuse_when_off"] = f.refuse_when_off;
+              d["doc"] = f.doc;
+              out.append(d);
+            }
+            return out;
+          },
+          "The stateful AQM's features (the core's table): name (the switch), off (its value when off), keys "
+          "(read only by it), refuse_when_off, doc.")
       .def_static(
           "stateful_ranges",
           []() {
@@ -382,23 +807,32 @@ void define_aqm_grid_model(py::module_& m) {
             return py::make_tuple(a, b);
           },
           py::arg("triple"), "(a, b) of the triple [x, y, z]: b_0 = x, b_1 = y, a_2 = z, a_1 = 1 - x - y - z.")
-      .def_property_readonly_static("filters", [](py::object) {
-        return std::vector<std::string>{to_string(FilterKind::Ewma), to_string(FilterKind::Redwm)};
-      })
+      .def_property_readonly_static(
+          "filters",
+          [](py::object) {
+            std::vector<std::string> names;
+            for (const auto& f : filter_kinds()) names.push_back(f.name);
+            return names;
+          },
+          "The moving averages (values of aqm.filter), from the core's table.")
+      .def_property_readonly_static(
+          "filter_keys",
+          [](py::object) {
+            py::dict d;
+            for (const auto& f : filter_kinds()) d[py::str(f.name)] = f.keys;
+            return d;
+          },
+          "{filter: the aqm keys it reads}, from the core's table.")
       .def_property_readonly_static("max_coefficients", [](py::object) { return kMaxFilterCoefficients; })
       .def_property_readonly_static("sum_tolerance", [](py::object) { return kFilterSumTolerance; });
 
-  const RefineOptions ro{};
   py::class_<GridSpec>(m, "GridSpec",
                        "avg grid: uniform step 1/k, custom points, the flags mapping of \"Implementation of modified AQM mechanisms in IP routers\", or refine='auto' (a pre-solve "
                        "locates avg's mass and the grid is refined there where p(avg) jumps or is steep); REDwM's s "
                        "grid: step 1/s_k (0: automatic) or s_points.")
-      .def(py::init(&make_grid), py::kw_only(), py::arg("k") = GridSpec{}.k, py::arg("points") = std::vector<double>{},
-           py::arg("mapping") = to_string(GridSpec{}.mapping), py::arg("refine") = to_string(GridSpec{}.refine),
-           py::arg("s_k") = GridSpec{}.s_k, py::arg("s_points") = std::vector<double>{},
-           py::arg("step_min") = ro.step_min, py::arg("p_step") = ro.p_step, py::arg("growth") = ro.growth,
-           py::arg("mass_tol") = ro.mass_tol, py::arg("state_budget") = ro.state_budget,
-           py::arg("presolve_k") = ro.presolve_k)
+      .def(py::init([](const py::kwargs& kw) { return make_grid_py(kw); }),
+           "GridSpec(*, k=4, points=None, mapping='split', refine='none', s_k=0, s_points=None, **refine_options) "
+           "with the options of GridSpec.refine_defaults().")
       .def_readonly("k", &GridSpec::k,
           "Uniform avg grid step 1/k (away from the refined ranges with refine 'auto') (grid.k).")
       .def_readonly("points", &GridSpec::points,
@@ -454,8 +888,8 @@ void define_aqm_grid_model(py::module_& m) {
 
   py::class_<Model>(m, "Model", "A complete queue model: buffer, source, service, AQM, grid, time kind.")
       .def(py::init(&make_model), py::kw_only(), py::arg("buffer"), py::arg("source"), py::arg("service"),
-           py::arg("aqm") = Aqm{}, py::arg("grid") = GridSpec{}, py::arg("time") = to_string(Model{}.time),
-           py::arg("classes") = std::vector<TrafficClass>{})
+           py::arg("aqm") = py::none(), py::arg("grid") = py::none(), py::arg("time") = to_string(Model{}.time),
+           py::arg("classes") = py::none())
       .def_readonly("classes", &Model::classes,
                     "The traffic classes (list of TrafficClass, model file `[[class]]`); empty: one implicit "
                     "class whose ECN probability is aqm.ecn.")
@@ -496,8 +930,9 @@ void define_aqm_grid_model(py::module_& m) {
 void define_scenario(py::module_& m) {
   py::class_<Phase>(m, "Phase", "One phase of a scenario: a duration (slots, or time units in continuous time), "
                                 "the model that holds during it, a free-text label.")
-      .def(py::init([](double duration, Model model, std::string label) {
-             return Phase{duration, std::move(model), std::move(label)};
+      .def(py::init([](py::handle duration, py::handle model, py::handle label) {
+             Model md = to_instance<Model>("phase.model", model);
+             return Phase{to_real("phase.duration", duration), std::move(md), to_str("phase.label", label)};
            }),
            py::arg("duration"), py::arg("model"), py::arg("label") = "")
       .def_readonly("duration", &Phase::duration,
@@ -507,7 +942,11 @@ void define_scenario(py::module_& m) {
       .def("__repr__", [](const Phase& p) { return detail::cat("Phase(duration=", p.duration, ", label='", p.label, "')"); });
 
   py::class_<Scenario>(m, "Scenario", "A piecewise-constant scenario: phases run in order (validated on construction).")
-      .def(py::init([](std::vector<Phase> phases) {
+      .def(py::init([](py::handle phases_) {
+             if (!is_list(phases_)) bad_value("scenario.phase", "a list of aqmchain.Phase", phases_);
+             std::vector<Phase> phases;
+             size_t i = 0;
+             for (py::handle p : phases_) phases.push_back(to_instance<Phase>(detail::cat("phase[", i++, "]"), p));
              Scenario s{std::move(phases)};
              s.validate();
              return s;

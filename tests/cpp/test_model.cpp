@@ -53,6 +53,70 @@ TEST(DropFunction, ValidationNamesParameter) {
   EXPECT_THROW(DropFunction::table({{2, 0.1}, {1, 0.2}}), ModelError);
 }
 
+TEST(Registry, EveryDropKindHasAnEntryInOrder) {
+  // the table is indexed by DropFunction::Kind: entry i is kind i, names unique, each with
+  // its formula, breakpoints and checks (the entry's constructor refuses a missing one)
+  const auto& kinds = drop_kinds();
+  ASSERT_GE(kinds.size(), static_cast<size_t>(DropFunction::Kind::Table) + 1);
+  // an enumerator without its entry is refused by name (never read past the table)
+  EXPECT_THROW(drop_kind(static_cast<DropFunction::Kind>(kinds.size())), std::logic_error);
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    EXPECT_EQ(static_cast<size_t>(kinds[i].kind), i);
+    EXPECT_TRUE(kinds[i].p && kinds[i].breakpoints && kinds[i].validate) << kinds[i].name;
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(kinds[i].name, kinds[j].name);
+    EXPECT_EQ(&drop_kind(kinds[i].name), &kinds[i]);
+  }
+  EXPECT_THROW(DropKindSpec(DropFunction::Kind::RED, "x", "", "", {}, nullptr, nullptr, nullptr, 0, ""),
+               std::logic_error);
+  try {
+    drop_kind("cubic");
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), "aqm.drop");
+    EXPECT_NE(std::string(e.what()).find("red, gentle_red, dsred"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Registry, MakeFromNamedValuesIsTheFactory) {
+  // make(kind, args) rebuilds every kind; the thresholds' breakpoints are those of the formula
+  const std::vector<DropFunction> fs = {
+      DropFunction::none(),          DropFunction::red(2, 8, 0.1),          DropFunction::gentle_red(2, 8, 0.1),
+      DropFunction::dsred(2, 8, 0.3), DropFunction::sred(2, 9, 4),         DropFunction::nlred(2, 8, 0.5),
+      DropFunction::polynomial(1, 5, {0.1, 0.2}), DropFunction::table({{1, 0.0}, {3, 0.5}})};
+  for (const auto& f : fs) {
+    const DropFunction g = DropFunction::make(f.name(), f.args());
+    for (double x = 0.0; x <= 20.0; x += 0.25) EXPECT_EQ(f(x), g(x)) << f.name() << " at " << x;
+    EXPECT_EQ(f.breakpoints(20), g.breakpoints(20));
+  }
+  EXPECT_EQ(DropFunction::dsred(2, 8, 0.3).breakpoints(20), (std::vector<double>{2, 5, 8}));
+  // q_max 0: the buffer, so seg = 0.6 * 20 = 12 and q_max = 20 is not inside (0, buffer)
+  EXPECT_EQ(DropFunction::sred(2).breakpoints(20), (std::vector<double>{2, 12}));
+  try {
+    DropFunction::make("red", {{"min_th", ParamValue::of(1.0)}, {"max_th", ParamValue::of(2.0)}});
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), "aqm.p_max");
+  }
+  try {
+    DropFunction::make("none", {{"p_max", ParamValue::of(0.1)}});
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.param(), "aqm.p_max");
+  }
+  for (const auto& k : source_kinds()) EXPECT_EQ(&source_kind(k.name), &k);
+  const Source s = Source::make("ssmp", {{"n", ParamValue::of_int(5)}, {"q", ParamValue::of(1.927562)},
+                                          {"a", ParamValue::of(31.6)}});
+  EXPECT_EQ(s.kind_name(), "ssmp");
+  EXPECT_EQ(s.matrix, Source::ssmp(5, 1.927562, 31.6).matrix);
+  EXPECT_EQ(Source::make(s.kind_name(), s.args()).matrix, s.matrix);
+  EXPECT_THROW(Source::make("ssmp", {{"n", ParamValue::of_int(5)}, {"a", ParamValue::of(31.6)}}), ModelError);
+}
+
+TEST(Registry, KindListsInMessagesComeFromTraits) {
+  EXPECT_EQ(drop_kinds_with(DropKindSpec::kScalesPMax), "red, gentle_red or nlred");
+  EXPECT_EQ(drop_kinds_with(DropKindSpec::kThresholds), "red, gentle_red, nlred or polynomial");
+}
+
 TEST(Source, SsmpStationaryAndMean) {
   const auto s = Source::ssmp(5, 1.927562, 31.6);
   const auto pi = s.modulator_stationary();

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "aqmchain/model/features.hpp"
 #include "aqmchain/model/filter.hpp"
 #include "model/validate.hpp"
 
@@ -42,6 +43,19 @@ void Service::validate(const std::string& prefix) const {
 
 // ---------------------------------------------------------------- AQM
 
+const std::vector<AqmFeature>& aqm_features() {
+  static const std::vector<AqmFeature> table = {
+      {"adaptive", "false",
+       {"interval", "target_lo", "target_hi", "increment", "decrease", "p_max_high", "p_max_low", "clock",
+        "p_max_step", "max_clock_states"},
+       true, "adaptive RED: p_max moves every interval slots toward the target band of avg"},
+      {"spacing", "none", {"count_max"}, false, "drop spacing by the count of packets since the last drop"},
+      {"dynamic_max_th", "false", {"max_th_growth"}, true, "FDynamicAutoRED's dynamic max_th"},
+      {"weight", "static", {}, false, "AutoRED's dynamic EWMA weight (reads autored_p, as does the dynamic max_th)"},
+  };
+  return table;
+}
+
 void Aqm::validate(const std::string& p, bool w_is_rate) const {
   require_finite(p + ".w", w);
   if (w_is_rate) {
@@ -56,9 +70,9 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
   if (dynamic_max_th) {
     require_finite(p + ".max_th_growth", max_th_growth);
     if (!(max_th_growth > 0.0 && max_th_growth <= 10.0)) fail_param(p + ".max_th_growth", "in (0, 10]", max_th_growth);
-    if (drop.kind != DropFunction::Kind::RED && drop.kind != DropFunction::Kind::GentleRED &&
-        drop.kind != DropFunction::Kind::NLRED)
-      fail_param(p + ".dynamic_max_th", "false unless drop is red, gentle_red or nlred (a drop function with max_th)",
+    if (!drop_has(drop, DropKindSpec::kScalesPMax))
+      fail_param(p + ".dynamic_max_th",
+                 "false unless drop is " + drop_kinds_with(DropKindSpec::kScalesPMax) + " (a drop function with max_th)",
                  "true with drop = '" + drop.name() + "'");
     if (adaptive.enabled)
       fail_param(p + ".dynamic_max_th", "false when aqm.adaptive = true (not combined)", "true");
@@ -66,9 +80,9 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
   if (weight == Weight::AutoRED && adaptive.enabled)
     fail_param(p + ".weight", "static when aqm.adaptive = true (AutoRED's weight reads p(avg) with a fixed p_max)",
                "'autored'");
-  if (adaptive.enabled && drop.kind != DropFunction::Kind::RED && drop.kind != DropFunction::Kind::GentleRED &&
-      drop.kind != DropFunction::Kind::NLRED)
-    fail_param(p + ".adaptive", "false unless drop is red, gentle_red or nlred (a drop function with p_max)",
+  if (adaptive.enabled && !drop_has(drop, DropKindSpec::kScalesPMax))
+    fail_param(p + ".adaptive",
+               "false unless drop is " + drop_kinds_with(DropKindSpec::kScalesPMax) + " (a drop function with p_max)",
                "true with drop = '" + drop.name() + "'");
   if (filter == FilterKind::Redwm && (stateful() || weight != Weight::Static))
     fail_param(p + ".filter", "ewma when a stateful AQM (spacing, adaptive, dynamic_max_th) or AutoRED's weight is "
@@ -199,19 +213,16 @@ int Model::total_flows() const {
 }
 
 namespace {
-bool has_thresholds(DropFunction::Kind k) {
-  return k == DropFunction::Kind::RED || k == DropFunction::Kind::GentleRED || k == DropFunction::Kind::NLRED ||
-         k == DropFunction::Kind::Polynomial;
-}
+bool has_thresholds(const DropFunction& f) { return drop_has(f, DropKindSpec::kThresholds); }
 
 void validate_classes(const Model& md) {
   const Aqm& aqm = md.aqm;
-  if (aqm.modified != Modified::None && !has_thresholds(aqm.drop.kind))
-    fail_param("aqm.modified", "none unless drop is red, gentle_red, nlred or polynomial (a drop function with "
-               "min_th and max_th)", "'" + to_string(aqm.modified) + "' with drop = '" + aqm.drop.name() + "'");
-  if (aqm.flow_compare && !has_thresholds(aqm.drop.kind))
-    fail_param("aqm.flow_compare", "false unless drop is red, gentle_red, nlred or polynomial (a drop function "
-               "with min_th and max_th)", "true with drop = '" + aqm.drop.name() + "'");
+  if (aqm.modified != Modified::None && !has_thresholds(aqm.drop))
+    fail_param("aqm.modified", "none unless drop is " + drop_kinds_with(DropKindSpec::kThresholds) +
+               " (a drop function with min_th and max_th)", "'" + to_string(aqm.modified) + "' with drop = '" + aqm.drop.name() + "'");
+  if (aqm.flow_compare && !has_thresholds(aqm.drop))
+    fail_param("aqm.flow_compare", "false unless drop is " + drop_kinds_with(DropKindSpec::kThresholds) +
+               " (a drop function with min_th and max_th)", "true with drop = '" + aqm.drop.name() + "'");
   if (aqm.flow_compare && md.time == TimeKind::Continuous)
     fail_param("aqm.flow_compare", "false when model.time = \"continuous\" (the comparison is per slotted arrival)",
                "true");
@@ -252,7 +263,7 @@ void Model::validate() const {
   if (time == TimeKind::Continuous) {
     // SPEC 6: Poisson/MMPP arrivals, exponential service, the EWMA as an ODE.
     if (!source.continuous())
-      fail_param("source.kind", "poisson or mmpp when model.time = \"continuous\"", "'" + source.describe() + "'");
+      fail_param("source.kind", source_kinds_named(true) + " when model.time = \"continuous\"", "'" + source.describe() + "'");
     if (service.kind != Service::Kind::Exponential)
       fail_param("service.kind", "exponential when model.time = \"continuous\"", "'geometric'");
     if (aqm.update != UpdateRule::PerSlot)
@@ -277,7 +288,7 @@ void Model::validate() const {
                                "slots and has no continuous-time form here", "'" + to_string(aqm.filter) + "'");
   } else {
     if (source.continuous())
-      fail_param("source.kind", "bernoulli, ssmp, mmbp or batch when model.time = \"discrete\"",
+      fail_param("source.kind", source_kinds_named(false) + " when model.time = \"discrete\"",
                  "'" + source.describe() + "'");
     if (service.kind != Service::Kind::Geometric)
       fail_param("service.kind", "geometric when model.time = \"discrete\"", "'exponential'");
@@ -310,6 +321,7 @@ void Model::validate() const {
 DropFunction Model::resolved_drop() const {
   DropFunction d = aqm.drop;
   if (d.kind == DropFunction::Kind::SRED && d.hi <= 0.0) d.hi = buffer;
+  if (d.kind == DropFunction::Kind::SRED && d.seg <= 0.0) d.seg = 0.6 * d.hi;
   return d;
 }
 
@@ -359,11 +371,22 @@ Refine refine_from(const std::string& s) {
   if (s == "auto") return Refine::Auto;
   fail_param("grid.refine", "one of none, auto", "'" + s + "'");
 }
-std::string to_string(FilterKind f) { return f == FilterKind::Ewma ? "ewma" : "redwm"; }
+const std::vector<FilterSpec>& filter_kinds() {
+  static const std::vector<FilterSpec> table = {
+      {FilterKind::Ewma, "ewma", {"w"}, "RED's exponentially weighted moving average, weight w"},
+      {FilterKind::Redwm, "redwm", {"a", "b", "triple"},
+       "REDwM's recursion over past averages (a) and queue samples (b), or the triple"},
+  };
+  return table;
+}
+std::string to_string(FilterKind f) { return filter_kinds().at(static_cast<size_t>(f)).name; }
 FilterKind filter_kind_from(const std::string& s) {
-  if (s == "ewma") return FilterKind::Ewma;
-  if (s == "redwm") return FilterKind::Redwm;
-  fail_param("aqm.filter", "one of ewma, redwm", "'" + s + "'");
+  std::string names;
+  for (const auto& f : filter_kinds()) {
+    if (f.name == s) return f.kind;
+    names += (names.empty() ? "" : ", ") + f.name;
+  }
+  fail_param("aqm.filter", "one of " + names, "'" + s + "'");
 }
 std::string to_string(Mapping m) { return m == Mapping::Split ? "split" : m == Mapping::Nearest ? "nearest" : "flags"; }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
 #include "model/validate.hpp"
 
@@ -347,21 +348,191 @@ double Source::mean_rate() const {
   return r;
 }
 
-std::string Source::describe() const {
-  switch (kind) {
-    case Kind::Poisson: return detail::cat("Poisson(rate=", arrival[0], ")");
-    case Kind::MMPP: return detail::cat("MMPP(", states(), " states)");
-    case Kind::Bernoulli: return detail::cat("Bernoulli(alpha=", arrival[0], ")");
-    case Kind::SSMP: return detail::cat("SSMP(n=", ssmp_n, ", q=", ssmp_q, ", a=", ssmp_a, ")");
-    case Kind::Batch: {
-      if (states() > 1) return detail::cat("batch MMBP(", states(), " states, B=", max_batch(), ")");
-      std::string pmf;
-      for (double p : batch[0]) pmf += detail::cat(pmf.empty() ? "" : ", ", p);
-      return detail::cat("batch Bernoulli(counts=[", pmf, "])");
-    }
-    default: return detail::cat("MMBP(", states(), " states)");
-  }
+// ---------------------------------------------------------------- the registry
+
+namespace {
+
+ParamSpec real(std::string name, std::string bound, std::string doc, bool required = true) {
+  return ParamSpec{std::move(name), ParamType::Real, required, 0.0, std::move(bound), std::move(doc)};
 }
+ParamSpec typed(std::string name, ParamType type, std::string bound, std::string doc) {
+  return ParamSpec{std::move(name), type, true, 0.0, std::move(bound), std::move(doc)};
+}
+double num(const ParamValues& v, const char* name) { return param_value(v, name).real; }
+
+Source make_bernoulli(const ParamValues& v) { return Source::bernoulli(num(v, "alpha")); }
+Source make_mmbp(const ParamValues& v) {
+  return Source::mmbp(param_value(v, "matrix").matrix, param_value(v, "arrival").list);
+}
+Source make_ssmp(const ParamValues& v) {
+  const ParamValue &q = param_value(v, "q"), &mean = param_value(v, "mean");
+  if (q.given == mean.given)
+    throw ModelError("source.q", "source kind 'ssmp' needs exactly one of 'source.q' and 'source.mean'");
+  const int n = static_cast<int>(param_value(v, "n").integer);
+  return q.given ? Source::ssmp(n, q.real, num(v, "a")) : Source::ssmp_from_mean(mean.real, num(v, "a"), n);
+}
+Source make_poisson(const ParamValues& v) { return Source::poisson(num(v, "rate")); }
+Source make_mmpp(const ParamValues& v) {
+  return Source::mmpp(param_value(v, "generator").matrix, param_value(v, "rates").list);
+}
+Source make_batch(const ParamValues& v) {
+  const ParamValue& m = param_value(v, "matrix");
+  return Source::batch_mmbp(m.given ? m.matrix : std::vector<std::vector<double>>{{1.0}},
+                            param_value(v, "counts").matrix);
+}
+
+ParamValues args_first(const Source& s, const char* name) { return {{name, ParamValue::of(s.arrival[0])}}; }
+ParamValues args_bernoulli(const Source& s) { return args_first(s, "alpha"); }
+ParamValues args_poisson(const Source& s) { return args_first(s, "rate"); }
+ParamValues args_mmbp(const Source& s) {
+  return {{"matrix", ParamValue::of(s.matrix)}, {"arrival", ParamValue::of(s.arrival)}};
+}
+ParamValues args_mmpp(const Source& s) {
+  return {{"generator", ParamValue::of(s.matrix)}, {"rates", ParamValue::of(s.arrival)}};
+}
+ParamValues args_batch(const Source& s) {
+  ParamValues v;
+  if (s.states() > 1) v.push_back({"matrix", ParamValue::of(s.matrix)});
+  v.push_back({"counts", ParamValue::of(s.batch)});
+  return v;
+}
+ParamValues args_ssmp(const Source& s) {
+  return {{"n", ParamValue::of_int(s.ssmp_n)}, {"q", ParamValue::of(s.ssmp_q)}, {"a", ParamValue::of(s.ssmp_a)}};
+}
+
+std::string d_bernoulli(const Source& s) { return detail::cat("Bernoulli(alpha=", s.arrival[0], ")"); }
+std::string d_mmbp(const Source& s) { return detail::cat("MMBP(", s.states(), " states)"); }
+std::string d_ssmp(const Source& s) { return detail::cat("SSMP(n=", s.ssmp_n, ", q=", s.ssmp_q, ", a=", s.ssmp_a, ")"); }
+std::string d_poisson(const Source& s) { return detail::cat("Poisson(rate=", s.arrival[0], ")"); }
+std::string d_mmpp(const Source& s) { return detail::cat("MMPP(", s.states(), " states)"); }
+std::string d_batch(const Source& s) {
+  if (s.states() > 1) return detail::cat("batch MMBP(", s.states(), " states, B=", s.max_batch(), ")");
+  std::string pmf;
+  for (double p : s.batch[0]) pmf += detail::cat(pmf.empty() ? "" : ", ", p);
+  return detail::cat("batch Bernoulli(counts=[", pmf, "])");
+}
+
+/// The registry: one entry per kind, in the order of Source::Kind.
+std::vector<SourceKindSpec> make_source_kinds() {
+  using K = Source::Kind;
+  using T = ParamType;
+  ParamSpec ssmp_n = typed("n", T::Int, detail::cat("in [2, ", kMaxSsmpStates, "]"), "number of modulator states");
+  ssmp_n.int_lo = 2, ssmp_n.int_hi = kMaxSsmpStates;
+  std::vector<SourceKindSpec> t;
+  t.emplace_back(K::Bernoulli, "bernoulli", "Bernoulli arrivals: one arrival per slot with probability alpha (the papers' \"geometric source\").", false,
+                 std::vector{real("alpha", "in [0, 1]", "arrival probability per slot")}, make_bernoulli,
+                 args_bernoulli, d_bernoulli);
+  t.emplace_back(K::MMBP, "mmbp",
+                 "Markov-modulated Bernoulli: the modulator moves (row-stochastic matrix), then a packet arrives with "
+                 "probability arrival[m].", false,
+                 std::vector{typed("matrix", T::RealMatrix,
+                                   detail::cat("n x n, rows sum to 1 within 1e-12, irreducible, at most ", kMaxModulatorStates, " states"),
+                                   "the modulator's transition matrix"),
+                             typed("arrival", T::RealList, "in [0, 1], one per modulator state",
+                                   "arrival probability per slot in each modulator state")},
+                 make_mmbp, args_mmbp, d_mmbp);
+  t.emplace_back(K::SSMP, "ssmp", "The self-similar MMBP of Robert and Le Boudec (\"New models for pseudo self-similar traffic\"); `mean` "
+                 "solves pi_0(q) = mean for q.", false,
+                 std::vector{ssmp_n, real("q", "in (0, a]; exactly one of q and mean", "the parameter q", false),
+                             real("a", "> 0, sum_{j=1..n-1} a^-j <= 1", "the parameter a"),
+                             real("mean", "in (0, pi_0(q = a)]; exactly one of q and mean",
+                                  "the mean arrival rate (q solved for)", false)},
+                 make_ssmp, args_ssmp, d_ssmp);
+  t.emplace_back(K::Poisson, "poisson", "Poisson arrivals (continuous time), rate per unit time.", true,
+                 std::vector{real("rate", "in [0, 1e12]", "arrival rate per unit time")}, make_poisson, args_poisson,
+                 d_poisson);
+  t.emplace_back(K::MMPP, "mmpp",
+                 "Markov-modulated Poisson process (continuous time): arrivals at rate rates[m] while the modulator "
+                 "(generator) is in m.", true,
+                 std::vector{typed("generator", T::RealMatrix,
+                                   detail::cat("n x n, off-diagonals >= 0, rows sum to 0 within 1e-12, irreducible, at most ",
+                                               kMaxModulatorStates, " states"),
+                                   "the modulator's generator"),
+                             typed("rates", T::RealList, "in [0, 1e12], one per modulator state",
+                                   "arrival rate in each modulator state")},
+                 make_mmpp, args_mmpp, d_mmpp);
+  ParamSpec batch_matrix = typed("matrix", T::RealMatrix,
+                                 detail::cat("n x n, rows sum to 1 within 1e-12, irreducible, at most ",
+                                             kMaxModulatorStates, " states; default [[1]] (batch Bernoulli)"),
+                                 "the modulator's transition matrix");
+  batch_matrix.required = false;
+  t.emplace_back(K::Batch, "batch",
+                 "Batch arrivals: the modulator moves (row-stochastic matrix), then k = 0..B packets arrive with "
+                 "probability counts[m][k]; with the plain EWMA queue only (no stateful AQM, traffic classes or REDwM).", false,
+                 std::vector{batch_matrix,
+                             typed("counts", T::RealMatrix,
+                                   detail::cat("one row per modulator state (a flat list: one state), rows of equal length "
+                                               "B + 1 (1 <= B <= ", kMaxBatch, "), entries in [0, 1] summing to 1 within 1e-12"),
+                                   "per modulator state the pmf of the number of arrivals in a slot")},
+                 make_batch, args_batch, d_batch);
+  for (size_t i = 0; i < t.size(); ++i)
+    if (static_cast<size_t>(t[i].kind) != i)
+      throw std::logic_error("source registry: entry " + t[i].name + " out of the order of Source::Kind");
+  return t;
+}
+
+}  // namespace
+
+SourceKindSpec::SourceKindSpec(Source::Kind kind_, std::string name_, std::string doc_, bool continuous_,
+                               std::vector<ParamSpec> params_, Make make_, Args args_, Describe describe_)
+    : kind(kind_), name(std::move(name_)), doc(std::move(doc_)), continuous(continuous_), params(std::move(params_)),
+      make(make_), args(args_), describe(describe_) {
+  if (!make || !args || !describe) throw std::logic_error("source registry: " + name + " needs make, args, describe");
+}
+
+const std::vector<SourceKindSpec>& source_kinds() {
+  static const std::vector<SourceKindSpec> table = make_source_kinds();
+  return table;
+}
+
+const SourceKindSpec& source_kind(Source::Kind kind) {
+  const auto& t = source_kinds();
+  const auto i = static_cast<size_t>(kind);
+  if (i >= t.size()) throw std::logic_error(detail::cat("source registry: no entry for Source::Kind ", i));
+  return t[i];
+}
+
+const SourceKindSpec& source_kind(const std::string& name, const std::string& param) {
+  std::string all;
+  for (const auto& k : source_kinds()) {
+    if (k.name == name) return k;
+    all += (all.empty() ? "" : ", ") + k.name;
+  }
+  fail_param(param, "one of " + all, "'" + name + "'");
+}
+
+Source Source::make(const std::string& kind_name, const ParamValues& values) {
+  const SourceKindSpec& spec = source_kind(kind_name);
+  for (const auto& [name, v] : values) {
+    bool known = false;
+    for (const auto& ps : spec.params) known = known || ps.name == name;
+    if (!known && v.given) {
+      std::vector<std::string> names;
+      for (const auto& ps : spec.params) names.push_back(ps.name);
+      fail_param("source." + name, "absent for source kind '" + kind_name + "' (it takes " + or_list(names) + ")",
+                 "a value");
+    }
+  }
+  for (const auto& ps : spec.params)
+    if (ps.required && !param_value(values, ps.name).given)
+      fail_param("source." + ps.name, "given for source kind '" + kind_name + "'", "nothing");
+  return spec.make(values);
+}
+
+ParamValues Source::args() const { return source_kind(kind).args(*this); }
+
+std::string Source::kind_name() const { return source_kind(kind).name; }
+
+bool Source::continuous() const { return source_kind(kind).continuous; }
+
+std::string source_kinds_named(bool continuous) {
+  std::vector<std::string> names;
+  for (const auto& k : source_kinds())
+    if (k.continuous == continuous) names.push_back(k.name);
+  return or_list(names);
+}
+
+std::string Source::describe() const { return source_kind(kind).describe(*this); }
 
 HurstReport hurst(const Source& s, int log2_lo, int log2_hi) {
   if (log2_lo < 0) fail_param("log2_lo", ">= 0", log2_lo);

@@ -530,7 +530,8 @@ SimResult simulate(const Model& model, const SimOptions& o) {
 std::vector<uint8_t> arrival_trace(const Source& source, int64_t slots, uint64_t seed) {
   source.validate();
   if (source.continuous())
-    fail_param("source.kind", "a slotted source (bernoulli, ssmp, mmbp, batch) for an arrival trace", source.describe());
+    fail_param("source.kind", "a slotted source (" + source_kinds_named(false) + ") for an arrival trace",
+               source.describe());
   constexpr int64_t kMaxTrace = int64_t{1} << 31;
   if (slots < 1 || slots > kMaxTrace) fail_param("slots", "in [1, 2^31]", slots);
   const int M = source.states();

@@ -46,7 +46,7 @@ def test_queue_pmf_line_is_the_pmf(solved):
     np.testing.assert_array_equal(line.get_xdata(), np.arange(len(solved.queue_pmf)))
     assert ax.get_yscale() == "log"
     assert "packets" in ax.get_xlabel()
-    assert "RED(5, 20, p_max 0.1)" in ax.get_title() and "Bernoulli(0.45)" in ax.get_title()
+    assert "RED(5, 20, p_max 0.1)" in ax.get_title() and "Bernoulli(alpha=0.45)" in ax.get_title()
     # the band spans min_th..max_th on the q axis
     (band,) = band_patches(ax)
     tr = band.get_transform() - ax.transData

@@ -337,7 +337,12 @@ def test_documented_bounds_are_the_cores():
             assert documented(f"--{name}") == (lo, hi), name
     for name, (lo, hi) in aqmchain.Aqm.stateful_ranges().items():
         assert documented(name) == (lo, hi), name
-    assert documented("n") == (2, aqmchain.Source.max_ssmp_n)
+    # SSMP n: docs/model-file.md's source table is generated from the core's registry, whose
+    # range is the bound the core checks (one constant)
+    ssmp = next(k for k in aqmchain.Source.kinds if k["name"] == "ssmp")
+    n = next(p for p in ssmp["params"] if p["name"] == "n")
+    assert tuple(n["int_range"]) == (2, aqmchain.Source.max_ssmp_n)
+    assert f"in [2, {aqmchain.Source.max_ssmp_n}]" == n["bound"]
     m = re.search(r"`model\.buffer` <= ([\de.]+)", text)
     assert num(m.group(1)) == aqmchain.Model.max_buffer
     assert f"`source.n` <= {aqmchain.Source.max_ssmp_n}" in text

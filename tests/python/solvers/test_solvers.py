@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import aqmchain
-from conftest import model_of, residual_evaluation_error, solution_distance_bound
+from conftest import ROOT, model_of, residual_evaluation_error, solution_distance_bound
 
 # every method but auto, from the core's registry (a new method cannot miss these tests)
 METHODS = [m for m in aqmchain.stationary.METHODS if m != "auto"]
@@ -223,7 +223,7 @@ def test_every_method_of_the_registry_has_a_row_in_the_solvers_guide():
     import re
     from pathlib import Path
 
-    guide = (Path(__file__).resolve().parents[2] / "docs" / "solvers.md").read_text()
+    guide = (ROOT / "docs" / "solvers.md").read_text()
     section = guide.split("## Stationary distribution", 1)[1]
     table = next(b for b in section.split("\n\n") if b.startswith("| method |"))  # the method table
     rows = re.findall(r"^\| `(\w+)`", table, flags=re.M)

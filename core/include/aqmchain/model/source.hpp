@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "aqmchain/errors.hpp"
+#include "aqmchain/model/registry.hpp"
 
 namespace aqm {
 
@@ -62,8 +63,8 @@ struct Source {
   /// summing to 1 within 1e-12).  A 1 x 1 matrix [[1]] gives batch Bernoulli.
   static Source batch_mmbp(std::vector<std::vector<double>> matrix, std::vector<std::vector<double>> counts);
 
-  /// True for the continuous-time kinds (Poisson, MMPP).
-  bool continuous() const { return kind == Kind::Poisson || kind == Kind::MMPP; }
+  /// True for the continuous-time kinds (Poisson, MMPP): the registry's flag.
+  bool continuous() const;
 
   int states() const { return static_cast<int>(arrival.size()); }
   /// Most arrivals in one slot: B of a batch source, 1 for the other kinds.
@@ -80,7 +81,42 @@ struct Source {
   /// Throws ModelError unless the matrix is square, stochastic and matches `arrival`.
   void validate(const std::string& prefix = "source") const;
   std::string describe() const;
+  /// The registry name of the kind ("bernoulli", "ssmp", ...).
+  std::string kind_name() const;
+
+  /// The source `kind` (a registry name) from its parameters by name, validated; ModelError
+  /// names an unknown kind, a missing or an unexpected parameter.
+  static Source make(const std::string& kind, const ParamValues& values);
+  /// This source's parameters by name (the registry's, as a model file writes them).
+  ParamValues args() const;
 };
+
+/// One kind of source: the registry entry.  Every member is given to the constructor.
+struct SourceKindSpec {
+  using Make = Source (*)(const ParamValues&);
+  using Args = ParamValues (*)(const Source&);
+  using Describe = std::string (*)(const Source&);
+
+  Source::Kind kind;
+  std::string name;
+  std::string doc;     ///< one line
+  bool continuous;     ///< a continuous-time kind (model.time = "continuous")
+  std::vector<ParamSpec> params;
+  Make make;           ///< from the values by name (absent optional ones: not given); validates
+  Args args;           ///< the values back (what a model file writes)
+  Describe describe;   ///< "Bernoulli(alpha=0.5)"
+
+  SourceKindSpec(Source::Kind kind, std::string name, std::string doc, bool continuous,
+                 std::vector<ParamSpec> params, Make make, Args args, Describe describe);
+};
+
+/// Every source kind, in the order of Source::Kind.
+const std::vector<SourceKindSpec>& source_kinds();
+const SourceKindSpec& source_kind(Source::Kind kind);
+/// ModelError naming `param` for an unknown name.
+const SourceKindSpec& source_kind(const std::string& name, const std::string& param = "source.kind");
+/// The slotted (or continuous-time) kinds as "a, b or c" (error messages).
+std::string source_kinds_named(bool continuous);
 
 /// Solve pi_0(q) = mean for the SSMP (SPEC 2.1); throws if no q in (0, a] fits.
 double ssmp_q_for_mean(double mean, double a, int n);
