@@ -193,7 +193,9 @@ def test_model_file_round_trip(tmp_path):
     for source in SOURCES.values():
         model = model_of(batch_spec(next(k for k, v in SOURCES.items() if v is source)))
         doc = aqmchain.model_to_dict(model)
-        assert doc["source"] == source
+        # written with one row of counts per modulator state (a file may give one state's as a flat list)
+        flat = not isinstance(source["counts"][0], list)
+        assert doc["source"] == ({**source, "counts": [source["counts"]]} if flat else source)
         again = aqmchain.model_from_dict(doc)[0]
         assert again.source.count_pmf() == model.source.count_pmf()
         assert repr(again.source) == repr(model.source)

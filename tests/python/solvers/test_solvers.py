@@ -221,7 +221,6 @@ def test_method_names_and_integer_options_come_from_the_core_tables():
 
 def test_every_method_of_the_registry_has_a_row_in_the_solvers_guide():
     import re
-    from pathlib import Path
 
     guide = (ROOT / "docs" / "solvers.md").read_text()
     section = guide.split("## Stationary distribution", 1)[1]
