@@ -47,3 +47,11 @@ def test_a_hand_made_descriptor_keeps_its_flags():
     s.add("x", 3, coarsen=False, in_block=True)
     s.add("y", 2)
     assert [(k.name, k.coarsen, k.in_block) for k in s.components] == [("x", False, True), ("y", True, False)]
+
+
+def test_test_modules_live_in_a_layer_or_feature_folder():
+    # tests/python/<layer or feature>/test_*.py; the top holds only the shared oracles and helpers
+    top = ROOT / "tests" / "python"
+    assert sorted(p.name for p in top.glob("test_*.py")) == []
+    folders = {p.parent.name for p in top.rglob("test_*.py")}
+    assert folders == {"model", "state", "solvers", "analysis", "simulation", "features", "frontend", "docs"}
