@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 namespace aqm::sim {
 
@@ -206,160 +207,6 @@ void add_response(std::vector<int64_t>& h, int64_t& tail_r, __int128& tail_r2, R
   return h.data();
 }
 
-/// Continuous avg by drop function (NoDrop, Red, AnyDrop) or on the chain's grid (Grid);
-/// REDwM with continuous A (Redwm) or on the chain's two grids (RedwmGrid).
-enum class AvgKind { NoDrop, Red, AnyDrop, Grid, Redwm, RedwmGrid };
-
-/// Plain: the filter advances in every slot and no arrival is ECN-capable (the common
-/// case: no mark test and no selection of avg on the critical path).
-template <bool Modulated, AvgKind K, bool Record, bool Plain>
-void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, const int64_t t_end, Tally& T) {
-  Xoshiro256 rng = rng_ref;  // a local copy stays in registers
-  const int N = P.N;
-  const uint64_t mask = s.mask;
-  int64_t* const buf = s.buf.data();
-  uint64_t head = s.head;
-  int n = s.n, m = s.m, g = s.g;
-  double avg = s.avg;
-  const bool per_slot = P.per_slot;
-  const double ecn = P.ecn;
-  const uint64_t mu_thr = P.mu_thr;
-  const bool pushout = P.policy != DropPolicy::Tail;
-  const bool table = !P.tgt_lo.empty();
-  double lam53 = P.lam53[static_cast<size_t>(m)];
-  // admissions and departures follow at the end: admitted = arrivals - AQM drops - overflows
-  // + push-outs (the arrival that pushes a waiting packet out is admitted), departed = n at
-  // the start + admitted - pushed out - n at the end
-  const int n0 = n;
-  int64_t c_arr = 0, c_aqm = 0, c_mark = 0, c_ovf = 0, c_push = 0;
-  double sum_avg = 0.0;
-  int64_t* const hn = T.hist_n;
-  int64_t hsize = 0, lim = 0;
-  int64_t* hr = nullptr;
-  if constexpr (Record) {
-    hsize = static_cast<int64_t>(T.hist_r->size());
-    hr = T.hist_r->data();
-    lim = hsize == P.max_r ? P.max_r - 1 : hsize;
-  }
-  for (; t <= t_end; ++t) {
-    const int q = n > 0 ? n - 1 : 0;
-    // 2. modulator move
-    if constexpr (Modulated) {
-      m = next_modulator(P, m, rng.uniform());
-      lam53 = P.lam53[static_cast<size_t>(m)];
-    }
-    // 1. filter update: the candidate avg_t (taken when the filter advances) and p(avg_t)
-    double cand, p;
-    int gc = 0;
-    [[maybe_unused]] int gsc = 0;
-    if constexpr (K == AvgKind::RedwmGrid) {
-      // the chain's step (SPEC 2.3): A' and s' from the grid values, each mapped on its grid
-      const uint64_t kA = rng.next() >> 11, kS = rng.next() >> 11;
-      double yA, ys;
-      P.rfilter->next(P.points[static_cast<size_t>(g)], P.spoints[static_cast<size_t>(s.gs)], q, yA, ys);
-      const GridTarget ta = P.grid->map(yA), ts = P.sgrid->map(ys);
-      gc = ta.lo + static_cast<int>(kA >= threshold(ta.p_lo));
-      gsc = ts.lo + static_cast<int>(kS >= threshold(ts.p_lo));
-      cand = P.points[static_cast<size_t>(gc)];
-      p = P.pdrop[static_cast<size_t>(gc)];
-    } else if constexpr (K == AvgKind::Redwm) {
-      // A_t = sum_j a_j A_{t-j} + b_0 q_{t-1} + sum_{i >= 1} b_i q_{t-1-i}
-      const int rk = static_cast<int>(P.ra.size()), rm = static_cast<int>(P.rb.size()) - 1;
-      double y = P.rb[0] * q;
-      for (int j = 0; j < rk; ++j) y += P.ra[static_cast<size_t>(j)] * s.ha[j];
-      for (int i = 1; i <= rm; ++i) y += P.rb[static_cast<size_t>(i)] * s.hq[i - 1];
-      cand = y;
-      p = P.drop(cand);
-    } else if constexpr (K == AvgKind::Grid) {
-      const uint64_t k = rng.next() >> 11;
-      int32_t lo;
-      uint64_t thr;
-      if (table) {
-        const size_t i = static_cast<size_t>(g) * static_cast<size_t>(N) + static_cast<size_t>(q);
-        lo = P.tgt_lo[i];
-        thr = P.tgt_thr[i];
-      } else {
-        const GridTarget gt = P.grid->map(P.filter.next(P.points[static_cast<size_t>(g)], q));
-        lo = gt.lo;
-        thr = threshold(gt.p_lo);
-      }
-      gc = lo + static_cast<int>(k >= thr);
-      cand = P.points[static_cast<size_t>(gc)];
-      p = P.pdrop[static_cast<size_t>(gc)];
-    } else {
-      cand = P.filter.next(avg, q);
-      if constexpr (K == AvgKind::NoDrop) p = 0.0;
-      else if constexpr (K == AvgKind::Red) p = P.red(cand);
-      else p = P.drop(cand);
-    }
-    // 3.-4. arrival and its fate: one uniform against disjoint intervals (engine.hpp)
-    const double u = static_cast<double>(rng.next() >> 11);
-    const double lp = lam53 * p;
-    const bool arr = u < lam53;
-    const bool full = n == N;
-    const bool decision = !full & (u < lp);
-    bool mark = false;
-    if constexpr (!Plain) mark = decision & (u < lp * ecn);
-    const bool dropped = decision & !mark;
-    const bool ovf = full & arr;
-    const bool adm = arr & !full & !dropped;
-    // 5. departure of the packet in service at the start of the slot
-    const bool dep = (n > 0) & ((rng.next() >> 11) < mu_thr);
-    if constexpr (Plain) {
-      avg = cand;
-      if constexpr (K == AvgKind::Grid || K == AvgKind::RedwmGrid) g = gc;
-      if constexpr (K == AvgKind::RedwmGrid) s.gs = gsc;
-    } else {
-      const bool adv = per_slot | arr;
-      avg = select(adv, cand, avg);
-      if constexpr (K == AvgKind::Grid || K == AvgKind::RedwmGrid) g = select(adv, gc, g);
-      if constexpr (K == AvgKind::RedwmGrid) s.gs = select(adv, gsc, s.gs);
-    }
-    if constexpr (K == AvgKind::Redwm) {
-      if (Plain || per_slot || arr) {  // the filter stepped: shift the histories
-        const int rk = static_cast<int>(P.ra.size()), rm = static_cast<int>(P.rb.size()) - 1;
-        for (int j = rk - 1; j > 0; --j) s.ha[j] = s.ha[j - 1];
-        if (rk > 0) s.ha[0] = cand;
-        for (int i = rm - 1; i > 0; --i) s.hq[i] = s.hq[i - 1];
-        if (rm > 0) s.hq[0] = q;
-      }
-    }
-    buf[(head + static_cast<uint64_t>(n)) & mask] = t;  // the arrival's slot; kept only if admitted
-    if (pushout && (dropped | ovf) && n > 1) [[unlikely]] {
-      // admit the arrival, discard a waiting packet (never the one in service)
-      const int waiting = n - 1;
-      const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
-      erase(buf, mask, head, n, std::min(j, waiting));
-      buf[(head + static_cast<uint64_t>(n - 1)) & mask] = t;
-      ++c_push;
-    }
-    if constexpr (Record) {
-      // response time of the departing packet, 0 without a departure (masked, not branched:
-      // a departure is a coin toss the branch predictor cannot learn); bin 0 is the sink
-      const int64_t r = (t - buf[head & mask]) & -static_cast<int64_t>(dep);
-      if (r >= lim) [[unlikely]]
-        hr = response_tail(T, r, P.max_r, hsize, lim);
-      else
-        ++hr[r];
-    }
-    head += dep;
-    n += static_cast<int>(adm) - static_cast<int>(dep);
-    // 6. observation
-    c_arr += arr;
-    c_aqm += dropped;
-    c_mark += mark;
-    c_ovf += ovf;
-    ++hn[n];
-    sum_avg += avg;
-  }
-  s.n = n, s.m = m, s.g = g, s.avg = avg, s.head = head;
-  T.arrivals += c_arr, T.aqm += c_aqm, T.marks += c_mark, T.overflow += c_ovf;
-  const int64_t c_adm = c_arr - c_aqm - c_ovf + c_push;
-  T.departures += n0 + c_adm - c_push - n, T.admitted += c_adm, T.pushed += c_push;
-  T.sum_avg += sum_avg;
-  rng_ref = rng;
-}
-
 /// A response time r of a packet of class c (class-aware recording loops), on the class's
 /// own histogram.
 void class_response(Tally& T, int c, int64_t r, int64_t max_r) {
@@ -390,82 +237,127 @@ void erase2(int64_t* buf, uint32_t* meta, uint64_t mask, uint64_t& head, int n, 
   }
 }
 
-/// The general slot loop, for every model the fast loop (chunk) does not take, with the
-/// features a model has as template flags, so that a model pays only for its own:
+/// Continuous avg by drop function (NoDrop, Red, AnyDrop) or on the chain's grid (Grid);
+/// REDwM with continuous A (Redwm) or on the chain's two grids (RedwmGrid).
+enum class AvgKind { NoDrop, Red, AnyDrop, Grid, Redwm, RedwmGrid };
+
+/// The features of a model the slot loop is compiled for; each is an `if constexpr` part of
+/// the one loop (chunk below), so a model pays only for the features it has.
+///  - Modulated: a source with several modulator states (a modulator move per slot);
+///  - K: how avg is kept (AvgKind);
+///  - Record: response times are recorded (hist_r);
+///  - Plain: the filter advances in every slot and no arrival is ECN-capable (no mark test
+///    and no selection of avg on the critical path);
 ///  - Classes: traffic classes and flows, ECN per class, modified RED, the flow comparison
 ///    (docs/classes.md); per FIFO place the flow id and ECN capability, per-class tallies;
 ///  - Batch: a batch source, 0..B arrivals per slot (docs/batch-arrivals.md);
-///  - the stateful AQM (drop spacing, adaptive p_max, AutoRED's weight, dynamic max_th;
-///    docs/stateful-aqm.md), when P.sa is set;
-/// any source, continuous or discretised avg.  Written for clarity rather than speed.
-/// Draws per slot, in this order: grid mapping of avg (discretised), modulator (modulated
-/// sources), arrival (Batch: the number k of arrivals, one uniform by inversion), adaptive
-/// clock (geometric), p_max mapping (discretised, when the clock fires); then per arrival:
-/// its class (two or more classes), its flow (a class of several flows), its ECN capability
-/// (modified RED, probability strictly between 0 and 1), the packet the flow comparison
-/// picks, the AQM decision, ECN; then the departure, and the push-out victims (random
-/// discard policy) and the victims of the modified random search.  One class of one flow
-/// without modified RED or flow comparison therefore draws exactly what the same model
-/// without classes draws.
-template <bool Record, bool Cls, bool Batch>
-void chunk_general(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, const int64_t t_end, Tally& T) {
-  static_assert(!(Cls && Batch), "batch sources run without traffic classes");
-  Xoshiro256 rng = rng_ref;
-  const SlotParams::Classes* const Kp = Cls ? &*P.cls : nullptr;
-  const detail::StatefulLayout* S = P.sa ? &*P.sa : nullptr;
-  const bool disc = P.discretised;
-  if (!s.aqm_ready) {
-    if (S) s.count = -1, s.phase = 0, s.k = S->pmax_start, s.pmax = S->pmax[static_cast<size_t>(S->pmax_start)];
-    s.j = 0;
-    s.aqm_ready = true;
-  }
-  if constexpr (Cls) {
-    if (s.meta.size() != s.buf.size()) s.meta.assign(s.buf.size(), 0);
-    if (s.in_sys.size() != static_cast<size_t>(Kp->C)) s.in_sys.assign(static_cast<size_t>(Kp->C), 0);
-  }
-  if (S) s.k = std::min<int>(s.k, static_cast<int>(S->pmax.size()) - 1);
-  DropFunction drop = P.drop;
-  if (S) drop.p_max = s.pmax;
+///  - Stateful: the stateful AQM (drop spacing, adaptive p_max, AutoRED's weight, dynamic
+///    max_th; docs/stateful-aqm.md).
+/// A model with none of Classes, Batch, Stateful decides arrival, AQM drop and ECN mark with
+/// one uniform against disjoint intervals (OneUniform, engine.hpp); the others draw the AQM
+/// decision, ECN and the per-arrival choices separately.
+template <bool Modulated_, AvgKind K_, bool Record_, bool Plain_, bool Classes_ = false, bool Batch_ = false,
+          bool Stateful_ = false>
+struct Features {
+  static constexpr bool Modulated = Modulated_, Record = Record_, Plain = Plain_;
+  static constexpr AvgKind K = K_;
+  static constexpr bool Classes = Classes_, Batch = Batch_, Stateful = Stateful_;
+  static constexpr bool OneUniform = !Classes && !Batch && !Stateful;
+  static constexpr bool Discretised = K == AvgKind::Grid || K == AvgKind::RedwmGrid;
+  static_assert(!(Classes && Batch), "batch sources run without traffic classes");
+  static_assert(OneUniform || (!Plain && (K == AvgKind::AnyDrop || K == AvgKind::Grid)),
+                "classes, batch arrivals and the stateful AQM run with the EWMA filter, not Plain");
+};
+
+/// The slot loop: slots t..t_end of one model, the order of events of engine.hpp, the
+/// draws in the order engine.hpp lists.  The skeleton (stateful max_th move, modulator move,
+/// filter update or grid mapping, arrivals, filter advance, adaptive p_max, the fates of
+/// the arrivals, departure, push-out, response time, observation) is written once; each
+/// feature of F is an `if constexpr` part of it.
+template <class F>
+void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, const int64_t t_end, Tally& T) {
+  constexpr AvgKind K = F::K;
+  constexpr bool Disc = F::Discretised, Cls = F::Classes, Stf = F::Stateful, One = F::OneUniform;
+  Xoshiro256 rng = rng_ref;  // a local copy stays in registers
   const int N = P.N;
   const uint64_t mask = s.mask;
   int64_t* const buf = s.buf.data();
-  uint32_t* const meta = Cls ? s.meta.data() : nullptr;
+  uint64_t head = s.head;
+  int n = s.n, m = s.m, g = s.g;
+  double avg = s.avg;
+  const bool per_slot = P.per_slot;
+  const double ecn = P.ecn;
+  const uint64_t mu_thr = P.mu_thr;
   const bool pushout = P.policy != DropPolicy::Tail;
-  const double fire = S && S->adaptive ? 1.0 / static_cast<double>(S->opt.interval) : 0.0;
-  ClassTally* const ct = T.ct;
+  // the target table holds the filter without cur_max_th (the stateful AQM maps in the loop)
+  const bool table = !Stf && !P.tgt_lo.empty();
+  double lam53 = P.lam53[static_cast<size_t>(m)];
+  // OneUniform: admissions and departures follow at the end: admitted = arrivals - AQM drops
+  // - overflows + push-outs (the arrival that pushes a waiting packet out is admitted),
+  // departed = n at the start + admitted - pushed out - n at the end; the others count them
+  const int n0 = n;
   int64_t c_arr = 0, c_aqm = 0, c_mark = 0, c_ovf = 0, c_push = 0, c_fc = 0, c_adm = 0, c_dep = 0;
-  double sum_avg = 0.0, sum_count = 0.0, sum_pmax = 0.0, sum_maxth = 0.0;
+  double sum_avg = 0.0;
+  [[maybe_unused]] double sum_count = 0.0, sum_pmax = 0.0, sum_maxth = 0.0;
+  int64_t* const hn = T.hist_n;
   int64_t hsize = 0, lim = 0;
   int64_t* hr = nullptr;
-  if constexpr (Record && !Cls) {
+  if constexpr (F::Record && !Cls) {
     hsize = static_cast<int64_t>(T.hist_r->size());
     hr = T.hist_r->data();
     lim = hsize == P.max_r ? P.max_r - 1 : hsize;
   }
-  auto elephant = [&](uint32_t rec) {
+  // the stateful AQM: count, p_max, clock, cur_max_th in s; its drop function with the current p_max
+  [[maybe_unused]] const detail::StatefulLayout* const S = Stf ? &*P.sa : nullptr;
+  [[maybe_unused]] double fire = 0.0;
+  [[maybe_unused]] std::conditional_t<Stf, DropFunction, char> drop_now{};
+  [[maybe_unused]] const DropFunction* drop = &P.drop;
+  if constexpr (Stf) {
+    if (!s.aqm_ready) {
+      s.count = -1, s.phase = 0, s.k = S->pmax_start, s.pmax = S->pmax[static_cast<size_t>(S->pmax_start)];
+      s.j = 0;
+      s.aqm_ready = true;
+    }
+    s.k = std::min<int>(s.k, static_cast<int>(S->pmax.size()) - 1);
+    drop_now = P.drop;
+    drop_now.p_max = s.pmax;
+    drop = &drop_now;
+    if (S->adaptive) fire = 1.0 / static_cast<double>(S->opt.interval);
+  }
+  // classes: per FIFO place the packet's record (flow << 1 | ECN-capable), the per-class counts
+  [[maybe_unused]] const SlotParams::Classes* const Kp = Cls ? &*P.cls : nullptr;
+  [[maybe_unused]] uint32_t* meta = nullptr;
+  [[maybe_unused]] ClassTally* const ct = T.ct;
+  // (the helpers capture no hot local by reference: rng, head, n, avg, g stay in registers)
+  [[maybe_unused]] auto elephant = [Kp](uint32_t rec) {
     if constexpr (Cls) return !(rec & 1u) && !Kp->mice[static_cast<size_t>(Kp->flow_class[rec >> 1])];
     return false;
   };
-  auto at = [&](int j) -> uint32_t& { return meta[(s.head + static_cast<uint64_t>(j)) & mask]; };
+  [[maybe_unused]] auto at = [&meta, mask](uint64_t h, int j) -> uint32_t& { return meta[(h + static_cast<uint64_t>(j)) & mask]; };
   if constexpr (Cls) {
+    if (s.meta.size() != s.buf.size()) s.meta.assign(s.buf.size(), 0);
+    if (s.in_sys.size() != static_cast<size_t>(Kp->C)) s.in_sys.assign(static_cast<size_t>(Kp->C), 0);
+    meta = s.meta.data();
     // the per-class counts and the elephants, recounted from the packets (a scenario phase may
     // change the mice flags; O(n) per stretch of up to 4096 slots)
     std::fill(s.in_sys.begin(), s.in_sys.end(), 0);
     s.elephants = 0;
-    for (int j = 0; j < s.n; ++j) {
-      ++s.in_sys[static_cast<size_t>(Kp->flow_class[at(j) >> 1])];
-      s.elephants += static_cast<int>(elephant(at(j)));
+    for (int j = 0; j < n; ++j) {
+      ++s.in_sys[static_cast<size_t>(Kp->flow_class[at(head, j) >> 1])];
+      s.elephants += static_cast<int>(elephant(at(head, j)));
     }
   }
-  // the AQM's drop probability p_b of an arrival that reaches the test
-  auto p_b = [&]() {
-    if (S && S->dyn_maxth) return disc ? S->mt_pdrop[s.j][static_cast<size_t>(s.g)] : S->mt_drop[s.j](s.avg);
-    if (S) return disc ? S->pdrop[static_cast<size_t>(s.k)][static_cast<size_t>(s.g)] : drop(s.avg);
-    return disc ? P.pdrop[static_cast<size_t>(s.g)] : drop(s.avg);
+  // the AQM's drop probability p_b of an arrival that reaches the test (not OneUniform)
+  [[maybe_unused]] auto p_b = [&P, S, &s, drop](int g, double avg) {
+    if constexpr (Stf) {
+      if (S->dyn_maxth) return Disc ? S->mt_pdrop[s.j][static_cast<size_t>(g)] : S->mt_drop[s.j](avg);
+      return Disc ? S->pdrop[static_cast<size_t>(s.k)][static_cast<size_t>(g)] : (*drop)(avg);
+    }
+    return Disc ? P.pdrop[static_cast<size_t>(g)] : (*drop)(avg);
   };
-  // the AQM decision (with the spacing rule of the stateful AQM)
-  auto decide = [&](double pb) {
-    if (S) {
+  // the AQM decision (with the spacing rule of the stateful AQM; not OneUniform)
+  [[maybe_unused]] auto decide = [S, &s](Xoshiro256& rng, double pb) {
+    if constexpr (Stf) {
       const detail::SpacingStep st = detail::spacing_step(S->spacing, s.count, pb);
       const bool decision = rng.uniform() < st.decision;
       s.count = decision ? st.after_decision : st.after_none;
@@ -474,59 +366,162 @@ void chunk_general(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
     return rng.uniform() < pb;
   };
   for (; t <= t_end; ++t) {
-    const int n = s.n, q = n > 0 ? n - 1 : 0;
-    const int j0 = s.j;  // cur_max_th at the start of the slot: AutoRED's weight reads P_t with it
-    // dynamic max_th: from P_t = p(avg_{t-1}) (or q / N) and Q_t
-    if (S && S->dyn_maxth) {
-      const double Pt = S->p_by_queue ? static_cast<double>(q) / N
-                                      : (disc ? S->mt_pdrop[s.j][static_cast<size_t>(s.g)] : S->mt_drop[s.j](s.avg));
-      s.j = detail::maxth_next(s.j, Pt, q, S->mt_drop[0].hi);
+    const int q = n > 0 ? n - 1 : 0;
+    // dynamic max_th: from P_t = p(avg_{t-1}) (or q / N) and Q_t; AutoRED's weight reads P_t
+    // with cur_max_th at the start of the slot (j0)
+    [[maybe_unused]] int j0 = 0;
+    if constexpr (Stf) {
+      j0 = s.j;
+      if (S->dyn_maxth) {
+        const double Pt = S->p_by_queue ? static_cast<double>(q) / N
+                                        : (Disc ? S->mt_pdrop[s.j][static_cast<size_t>(g)] : S->mt_drop[s.j](avg));
+        s.j = detail::maxth_next(s.j, Pt, q, S->mt_drop[0].hi);
+      }
     }
-    // 1. filter candidate
-    const double y = P.filter.next(disc ? P.points[static_cast<size_t>(s.g)] : s.avg, q, j0);
-    double cand = y;
+    // modulator move
+    if constexpr (F::Modulated) {
+      m = next_modulator(P, m, rng.uniform());
+      lam53 = P.lam53[static_cast<size_t>(m)];
+    }
+    // filter update: the candidate avg_t (taken when the filter advances) and, OneUniform, p(avg_t)
+    double cand;
+    [[maybe_unused]] double p = 0.0;
     int gc = 0;
-    if (disc) {
-      const GridTarget gt = P.grid->map(y);
-      gc = gt.lo + static_cast<int>(!(rng.uniform() < gt.p_lo));
+    [[maybe_unused]] int gsc = 0;
+    if constexpr (K == AvgKind::RedwmGrid) {
+      // the chain's step (SPEC 2.3): A' and s' from the grid values, each mapped on its grid
+      const uint64_t kA = rng.next() >> 11, kS = rng.next() >> 11;
+      double yA, ys;
+      P.rfilter->next(P.points[static_cast<size_t>(g)], P.spoints[static_cast<size_t>(s.gs)], q, yA, ys);
+      const GridTarget ta = P.grid->map(yA), ts = P.sgrid->map(ys);
+      gc = ta.lo + static_cast<int>(kA >= threshold(ta.p_lo));
+      gsc = ts.lo + static_cast<int>(kS >= threshold(ts.p_lo));
       cand = P.points[static_cast<size_t>(gc)];
-    }
-    // 2. modulator, 3. arrival (Batch: the number of arrivals)
-    if (P.M > 1) s.m = next_modulator(P, s.m, rng.uniform());
-    int arrivals;
-    if constexpr (Batch) {
-      const double u = rng.uniform();
-      const double* c = P.bcdf[static_cast<size_t>(s.m)].data();
-      arrivals = 0;
-      while (arrivals < P.B && u >= c[arrivals]) ++arrivals;
+      p = P.pdrop[static_cast<size_t>(gc)];
+    } else if constexpr (K == AvgKind::Redwm) {
+      // A_t = sum_j a_j A_{t-j} + b_0 q_{t-1} + sum_{i >= 1} b_i q_{t-1-i}
+      const int rk = static_cast<int>(P.ra.size()), rm = static_cast<int>(P.rb.size()) - 1;
+      double y = P.rb[0] * q;
+      for (int j = 0; j < rk; ++j) y += P.ra[static_cast<size_t>(j)] * s.ha[j];
+      for (int i = 1; i <= rm; ++i) y += P.rb[static_cast<size_t>(i)] * s.hq[i - 1];
+      cand = y;
+      p = P.drop(cand);
+    } else if constexpr (K == AvgKind::Grid) {
+      const uint64_t k = rng.next() >> 11;
+      int32_t lo;
+      uint64_t thr;
+      if (table) {
+        const size_t i = static_cast<size_t>(g) * static_cast<size_t>(N) + static_cast<size_t>(q);
+        lo = P.tgt_lo[i];
+        thr = P.tgt_thr[i];
+      } else {
+        const GridTarget gt = P.grid->map(P.filter.next(P.points[static_cast<size_t>(g)], q, j0));
+        lo = gt.lo;
+        thr = threshold(gt.p_lo);
+      }
+      gc = lo + static_cast<int>(k >= thr);
+      cand = P.points[static_cast<size_t>(gc)];
+      if constexpr (One) p = P.pdrop[static_cast<size_t>(gc)];
     } else {
-      arrivals = static_cast<double>(rng.next() >> 11) < P.lam53[static_cast<size_t>(s.m)];
+      cand = P.filter.next(avg, q, j0);
+      if constexpr (K == AvgKind::Red) p = P.red(cand);
+      else if constexpr (K == AvgKind::AnyDrop && One) p = P.drop(cand);
+    }
+    auto advance = [&](bool arr) {
+      if constexpr (F::Plain) {
+        avg = cand;
+        if constexpr (Disc) g = gc;
+        if constexpr (K == AvgKind::RedwmGrid) s.gs = gsc;
+      } else {
+        const bool adv = per_slot | arr;
+        avg = select(adv, cand, avg);
+        if constexpr (Disc) g = select(adv, gc, g);
+        if constexpr (K == AvgKind::RedwmGrid) s.gs = select(adv, gsc, s.gs);
+      }
+      if constexpr (K == AvgKind::Redwm) {
+        if (F::Plain || per_slot || arr) {  // the filter stepped: shift the histories
+          const int rk = static_cast<int>(P.ra.size()), rm = static_cast<int>(P.rb.size()) - 1;
+          for (int j = rk - 1; j > 0; --j) s.ha[j] = s.ha[j - 1];
+          if (rk > 0) s.ha[0] = cand;
+          for (int i = rm - 1; i > 0; --i) s.hq[i] = s.hq[i - 1];
+          if (rm > 0) s.hq[0] = q;
+        }
+      }
+    };
+    // arrivals: Batch, their number by inversion of the slot's count cdf; else one uniform u
+    // against lam (OneUniform: the same u decides the arrival's fate below)
+    int arrivals;
+    [[maybe_unused]] double u = 0.0;
+    if constexpr (F::Batch) {
+      const double ub = rng.uniform();
+      const double* c = P.bcdf[static_cast<size_t>(m)].data();
+      arrivals = 0;
+      while (arrivals < P.B && ub >= c[arrivals]) ++arrivals;
+    } else {
+      u = static_cast<double>(rng.next() >> 11);
+      arrivals = u < lam53;
     }
     const bool arr = arrivals > 0;
-    if (P.per_slot || arr) s.avg = cand, s.g = gc;
-    if (S && S->adaptive) {
-      bool fires;
-      if (S->opt.clock == AdaptiveClock::Exact) {
-        s.phase = (s.phase + 1) % S->opt.interval;
-        fires = s.phase == 0;
-      } else {
-        fires = rng.uniform() < fire;
-      }
-      if (fires) {
-        if (disc) {
-          const GridTarget pt = S->target(s.k, s.avg);
-          s.k = pt.lo + static_cast<int>(pt.p_lo < 1.0 && !(rng.uniform() < pt.p_lo));
-          s.pmax = S->pmax[static_cast<size_t>(s.k)];
+    // the filter advances (in every slot, or with an arrival); the single-uniform path does
+    // it after the departure draw below (the same values: no draw depends on it)
+    if constexpr (!One) advance(arr);
+    // adaptive p_max: its clock (exact, or geometric: one uniform), its move (discretised: mapped with one uniform)
+    if constexpr (Stf) {
+      if (S->adaptive) {
+        bool fires;
+        if (S->opt.clock == AdaptiveClock::Exact) {
+          s.phase = (s.phase + 1) % S->opt.interval;
+          fires = s.phase == 0;
         } else {
-          s.pmax = detail::adaptive_move(S->opt, S->lo_th, S->hi_th, s.pmax, s.avg);
+          fires = rng.uniform() < fire;
         }
-        drop.p_max = s.pmax;
+        if (fires) {
+          if constexpr (Disc) {
+            const GridTarget pt = S->target(s.k, avg);
+            s.k = pt.lo + static_cast<int>(pt.p_lo < 1.0 && !(rng.uniform() < pt.p_lo));
+            s.pmax = S->pmax[static_cast<size_t>(s.k)];
+          } else {
+            s.pmax = detail::adaptive_move(S->opt, S->lo_th, S->hi_th, s.pmax, avg);
+          }
+          drop_now.p_max = s.pmax;
+        }
       }
     }
+    // the fates of the arrivals, the departure of the packet in service at the start of the
+    // slot (one uniform against mu, drawn in every slot) and the FIFO: `now` packets after
+    // the arrivals and push-outs, before the departure
+    bool dep;
+    int now;
     enum Loss { None, Aqm, Overflow, Compare };
-    if constexpr (Batch) {
-      // 4. the fates of the k packets, one after another: each finds n plus the packets of
-      // the batch admitted before it (the departure of the slot frees no room for them)
+    if constexpr (One) {
+      // one uniform against disjoint intervals (engine.hpp)
+      const double lp = lam53 * p;
+      const bool full = n == N;
+      const bool decision = !full & (u < lp);
+      bool mark = false;
+      if constexpr (!F::Plain) mark = decision & (u < lp * ecn);
+      const bool dropped = decision & !mark;
+      const bool ovf = full & arr;
+      const bool adm = arr & !full & !dropped;
+      dep = (n > 0) & ((rng.next() >> 11) < mu_thr);
+      advance(arr);
+      buf[(head + static_cast<uint64_t>(n)) & mask] = t;  // the arrival's slot; kept only if admitted
+      if (pushout && (dropped | ovf) && n > 1) [[unlikely]] {
+        // admit the arrival, discard a waiting packet (never the one in service)
+        const int waiting = n - 1;
+        const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
+        erase(buf, mask, head, n, std::min(j, waiting));
+        buf[(head + static_cast<uint64_t>(n - 1)) & mask] = t;
+        ++c_push;
+      }
+      now = n + static_cast<int>(adm);
+      c_arr += arr;
+      c_aqm += dropped;
+      c_mark += mark;
+      c_ovf += ovf;
+    } else if constexpr (F::Batch) {
+      // the fates of the k packets, one after another: each finds n plus the packets of the
+      // batch admitted before it (the departure of the slot frees no room for them)
       Loss fate[kMaxBatch];
       int admitted = 0;
       for (int i = 0; i < arrivals; ++i) {
@@ -535,67 +530,57 @@ void chunk_general(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
           continue;
         }
         fate[i] = None;
-        if (decide(p_b())) {
-          const bool mark = P.ecn > 0.0 && rng.uniform() < P.ecn;
+        if (decide(rng, p_b(g, avg))) {
+          const bool mark = ecn > 0.0 && rng.uniform() < ecn;
           c_mark += mark;
           if (!mark) ++c_aqm, fate[i] = Aqm;
         }
         admitted += fate[i] == None;
       }
-      // 5. departure of the packet in service at the start of the slot
-      const bool dep = (n > 0) & ((rng.next() >> 11) < P.mu_thr);
+      dep = (n > 0) & ((rng.next() >> 11) < mu_thr);
       // the FIFO in the batch's order: an admitted packet joins the tail; a rejected one goes
       // to the drop policy, which may admit it and discard a waiting packet instead (never
       // the one in service; packets of the batch admitted before it count as waiting)
-      int now = n;
+      now = n;
       for (int i = 0; i < arrivals; ++i) {
         if (fate[i] != None) {
           if (!pushout || now < 2) continue;
           const int waiting = now - 1;
           const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
-          erase(buf, mask, s.head, now, std::min(j, waiting));
+          erase(buf, mask, head, now, std::min(j, waiting));
           --now;
           ++c_push;
         }
-        buf[(s.head + static_cast<uint64_t>(now)) & mask] = t;
+        buf[(head + static_cast<uint64_t>(now)) & mask] = t;
         ++now;
         ++c_adm;
       }
-      if constexpr (Record) {
-        const int64_t r = dep ? t - buf[s.head & mask] : 0;
-        if (r >= lim)
-          hr = response_tail(T, r, P.max_r, hsize, lim);
-        else
-          ++hr[r];
-      }
-      s.head += dep;
-      s.n = now - static_cast<int>(dep);
       c_arr += arrivals;
-      c_dep += dep;
     } else {
       // the arrival's class, flow and (modified RED) ECN capability
       int c = 0, fl = 0;
       bool capable = false;
       if constexpr (Cls) {
-        const SlotParams::Classes& K = *Kp;
+        const SlotParams::Classes& KC = *Kp;
         if (arr) {
-          if (K.C > 1) c = pick_cdf(K.ccdf[static_cast<size_t>(s.m)], rng.uniform());
-          const int F = K.flows[static_cast<size_t>(c)];
-          fl = K.offset[static_cast<size_t>(c)];
-          if (F > 1) {
-            const double u = rng.uniform();
-            fl += K.fcdf[static_cast<size_t>(c)].empty() ? std::min(F - 1, static_cast<int>(u * F))
-                                                         : pick_cdf(K.fcdf[static_cast<size_t>(c)], u);
+          if (KC.C > 1) c = pick_cdf(KC.ccdf[static_cast<size_t>(m)], rng.uniform());
+          const int Fc = KC.flows[static_cast<size_t>(c)];
+          fl = KC.offset[static_cast<size_t>(c)];
+          if (Fc > 1) {
+            const double uf = rng.uniform();
+            fl += KC.fcdf[static_cast<size_t>(c)].empty() ? std::min(Fc - 1, static_cast<int>(uf * Fc))
+                                                          : pick_cdf(KC.fcdf[static_cast<size_t>(c)], uf);
           }
-          const double e = K.ecn[static_cast<size_t>(c)];
-          if (K.modified != Modified::None) capable = e >= 1.0 || (e > 0.0 && rng.uniform() < e);
+          const double e = KC.ecn[static_cast<size_t>(c)];
+          if (KC.modified != Modified::None) capable = e >= 1.0 || (e > 0.0 && rng.uniform() < e);
         }
       }
-      // 4. the arrival's fate: what is lost (the arrival, a waiting packet `victim`) and why
+      // the arrival's fate: what is lost (the arrival, a waiting packet `victim`) and why
       Loss lost = None;          // the arrival's loss
       int victim = 0;            // FIFO position of a discarded waiting packet (0: none)
       Loss victim_cause = None;  // Aqm / Overflow: pushed out; Compare: flow comparison
-      bool mark = false, to_policy = false, search = false, direct = false;
+      bool mark = false, to_policy = false;
+      [[maybe_unused]] bool search = false, direct = false;
       if (arr) {
         if (n == N) {
           ++c_ovf;
@@ -604,15 +589,15 @@ void chunk_general(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
         } else {
           bool matched = false;
           if constexpr (Cls) {
-            if (Kp->flow_compare && s.avg >= Kp->min_th && n > 1) {
+            if (Kp->flow_compare && avg >= Kp->min_th && n > 1) {
               const int waiting = n - 1;
               const int j = 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
-              if (static_cast<int>(at(j) >> 1) == fl) matched = true, victim = j, victim_cause = Compare, lost = Compare;
+              if (static_cast<int>(at(head, j) >> 1) == fl) matched = true, victim = j, victim_cause = Compare, lost = Compare;
             }
           }
-          if (!matched && decide(p_b())) {
+          if (!matched && decide(rng, p_b(g, avg))) {
             if (!Cls || Kp->modified == Modified::None) {
-              const double e = Cls ? Kp->ecn[static_cast<size_t>(c)] : P.ecn;
+              const double e = Cls ? Kp->ecn[static_cast<size_t>(c)] : ecn;
               mark = e > 0.0 && rng.uniform() < e;
               to_policy = !mark;
             } else if constexpr (Cls) {
@@ -620,10 +605,12 @@ void chunk_general(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
               // (first from the head, or by three random trials) whatever the arrival's class; with
               // no elephant waiting a protected arrival is admitted (marked when ECN-capable) and an
               // elephant arrival is dropped.  At or above max_th the arrival is dropped as in RED.
-              const double cur_max_th = S && S->dyn_maxth ? S->mt_drop[s.j].hi : Kp->max_th;
+              double cur_max_th = Kp->max_th;
+              if constexpr (Stf)
+                if (S->dyn_maxth) cur_max_th = S->mt_drop[s.j].hi;
               const bool protect = capable || Kp->mice[static_cast<size_t>(c)];
-              const int waiting_elephants = s.elephants - static_cast<int>(n > 0 && elephant(at(0)));
-              if (!(s.avg < cur_max_th)) to_policy = true;
+              const int waiting_elephants = s.elephants - static_cast<int>(n > 0 && elephant(at(head, 0)));
+              if (!(avg < cur_max_th)) to_policy = true;
               else if (waiting_elephants > 0) search = true;
               else if (protect) mark = capable;
               else direct = true;  // the arrival is the only elephant: it is the one dropped
@@ -632,8 +619,7 @@ void chunk_general(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
           }
         }
       }
-      // 5. departure of the packet in service at the start of the slot
-      const bool dep = (n > 0) & ((rng.next() >> 11) < P.mu_thr);
+      dep = (n > 0) & ((rng.next() >> 11) < mu_thr);
       if (to_policy && pushout && n > 1) {  // admit the arrival, discard a waiting packet (never the one in service)
         const int waiting = n - 1;
         const int j = P.policy == DropPolicy::Front ? 1 : 1 + static_cast<int>(rng.uniform() * waiting);
@@ -644,21 +630,21 @@ void chunk_general(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
           const int waiting = n - 1;
           if (Kp->modified == Modified::Front) {
             int j = 1;
-            while (!elephant(at(j))) ++j;  // one waits (counted above)
+            while (!elephant(at(head, j))) ++j;  // one waits (counted above)
             victim = j;
           } else {
             for (int trial = 0; trial < 3; ++trial) {
               victim = 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
-              if (elephant(at(victim))) break;
+              if (elephant(at(head, victim))) break;
             }
           }
           victim_cause = Aqm, lost = None;
         }
       }
-      int now = n;
+      now = n;
       if (victim > 0) {
         if constexpr (Cls) {
-          const uint32_t rec = at(victim);
+          const uint32_t rec = at(head, victim);
           const int vc = Kp->flow_class[rec >> 1];
           --s.in_sys[static_cast<size_t>(vc)];
           s.elephants -= static_cast<int>(elephant(rec));
@@ -667,9 +653,9 @@ void chunk_general(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
             ++(victim_cause == Compare ? ct->fc : ct->push)[static_cast<size_t>(vc)];
             ++ct->f_lost[rec >> 1];
           }
-          erase2(buf, meta, mask, s.head, n, victim);
+          erase2(buf, meta, mask, head, n, victim);
         } else {
-          erase(buf, mask, s.head, n, victim);
+          erase(buf, mask, head, n, victim);
         }
         ++c_push;
         --now;
@@ -685,10 +671,10 @@ void chunk_general(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
           }
         }
         if (lost == None) {
-          buf[(s.head + static_cast<uint64_t>(now)) & mask] = t;
+          buf[(head + static_cast<uint64_t>(now)) & mask] = t;
           if constexpr (Cls) {
             const uint32_t rec = (static_cast<uint32_t>(fl) << 1) | static_cast<uint32_t>(capable);
-            meta[(s.head + static_cast<uint64_t>(now)) & mask] = rec;
+            meta[(head + static_cast<uint64_t>(now)) & mask] = rec;
             ++s.in_sys[static_cast<size_t>(c)];
             s.elephants += static_cast<int>(elephant(rec));
           }
@@ -702,60 +688,73 @@ void chunk_general(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_
           }
         }
       }
-      if constexpr (Cls) {
-        if (dep) {
-          const uint32_t rec = at(0);
-          const int dc = Kp->flow_class[rec >> 1];
-          --s.in_sys[static_cast<size_t>(dc)];
-          s.elephants -= static_cast<int>(elephant(rec));
-          const int64_t r = t - buf[s.head & mask];
-          if (ct) {
-            ++ct->dep[static_cast<size_t>(dc)];
-            ++ct->f_dep[rec >> 1];
-            if constexpr (Record) class_response(T, dc, r, P.max_r);
-          }
-          if constexpr (Record) add_response(*T.hist_r, T.tail_r, T.tail_r2, *T.budget, r, P.max_r, "batch");
-        }
-      } else if constexpr (Record) {
-        const int64_t r = dep ? t - buf[s.head & mask] : 0;
-        if (r >= lim)
-          hr = response_tail(T, r, P.max_r, hsize, lim);
-        else
-          ++hr[r];
-      }
-      s.head += dep;
-      c_dep += dep;
-      s.n = now - static_cast<int>(dep);
     }
-    ++T.hist_n[s.n];
+    // the response time of the departing packet
+    if constexpr (Cls) {
+      if (dep) {
+        const uint32_t rec = at(head, 0);
+        const int dc = Kp->flow_class[rec >> 1];
+        --s.in_sys[static_cast<size_t>(dc)];
+        s.elephants -= static_cast<int>(elephant(rec));
+        const int64_t r = t - buf[head & mask];
+        if (ct) {
+          ++ct->dep[static_cast<size_t>(dc)];
+          ++ct->f_dep[rec >> 1];
+          if constexpr (F::Record) class_response(T, dc, r, P.max_r);
+        }
+        if constexpr (F::Record) add_response(*T.hist_r, T.tail_r, T.tail_r2, *T.budget, r, P.max_r, "batch");
+      }
+    } else if constexpr (F::Record) {
+      // 0 without a departure (masked, not branched: a departure is a coin toss the branch
+      // predictor cannot learn); bin 0 is the sink
+      const int64_t r = (t - buf[head & mask]) & -static_cast<int64_t>(dep);
+      if (r >= lim) [[unlikely]]
+        hr = response_tail(T, r, P.max_r, hsize, lim);
+      else
+        ++hr[r];
+    }
+    head += dep;
+    n = now - static_cast<int>(dep);
+    if constexpr (!One) c_dep += dep;
+    // observation
+    ++hn[n];
+    sum_avg += avg;
     if constexpr (Cls) {
       if (ct)
         for (int k = 0; k < Kp->C; ++k) ct->sum_n[static_cast<size_t>(k)] += s.in_sys[static_cast<size_t>(k)];
     }
-    sum_avg += s.avg;
-    if (S) {
+    if constexpr (Stf) {
       sum_count += static_cast<double>(s.count);
       sum_pmax += s.pmax;
       sum_maxth += S->mt_drop[s.j].hi;
     }
   }
+  s.n = n, s.m = m, s.g = g, s.avg = avg, s.head = head;
+  if constexpr (One) {
+    c_adm = c_arr - c_aqm - c_ovf + c_push;
+    c_dep = n0 + c_adm - c_push - n;
+  }
   T.arrivals += c_arr, T.aqm += c_aqm, T.marks += c_mark, T.overflow += c_ovf, T.flow_compare += c_fc;
   T.departures += c_dep, T.admitted += c_adm, T.pushed += c_push;
   T.sum_avg += sum_avg;
-  T.sum_count += sum_count;
-  T.sum_pmax += sum_pmax;
-  T.sum_maxth += sum_maxth;
+  if constexpr (Stf) {
+    T.sum_count += sum_count;
+    T.sum_pmax += sum_pmax;
+    T.sum_maxth += sum_maxth;
+  }
   rng_ref = rng;
 }
 
 template <bool Mod, bool Rec, bool Plain>
 ChunkFn pick(const SlotParams& P) {
-  if (P.redwm) return P.discretised ? &chunk<Mod, AvgKind::RedwmGrid, Rec, Plain> : &chunk<Mod, AvgKind::Redwm, Rec, Plain>;
-  if (P.discretised) return &chunk<Mod, AvgKind::Grid, Rec, Plain>;
+  using K = AvgKind;
+  if (P.redwm)
+    return P.discretised ? &chunk<Features<Mod, K::RedwmGrid, Rec, Plain>> : &chunk<Features<Mod, K::Redwm, Rec, Plain>>;
+  if (P.discretised) return &chunk<Features<Mod, K::Grid, Rec, Plain>>;
   switch (P.drop_kind) {
-    case SlotParams::DropKind::None: return &chunk<Mod, AvgKind::NoDrop, Rec, Plain>;
-    case SlotParams::DropKind::Red: return &chunk<Mod, AvgKind::Red, Rec, Plain>;
-    default: return &chunk<Mod, AvgKind::AnyDrop, Rec, Plain>;
+    case SlotParams::DropKind::None: return &chunk<Features<Mod, K::NoDrop, Rec, Plain>>;
+    case SlotParams::DropKind::Red: return &chunk<Features<Mod, K::Red, Rec, Plain>>;
+    default: return &chunk<Features<Mod, K::AnyDrop, Rec, Plain>>;
   }
 }
 
@@ -764,12 +763,29 @@ ChunkFn pick(const SlotParams& P) {
   return P.per_slot && P.ecn == 0.0 ? pick<Mod, Rec, true>(P) : pick<Mod, Rec, false>(P);
 }
 
+/// Classes, batch arrivals, the stateful AQM: continuous avg by the drop function or on the grid.
+template <bool Rec, bool Cls, bool Batch, bool Stf>
+ChunkFn pick_general(const SlotParams& P) {
+  using K = AvgKind;
+  if (P.M > 1)
+    return P.discretised ? &chunk<Features<true, K::Grid, Rec, false, Cls, Batch, Stf>>
+                         : &chunk<Features<true, K::AnyDrop, Rec, false, Cls, Batch, Stf>>;
+  return P.discretised ? &chunk<Features<false, K::Grid, Rec, false, Cls, Batch, Stf>>
+                       : &chunk<Features<false, K::AnyDrop, Rec, false, Cls, Batch, Stf>>;
+}
+
+template <bool Rec>
+ChunkFn pick_general(const SlotParams& P) {
+  const bool stf = P.sa.has_value();
+  if (P.cls) return stf ? pick_general<Rec, true, false, true>(P) : pick_general<Rec, true, false, false>(P);
+  if (P.B > 1) return stf ? pick_general<Rec, false, true, true>(P) : pick_general<Rec, false, true, false>(P);
+  return pick_general<Rec, false, false, true>(P);
+}
+
 }  // namespace
 
 ChunkFn chunk_function(const SlotParams& P, bool record) {
-  if (P.cls) return record ? &chunk_general<true, true, false> : &chunk_general<false, true, false>;
-  if (P.B > 1) return record ? &chunk_general<true, false, true> : &chunk_general<false, false, true>;
-  if (P.sa) return record ? &chunk_general<true, false, false> : &chunk_general<false, false, false>;
+  if (P.cls || P.B > 1 || P.sa) return record ? pick_general<true>(P) : pick_general<false>(P);
   if (record) return P.M > 1 ? pick<true, true>(P) : pick<false, true>(P);
   return P.M > 1 ? pick<true, false>(P) : pick<false, false>(P);
 }

@@ -4,8 +4,10 @@
 // events in a slot"):
 // filter update, modulator move, arrival, rejection test (overflow, else an AQM drop or
 // ECN mark with probability p(avg_t)), departure of the packet in service at the start of
-// the slot, observation.  The loop is written without data-dependent branches on the
-// common path; the random numbers it draws per slot, in this order, are
+// the slot, observation.  There is one loop (chunk in engine.cpp), a template over the
+// features of a model (modulated source, avg kind, response recording, plain filter,
+// traffic classes, batch source, stateful AQM), each an `if constexpr` part of it.  The
+// random numbers it draws per slot, in this order, are
 //
 //   1. modulator move (modulated sources only): one uniform, compared with the
 //      cumulative row of the modulator matrix;
@@ -13,7 +15,10 @@
 //      probability of the target (drawn in every slot, also when the target is a single
 //      grid point or, under the per-arrival rule, when no packet arrives); REDwM draws a
 //      second one for its variable s, in the same way;
-//   3. arrival and its fate: ONE uniform u compared with the disjoint intervals
+//   3. arrival: one uniform (a batch source: the number of arrivals, by inversion of the
+//      count cdf of the modulator state).
+// Models without classes, batch source or stateful AQM (the single-uniform path) go on:
+//   4. the arrival's fate, with the SAME uniform u compared with the disjoint intervals
 //        [0, lam p e)        arrival, AQM decision, ECN-capable: marked
 //        [lam p e, lam p)    arrival, AQM decision, not ECN-capable: dropped
 //        [lam p, lam)        arrival, no AQM decision: admitted (if the buffer has room)
@@ -23,20 +28,20 @@
 //      lengths lam p e, lam p (1 - e), lam (1 - p), 1 - lam, which are exactly the
 //      probabilities of the three independent draws "arrival", "drop decision", "ECN
 //      capable" of the model; so the law is the model's, not an approximation;
-//   4. departure: one uniform, compared with mu, drawn in every slot (used only when the
+//   5. departure: one uniform, compared with mu, drawn in every slot (used only when the
 //      system held a packet at the start of the slot);
-//   5. push-out victim (random discard policy, only when a rejected arrival finds
+//   6. push-out victim (random discard policy, only when a rejected arrival finds
 //      waiting packets): one uniform.
-// Models with a stateful AQM, traffic classes (modified RED, flow comparison:
-// docs/classes.md) or a batch source run the general loop (chunk_general in engine.cpp,
-// its features as template flags), which draws in its own order: grid mapping of avg,
-// modulator, arrival (batch: the number of arrivals, one uniform), the stateful AQM's
-// clock and p_max mapping, then per arrival its class (only with two or more classes),
-// its flow (only when its class has several), its ECN capability (modified RED, when the
-// class's probability is strictly between 0 and 1), the packet the flow comparison picks,
-// the AQM decision and ECN; then the departure, and after it the push-out victims and
-// the victims of the modified random search.
-// A bare Bernoulli source with continuous avg therefore takes two draws per slot.
+// This path is written without data-dependent branches on the common path, and is what
+// benchmarks/bare_sim.c reproduces draw for draw.  A bare Bernoulli source with
+// continuous avg therefore takes two draws per slot.
+// Models with traffic classes (modified RED, flow comparison: docs/classes.md), a batch
+// source or a stateful AQM draw after step 3: the stateful AQM's clock (geometric) and
+// p_max mapping (discretised, when the clock fires), then per arrival its class (only with
+// two or more classes), its flow (only when its class has several), its ECN capability
+// (modified RED, when the class's probability is strictly between 0 and 1), the packet the
+// flow comparison picks, the AQM decision and ECN; then the departure (5), and after it
+// the push-out victims and the victims of the modified random search.
 // Comparisons are made on the integer k = x >> 11 of a 64-bit draw x (u = k 2^-53):
 // u < p  <=>  k < p 2^53  <=>  k < ceil(p 2^53), and the scaling by 2^53 is exact.
 #pragma once

@@ -53,7 +53,7 @@ def close(a, b, name, k=4.0):
 @pytest.mark.parametrize("aqm", [{"spacing": "count", "ecn": 0.3}, {"p_max": 0.7, "dynamic_max_th": True,
                                                                      "max_th_growth": 0.4, "policy": "random"}])
 def test_one_class_is_the_classless_model_exactly(aqm, discretised):
-    """One class of one flow draws nothing extra: the stateful loop's numbers, bit for bit."""
+    """One class of one flow draws nothing extra: the classless stateful model's numbers, bit for bit."""
     plain = model(aqm)
     ecn = aqm.get("ecn", 0.0)
     one = model({k: v for k, v in aqm.items() if k != "ecn"}, [{"name": "all", "share": 1.0, "ecn": ecn}])
