@@ -14,9 +14,10 @@
    their sections, and any other public name in a last section, so every public name is on
    the page (mkdocstrings renders each from its docstring).
 4. The docstrings' Sphinx roles (:class:`X`, :func:`~a.b`) are shown as code, without the role.
-5. The key tables of the drop functions and sources in docs/model-file.md are generated from the
-   core's registries (``<!-- registry: drop -->``, ``<!-- registry: source -->``), so a new kind
-   is documented by its registry entry.
+5. The key tables of the drop functions and sources in docs/model-file.md and the method table
+   of docs/solvers.md are generated from the core's registries (``<!-- registry: drop -->``,
+   ``<!-- registry: source -->``, ``<!-- registry: methods -->``), so a new kind or method is
+   documented by its registry entry.
 """
 
 from __future__ import annotations
@@ -247,7 +248,7 @@ def on_files(files, config):
     return files
 
 
-_REGISTRY = re.compile(r"<!-- registry: (drop|source) -->")
+_REGISTRY = re.compile(r"<!-- registry: (drop|source|methods) -->")
 
 
 def _keys_cell(params: list[dict]) -> str:
@@ -261,10 +262,16 @@ def _keys_cell(params: list[dict]) -> str:
 
 
 def registry_markdown(kind: str) -> str:
-    """The key table of one registry (``drop`` or ``source``), from the core's table."""
+    """The table of one registry (``drop`` or ``source``: the keys; ``methods``: the stationary
+    methods' guide), from the core's table."""
     from aqmchain import _core
 
-    if kind == "drop":
+    if kind == "methods":
+        rows = ["| method | use it when | cost and limits |", "|---|---|---|"]
+        for m in _core.stationary_method_guide():
+            default = " (default)" if m["name"] == "auto" else ""
+            rows.append(f"| `{m['name']}`{default} | {m['use_when']} | {m['cost']} |")
+    elif kind == "drop":
         rows = ["| `drop` | keys (type; range): meaning | p(avg) | with |", "|---|---|---|---|"]
         for k in _core.DropFunction.kinds:
             with_ = ", ".join(w for w, on in (("adaptive, dynamic_max_th", k["scales_p_max"]),

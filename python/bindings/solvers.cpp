@@ -68,6 +68,19 @@ void define_options(py::module_& m) {
         return out;
       },
       "{name: one-line description} of the stationary methods, in the docs' order (the core's registry).");
+  m.def(
+      "stationary_method_guide",
+      []() {
+        py::list out;
+        for (const MethodInfo& x : kMethodInfo) {
+          py::dict d;
+          d["name"] = x.name, d["description"] = x.description, d["use_when"] = x.use_when, d["cost"] = x.cost;
+          out.append(d);
+        }
+        return out;
+      },
+      "The stationary methods' rows of the solvers guide (name, description, use_when, cost), in the docs' order "
+      "(the core's registry).");
 }
 
 void define_result(py::module_& m) {

@@ -69,7 +69,7 @@ TEST(Registry, EveryDropKindHasAnEntryInOrder) {
   EXPECT_THROW(DropKindSpec(DropFunction::Kind::RED, "x", "", "", {}, nullptr, nullptr, nullptr, 0, ""),
                std::logic_error);
   try {
-    drop_kind("cubic");
+    drop_kind("no_such_kind");
     FAIL();
   } catch (const ModelError& e) {
     EXPECT_EQ(e.param(), "aqm.drop");
@@ -113,8 +113,25 @@ TEST(Registry, MakeFromNamedValuesIsTheFactory) {
 }
 
 TEST(Registry, KindListsInMessagesComeFromTraits) {
-  EXPECT_EQ(drop_kinds_with(DropKindSpec::kScalesPMax), "red, gentle_red or nlred");
-  EXPECT_EQ(drop_kinds_with(DropKindSpec::kThresholds), "red, gentle_red, nlred or polynomial");
+  // the lists name exactly the kinds with the trait, in the registry's order
+  for (unsigned trait : {unsigned(DropKindSpec::kScalesPMax), unsigned(DropKindSpec::kThresholds)}) {
+    std::vector<std::string> with;
+    for (const auto& k : drop_kinds())
+      if (k.traits & trait) with.push_back(k.name);
+    EXPECT_EQ(drop_kinds_with(trait), or_list(with));
+  }
+  // the thresholds of the RED family, not DSRED's K_l / K_h or a table's points
+  const std::string scales = drop_kinds_with(DropKindSpec::kScalesPMax);
+  const std::string thresholds = drop_kinds_with(DropKindSpec::kThresholds);
+  for (const char* name : {"red", "gentle_red", "nlred"}) {
+    EXPECT_NE(scales.find(name), std::string::npos) << name;
+    EXPECT_NE(thresholds.find(name), std::string::npos) << name;
+  }
+  EXPECT_NE(thresholds.find("polynomial"), std::string::npos);
+  for (const char* name : {"dsred", "table", "none"}) {
+    EXPECT_EQ(scales.find(name), std::string::npos) << name;
+    EXPECT_EQ(thresholds.find(name), std::string::npos) << name;
+  }
 }
 
 TEST(Source, SsmpStationaryAndMean) {

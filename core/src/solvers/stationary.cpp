@@ -227,7 +227,7 @@ void Target::run(Method m, StationaryResult& x, const Attempt& a) {
 
 const MethodSolver& solver_of(Method m) {
   switch (m) {
-#define AQM_METHOD_CASE(e, name, doc) \
+#define AQM_METHOD_CASE(e, name, doc, use, cost) \
   case Method::e:                     \
     return method_solver<Method::e>();
     AQM_STATIONARY_METHODS(AQM_METHOD_CASE)

@@ -52,14 +52,17 @@ def test_bad_numbers_are_named_errors(value, bound):
         _core.DropFunction.table([[1, 0.1], [2, 0.2, 0.3]])
 
 
-SAMPLES = [aqmchain.DropFunction.none(), aqmchain.DropFunction.red(2, 8, 0.1),
-           aqmchain.DropFunction.gentle_red(2, 8, 0.1), aqmchain.DropFunction.dsred(2, 8, 0.3),
-           aqmchain.DropFunction.sred(2, 9, 4), aqmchain.DropFunction.nlred(2, 8, 0.5),
-           aqmchain.DropFunction.polynomial(1, 5, [0.1, 0.2]), aqmchain.DropFunction.table([(1, 0.0), (3, 0.5)])]
+#: A valid value of every drop-function parameter name (by name, so that a new kind made of
+#: known parameters is sampled without an edit here).
+TYPICAL = {"min_th": 2.0, "max_th": 8.0, "p_max": 0.1, "k_l": 2.0, "k_h": 8.0, "gamma": 0.3, "q_max": 9.0,
+           "seg": 4.0, "coeffs": [0.1, 0.2], "points": [[1.0, 0.0], [3.0, 0.5]]}
+#: One function of every kind of the registry, built from the typical values of its parameters.
+SAMPLES = [aqmchain.DropFunction.make(k["name"], **{p["name"]: TYPICAL[p["name"]] for p in k["params"]})
+           for k in DROPS]
 
 
 def test_every_kind_has_a_sample_and_rebuilds_from_its_args():
-    assert sorted(f.kind for f in SAMPLES) == sorted(k["name"] for k in DROPS)
+    assert [f.kind for f in SAMPLES] == [k["name"] for k in DROPS] and len(SAMPLES) >= 8
     x = np.linspace(0, 12, 97)
     for f in SAMPLES:
         g = aqmchain.DropFunction.make(f.kind, **f.args())

@@ -19,40 +19,57 @@
 
 namespace aqm {
 
-/// The stationary methods, written once: X(enumerator, name, one-line description), in
-/// the order the docs list them.  A method's code and its registry entry (the function,
+/// The stationary methods, written once: X(enumerator, name, one-line description, "use it
+/// when", "cost and limits"), in the order the docs list them (the last two are the method's
+/// row of the solvers guide's method table, markdown).  A method's code and its registry entry (the function,
 /// whether it runs on the whole chain, whether it can fail fast for auto) live in
 /// core/src/solvers/<name>.cpp (see core/src/solvers/stationary_common.hpp); everything
 /// else (dispatch, to_string / method_from, the bindings' Method enum and method list,
 /// the tests' method lists) follows from this table.
-#define AQM_STATIONARY_METHODS(X)                                                                              \
-  X(Auto, "auto", "by the chain's size and structure; falls back to the next method in turn")                   \
-  X(Direct, "direct", "UMFPACK LU of the balance equations with one unknown fixed")                             \
-  X(Krylov, "krylov", "GMRES on the reduced system, block Gauss-Seidel preconditioner over the descriptor's blocks") \
-  X(Arnoldi, "arnoldi", "ARPACK-ng implicitly restarted Arnoldi, eigenvalue 1 of P^T")                          \
-  X(GaussSeidel, "gauss_seidel", "forward Gauss-Seidel sweeps on pi (I - P) = 0")                              \
-  X(Power, "power", "the power iteration pi <- pi P")                                                           \
-  X(Multilevel, "multilevel", "multilevel aggregation over the state lattice with Gauss-Seidel smoothing")
+#define AQM_STATIONARY_METHODS(X) \
+  X(Auto, "auto", "by the chain's size and structure; falls back to the next method in turn", \
+    "always, unless below", \
+    "by size and structure: `direct` first on chains below 20,000 states (`auto_krylov_min_states`); `krylov` first on larger plain chains; on larger chains with traffic classes or a stateful AQM a quick `direct` (at most 1e11 flops), then `multilevel`, then `krylov`. Gauss–Seidel last. An attempt with a method behind it fails fast (stagnation is detected after 3 GMRES restarts or 20 cycles). The result says what ran and why (`info.method`, `info.fallback`, `info.note`, `info.methods_tried` with the seconds of each attempt; JSON `solver.methods_tried`)") \
+  X(Direct, "direct", "UMFPACK LU of the balance equations with one unknown fixed", \
+    "small and medium chains (up to a few 10⁵ states), or when you solve many chains with the same pattern (`aqmchain.DirectSolver` keeps UMFPACK's symbolic analysis across a sweep over mu, alpha or p_max)", \
+    "LU fill grows quickly with the avg grid; refused before factorising above `direct_max_gb` (8 GB). Ctrl-C returns at once: the analysis and the factorisation run on a worker thread that an interruption abandons (it finishes, then frees its memory)") \
+  X(Krylov, "krylov", "GMRES on the reduced system, block Gauss-Seidel preconditioner over the descriptor's blocks", \
+    "large chains (10⁵–10⁷ states): preconditioned restarted GMRES, the fastest method here", \
+    "memory ~ `krylov_basis` (30) vectors plus the block preconditioner; measured 0.3 s for 235k states, 13 s for 4.4M states (one thread)") \
+  X(Arnoldi, "arnoldi", "ARPACK-ng implicitly restarted Arnoldi, eigenvalue 1 of P^T", \
+    "checking the dominant eigenvalue/eigenvector independently (ARPACK)", \
+    "slower; refuses a basis above `arnoldi_max_gb`") \
+  X(GaussSeidel, "gauss_seidel", "forward Gauss-Seidel sweeps on pi (I - P) = 0", \
+    "tiny chains, tests, teaching", \
+    "converges slowly on nearly decomposable chains (small w, bursty sources)") \
+  X(Power, "power", "the power iteration pi <- pi P", \
+    "tiny chains, as an independent oracle", \
+    "very slow: the error shrinks by the second eigenvalue per product") \
+  X(Multilevel, "multilevel", "multilevel aggregation over the state lattice with Gauss-Seidel smoothing", \
+    "a second opinion on large chains, or when GMRES stagnates", \
+    "aggregation on the (n, avg) lattice; no convergence guarantee (non-convergence is reported); the V-cycle stalls on SSMP sources")
 
 enum class Method {
-#define AQM_METHOD_ENUMERATOR(e, name, doc) e,
+#define AQM_METHOD_ENUMERATOR(e, name, doc, use, cost) e,
   AQM_STATIONARY_METHODS(AQM_METHOD_ENUMERATOR)
 #undef AQM_METHOD_ENUMERATOR
 };
-/// A method's name and one-line description.
+/// A method's name, one-line description and its row of the solvers guide's method table.
 struct MethodInfo {
   Method method;
   const char* name;
   const char* description;
+  const char* use_when;  ///< "use it when" (markdown)
+  const char* cost;      ///< "cost and limits" (markdown)
 };
 inline constexpr MethodInfo kMethodInfo[] = {
-#define AQM_METHOD_INFO(e, name, doc) {Method::e, name, doc},
+#define AQM_METHOD_INFO(e, name, doc, use, cost) {Method::e, name, doc, use, cost},
     AQM_STATIONARY_METHODS(AQM_METHOD_INFO)
 #undef AQM_METHOD_INFO
 };
 /// Every method, in the order the docs list them (names from to_string).
 inline constexpr Method kAllMethods[] = {
-#define AQM_METHOD_VALUE(e, name, doc) Method::e,
+#define AQM_METHOD_VALUE(e, name, doc, use, cost) Method::e,
     AQM_STATIONARY_METHODS(AQM_METHOD_VALUE)
 #undef AQM_METHOD_VALUE
 };
