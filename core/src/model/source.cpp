@@ -193,7 +193,7 @@ Source Source::batch_mmbp(std::vector<std::vector<double>> matrix, std::vector<s
 }
 
 std::vector<std::vector<double>> Source::count_pmf() const {
-  if (kind == Kind::Batch) return batch;
+  if (!batch.empty()) return batch;  // any kind with a count law (not only Kind::Batch)
   std::vector<std::vector<double>> out;
   for (double a : arrival) out.push_back({1.0 - a, a});
   return out;
@@ -231,7 +231,7 @@ void validate_batch(const Source& s, const std::string& prefix) {
 
 void Source::validate(const std::string& prefix) const {
   if (continuous()) return validate_continuous(*this, prefix);
-  if (kind == Kind::Batch) validate_batch(*this, prefix);
+  if (kind == Kind::Batch || !batch.empty()) validate_batch(*this, prefix);
   const size_t n = arrival.size();
   if (n == 0) fail_param(prefix + ".arrival", "a non-empty list", "[]");
   if (kind == Kind::SSMP)
@@ -243,7 +243,7 @@ void Source::validate(const std::string& prefix) const {
                      detail::cat("parameter '", prefix, ".matrix' must have ", n, " rows (one per arrival entry), got ",
                                  matrix.size()));
   for (size_t i = 0; i < n; ++i) {
-    if (kind != Kind::Batch) require_prob(detail::cat(prefix, ".arrival[", i, "]"), arrival[i]);
+    if (batch.empty()) require_prob(detail::cat(prefix, ".arrival[", i, "]"), arrival[i]);
     if (matrix[i].size() != n)
       throw ModelError(prefix + ".matrix", detail::cat("parameter '", prefix, ".matrix' must be square ", n, " x ",
                                                        n, ", row ", i, " has ", matrix[i].size(), " entries"));
@@ -561,7 +561,7 @@ HurstReport hurst(const Source& s, int log2_lo, int log2_hi) {
   long double s1 = 0.0L, s2 = 0.0L;  // sum_{k<m} c_k, sum_{k<m} k c_k
   // (a batch source: c_0 = sum_i pi_i E[X^2 | i] - mean^2)
   long double c0 = mean - mean * mean;
-  if (s.kind == Source::Kind::Batch) {
+  if (!s.batch.empty()) {
     long double second = 0.0L;
     for (int i = 0; i < n; ++i)
       for (size_t k = 1; k < s.batch[static_cast<size_t>(i)].size(); ++k)

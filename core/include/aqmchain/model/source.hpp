@@ -38,8 +38,10 @@ struct Source {
   /// arrivals in a slot, sum_k k batch[i][k]).
   /// Continuous kinds: arrival rate (per unit time) in each modulator state.
   std::vector<double> arrival{0.5};
-  /// Batch only: per modulator state the pmf of the number of arrivals in a slot, k = 0..B
-  /// (every row B + 1 entries).  Empty for the other kinds (use count_pmf()).
+  /// A kind with more than one arrival in a slot (Batch, or a new kind built through
+  /// batch_mmbp): per modulator state the pmf of the number of arrivals, k = 0..B (every row
+  /// B + 1 entries); max_batch(), count_pmf(), validate() and hurst() read this, not the kind.
+  /// Empty for the one-arrival kinds (use count_pmf()).
   std::vector<std::vector<double>> batch;
   // SSMP parameters (kind == SSMP only).
   int ssmp_n = 0;
@@ -68,7 +70,7 @@ struct Source {
 
   int states() const { return static_cast<int>(arrival.size()); }
   /// Most arrivals in one slot: B of a batch source, 1 for the other kinds.
-  int max_batch() const { return kind == Kind::Batch && !batch.empty() ? static_cast<int>(batch[0].size()) - 1 : 1; }
+  int max_batch() const { return !batch.empty() ? static_cast<int>(batch[0].size()) - 1 : 1; }
   /// Per modulator state the pmf of the number of arrivals in a slot, k = 0..max_batch():
   /// the batch rows, or {1 - lam_i, lam_i} for the slotted kinds with one arrival at most.
   std::vector<std::vector<double>> count_pmf() const;
