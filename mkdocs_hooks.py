@@ -15,7 +15,8 @@
    the page (mkdocstrings renders each from its docstring).
 4. The docstrings' Sphinx roles (:class:`X`, :func:`~a.b`) are shown as code, without the role.
 5. The key tables of the drop functions and sources in docs/model-file.md are generated from the
-   core's registries (``<!-- registry: drop -->``, ``<!-- registry: source -->``), so a new kind
+   core's registries (``<!-- registry: drop -->``, ``<!-- registry: source -->``; the ``[solver]``
+   keys from the core's table of solver options, ``<!-- registry: solver -->``), so a new kind
    is documented by its registry entry.
 """
 
@@ -247,7 +248,7 @@ def on_files(files, config):
     return files
 
 
-_REGISTRY = re.compile(r"<!-- registry: (drop|source) -->")
+_REGISTRY = re.compile(r"<!-- registry: (drop|source|solver) -->")
 
 
 def _keys_cell(params: list[dict]) -> str:
@@ -261,9 +262,11 @@ def _keys_cell(params: list[dict]) -> str:
 
 
 def registry_markdown(kind: str) -> str:
-    """The key table of one registry (``drop`` or ``source``), from the core's table."""
+    """The key table of one registry (``drop``, ``source`` or ``solver``), from the core's table."""
     from aqmchain import _core
 
+    if kind == "solver":
+        return solver_markdown()
     if kind == "drop":
         rows = ["| `drop` | keys (type; range): meaning | p(avg) | with |", "|---|---|---|---|"]
         for k in _core.DropFunction.kinds:
@@ -275,6 +278,31 @@ def registry_markdown(kind: str) -> str:
         for k in _core.Source.kinds:
             time = " (continuous time)" if k["continuous"] else ""
             rows.append(f"| `\"{k['name']}\"`{time} | {_keys_cell(k['params'])} | {k['doc']} |")
+    return "\n".join(rows) + "\n"
+
+
+def solver_markdown() -> str:
+    """The ``[solver]`` key table from the core's table of solver options (a model file takes
+    every option but the starting vector ``x0``) and the builder's ``memory_limit_gb``."""
+    from aqmchain import _checks, _core
+
+    rows = ["| key | default | type; range | meaning |", "|---|---|---|---|"]
+    methods = _core.stationary_method_descriptions()
+    for o in _core.StationaryOptions.options():
+        if o["name"] == "x0":
+            continue
+        d = o["default"]
+        default = f'`"{d}"`' if isinstance(d, str) else f"{d:g}" if isinstance(d, float) else str(d)
+        if o["type"] == "choice":
+            bound = "one of " + ", ".join(f"`{c}`" for c in o["choices"])
+        else:
+            bound = o["bound"]
+        doc = o["doc"]
+        if o["name"] == "method":
+            doc += ": " + "; ".join(f"`{n}`: {text}" for n, text in methods.items())
+        rows.append(f"| `{o['name']}` | {default} | {o['type'].replace('_', ' ')}; {bound} | {doc} |")
+    rows.append(f"| `memory_limit_gb` | 8 | real; in (0, {_checks.MAX_MEMORY_GB:g}] | refuse to build a chain whose "
+                "estimated footprint is larger (GB) |")
     return "\n".join(rows) + "\n"
 
 
