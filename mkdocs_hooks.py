@@ -300,6 +300,7 @@ def solver_markdown() -> str:
         doc = o["doc"]
         if o["name"] == "method":
             doc += ": " + "; ".join(f"`{n}`: {text}" for n, text in methods.items())
+        doc = doc.replace("|", "\\|")  # a norm's bars inside a table cell
         rows.append(f"| `{o['name']}` | {default} | {o['type'].replace('_', ' ')}; {bound} | {doc} |")
     rows.append(f"| `memory_limit_gb` | 8 | real; in (0, {_checks.MAX_MEMORY_GB:g}] | refuse to build a chain whose "
                 "estimated footprint is larger (GB) |")
