@@ -14,10 +14,11 @@
    their sections, and any other public name in a last section, so every public name is on
    the page (mkdocstrings renders each from its docstring).
 4. The docstrings' Sphinx roles (:class:`X`, :func:`~a.b`) are shown as code, without the role.
-5. The key tables of the drop functions and sources in docs/model-file.md and the method table
-   of docs/solvers.md are generated from the core's registries (``<!-- registry: drop -->``,
-   ``<!-- registry: source -->``, ``<!-- registry: methods -->``), so a new kind or method is
-   documented by its registry entry.
+5. The key tables of the drop functions and sources in docs/model-file.md, the ``[solver]`` keys
+   there and the method table of docs/solvers.md are generated from the core's tables
+   (``<!-- registry: drop -->``, ``<!-- registry: source -->``, ``<!-- registry: solver -->``:
+   the table of solver options, ``<!-- registry: methods -->``: the stationary methods), so a
+   new kind, option or method is documented by its table entry.
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ def on_files(files, config):
     return files
 
 
-_REGISTRY = re.compile(r"<!-- registry: (drop|source|methods) -->")
+_REGISTRY = re.compile(r"<!-- registry: (drop|source|solver|methods) -->")
 
 
 def _keys_cell(params: list[dict]) -> str:
@@ -262,10 +263,12 @@ def _keys_cell(params: list[dict]) -> str:
 
 
 def registry_markdown(kind: str) -> str:
-    """The table of one registry (``drop`` or ``source``: the keys; ``methods``: the stationary
-    methods' guide), from the core's table."""
+    """The table of one registry (``drop``, ``source`` or ``solver``: the keys; ``methods``: the
+    stationary methods' guide), from the core's table."""
     from aqmchain import _core
 
+    if kind == "solver":
+        return solver_markdown()
     if kind == "methods":
         rows = ["| method | use it when | cost and limits |", "|---|---|---|"]
         for m in _core.stationary_method_guide():
@@ -282,6 +285,32 @@ def registry_markdown(kind: str) -> str:
         for k in _core.Source.kinds:
             time = " (continuous time)" if k["continuous"] else ""
             rows.append(f"| `\"{k['name']}\"`{time} | {_keys_cell(k['params'])} | {k['doc']} |")
+    return "\n".join(rows) + "\n"
+
+
+def solver_markdown() -> str:
+    """The ``[solver]`` key table from the core's table of solver options (a model file takes
+    every option but the starting vector ``x0``) and the builder's ``memory_limit_gb``."""
+    from aqmchain import _checks, _core
+
+    rows = ["| key | default | type; range | meaning |", "|---|---|---|---|"]
+    methods = _core.stationary_method_descriptions()
+    for o in _core.StationaryOptions.options():
+        if o["name"] == "x0":
+            continue
+        d = o["default"]
+        default = f'`"{d}"`' if isinstance(d, str) else f"{d:g}" if isinstance(d, float) else str(d)
+        if o["type"] == "choice":
+            bound = "one of " + ", ".join(f"`{c}`" for c in o["choices"])
+        else:
+            bound = o["bound"]
+        doc = o["doc"]
+        if o["name"] == "method":
+            doc += ": " + "; ".join(f"`{n}`: {text}" for n, text in methods.items())
+        doc = doc.replace("|", "\\|")  # a norm's bars inside a table cell
+        rows.append(f"| `{o['name']}` | {default} | {o['type'].replace('_', ' ')}; {bound} | {doc} |")
+    rows.append(f"| `memory_limit_gb` | 8 | real; in (0, {_checks.MAX_MEMORY_GB:g}] | refuse to build a chain whose "
+                "estimated footprint is larger (GB) |")
     return "\n".join(rows) + "\n"
 
 

@@ -12,7 +12,6 @@ _startup.install()  # the command line only: Ctrl-C during these imports exits 1
 
 from . import _checks, _objects  # noqa: E402
 
-_checks.install()  # type and range checks in front of the C++ constructors: ModelError, never TypeError
 _objects.install()  # reprs, Model.replace, pickling through the model-file document
 
 from ._core import (  # noqa: E402

@@ -1,14 +1,13 @@
-"""Argument checks in front of the C++ core.
+"""Argument checks of the Python layer.
 
-The pybind11 constructors take C integers (int32 for buffer, k, n, ncv; int64 for
-max_iter and slots; uint64 for the seed) and doubles: a Python integer outside that
-range, a string or ``None`` reaches them as a ``TypeError`` that names no parameter.
-This module checks types and ranges first and raises :class:`ModelError` (model
-parameters, simulation options, with ``.param`` set) or :class:`OptionError` (solver
-options) naming the parameter, the bound and the value: the model-file loader and the
-CLI use them, and :func:`install` puts them in front of the options classes' constructors
-(SimOptions, StationaryOptions, EnsembleOptions) once, at import.  The model's types check
-their arguments in the bindings (the kinds from the core's registries).
+The core's types convert and check their own arguments in the bindings (the model's kinds
+from the core's registries; StationaryOptions from the core's table of solver options;
+SimOptions and EnsembleOptions field by field): a wrong type or range is a
+:class:`ModelError` or :class:`OptionError` naming the parameter, the bound and the value.
+This module holds the same checks for the values only the Python layer reads (a sweep's
+points, an optimiser's bounds, the builder's memory budget, ...), the rendering of values in
+messages, and the renaming of a core error's parameter to the name the user gave (a model-file
+key such as ``solver.tol``, a command-line option such as ``--tol``).
 """
 
 from __future__ import annotations
@@ -26,18 +25,10 @@ from ._core import ModelError, OptionError
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-UINT64_MAX = 2**64 - 1
 
 # Ranges of counts: defined once, in the C++ core, and read from it here.
 MAX_BUFFER = _core.Model.max_buffer
-MAX_SSMP_N = _core.Source.max_ssmp_n  # the SSMP modulator is a dense n x n matrix
-SOLVER_INT_BOUNDS: dict[str, tuple[int, int]] = dict(_core.StationaryOptions.int_ranges())
 STATEFUL_INT_BOUNDS: dict[str, tuple[int, int]] = dict(_core.Aqm.stateful_ranges())
-SIM_INT_BOUNDS: dict[str, tuple[int, int]] = {
-    **_core.SimOptions.int_ranges(),  # slots, replications, batches, threads
-    "seed": (0, UINT64_MAX),  # the C types' ranges
-    "sample_every": (0, INT64_MAX),
-}
 MAX_MEMORY_GB = 1e6  # a memory budget above 1 PB is a typo
 
 
@@ -147,73 +138,50 @@ def memory_limit_gb(param: str, value: Any, *, err: Callable = model_error) -> f
     return v
 
 
-def solver_options(options: dict, *, prefix: str = "", err: Callable = option_error) -> dict:
-    """Type and range checks of the keyword options of :func:`solve_stationary` (values are
-    returned converted; names are shown as ``prefix + name``)."""
-    out = dict(options)
+def renamed(exc: Exception, shown: str, err: Callable) -> Exception:
+    """The core's error ``"... option 'x' must be B, got V"`` (or ``parameter 'x' ...``) with the
+    parameter shown as the user gave it (``solver.tol``, ``--tol``), in the kind of error ``err``
+    makes (its message prefix and class, ``.param = shown``)."""
+    m = re.match(r"(?:solver option|parameter|option) '[^']*' (must .*)", str(exc), re.S)
+    if not m:
+        return exc
+    head = err(shown, "\0", 0)
+    new = type(head)(str(head).split(" must be \0")[0] + " " + m.group(1))
+    new.param = shown
+    return new
+
+
+def solver_options(options: dict, *, prefix: str = "", names: dict[str, str] | None = None,
+                   err: Callable = option_error) -> dict:
+    """The solver options converted and checked by the core's table (``StationaryOptions``; the
+    builder's ``memory_limit_gb`` here); an error names ``names.get(key, prefix + key)``."""
+    names = names or {}
+    out = {}
     for key, value in options.items():
-        p = prefix + key
-        if key in SOLVER_INT_BOUNDS:
-            lo, hi = SOLVER_INT_BOUNDS[key]
-            out[key] = integer(p, value, lo, hi, err=err)
-        elif key == "tol":
-            v = real(p, value, err=err)
-            if not 0.0 < v < 1.0:
-                raise err(p, "in (0, 1)", value)
-            out[key] = v
-        elif key in ("direct_max_gb", "auto_direct_max_flops", "arnoldi_max_gb"):
-            v = real(p, value, err=err)
-            if not v > 0.0:
-                raise err(p, "> 0", value)
-            out[key] = v
-        elif key == "memory_limit_gb":
-            out[key] = memory_limit_gb(p, value, err=err)
-        elif key in ("method", "ordering", "strategy"):
-            out[key] = string(p, value, err=err)
-        elif key == "x0":
-            out[key] = reals(p, value, err=err)
+        shown = names.get(key, prefix + key)
+        if key == "memory_limit_gb":
+            out[key] = memory_limit_gb(shown, value, err=err)
+            continue
+        try:
+            out[key] = getattr(_core.StationaryOptions(**{key: value}), key)
+        except (OptionError, ModelError) as e:
+            raise renamed(e, shown, err) from None
     return out
 
 
 def sim_options(slots: Any, warmup: Any, replications: Any, seed: Any, batches: Any, discretised: Any,
                 sample_every: Any, threads: Any, *, names: dict[str, str] | None = None,
                 err: Callable = model_error) -> dict:
-    """Checked simulation options (``names`` maps an option to the name shown, e.g. ``--slots``)."""
-    names = names or {}
-    out = {}
-    for key, value in (("slots", slots), ("replications", replications), ("seed", seed), ("batches", batches),
-                       ("sample_every", sample_every), ("threads", threads)):
-        lo, hi = SIM_INT_BOUNDS[key]
-        out[key] = integer(names.get(key, key), value, lo, hi, err=err, allow_integral_float=True)
-    if warmup is None:
-        out["warmup"] = -1
-    else:
-        wname = names.get("warmup", "warmup")
-        w = integer(wname, warmup, -INT64_MAX, INT64_MAX, err=err, allow_integral_float=True)
-        if w < -1 or w >= out["slots"]:
-            raise err(wname, f"-1 (the default, slots / 10) or in [0, slots = {out['slots']})", w)
-        out["warmup"] = w
-    out["discretised"] = boolean(names.get("discretised", "discretised"), discretised, err=err)
-    return out
-
-
-# ------------------------------------------------------------------ wrapping the core
-
-def _wrap_options(cls: Any, check: Callable[..., dict]) -> None:
-    """Options classes are built empty (the C++ defaults), then each checked keyword is
-    assigned through the class's own property and the whole is validated in C++."""
-    orig = cls.__init__
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        if args:
-            raise TypeError(f"{cls.__name__}() takes keyword arguments only")
-        orig(self)
-        for key, value in check(**kwargs).items():
-            setattr(self, key, value)
-        self.validate()
-
-    __init__.__doc__ = orig.__doc__
-    setattr(cls, "__init__", __init__)
+    """Simulation options checked by ``SimOptions`` (``names`` maps an option to the name shown,
+    e.g. ``--slots``)."""
+    kw = {"slots": slots, "warmup": -1 if warmup is None else warmup, "replications": replications, "seed": seed,
+          "batches": batches, "discretised": discretised, "sample_every": sample_every, "threads": threads}
+    try:
+        o = _core.SimOptions(**kw)
+    except ModelError as e:
+        p = getattr(e, "param", None)
+        raise (renamed(e, (names or {}).get(p, p), err) if p else e) from None
+    return {k: getattr(o, k) for k in kw}
 
 
 def stateful_value(key: str, value: Any, default: Any, *, err: Callable = model_error) -> Any:
@@ -230,11 +198,8 @@ def stateful_value(key: str, value: Any, default: Any, *, err: Callable = model_
     return real(param, value, err=err)
 
 
-# The stateful AQM's keys by the feature that uses them (docs/stateful-aqm.md; names from the core).
+# The adaptive RED's keys (docs/stateful-aqm.md; names from the core's table of features).
 _FEATURES = {f["name"]: f for f in _core.Aqm.features}  # the core's table of the stateful AQM's features
-SPACING_KEYS = tuple(_FEATURES["spacing"]["keys"])
-WEIGHT_KEYS = ("autored_p",)  # AutoRED's weight, also read by the dynamic max_th
-MAXTH_KEYS = tuple(_FEATURES["dynamic_max_th"]["keys"])
 ADAPTIVE_KEYS = tuple(sorted(_FEATURES["adaptive"]["keys"]))
 
 
@@ -256,53 +221,3 @@ def coefficients(param: str, value: Any, *, err: Callable = model_error) -> list
     if len(v) > _core.Aqm.max_coefficients:
         raise err(param, f"a list of at most {_core.Aqm.max_coefficients} coefficients", f"{len(v)} coefficients")
     return v
-
-
-def _simopt_kwargs(**kwargs: Any) -> dict:
-    return _simopt_checked(**kwargs) if kwargs else {}
-
-
-def _simopt_checked(*, slots: Any, warmup: Any = -1, replications: Any = 4, seed: Any = 1, batches: Any = 20,
-                   discretised: Any = False, sample_every: Any = 0, threads: Any = 0) -> dict:
-    return sim_options(slots, warmup, replications, seed, batches, discretised, sample_every, threads)
-
-
-def _ensemble_kwargs(**kwargs: Any) -> dict:
-    """Types of the EnsembleOptions fields (names and defaults come from the C++ class;
-    ranges are checked by its validate())."""
-    if not kwargs:
-        return {}
-    names = list(_core.EnsembleOptions.option_names())
-    defaults = _core.EnsembleOptions()
-    out = {}
-    for key, value in kwargs.items():
-        if key not in names:
-            hint = did_you_mean(key, names)
-            raise model_error(key, f"one of the options {', '.join(names)}" + hint, f"an unknown option {key!r}")
-        default = getattr(defaults, key)
-        if isinstance(default, bool):
-            out[key] = boolean(key, value)
-        elif isinstance(default, int):
-            lo, hi = (0, UINT64_MAX) if key == "seed" else (-INT32_MAX - 1, INT32_MAX)
-            out[key] = integer(key, value, lo, hi, allow_integral_float=True)
-        else:
-            out[key] = real(key, value)
-    return out
-
-
-def _stationary_kwargs(**options: Any) -> dict:
-    return solver_options(options)
-
-
-def install() -> None:
-    """Wrap the constructors of the solver and simulation options of ``aqmchain._core`` (idempotent).
-
-    The model's types (Source, DropFunction, Service, Aqm, GridSpec, TrafficClass, Model, Phase,
-    Scenario) check their arguments in the bindings: nothing is wrapped over them."""
-    if getattr(_core, "_checks_installed", False):
-        return
-    _core._checks_installed = True
-
-    _wrap_options(_core.SimOptions, _simopt_kwargs)
-    _wrap_options(_core.StationaryOptions, _stationary_kwargs)
-    _wrap_options(_core.EnsembleOptions, _ensemble_kwargs)

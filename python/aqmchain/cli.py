@@ -257,19 +257,11 @@ def _sim_kwargs(args: argparse.Namespace) -> dict:
 def _solver_overrides(args: argparse.Namespace, solver: dict) -> dict:
     if getattr(args, "method", None) is not None:
         solver["method"] = args.method
-    if getattr(args, "tol", None) is not None:
-        tol = _checks.real("--tol", args.tol, err=_opt_error)
-        if not 0.0 < tol < 1.0:
-            raise _opt_error("--tol", "in (0, 1)", tol)
-        solver["tol"], args.names["tol"] = tol, "--tol"
-    if getattr(args, "max_iter", None) is not None:
-        lo, hi = _checks.SOLVER_INT_BOUNDS["max_iter"]
-        solver["max_iter"] = _checks.integer("--max-iter", args.max_iter, lo, hi, err=_opt_error)
-        args.names["max_iter"] = "--max-iter"
-    if getattr(args, "memory_limit_gb", None) is not None:
-        solver["memory_limit_gb"] = _checks.memory_limit_gb("--memory-limit-gb", args.memory_limit_gb,
-                                                            err=_opt_error)
-        args.names["memory_limit_gb"] = "--memory-limit-gb"
+    for key in ("tol", "max_iter", "memory_limit_gb"):  # checked by the core's table of options (the budget here)
+        if getattr(args, key, None) is not None:
+            flag = "--" + key.replace("_", "-")
+            solver.update(_checks.solver_options({key: getattr(args, key)}, names={key: flag}, err=_opt_error))
+            args.names[key] = flag
     args.memory_limit_gb = solver.get("memory_limit_gb")
     args.solver_doc = dict(solver)
     return solver

@@ -314,21 +314,8 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
     g.finish(("k", "points", "mapping", "refine", "s_k", "s_points", *_REFINE_DEFAULTS))
     sv = _Section("solver", doc.get("solver", {}))
     solver: dict[str, Any] = {}
-    for key in sorted(_SOLVER_KEYS & set(sv.table)):
-        default = _SOLVER_DEFAULTS.get(key, 0.0)
-        if key == "method":
-            solver[key] = sv.string(key, tuple(_core.stationary_methods()))
-        elif key == "ordering":
-            solver[key] = sv.string(key, ("amd", "metis", "cholmod", "best", "none"))
-        elif key == "strategy":
-            solver[key] = sv.string(key, ("auto", "symmetric", "unsymmetric"))
-        elif key in _checks.SOLVER_INT_BOUNDS:
-            lo, hi = _checks.SOLVER_INT_BOUNDS[key]
-            solver[key] = sv.integer(key, lo=lo, hi=hi)
-        elif isinstance(default, int):
-            solver[key] = sv.integer(key)
-        else:
-            solver[key] = sv.number(key)
+    for key in sorted(_SOLVER_KEYS & set(sv.table)):  # types and bounds: the core's table of solver options
+        solver[key] = sv._get(key, None, False)
     sv.finish(_SOLVER_KEYS)
     solver = _checks.solver_options(solver, prefix="solver.", err=_checks.model_error)
     classes = _classes(doc["class"]) if "class" in doc else []

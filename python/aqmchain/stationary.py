@@ -87,8 +87,7 @@ def _class_chain(classes: str) -> str:
 def _max_states(max_states: int | None, name: str = "max_states") -> int:
     if max_states is None:
         return int(OPTION_DEFAULTS[name])
-    lo, hi = _checks.SOLVER_INT_BOUNDS[name]  # the core's ranges
-    return _checks.integer(name, max_states, lo, hi, err=_checks.option_error)
+    return _checks.solver_options({name: max_states})[name]  # the core's table of options
 
 
 def build_chain(model: _core.Model, memory_limit_gb: float | None = None, classes: str = "approx",

@@ -6,7 +6,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -32,6 +35,25 @@ inline py::dict pairs(const std::vector<std::pair<std::string, double>>& v) {
   for (const auto& [k, x] : v) d[py::str(k)] = x;
   return d;
 }
+
+// Arguments from Python (model.cpp): a wrong type or range calls `fail(param, bound, shown value)`,
+// which throws a named error (model_fail: ModelError "parameter 'p' must be <bound>, got <v>").
+using Fail = void (*)(const std::string& param, const std::string& bound, const std::string& got);
+void model_fail(const std::string& param, const std::string& bound, const std::string& got);
+std::string show(py::handle v);  ///< a short one-line rendering of a value for messages
+[[noreturn]] void bad_value(const std::string& param, const std::string& bound, py::handle v, Fail fail = model_fail);
+bool is_real(py::handle v);
+bool is_list(py::handle v);
+double to_real(const std::string& param, py::handle v, Fail fail = model_fail);  ///< finite
+/// An integer in [lo, hi] (decimal texts, so any C type's range fits); bool is refused, and a
+/// float unless `integral_float` and it is a whole number.
+py::int_ to_pyint(const std::string& param, py::handle v, const std::string& lo, const std::string& hi,
+                  Fail fail = model_fail, bool integral_float = false);
+int64_t to_int(const std::string& param, py::handle v, int64_t lo, int64_t hi, Fail fail = model_fail);
+std::vector<double> to_reals(const std::string& param, py::handle v, Fail fail = model_fail);
+std::string to_str(const std::string& param, py::handle v, Fail fail = model_fail);
+bool to_bool(const std::string& param, py::handle v, Fail fail = model_fail);
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& known);
 
 /// The names of a bound options class's read-write fields, in definition order
 /// (names, types and defaults are written once, in the def_readwrite calls).
@@ -69,6 +91,55 @@ py::class_<C>& def_option_statics(py::class_<C>& cls) {
     return d;
   });
   return cls;
+}
+
+/// A read-write property whose setter converts like the constructors (a wrong type or a value
+/// outside [lo, hi] is a ModelError naming the field; integers also accept a whole float, 1e6).
+/// lo / hi default to the field type's range (bool and double: their own checks).
+template <class C, class T>
+void def_field(py::class_<C>& cls, const char* name, T C::*field, const char* doc = "", const char* lo = nullptr,
+               const char* hi = nullptr) {
+  cls.def_property(
+      name, [field](const C& o) { return o.*field; },
+      [name, field, lo, hi](C& o, py::handle v) {
+        if constexpr (std::is_same_v<T, bool>) {
+          o.*field = to_bool(name, v);
+        } else if constexpr (std::is_integral_v<T>) {
+          const std::string l = lo ? lo : std::to_string(std::numeric_limits<T>::min());
+          const std::string h = hi ? hi : std::to_string(std::numeric_limits<T>::max());
+          o.*field = to_pyint(name, v, l, h, model_fail, true).template cast<T>();
+        } else {
+          o.*field = to_real(name, v);
+        }
+      },
+      doc);
+}
+
+/// The keyword constructor of an options class whose fields are def_field properties: each
+/// keyword is assigned through its property (named errors), then validate() (the core's ranges);
+/// an unknown keyword is a ModelError listing the options.
+template <class C>
+void def_kwargs_init(py::class_<C>& cls) {
+  py::object type = cls;
+  cls.def(py::init([type](py::kwargs kw) {
+            C o;
+            py::object self = py::cast(&o, py::return_value_policy::reference);
+            py::list names = option_names(type);
+            std::vector<std::string> known;
+            for (auto n : names) known.push_back(n.cast<std::string>());
+            for (auto [key, value] : kw) {
+              const auto k = py::str(key).cast<std::string>();
+              if (std::find(known.begin(), known.end(), k) == known.end()) {
+                std::string all;
+                for (const auto& n : known) all += (all.empty() ? "" : ", ") + n;
+                model_fail(k, "one of the options " + all + did_you_mean(k, known), "an unknown option '" + k + "'");
+              }
+              self.attr(key) = value;
+            }
+            o.validate();
+            return o;
+          }),
+          "Keyword arguments set the fields (see option_names()); each is checked.");
 }
 
 /// While alive on the main thread, Ctrl-C (SIGINT) asks the core's long loops to

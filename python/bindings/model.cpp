@@ -16,11 +16,10 @@ namespace aqmpy {
 
 using namespace aqm;
 
-namespace {
-
 // ---------------------------------------------------------------- arguments from Python, by the registries
 // A wrong type is a ModelError naming the parameter, the bound and the value (not pybind's
-// TypeError that names none): the constructors of the registries' kinds convert here.
+// TypeError that names none): the constructors of the registries' kinds convert here, and the
+// options classes (solvers.cpp, simulation.cpp) through the same functions (declared in common.hpp).
 
 /// A short, one-line rendering of a Python value for an error message (never fails).
 std::string show(py::handle v) {
@@ -48,8 +47,13 @@ std::string show(py::handle v) {
   }
 }
 
-[[noreturn]] void bad_value(const std::string& param, const std::string& bound, py::handle v) {
-  fail_param(param, bound, show(v));
+void model_fail(const std::string& param, const std::string& bound, const std::string& got) {
+  fail_param(param, bound, got);
+}
+
+[[noreturn]] void bad_value(const std::string& param, const std::string& bound, py::handle v, Fail fail) {
+  fail(param, bound, show(v));
+  throw std::logic_error("unreachable");
 }
 
 bool is_real(py::handle v) {
@@ -57,26 +61,38 @@ bool is_real(py::handle v) {
   return !py::isinstance<py::bool_>(v) && py::isinstance(v, real);
 }
 
-double to_real(const std::string& param, py::handle v) {
-  if (!is_real(v)) bad_value(param, "a finite number", v);
+double to_real(const std::string& param, py::handle v, Fail fail) {
+  if (!is_real(v)) bad_value(param, "a finite number", v, fail);
   double d;
   try {
     d = py::float_(py::reinterpret_borrow<py::object>(v)).cast<double>();
   } catch (const py::error_already_set&) {  // an integer beyond the double range
-    bad_value(param, "a finite number", v);
+    bad_value(param, "a finite number", v, fail);
   }
-  if (!std::isfinite(d)) bad_value(param, "a finite number", v);
+  if (!std::isfinite(d)) bad_value(param, "a finite number", v, fail);
   return d;
 }
 
-int64_t to_int(const std::string& param, py::handle v, int64_t lo, int64_t hi) {
-  const std::string range = detail::cat("an integer in [", lo, ", ", hi, "]");
-  if (py::isinstance<py::bool_>(v) || !PyIndex_Check(v.ptr())) bad_value(param, range, v);
-  const py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(v.ptr()));
+py::int_ to_pyint(const std::string& param, py::handle v, const std::string& lo, const std::string& hi, Fail fail,
+                  bool integral_float) {
+  const std::string range = "an integer in [" + lo + ", " + hi + "]";
+  py::object x = py::reinterpret_borrow<py::object>(v);
+  if (integral_float && py::isinstance<py::float_>(v)) {  // 1e6 for a count; 1.5, nan and inf are refused
+    const double d = v.cast<double>();
+    if (!(std::isfinite(d) && d == std::floor(d))) bad_value(param, range, v, fail);
+    x = py::reinterpret_steal<py::object>(PyLong_FromDouble(d));
+  }
+  if (py::isinstance<py::bool_>(x) || !PyIndex_Check(x.ptr())) bad_value(param, range, v, fail);
+  const py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(x.ptr()));
   if (!i) throw py::error_already_set();
-  if (py::int_(i.attr("__lt__")(py::int_(lo))).cast<bool>()) fail_param(param, detail::cat(">= ", lo), show(i));
-  if (py::int_(i.attr("__gt__")(py::int_(hi))).cast<bool>()) fail_param(param, detail::cat("<= ", hi), show(i));
-  return i.cast<int64_t>();
+  const py::int_ plo(py::module_::import("builtins").attr("int")(lo)), phi(py::module_::import("builtins").attr("int")(hi));
+  if (py::bool_(i.attr("__lt__")(plo)).cast<bool>()) bad_value(param, ">= " + lo, i, fail);
+  if (py::bool_(i.attr("__gt__")(phi)).cast<bool>()) bad_value(param, "<= " + hi, i, fail);
+  return i;
+}
+
+int64_t to_int(const std::string& param, py::handle v, int64_t lo, int64_t hi, Fail fail) {
+  return to_pyint(param, v, detail::cat(lo), detail::cat(hi), fail, false).cast<int64_t>();
 }
 
 bool is_list(py::handle v) {
@@ -84,13 +100,16 @@ bool is_list(py::handle v) {
          py::hasattr(v, "__iter__");
 }
 
-std::vector<double> to_reals(const std::string& param, py::handle v) {
-  if (!is_list(v)) bad_value(param, "a list", v);
+std::vector<double> to_reals(const std::string& param, py::handle v, Fail fail) {
+  if (!is_list(v)) bad_value(param, "a list", v, fail);
   std::vector<double> out;
   size_t i = 0;
-  for (py::handle x : v) out.push_back(to_real(detail::cat(param, "[", i++, "]"), x));
+  for (py::handle x : v) out.push_back(to_real(detail::cat(param, "[", i++, "]"), x, fail));
   return out;
 }
+
+namespace {
+
 
 std::vector<std::vector<double>> to_matrix(const std::string& param, py::handle v, bool pairs) {
   if (!is_list(v)) bad_value(param, "a list of lists", v);
@@ -116,16 +135,20 @@ ParamValue to_param(const ParamSpec& ps, const std::string& param, py::handle v)
   return {};
 }
 
-std::string to_str(const std::string& param, py::handle v) {
-  if (!py::isinstance<py::str>(v)) bad_value(param, "a string", v);
+}  // namespace
+
+std::string to_str(const std::string& param, py::handle v, Fail fail) {
+  if (!py::isinstance<py::str>(v)) bad_value(param, "a string", v, fail);
   return v.cast<std::string>();
 }
 
-bool to_bool(const std::string& param, py::handle v) {
+bool to_bool(const std::string& param, py::handle v, Fail fail) {
   static const py::object np_bool = py::module_::import("numpy").attr("bool_");
-  if (!py::isinstance<py::bool_>(v) && !py::isinstance(v, np_bool)) bad_value(param, "a boolean (true or false)", v);
+  if (!py::isinstance<py::bool_>(v) && !py::isinstance(v, np_bool)) bad_value(param, "a boolean (true or false)", v, fail);
   return py::bool_(py::reinterpret_borrow<py::object>(v)).cast<bool>();
 }
+
+namespace {
 
 /// An instance of a bound class T (ModelError "must be an aqmchain.<T>" otherwise).
 template <class T>
@@ -137,6 +160,8 @@ T to_instance(const std::string& param, py::handle v) {
   return v.cast<T>();
 }
 
+}  // namespace
+
 /// " (did you mean 'x'?)" for a misspelt key with a close known one, else "".
 std::string did_you_mean(const std::string& key, const std::vector<std::string>& known) {
   const py::list close = py::module_::import("difflib").attr("get_close_matches")(key, known, 2, 0.6);
@@ -145,6 +170,8 @@ std::string did_you_mean(const std::string& key, const std::vector<std::string>&
   for (size_t i = 0; i < close.size(); ++i) s += (i ? " or '" : "'") + close[i].cast<std::string>() + "'";
   return s + "?)";
 }
+
+namespace {
 
 /// Keyword arguments of a constructor whose names are checked (TypeError for an unknown one,
 /// with the close known names); values are read by name.

@@ -60,7 +60,7 @@ void define_errors(py::module_& m) {
     } catch (const aqm::ModelError& e) {
       raise("ModelError", e.what(), &e.param());
     } catch (const aqm::OptionError& e) {
-      raise("OptionError", e.what());
+      raise("OptionError", e.what(), e.param().empty() ? nullptr : &e.param());
     } catch (const aqm::ReducibleChain& e) {
       raise("ReducibleChainError", e.what());
     } catch (const aqm::SolverError& e) {

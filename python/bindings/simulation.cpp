@@ -94,19 +94,22 @@ py::dict series(const SimResult& r) {
 }  // namespace
 
 void define_simulator(py::module_& m) {
-  py::class_<SimOptions> simoptions_class(m, "SimOptions", "Options of the simulator; keyword arguments set the fields (checked in Python, validated here).");
+  py::class_<SimOptions> simoptions_class(m, "SimOptions", "Options of the simulator; keyword arguments set the fields (each checked, then validated).");
+  const std::string max_slots = std::to_string(SimLimits::max_slots), max_reps = std::to_string(SimLimits::max_replications),
+                    max_batches = std::to_string(SimLimits::max_batches), max_threads = std::to_string(SimLimits::max_threads);
+  static const std::string limits[] = {max_slots, max_reps, max_batches, max_threads};  // the C strings outlive the lambdas
+  def_field(simoptions_class, "slots", &SimOptions::slots, "slots per replication, warm-up included", "1", limits[0].c_str());
+  def_field(simoptions_class, "warmup", &SimOptions::warmup, "slots discarded at the start (-1: slots / 10)");
+  def_field(simoptions_class, "replications", &SimOptions::replications, "independent replications", "1", limits[1].c_str());
+  def_field(simoptions_class, "seed", &SimOptions::seed, "replication r uses the xoshiro256** stream of seed jumped r times");
+  def_field(simoptions_class, "batches", &SimOptions::batches, "batch means per replication", "1", limits[2].c_str());
+  def_field(simoptions_class, "discretised", &SimOptions::discretised, "avg on the chain's grid with its mapping");
+  def_field(simoptions_class, "sample_every", &SimOptions::sample_every, "time series period in slots (0: none)", "0");
+  def_field(simoptions_class, "threads", &SimOptions::threads, "threads (0: all cores)", "0", limits[3].c_str());
+  def_field(simoptions_class, "max_response", &SimOptions::max_response, "response-time histogram length");
+  def_field(simoptions_class, "memory_limit_bytes", &SimOptions::memory_limit_bytes, "the memory budget (bytes)");
+  def_kwargs_init(simoptions_class);
   simoptions_class
-      .def(py::init<>())
-      .def_readwrite("slots", &SimOptions::slots)
-      .def_readwrite("warmup", &SimOptions::warmup)
-      .def_readwrite("replications", &SimOptions::replications)
-      .def_readwrite("seed", &SimOptions::seed)
-      .def_readwrite("batches", &SimOptions::batches)
-      .def_readwrite("discretised", &SimOptions::discretised)
-      .def_readwrite("sample_every", &SimOptions::sample_every)
-      .def_readwrite("threads", &SimOptions::threads)
-      .def_readwrite("max_response", &SimOptions::max_response)
-      .def_readwrite("memory_limit_bytes", &SimOptions::memory_limit_bytes)
       .def("validate", &SimOptions::validate)
       .def_static(
           "int_ranges",
@@ -158,17 +161,16 @@ void define_simulator(py::module_& m) {
       "slots, modulator started from its stationary law; xoshiro256** stream of `seed`.");
 
   py::class_<EnsembleOptions> ensembleoptions_class(m, "EnsembleOptions",
-                              "Options of simulate_scenario; keyword arguments set the fields (checked in Python, "
-                              "validated here).");
+                              "Options of simulate_scenario; keyword arguments set the fields (each checked, then "
+                              "validated).");
+  def_field(ensembleoptions_class, "replications", &EnsembleOptions::replications, "Number of independent replications.");
+  def_field(ensembleoptions_class, "seed", &EnsembleOptions::seed, "Replication r uses the xoshiro256** stream of `seed` jumped r times.");
+  def_field(ensembleoptions_class, "threads", &EnsembleOptions::threads, "Threads (0: all cores); the result does not depend on it.");
+  def_field(ensembleoptions_class, "discretised", &EnsembleOptions::discretised,
+            "True: follow the chain's grids (the chain's exact law); False: avg exact.");
+  def_field(ensembleoptions_class, "memory_limit_bytes", &EnsembleOptions::memory_limit_bytes, "The memory budget (bytes).");
+  def_kwargs_init(ensembleoptions_class);
   ensembleoptions_class
-      .def(py::init<>())
-      .def_readwrite("replications", &EnsembleOptions::replications, "Number of independent replications.")
-      .def_readwrite("seed", &EnsembleOptions::seed,
-                     "Replication r uses the xoshiro256** stream of `seed` jumped r times.")
-      .def_readwrite("threads", &EnsembleOptions::threads, "Threads (0: all cores); the result does not depend on it.")
-      .def_readwrite("discretised", &EnsembleOptions::discretised,
-                     "True: follow the chain's grids (the chain's exact law); False: avg exact.")
-      .def_readwrite("memory_limit_bytes", &EnsembleOptions::memory_limit_bytes, "The memory budget (bytes).")
       .def("validate", &EnsembleOptions::validate, "Check the options; raises ModelError naming the option.");
   def_option_statics(ensembleoptions_class);
 

@@ -1,6 +1,6 @@
-// Bindings of the stationary solvers: options (the integer ones from the core's
-// kIntOptionRanges, the others in the def_readwrite calls below), result, DirectSolver,
-// solve_stationary.
+// Bindings of the stationary solvers: options (every one from the core's table
+// kStationaryOptions: properties, keyword constructor, options() / option_names() / defaults()),
+// result, DirectSolver, solve_stationary.
 #include "common.hpp"
 
 #include "aqmchain/solvers/stationary.hpp"
@@ -25,40 +25,181 @@ void define_enums(py::module_& m) {
   for (Status x : kAllStatuses) status.value(to_string(x).c_str(), x);
 }
 
+void option_fail(const std::string& param, const std::string& bound, const std::string& got) {
+  throw OptionError(detail::cat("solver option '", param, "' must be ", bound, ", got ", got), param);
+}
+
+const OptionRow* option_row(const std::string& name) {
+  for (const OptionRow& r : kStationaryOptions)
+    if (name == r.name) return &r;
+  return nullptr;
+}
+
+std::vector<std::string> option_list() {
+  std::vector<std::string> out;
+  for (const OptionRow& r : kStationaryOptions) out.emplace_back(r.name);
+  return out;
+}
+
+py::object get_option(const OptionRow& r, const StationaryOptions& o) {
+  switch (r.type) {
+    case OptionType::Int: return py::int_(r.get_int(o));
+    case OptionType::Real: return py::float_(o.*r.real);
+    case OptionType::Choice: return py::str(r.get_text(o));
+    case OptionType::RealList: return py::cast(o.*r.list);
+  }
+  return py::none();
+}
+
+/// After setting row r: the core's validate() on the row's own bound (an error naming another
+/// option, set out of range by an earlier assignment, is left to the constructor's validate()).
+template <class Restore>
+void recheck(const OptionRow& r, StationaryOptions& o, Restore restore) {
+  try {
+    o.validate();
+  } catch (const OptionError& e) {
+    if (e.param() != r.name) return;
+    restore();
+    throw;
+  }
+}
+
+/// Python value -> the row's field: a wrong type or a value out of the row's bounds is an
+/// OptionError naming the option, the bound and the value (validate() checks the whole again).
+void set_option(const OptionRow& r, StationaryOptions& o, py::handle v) {
+  const std::string name = r.name;
+  switch (r.type) {
+    case OptionType::Int: {  // the core's bound in both messages: "an integer in [lo, hi]", "in [lo, hi]"
+      if (py::isinstance<py::bool_>(v) || !PyIndex_Check(v.ptr())) bad_value(name, "an integer " + option_bound(r), v, option_fail);
+      const py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(v.ptr()));
+      if (!i) throw py::error_already_set();
+      int overflow = 0;
+      const long x = PyLong_AsLongAndOverflow(i.ptr(), &overflow);
+      if (overflow || x < r.lo || x > r.hi || !r.set_int(o, x)) bad_value(name, option_bound(r), i, option_fail);
+      return;
+    }
+    case OptionType::Real: {
+      const double x = to_real(name, v, option_fail), keep = o.*r.real;
+      o.*r.real = x;
+      try {
+        recheck(r, o, [&] { o.*r.real = keep; });
+      } catch (const OptionError&) {  // the value as Python shows it (2.0, not 2)
+        bad_value(name, option_bound(r), v, option_fail);
+      }
+      return;
+    }
+    case OptionType::Choice: {
+      if (!r.choices && py::isinstance<Method>(v)) {  // the Method enum
+        o.method = v.cast<Method>();
+        return;
+      }
+      const std::string x = to_str(name, v, option_fail), keep = r.get_text(o);
+      r.set_text(o, x);  // method_from throws for an unknown method
+      recheck(r, o, [&] { r.set_text(o, keep); });
+      return;
+    }
+    case OptionType::RealList: {
+      std::vector<double> x = to_reals(name, v, option_fail), keep = o.*r.list;
+      o.*r.list = std::move(x);
+      recheck(r, o, [&] { o.*r.list = keep; });
+      return;
+    }
+  }
+}
+
 void define_options(py::module_& m) {
-  py::class_<StationaryOptions> options_class(m, "StationaryOptions",
-                                "Options of the stationary solvers; keyword arguments set the fields (checked in Python, validated here).");
+  py::class_<StationaryOptions> options_class(
+      m, "StationaryOptions",
+      "Options of the stationary solvers (the core's table of options: StationaryOptions.options()); keyword "
+      "arguments set the fields, a wrong type or range is an OptionError naming the option.");
   options_class
-      .def(py::init<>())
-      .def_property(
-          "method", [](const StationaryOptions& o) { return to_string(o.method); },
-          [](StationaryOptions& o, py::object v) {
-            o.method = py::isinstance<Method>(v) ? v.cast<Method>() : method_from(py::str(v).cast<std::string>());
-          })
-      .def_readwrite("tol", &StationaryOptions::tol)
-      .def_readwrite("ordering", &StationaryOptions::ordering)
-      .def_readwrite("strategy", &StationaryOptions::strategy)
-      .def_readwrite("direct_max_gb", &StationaryOptions::direct_max_gb)
-      .def_readwrite("auto_direct_max_flops", &StationaryOptions::auto_direct_max_flops)
-      .def_readwrite("arnoldi_max_gb", &StationaryOptions::arnoldi_max_gb)
-      .def_readwrite("x0", &StationaryOptions::x0)
+      .def(py::init([](py::kwargs kw) {
+             StationaryOptions o;
+             for (auto [key, value] : kw) {
+               const auto k = py::str(key).cast<std::string>();
+               const OptionRow* r = option_row(k);
+               if (!r) {
+                 std::string known;
+                 for (const auto& n : option_list()) known += (known.empty() ? "" : ", ") + n;
+                 const std::string hint = did_you_mean(k, option_list());
+                 throw OptionError("unknown solver option '" + k + "'" + (hint.empty() ? " (known: " + known + ")" : hint),
+                                   k);
+               }
+               set_option(*r, o, value);
+             }
+             o.validate();
+             return o;
+           }),
+           "StationaryOptions(**options): the options by name (see options()), each checked.")
       .def("validate", &StationaryOptions::validate)
       .def_static(
           "int_ranges",
           []() {
             py::dict o;
-            for (const IntOptionRange& r : kIntOptionRanges) o[r.name] = py::make_tuple(r.lo, r.hi);
+            for (const OptionRow& r : kStationaryOptions)
+              if (r.type == OptionType::Int) o[r.name] = py::make_tuple(static_cast<long>(r.lo), static_cast<long>(r.hi));
             return o;
           },
-          "The integer options and their ranges {name: (lo, hi)} (defined once, in the core).");
-  // the integer options from the core's table (no binding code per option)
-  for (const IntOptionRange& r : kIntOptionRanges)
+          "The integer options and their ranges {name: (lo, hi)} (defined once, in the core).")
+      .def_static(
+          "options",
+          []() {
+            const StationaryOptions d;
+            py::list out;
+            static const char* types[] = {"int", "real", "choice", "real_list"};
+            for (const OptionRow& r : kStationaryOptions) {
+              py::dict row;
+              row["name"] = r.name;
+              row["type"] = types[static_cast<int>(r.type)];
+              row["bound"] = option_bound(r);
+              row["lo"] = r.type == OptionType::Int ? py::object(py::int_(static_cast<long>(r.lo)))
+                                                     : py::object(py::float_(r.lo));
+              row["hi"] = r.type == OptionType::Int ? py::object(py::int_(static_cast<long>(r.hi)))
+                          : r.hi >= kUnbounded      ? py::object(py::float_(INFINITY))
+                                                    : py::object(py::float_(r.hi));
+              row["lo_open"] = r.lo_open;
+              row["hi_open"] = r.hi_open;
+              py::list choices;
+              if (r.type == OptionType::Choice) {
+                if (!r.choices) {
+                  choices = methods();
+                } else {
+                  std::string all = r.choices, item;
+                  for (size_t i = 0; i <= all.size(); ++i) {
+                    if (i == all.size() || all[i] == ',') {
+                      choices.append(item);
+                      item.clear();
+                    } else if (all[i] != ' ') {
+                      item += all[i];
+                    }
+                  }
+                }
+              }
+              row["choices"] = choices;
+              row["default"] = get_option(r, d);
+              row["doc"] = r.doc;
+              out.append(row);
+            }
+            return out;
+          },
+          "The core's table of solver options, one dict per option: name, type (int, real, choice, real_list), "
+          "bound (as messages show it), lo, hi, lo_open, hi_open, choices, default, doc.")
+      .def_static("option_names", []() { return py::cast(option_list()); },
+                  "The names of the solver options, in the table's order.")
+      .def_static(
+          "defaults",
+          []() {
+            const StationaryOptions d;
+            py::dict out;
+            for (const OptionRow& r : kStationaryOptions) out[r.name] = get_option(r, d);
+            return out;
+          },
+          "{name: default} of the solver options.");
+  // one property per row of the core's table (no binding code per option)
+  for (const OptionRow& r : kStationaryOptions)
     options_class.def_property(
-        r.name, [&r](const StationaryOptions& o) { return r.get(o); },
-        [&r](StationaryOptions& o, long v) {
-          if (!r.set(o, v)) detail::require_option_in<long>("solver", r.name, v, r.lo, r.hi, r.note);
-        });
-  def_option_statics(options_class);
+        r.name, [&r](const StationaryOptions& o) { return get_option(r, o); },
+        [&r](StationaryOptions& o, py::handle v) { set_option(r, o, v); }, r.doc);
   m.def("stationary_methods", &methods, "Names of the stationary methods.");
   m.def(
       "stationary_method_descriptions",

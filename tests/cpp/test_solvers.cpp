@@ -277,6 +277,43 @@ TEST(Solvers, CountOptionsAreBounded) {
   expect_bound([](StationaryOptions& o) { o.coarse_size = 5000; }, "'coarse_size' must be in [2, 2000]");
 }
 
+TEST(Solvers, EveryRowOfTheOptionTableIsValidated) {
+  // Generated from kStationaryOptions: a value just outside each row's bound is refused by
+  // validate() with an OptionError naming the option (param) and stating the row's bound.
+  for (const OptionRow& r : kStationaryOptions) {
+    StationaryOptions o;
+    switch (r.type) {
+      case OptionType::Int: ASSERT_TRUE(r.set_int(o, static_cast<long>(r.hi) + 1) || r.set_int(o, static_cast<long>(r.lo) - 1)) << r.name; break;
+      case OptionType::Real: o.*r.real = r.lo_open ? r.lo : r.lo - 1.0; break;
+      case OptionType::Choice:
+        if (!r.choices) {  // the method: method_from refuses an unknown name, naming the option
+          try {
+            r.set_text(o, "lu");
+            ADD_FAILURE() << r.name;
+          } catch (const OptionError& e) {
+            EXPECT_EQ(e.param(), r.name);
+          }
+          continue;
+        }
+        r.set_text(o, "no-such-value");
+        break;
+      case OptionType::RealList: o.*r.list = {1.0, -1.0}; break;
+    }
+    try {
+      o.validate();
+      ADD_FAILURE() << "no error for " << r.name;
+    } catch (const OptionError& e) {
+      EXPECT_EQ(e.param(), r.name) << e.what();
+      const std::string want = std::string("solver option '") + r.name + "' must ";
+      EXPECT_EQ(std::string(e.what()).rfind(want, 0), 0u) << e.what();
+      if (r.type != OptionType::RealList)
+        EXPECT_NE(std::string(e.what()).find("must be " + option_bound(r)), std::string::npos) << e.what();
+    }
+    StationaryOptions d;  // and the defaults are inside every row's bound
+    EXPECT_NO_THROW(d.validate());
+  }
+}
+
 TEST(Solvers, ArnoldiBasisIsCheckedAgainstItsBudgetBeforeAllocating) {
   const Chain c = ssmp_red_chain(UpdateRule::PerSlot);
   StationaryOptions o;

@@ -37,6 +37,12 @@ class StateSpaceTooLarge : public ModelError {
 class OptionError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
+  /// An error naming the option (`param`, e.g. "tol"; empty when none is to blame).
+  OptionError(const std::string& what, std::string param) : std::invalid_argument(what), param_(std::move(param)) {}
+  const std::string& param() const noexcept { return param_; }
+
+ private:
+  std::string param_;
 };
 
 /// The chain has more than one closed class: no unique stationary vector.
@@ -96,7 +102,7 @@ inline std::string short_num(double x) {
 template <class T>
 void require_option_in(const char* family, const char* name, T v, T lo, T hi, const char* what = "") {
   if (!(v >= lo && v <= hi))
-    throw OptionError(cat(family, " option '", name, "' must be in [", lo, ", ", hi, "]", what, ", got ", v));
+    throw OptionError(cat(family, " option '", name, "' must be in [", lo, ", ", hi, "]", what, ", got ", v), name);
 }
 /// The enumerator of `all` whose to_string() is `s`; else OptionError
 /// "<family> option 'method' must be one of ..., got 's'".
@@ -107,7 +113,7 @@ E enum_from(const char* family, const std::string& s, const E (&all)[N]) {
     if (to_string(e) == s) return e;
     names += (names.empty() ? "" : ", ") + to_string(e);
   }
-  throw OptionError(cat(family, " option 'method' must be one of ", names, ", got '", s, "'"));
+  throw OptionError(cat(family, " option 'method' must be one of ", names, ", got '", s, "'"), "method");
 }
 }  // namespace detail
 

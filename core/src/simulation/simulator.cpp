@@ -72,7 +72,8 @@ void SimOptions::validate() const {
     fail_param("batches", detail::cat("in [1, ", SimLimits::max_batches, "]"), batches);
   if (replications * static_cast<int64_t>(batches) < 2)
     fail_param("batches", "such that replications x batches >= 2 (needed for a confidence interval)", batches);
-  if (warmup < -1) fail_param("warmup", ">= 0 (or -1: slots / 10)", warmup);
+  if (warmup < -1 || warmup >= slots)
+    fail_param("warmup", detail::cat("-1 (the default, slots / 10) or in [0, slots = ", slots, ")"), warmup);
   const int64_t w = warmup < 0 ? slots / 10 : warmup;
   if (slots - w < 100 * static_cast<int64_t>(batches))
     fail_param("slots", detail::cat("> warmup + 100 x batches = ", w + 100 * static_cast<int64_t>(batches),

@@ -287,7 +287,8 @@ void check_determined(const MarkovOperator& c, double tol) {
 void check_solvable(const MarkovOperator& op, const StationaryOptions& o) {
   o.validate();
   if (!o.x0.empty() && static_cast<int32_t>(o.x0.size()) != op.rows())
-    throw OptionError(detail::cat("solver option 'x0' must have ", op.rows(), " entries (one per state), got ", o.x0.size()));
+    throw OptionError(detail::cat("solver option 'x0' must have ", op.rows(), " entries (one per state), got ", o.x0.size()),
+                      "x0");
   if (op.closed_classes() != 1)
     throw ReducibleChain(detail::cat("the chain has ", op.closed_classes(),
                                      " closed communicating classes: no unique stationary distribution"));
@@ -307,38 +308,70 @@ std::string to_string(Method m) {
 
 Method method_from(const std::string& s) { return detail::enum_from("solver", s, kAllMethods); }
 
+
+std::string option_bound(const OptionRow& r) {
+  switch (r.type) {
+    case OptionType::Int: return detail::cat("in [", static_cast<long>(r.lo), ", ", static_cast<long>(r.hi), "]", r.note);
+    case OptionType::Real:
+      if (r.hi >= kUnbounded) return detail::cat(r.lo_open ? "> " : ">= ", r.lo, " and finite");
+      return detail::cat("in ", r.lo_open ? "(" : "[", r.lo, ", ", r.hi, r.hi_open ? ")" : "]");
+    case OptionType::Choice: {
+      if (r.choices) return detail::cat("one of ", r.choices);
+      std::string names;  // the method: the names of the table of methods
+      for (const MethodInfo& m : kMethodInfo) names += (names.empty() ? "" : ", ") + std::string(m.name);
+      return "one of " + names;
+    }
+    case OptionType::RealList: return "a list of finite non-negative numbers with a positive sum";
+  }
+  return "";
+}
+
 namespace {
-/// "solver option 'name' must be in [lo, hi], got v" unless lo <= v <= hi.
-template <class T>
-void require_in(const char* name, T v, T lo, T hi, const char* what = "") {
-  detail::require_option_in("solver", name, v, lo, hi, what);
+[[noreturn]] void bad_option(const OptionRow& r, const std::string& got) {
+  throw OptionError(detail::cat("solver option '", r.name, "' must be ", option_bound(r), ", got ", got), r.name);
+}
+bool is_choice(const char* choices, const std::string& v) {
+  const std::string all = std::string(", ") + choices + ", ";
+  return !v.empty() && v.find(',') == std::string::npos && all.find(", " + v + ", ") != std::string::npos;
 }
 }  // namespace
 
 void StationaryOptions::validate() const {
-  if (!(tol > 0.0 && tol < 1.0))
-    throw OptionError(detail::cat("solver option 'tol' must be in (0, 1), got ", tol));
   // Every count has an upper bound: a huge value is a typo, not a request (an
   // unbounded smoothing_sweeps or max_iter turns a solve into a hang).
-  for (const IntOptionRange& r : kIntOptionRanges) require_in<long>(r.name, r.get(*this), r.lo, r.hi, r.note);
-  if (ordering != "amd" && ordering != "metis" && ordering != "cholmod" && ordering != "best" && ordering != "none")
-    throw OptionError("solver option 'ordering' must be one of amd, metis, cholmod, best, none, got '" + ordering + "'");
-  if (!(direct_max_gb > 0.0) || !std::isfinite(direct_max_gb))
-    throw OptionError(detail::cat("solver option 'direct_max_gb' must be > 0 and finite, got ", direct_max_gb));
-  if (!(auto_direct_max_flops > 0.0))
-    throw OptionError(detail::cat("solver option 'auto_direct_max_flops' must be > 0, got ", auto_direct_max_flops));
-  if (!(arnoldi_max_gb > 0.0) || !std::isfinite(arnoldi_max_gb))
-    throw OptionError(detail::cat("solver option 'arnoldi_max_gb' must be > 0 and finite, got ", arnoldi_max_gb));
-  if (strategy != "auto" && strategy != "symmetric" && strategy != "unsymmetric")
-    throw OptionError("solver option 'strategy' must be one of auto, symmetric, unsymmetric, got '" + strategy + "'");
-  double x0_sum = 0.0;
-  for (double v : x0) {
-    if (!std::isfinite(v) || v < 0.0)
-      throw OptionError(detail::cat("solver option 'x0' must be finite and non-negative, got an entry ", v));
-    x0_sum += v;
+  for (const OptionRow& r : kStationaryOptions) {
+    switch (r.type) {
+      case OptionType::Int: {
+        const long v = r.get_int(*this);
+        if (!(v >= r.lo && v <= r.hi)) bad_option(r, detail::cat(v));
+        break;
+      }
+      case OptionType::Real: {
+        const double v = this->*r.real;
+        const bool ok = std::isfinite(v) && (r.lo_open ? v > r.lo : v >= r.lo) && (r.hi_open ? v < r.hi : v <= r.hi);
+        if (!ok) bad_option(r, detail::cat(v));
+        break;
+      }
+      case OptionType::Choice: {
+        const std::string v = r.get_text(*this);
+        if (r.choices && !is_choice(r.choices, v)) bad_option(r, "'" + v + "'");
+        break;
+      }
+      case OptionType::RealList: {
+        const std::vector<double>& x = this->*r.list;
+        double sum = 0.0;
+        for (double v : x) {
+          if (!std::isfinite(v) || v < 0.0)
+            throw OptionError(detail::cat("solver option '", r.name, "' must be finite and non-negative, got an entry ", v),
+                              r.name);
+          sum += v;
+        }
+        if (!x.empty() && !(sum > 0.0))
+          throw OptionError(detail::cat("solver option '", r.name, "' must have a positive sum, got ", sum), r.name);
+        break;
+      }
+    }
   }
-  if (!x0.empty() && !(x0_sum > 0.0))
-    throw OptionError(detail::cat("solver option 'x0' must have a positive sum, got ", x0_sum));
 }
 
 StationaryResult solve_stationary(const MarkovOperator& op, const StationaryOptions& o) {

@@ -78,22 +78,37 @@ Method method_from(const std::string&);
 
 struct StationaryOptions;
 
-/// An integer solver option: its name, range [lo, hi] and field (read and written through
-/// get / set; set returns false when the value does not fit the field's type).
-/// StationaryOptions::validate() throws OptionError outside the range; the bindings define
-/// one property per row and expose the ranges (Python's checks and the docs read them).
-struct IntOptionRange {
+/// The type of a solver option (how the bindings and the model-file loader convert it).
+enum class OptionType { Int, Real, Choice, RealList };
+
+/// One solver option: name, type, bounds / allowed values, doc line and field (read and
+/// written through the get / set of its type; the default is the field's initialiser).
+/// StationaryOptions::validate() checks every row; the bindings define one property and
+/// one keyword of the constructor per row and expose the table (Python's option_names(),
+/// defaults() and options(), the model-file [solver] keys and the docs read it).
+struct OptionRow {
   const char* name;
-  long lo, hi;
-  const char* note;  ///< appended to the bound in messages
-  long (*get)(const StationaryOptions&) = nullptr;
-  bool (*set)(StationaryOptions&, long) = nullptr;
+  OptionType type;
+  double lo, hi;          ///< Int: [lo, hi]; Real: lo < v (lo <= v if !lo_open), v < hi (v <= hi if !hi_open), finite
+  bool lo_open, hi_open;  ///< Real only
+  const char* choices;    ///< Choice: the allowed values, ", "-separated (nullptr: method_from checks)
+  const char* note;       ///< appended to the bound in messages
+  const char* doc;        ///< one line for the docs and help()
+  long (*get_int)(const StationaryOptions&) = nullptr;
+  bool (*set_int)(StationaryOptions&, long) = nullptr;  ///< false when the value does not fit the field's type
+  double StationaryOptions::*real = nullptr;
+  std::string (*get_text)(const StationaryOptions&) = nullptr;
+  void (*set_text)(StationaryOptions&, const std::string&) = nullptr;
+  std::vector<double> StationaryOptions::*list = nullptr;
 };
+
+/// The bound of a row as messages show it: "in [0, 100]", "in (0, 1)", "> 0 and finite", ...
+std::string option_bound(const OptionRow& r);
 
 struct StationaryOptions {
   Method method = Method::Auto;
   double tol = 1e-12;        ///< target for ||pi P - pi||_1
-  // Integer options: ranges in kIntOptionRanges (below).
+  // Every field has its row (type, bounds, doc) in kStationaryOptions, below.
   long max_iter = 0;         ///< 0: method default (GS/power 100000 sweeps, Arnoldi 3000 restarts, multilevel 1000 cycles)
   int ncv = 0;               ///< Arnoldi basis size; 0: min(n, 30); at most the number of states (clamped)
   int refine_steps = 6;      ///< Direct: extra iterative-refinement steps if the residual is above tol
@@ -127,31 +142,62 @@ struct StationaryOptions {
   void validate() const;
 };
 
-/// The integer options, written once: a new one is its field above and one row here.
-#define AQM_INT_OPTION(field, lo, hi, note)                                                     \
-  IntOptionRange {                                                                              \
-    #field, lo, hi, note, [](const StationaryOptions& o) { return static_cast<long>(o.field); }, \
-        [](StationaryOptions& o, long v) {                                                      \
-          using T = decltype(StationaryOptions::field);                                         \
-          if (static_cast<long>(static_cast<T>(v)) != v) return false;                          \
-          o.field = static_cast<T>(v);                                                          \
-          return true;                                                                          \
-        }                                                                                       \
+/// The solver options, written once: a new one is its field above and one row here.
+#define AQM_INT_OPTION(field, lo, hi, note, doc)                                                                 \
+  OptionRow {                                                                                                    \
+    #field, OptionType::Int, static_cast<double>(lo), static_cast<double>(hi), false, false, nullptr, note, doc, \
+        [](const StationaryOptions& o) { return static_cast<long>(o.field); },                                   \
+        [](StationaryOptions& o, long v) {                                                                       \
+          using T = decltype(StationaryOptions::field);                                                          \
+          if (static_cast<long>(static_cast<T>(v)) != v) return false;                                           \
+          o.field = static_cast<T>(v);                                                                           \
+          return true;                                                                                           \
+        }                                                                                                        \
   }
-inline constexpr IntOptionRange kIntOptionRanges[] = {
-    AQM_INT_OPTION(max_iter, 0, 1000000000L, " (0: the method's default)"),
-    AQM_INT_OPTION(ncv, 0, 1000, " (0: min(states, 30))"),
-    AQM_INT_OPTION(refine_steps, 0, 100, ""),
-    AQM_INT_OPTION(check_every, 1, 1000000, ""),
-    AQM_INT_OPTION(coarse_size, 2, 2000, ""),
-    AQM_INT_OPTION(smoothing_sweeps, 1, 100, ""),
-    AQM_INT_OPTION(cycle_gamma, 1, 2, " (1: V-cycle, 2: W-cycle)"),
-    AQM_INT_OPTION(krylov_basis, 2, 500, ""),
-    AQM_INT_OPTION(auto_krylov_min_states, 0, 2147483647L, ""),
-    AQM_INT_OPTION(max_states, 1, static_cast<long>(kMaxStatesMax), ""),
-    AQM_INT_OPTION(tagged_max_states, 1, static_cast<long>(kTaggedMaxStatesMax), ""),
+#define AQM_REAL_OPTION(field, lo, hi, lo_open, hi_open, doc) \
+  OptionRow { #field, OptionType::Real, lo, hi, lo_open, hi_open, nullptr, "", doc, nullptr, nullptr, &StationaryOptions::field }
+#define AQM_CHOICE_OPTION(field, choices, doc)                                                                \
+  OptionRow {                                                                                                 \
+    #field, OptionType::Choice, 0, 0, false, false, choices, "", doc, nullptr, nullptr, nullptr,              \
+        [](const StationaryOptions& o) { return std::string(o.field); },                                      \
+        [](StationaryOptions& o, const std::string& v) { o.field = v; }                                       \
+  }
+inline constexpr double kUnbounded = 1.7976931348623157e308;  // DBL_MAX: "finite" is the only upper bound
+inline constexpr OptionRow kStationaryOptions[] = {
+    OptionRow{"method", OptionType::Choice, 0, 0, false, false, nullptr, "", "the stationary method (see the table of methods)",
+              nullptr, nullptr, nullptr, [](const StationaryOptions& o) { return to_string(o.method); },
+              [](StationaryOptions& o, const std::string& v) { o.method = method_from(v); }},
+    AQM_REAL_OPTION(tol, 0.0, 1.0, true, true, "target for the residual ||pi P - pi||_1"),
+    AQM_INT_OPTION(max_iter, 0, 1000000000L, " (0: the method's default)",
+                   "iteration budget (sweeps, cycles, restarts, GMRES steps); 0: the method's default"),
+    AQM_INT_OPTION(ncv, 0, 1000, " (0: min(states, 30))", "Arnoldi basis size; 0: min(states, 30)"),
+    AQM_INT_OPTION(refine_steps, 0, 100, "", "direct: iterative-refinement steps if the residual is above tol"),
+    AQM_INT_OPTION(check_every, 1, 1000000, "", "Gauss-Seidel: residual check period in sweeps"),
+    AQM_INT_OPTION(coarse_size, 2, 2000, "", "multilevel: coarsest level solved exactly at or below this size"),
+    AQM_INT_OPTION(smoothing_sweeps, 1, 100, "", "multilevel: Gauss-Seidel sweeps before and after each coarse correction"),
+    AQM_INT_OPTION(cycle_gamma, 1, 2, " (1: V-cycle, 2: W-cycle)", "multilevel: coarse corrections per level (1: V-cycle, 2: W-cycle)"),
+    AQM_INT_OPTION(krylov_basis, 2, 500, "", "krylov: GMRES basis size (restart length)"),
+    AQM_INT_OPTION(auto_krylov_min_states, 0, 2147483647L, "",
+                   "auto: krylov first on plain chains with at least this many states"),
+    AQM_CHOICE_OPTION(ordering, "amd, metis, cholmod, best, none", "direct: UMFPACK fill-reducing ordering"),
+    AQM_CHOICE_OPTION(strategy, "auto, symmetric, unsymmetric", "direct: UMFPACK strategy"),
+    AQM_REAL_OPTION(direct_max_gb, 0.0, kUnbounded, true, false,
+                    "direct: refuse before factorising when UMFPACK's memory estimate exceeds this (GB)"),
+    AQM_REAL_OPTION(auto_direct_max_flops, 0.0, kUnbounded, true, false,
+                    "auto: skip direct when the estimated factorisation work exceeds this (flops)"),
+    AQM_REAL_OPTION(arnoldi_max_gb, 0.0, kUnbounded, true, false,
+                    "Arnoldi: refuse before allocating when the basis would exceed this (GB)"),
+    OptionRow{"x0", OptionType::RealList, 0.0, kUnbounded, false, false, nullptr, "",
+              "starting vector of the iterative methods (one non-negative entry per state, positive sum); empty: uniform",
+              nullptr, nullptr, nullptr, nullptr, nullptr, &StationaryOptions::x0},
+    AQM_INT_OPTION(max_states, 1, static_cast<long>(kMaxStatesMax), "",
+                   "the builder refuses a chain with more reachable states"),
+    AQM_INT_OPTION(tagged_max_states, 1, static_cast<long>(kTaggedMaxStatesMax), "",
+                   "response times: refuse a tagged-packet chain with more states, before the solve"),
 };
 #undef AQM_INT_OPTION
+#undef AQM_REAL_OPTION
+#undef AQM_CHOICE_OPTION
 
 /// One method auto ran: which, for how long, with what outcome (`why` empty when it converged).
 struct MethodAttempt {
