@@ -7,6 +7,7 @@ import pytest
 
 import aqmchain
 from cli_helpers import TRACEBACK, run_cli
+from conftest import stepping_error
 
 LOAD = "examples/load_step"
 
@@ -27,7 +28,12 @@ def test_transient_cli_writes_times_and_one_list_per_metric(root, tmp_path):
     # the same numbers from the Python API on the same scenario
     sc = aqmchain.load_scenario(root / LOAD / "scenario.toml", root / LOAD / "red.toml")
     r = aqmchain.solve_transient(sc, doc["times"])
-    np.testing.assert_allclose(doc["mean_queue"], r.mean_queue, rtol=1e-14)
+    # two runs of the same steps may add in another order (another thread count): their laws stay
+    # within the stepping drift over all the steps, so the mean queues within N times that
+    drift = max(stepping_error(aqmchain.transition_matrix(aqmchain.build_chain(ph.model)), int(sc.total_duration()))
+                for ph in sc.phases)
+    buffer = sc.phases[0].model.buffer
+    np.testing.assert_allclose(doc["mean_queue"], r.mean_queue, rtol=0, atol=buffer * drift)
     rows = csv.read_text().splitlines()
     assert rows[0].startswith("time,phase,mean_queue") and len(rows) == 22
     assert png.stat().st_size > 10000

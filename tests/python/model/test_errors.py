@@ -6,7 +6,7 @@ import pytest
 
 import aqmchain
 
-from conftest import BASE_DOC as BASE  # noqa: E402
+from conftest import BASE_DOC as BASE, construction_error  # noqa: E402
 
 
 def with_(path, value):
@@ -127,8 +127,11 @@ def test_nearly_stochastic_modulator_builds():
     # rows within the 1e-12 validation tolerance are normalised by the builder
     m = aqmchain.Model(buffer=10, source=aqmchain.Source.mmbp([[0.7, 0.3 + 5e-13], [0.5, 0.5]], [0.2, 0.6]),
                        service=aqmchain.Service(0.5), aqm=aqmchain.Aqm(w=0.5), grid=aqmchain.GridSpec(k=1))
-    r = aqmchain.solve_stationary(m)
-    assert r.build["max_row_error"] <= 1e-14 and r.info.residual <= 1e-12
+    r = aqmchain.solve_stationary(m, tol=1e-12)
+    # rows sum to 1 within the rounding of forming them (the construction bound of the matrix built)
+    P = aqmchain.transition_matrix(aqmchain.build_chain(m))
+    assert r.build["max_row_error"] <= construction_error(P.toarray())
+    assert r.info.status == "converged" and r.info.residual <= 1e-12  # the requested tol
 
 
 def test_x0_must_have_mass():

@@ -5,6 +5,8 @@ Gaussian noise generated here by circulant embedding (Davies-Harte) with a known
 
 import json
 
+import math
+
 import numpy as np
 import pytest
 
@@ -49,7 +51,12 @@ def dense_aggregated_variance(source, levels):
 
 def test_exact_curve_of_bernoulli_is_var_over_m():
     e = aqmchain.estimate_hurst(aqmchain.Source.bernoulli(0.3), "exact", range=(1, 2**12))
-    np.testing.assert_allclose(e.values, 0.21 / e.levels, rtol=1e-13)
+    # no correlation: the lag covariances are exactly 0 (lambda - mean = 0), so Var(X^(m)) is
+    # c_0 / m with c_0 = a - a^2 formed in double: a relative error of (a / c_0) eps from the
+    # cancellation, half an ulp each for the division and the conversion, and as much again on
+    # this side (0.21 and its division)
+    a, eps = 0.3, np.finfo(float).eps
+    np.testing.assert_allclose(e.values, 0.21 / e.levels, rtol=(a / (a - a * a) + 3) * eps)
     assert e.H == pytest.approx(0.5, abs=1e-12)
     np.testing.assert_allclose(e.local, 0.5, atol=1e-12)
 
@@ -71,7 +78,15 @@ def test_exact_default_is_the_core_report_and_ranges_differ():
     e = aqmchain.estimate_hurst(SELF, "exact")
     assert e.H == pytest.approx(core.variance_time, abs=1e-12)
     assert e.H == pytest.approx(0.8187, abs=5e-4)
-    assert aqmchain.estimate_hurst(SELF, "asymptotic").H == pytest.approx(core.asymptotic, abs=1e-15)
+    # the closed form 1 - ln q / (2 ln(a/q)) evaluated here and in the core: each evaluation is
+    # within an ulp per log and half an ulp per division, and rounding a log's argument by eps
+    # moves the log by eps / |ln x|; twice that for the two evaluations
+    q, a = SELF.q, SELF.a
+    ratio = math.log(q) / (2 * math.log(a / q))
+    eps = np.finfo(float).eps
+    bound = 2 * (ratio * (4 + 1 / abs(math.log(q)) + 1 / abs(math.log(a / q))) + 1) * eps
+    assert abs(aqmchain.estimate_hurst(SELF, "asymptotic").H - (1 - ratio)) <= bound
+    assert aqmchain.estimate_hurst(SELF, "asymptotic").H == core.asymptotic  # the core's value, passed on
     # the local slope falls to 1/2 beyond the slowest modulator state's time scale
     assert e.local[-1] < 0.6 and max(e.local) > 0.9
     # the fit over the scales the modulator covers, 2^4..2^16, sits near the papers' 0.78-0.83
