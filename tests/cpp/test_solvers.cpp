@@ -472,7 +472,7 @@ TEST(Operator, FormsTheUniformisedMatrixOfAGeneratorOnTheFly) {
     EXPECT_EQ(d[j], P[j * n + j]) << j;
   }
   // P^T in CSR: every entry of P, a diagonal in every row, columns sorted
-  const CsrArrays T = op.transpose();
+  const TransposedCsr T = op.transpose();
   std::vector<double> back(static_cast<size_t>(n) * n, 0.0);
   for (int j = 0; j < n; ++j) {
     bool diag = false;

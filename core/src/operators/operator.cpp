@@ -84,7 +84,7 @@ void MarkovOperator::apply_transpose(const double* x, double* y) const {
       const int32_t j = M_.col()[k];
       if (!diag && j > i) s += 1.0 * x[i];  // a row without outflow: P_ii = 1, in column order
       diag = diag || j >= i;
-      s += p(i, k) * x[j];
+      s += p_uniformised(i, k) * x[j];
     }
     if (!diag) s += 1.0 * x[i];
     y[i] = s;
@@ -96,33 +96,53 @@ void MarkovOperator::diagonal(double* d) const {
   for (int32_t i = 0; i < n; ++i) {
     d[i] = kind_ == TimeKind::Continuous ? 1.0 : 0.0;
     for (int32_t k = M_.rowptr()[i]; k < M_.rowptr()[i + 1]; ++k)
-      if (M_.col()[k] == i) d[i] = kind_ == TimeKind::Continuous ? p(i, k) : d[i] + M_.val()[k];
+      if (M_.col()[k] == i) d[i] = kind_ == TimeKind::Continuous ? p_uniformised(i, k) : d[i] + M_.val()[k];
   }
 }
 
-CsrArrays MarkovOperator::transpose() const {
+TransposedCsr::TransposedCsr(const CsrOperator& P) : n(P.rows()) {
+  const int64_t nnz = P.nnz();
+  rowptr.assign(static_cast<size_t>(n) + 1, 0);
+  col.resize(static_cast<size_t>(nnz));
+  val.resize(static_cast<size_t>(nnz));
+  for (int64_t e = 0; e < nnz; ++e) ++rowptr[P.col()[e] + 1];
+  for (int32_t j = 0; j < n; ++j) rowptr[j + 1] += rowptr[j];
+  std::vector<int32_t> fill(rowptr.begin(), rowptr.end() - 1);
+  for (int32_t i = 0; i < n; ++i)  // rows in order: every row of P^T comes out sorted
+    for (int32_t e = P.rowptr()[i]; e < P.rowptr()[i + 1]; ++e) {
+      const int32_t j = P.col()[e];
+      col[fill[j]] = i;
+      val[fill[j]++] = P.val()[e];
+    }
+}
+
+void TransposedCsr::apply(const double* x, double* y) const {
+  CsrOperator(n, rowptr.data(), col.data(), val.data()).apply_transpose(x, y);  // rows of P^T: a gather
+}
+
+TransposedCsr MarkovOperator::transpose() const {
+  if (kind_ != TimeKind::Continuous) return TransposedCsr(M_);
   const int32_t n = rows();
   const int32_t *rp = M_.rowptr(), *ci = M_.col();
-  const bool fill_diagonal = kind_ == TimeKind::Continuous;
-  CsrArrays T;
+  // P = I + G / Lambda: a row of G without a diagonal entry has P_ii = 1
+  TransposedCsr T;
   T.n = n;
   T.rowptr.assign(static_cast<size_t>(n) + 1, 0);
-  std::vector<char> has_diag(fill_diagonal ? static_cast<size_t>(n) : 0, 0);
+  std::vector<char> has_diag(static_cast<size_t>(n), 0);
   for (int32_t i = 0; i < n; ++i)
     for (int32_t k = rp[i]; k < rp[i + 1]; ++k) {
       ++T.rowptr[ci[k] + 1];
-      if (fill_diagonal && ci[k] == i) has_diag[i] = 1;
+      if (ci[k] == i) has_diag[i] = 1;
     }
-  if (fill_diagonal)
-    for (int32_t i = 0; i < n; ++i)
-      if (!has_diag[i]) ++T.rowptr[i + 1];
+  for (int32_t i = 0; i < n; ++i)
+    if (!has_diag[i]) ++T.rowptr[i + 1];
   for (int32_t j = 0; j < n; ++j) T.rowptr[j + 1] += T.rowptr[j];
   T.col.resize(T.rowptr[n]);
   T.val.resize(T.rowptr[n]);
   std::vector<int32_t> fill(T.rowptr.begin(), T.rowptr.end() - 1);
   // rows of P in increasing order: each row of P^T receives its columns sorted
   for (int32_t i = 0; i < n; ++i) {
-    if (fill_diagonal && !has_diag[i]) {
+    if (!has_diag[i]) {
       // P_ii = 1 for a row of G without a diagonal entry; placed among row i's entries
       // in column order below (T's row i gets column i when row i of P is scanned)
       T.col[fill[i]] = i;
@@ -131,7 +151,7 @@ CsrArrays MarkovOperator::transpose() const {
     for (int32_t k = rp[i]; k < rp[i + 1]; ++k) {
       const int32_t j = ci[k];
       T.col[fill[j]] = i;
-      T.val[fill[j]++] = p(i, k);
+      T.val[fill[j]++] = p_uniformised(i, k);
     }
   }
   return T;

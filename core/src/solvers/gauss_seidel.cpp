@@ -13,7 +13,7 @@ void solve_gauss_seidel(const MarkovOperator& c, const StationaryOptions& o, Sta
   const long maxit = o.max_iter > 0 ? o.max_iter : 100000;
   auto t0 = Clock::now();
   // Column access: transpose of P (rows of PT = columns of P).
-  const CsrArrays PT = c.transpose();
+  const TransposedCsr PT = c.transpose();
   const std::vector<double> exit = exit_probabilities(n, PT.rowptr.data(), PT.col.data(), PT.val.data());
   r.seconds.push_back({"setup", since(t0)});
   std::vector<double> x = o.x0.empty() ? std::vector<double>(n, 1.0 / n) : o.x0;

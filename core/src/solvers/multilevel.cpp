@@ -224,7 +224,7 @@ void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, Stati
   auto t0 = Clock::now();
   std::vector<Level> lv(1);
   {
-    CsrArrays PT = c.transpose();
+    TransposedCsr PT = c.transpose();
     Level& L = lv[0];
     L.n = n;
     L.rp = std::move(PT.rowptr);

@@ -72,7 +72,7 @@ int32_t probable_state(const MarkovOperator& c, const StationaryOptions& o, Stat
     r.operator_applications += ml.operator_applications;
     x = std::move(ml.pi);
   } catch (const SolverError&) {
-    const CsrArrays PT = c.transpose();
+    const TransposedCsr PT = c.transpose();
     const std::vector<double> exit = exit_probabilities(n, PT.rowptr.data(), PT.col.data(), PT.val.data());
     x.assign(n, 1.0 / n);
     constexpr int sweeps = 30;

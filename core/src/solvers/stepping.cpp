@@ -9,26 +9,6 @@
 
 namespace aqm {
 
-TransposedCsr::TransposedCsr(const CsrOperator& P) : n(P.rows()) {
-  const int64_t nnz = P.nnz();
-  rowptr.assign(static_cast<size_t>(n) + 1, 0);
-  col.resize(static_cast<size_t>(nnz));
-  val.resize(static_cast<size_t>(nnz));
-  for (int64_t e = 0; e < nnz; ++e) ++rowptr[P.col()[e] + 1];
-  for (int32_t j = 0; j < n; ++j) rowptr[j + 1] += rowptr[j];
-  std::vector<int32_t> fill(rowptr.begin(), rowptr.end() - 1);
-  for (int32_t i = 0; i < n; ++i)  // rows in order: every row of P^T comes out sorted
-    for (int32_t e = P.rowptr()[i]; e < P.rowptr()[i + 1]; ++e) {
-      const int32_t j = P.col()[e];
-      col[fill[j]] = i;
-      val[fill[j]++] = P.val()[e];
-    }
-}
-
-void TransposedCsr::apply(const double* x, double* y) const {
-  CsrOperator(n, rowptr.data(), col.data(), val.data()).apply_transpose(x, y);  // rows of P^T: a gather
-}
-
 void StepOptions::validate() const {
   if (!(steady_tol >= 0.0 && steady_tol < 1.0))
     throw OptionError(detail::cat("transient option 'steady_tol' must be in [0, 1) (0: no detection), got ", steady_tol));

@@ -46,11 +46,17 @@ class CsrOperator {
   mutable long applications_ = 0;
 };
 
-/// CSR arrays owned (rows = the first index).
-struct CsrArrays {
+/// P^T in CSR, owned (rows = "to" state): y_j = sum_i x_i P_ij as a gather, which is
+/// faster than the scatter over P's rows and splits over threads.
+struct TransposedCsr {
   int32_t n = 0;
   std::vector<int32_t> rowptr, col;
   std::vector<double> val;
+  TransposedCsr() = default;
+  /// The transpose of P (counting sort: every row of P^T comes out sorted).
+  explicit TransposedCsr(const CsrOperator& P);
+  /// y = x P (y must not alias x).
+  void apply(const double* x, double* y) const;
 };
 
 class MarkovOperator {
@@ -76,11 +82,7 @@ class MarkovOperator {
 
   /// Entry e (of row i) of the stochastic P: for a generator 1 + G_ii / Lambda on the
   /// diagonal and G_ij / Lambda off it.
-  double p(int32_t i, int64_t e) const {
-    const double v = M_.val()[e];
-    if (kind_ != TimeKind::Continuous) return v;
-    return M_.col()[e] == i ? 1.0 + v / rate_ : v / rate_;
-  }
+  double p(int32_t i, int64_t e) const { return kind_ != TimeKind::Continuous ? M_.val()[e] : p_uniformised(i, e); }
   /// Entry e of P off the diagonal (its column is not its row).
   double p_off(int64_t e) const {
     const double v = M_.val()[e];
@@ -94,7 +96,7 @@ class MarkovOperator {
   void diagonal(double* d) const;
   /// P^T in CSR (rows = "to" state, columns sorted), a diagonal entry in every row where P
   /// has one (for a generator: every row): for the methods that sweep over columns of P.
-  CsrArrays transpose() const;
+  TransposedCsr transpose() const;
   /// y = x G (G = P - I for a discrete chain).
   void apply_generator(const double* x, double* y) const;
   /// ||x P - x||_1 for the stochastic P (for a continuous chain ||x G||_1 / Lambda).
@@ -121,6 +123,12 @@ class MarkovOperator {
   int components_outside_block() const;
 
  private:
+  /// Entry e of row i of P = I + G / Lambda (continuous chains; the loops that handle only
+  /// them call it without p()'s test of the kind).
+  double p_uniformised(int32_t i, int64_t e) const {
+    const double v = M_.val()[e];
+    return M_.col()[e] == i ? 1.0 + v / rate_ : v / rate_;
+  }
   const Chain* chain_;
   TimeKind kind_;
   double rate_ = 1.0;

@@ -11,17 +11,6 @@
 
 namespace aqm {
 
-/// P^T in CSR (rows = "to" state): y_j = sum_i x_i P_ij as a gather, which is
-/// faster than the scatter over P's rows and splits over threads.
-struct TransposedCsr {
-  int32_t n = 0;
-  std::vector<int32_t> rowptr, col;
-  std::vector<double> val;
-  explicit TransposedCsr(const CsrOperator& P);
-  /// y = x P (y must not alias x).
-  void apply(const double* x, double* y) const;
-};
-
 struct StepOptions {
   /// Steady-state detection: stop stepping once ||p_t - p_{t/2}||_1 and
   /// ||p_t - p_{t-1}||_1 are both <= steady_tol, compared at t = 2^j slots after the
