@@ -26,6 +26,21 @@ __all__ = ["model_info", "solve_estimate", "EXPLORE_LIMIT"]
 EXPLORE_LIMIT = 5_000_000
 
 
+def _no_tagged_chain(model) -> str | None:
+    """Why the chain builds no tagged-packet chain for `model` (what the policy costs then), or
+    None when it does."""
+    if len(model.classes) > 0 and (model.aqm.modified != "none" or model.aqm.flow_compare):
+        return ("modified RED / the flow comparison: the class chain computes no response times "
+                "(no tagged-packet chain is built; the simulator measures them)")
+    if model.source.max_batch > 1:
+        return ("batch arrivals: the chain computes no response times (no tagged-packet chain is "
+                "built; the simulator measures them)")
+    if model.time == "continuous":
+        return ("continuous time: response times under front and random drop are not computed "
+                "(no tagged-packet chain); tail drop uses the closed form")
+    return None
+
+
 def model_info(model: _core.Model, *, explore: bool | None = None, explore_limit: int = EXPLORE_LIMIT,
                memory_limit_gb: float | None = None) -> dict[str, Any]:
     """State count and memory of ``model``'s chain, exact when cheap.
@@ -83,23 +98,11 @@ def model_info(model: _core.Model, *, explore: bool | None = None, explore_limit
         tagged = int(min(est["product_states"], est["reachable_bound"]) * buffer // 2)
         out["tagged_states_bound"] = tagged
         which = "at most"
-    if len(model.classes) > 0 and (model.aqm.modified != "none" or model.aqm.flow_compare):
+    reason = _no_tagged_chain(model)
+    if reason is not None:
         out.pop("tagged_states", None)
         out.pop("tagged_states_bound", None)
-        out["policy_cost"] = ("modified RED / the flow comparison: the class chain computes no response times "
-                              "(no tagged-packet chain is built; the simulator measures them)")
-        return out
-    if model.source.max_batch > 1:  # batch arrivals: no response times from the chain
-        out.pop("tagged_states", None)
-        out.pop("tagged_states_bound", None)
-        out["policy_cost"] = ("batch arrivals: the chain computes no response times (no tagged-packet chain is "
-                              "built; the simulator measures them)")
-        return out
-    if model.time == "continuous":  # no tagged-packet chain: front / random report no response time
-        out.pop("tagged_states", None)
-        out.pop("tagged_states_bound", None)
-        out["policy_cost"] = ("continuous time: response times under front and random drop are not computed "
-                              "(no tagged-packet chain); tail drop uses the closed form")
+        out["policy_cost"] = reason
         return out
     # per tagged state at most twice the chain's transitions per state (known when explored)
     per = 2.0 * out["transitions_bound"] / max(out["reachable_states"], 1) if "transitions_bound" in out else 16.0
@@ -161,8 +164,7 @@ def solve_estimate(model: _core.Model, *, classes: str = "approx", response: str
         over.append(f"memory_limit_gb: the builder may need up to {out['bytes'] / 1e9:.3g} GB, above "
                     f"solver.memory_limit_gb = {mem_gb:g} (raise it to {math.ceil(out['bytes'] / 1024.0**3)} to "
                     "allow the bound)")
-    steered = len(model.classes) > 0 and (model.aqm.modified != "none" or model.aqm.flow_compare)
-    tagged = model.time == "discrete" and response != "none" and not steered and (
+    tagged = response != "none" and _no_tagged_chain(model) is None and (
         response == "tagged" or model.aqm.policy in ("front", "random"))
     if tagged:
         # built on the chain without the class contents (components: level, avg, modulator and

@@ -236,3 +236,14 @@ def test_batch_scenario_follows_the_exact_transient_law():
     other = DenseLaw(aqmchain.Scenario([aqmchain.Phase(100, slow[0]), aqmchain.Phase(100, slow[1]),
                                         aqmchain.Phase(100, slow[0])])).at(times)
     assert np.max(z(res.mean_queue, res.mean_queue_hw, other["mq"])) > 6
+
+
+def test_solve_estimate_counts_no_tagged_chain_for_batch_arrivals():
+    # the chain builds no tagged-packet chain for a batch source (its response times come from
+    # the simulator), so the estimate neither bounds one nor holds it against tagged_max_states
+    doc = {"model": {"buffer": 10}, "source": {"kind": "batch", "counts": [0.6, 0.3, 0.1]}, "service": {"mu": 0.6},
+           "aqm": {"drop": "red", "min_th": 2, "max_th": 8, "p_max": 0.2, "policy": "front"}}
+    est = aqmchain.solve_estimate(aqmchain.model_from_dict(doc)[0], tagged_max_states=1)
+    assert "tagged_states_bound" not in est and est["over_budget"] == []
+    doc["source"] = {"kind": "bernoulli", "alpha": 0.5}  # one arrival per slot: the tagged chain is bounded
+    assert aqmchain.solve_estimate(aqmchain.model_from_dict(doc)[0])["tagged_states_bound"] > 0
