@@ -249,3 +249,25 @@ TEST(Builder, QueueGeneratorsFlagTheBlockComponents) {
   ASSERT_GE(sc.space.find(component::count), 0);
   EXPECT_EQ(flagged(sc), plain);
 }
+
+TEST(Builder, BudgetsOutOfRangeNameTheirOption) {
+  const Model m = test::geo_model(10, 0.4, 0.5);
+  for (int64_t bad : {int64_t{0}, kMaxStatesMax + 1}) {
+    BuildOptions o;
+    o.max_states = bad;
+    try {
+      build_chain(m, o);
+      FAIL() << bad;
+    } catch (const OptionError& e) {
+      EXPECT_EQ(e.param(), "max_states");
+    }
+  }
+  ResponseOptions r;
+  r.max_states = 0;
+  try {
+    r.validate();
+    FAIL();
+  } catch (const OptionError& e) {
+    EXPECT_EQ(e.param(), "tagged_max_states");
+  }
+}

@@ -93,7 +93,8 @@ void ResponseOptions::validate() const {
   if (!(memory_limit_bytes > 0.0)) fail_param("memory_limit_gb", "> 0", memory_limit_bytes / (1024.0 * 1024 * 1024));
   if (max_states < 1 || max_states > kTaggedMaxStatesMax)
     throw OptionError(detail::cat("solver option 'tagged_max_states' must be in [1, ", kTaggedMaxStatesMax, "], got ",
-                                  max_states));
+                                  max_states),
+                      "tagged_max_states");
 }
 
 int64_t tagged_states_needed(const QueueChain& c, const std::string& response) {

@@ -168,7 +168,8 @@ Chain skeleton(const TransitionGenerator& gen, const BuildOptions& options) {
     fail_param("memory_limit_gb", "> 0", options.memory_limit_bytes / (1024.0 * 1024 * 1024));
   if (options.max_states < 1 || options.max_states > kMaxStatesMax)
     throw OptionError(detail::cat("solver option 'max_states' must be in [1, ", kMaxStatesMax, "], got ",
-                                  options.max_states));
+                                  options.max_states),
+                      "max_states");
   const ChainEstimate est = estimate_chain(gen);
   const double limit = options.memory_limit_bytes;
   // The dense product bound is loose for sparse reachable sets (e.g. several
