@@ -508,6 +508,54 @@ TEST(Operator, PreconditionerBlocksComeFromTheDescriptorFlagsNotNames) {
   for (const Component& x : q.space.components()) EXPECT_EQ(x.in_block, x.name != component::avg) << x.name;
 }
 
+TEST(Operator, BlocksAreNumberedWithTheMostOneDirectionalComponentFirst) {
+  // Three components on a 3 x 3 x 2 lattice: "walk" (declared first) moves up and down with
+  // equal weight (|up - down| / (up + down) = 0), "counter" climbs by one with weight 0.5
+  // and is reset to 0 with weight 0.1 (6 against 1.2 over the lattice: 2 / 3), "fast" is
+  // inside the block.
+  StateSpace space;
+  space.add("walk", 3, true, false);
+  space.add("counter", 3, false, false);
+  space.add("fast", 2, true, true);
+  const int32_t n = 18;
+  std::vector<std::vector<int32_t>> labels(3, std::vector<int32_t>(n));
+  auto id = [](int w, int c, int f) { return (w * 3 + c) * 2 + f; };
+  for (int w = 0; w < 3; ++w)
+    for (int c = 0; c < 3; ++c)
+      for (int f = 0; f < 2; ++f) labels[0][id(w, c, f)] = w, labels[1][id(w, c, f)] = c, labels[2][id(w, c, f)] = f;
+  std::vector<int32_t> rp{0}, col;
+  std::vector<double> val;
+  double up[2] = {0, 0}, down[2] = {0, 0};  // the oracle's sums: walk, counter
+  for (int w = 0; w < 3; ++w)
+    for (int c = 0; c < 3; ++c)
+      for (int f = 0; f < 2; ++f) {
+        std::vector<std::pair<int32_t, double>> row;
+        if (w + 1 < 3) row.push_back({id(w + 1, c, f), 0.2}), up[0] += 0.2;
+        if (w > 0) row.push_back({id(w - 1, c, f), 0.2}), down[0] += 0.2;
+        if (c + 1 < 3) row.push_back({id(w, c + 1, f), 0.5}), up[1] += 0.5;
+        if (c > 0) row.push_back({id(w, 0, f), 0.1}), down[1] += 0.1;
+        row.push_back({id(w, c, 1 - f), 0.05});
+        std::sort(row.begin(), row.end());
+        for (auto [j, v] : row) col.push_back(j), val.push_back(v);
+        rp.push_back(static_cast<int32_t>(col.size()));
+      }
+  ASSERT_LT(std::abs(up[0] - down[0]) / (up[0] + down[0]), std::abs(up[1] - down[1]) / (up[1] + down[1]));
+  EXPECT_EQ(sweep_order(space, labels, n, rp.data(), col.data(), val.data()), (std::vector<int>{1, 0}));
+  // numbered with the counter as the major key: block = counter * 3 + walk
+  const std::vector<int32_t> blocks = in_block_partition(space, labels, n, {1, 0});
+  for (int32_t s = 0; s < n; ++s) EXPECT_EQ(blocks[s], labels[1][s] * 3 + labels[0][s]) << s;
+  // the descriptor's order without a matrix
+  const std::vector<int32_t> plain = in_block_partition(space, labels, n);
+  for (int32_t s = 0; s < n; ++s) EXPECT_EQ(plain[s], labels[0][s] * 3 + labels[1][s]) << s;
+  // a walk that only climbs (a one-directional walk) would come first again: the rule, not the names
+  for (size_t e = 0; e < col.size(); ++e) {
+    const int32_t i = static_cast<int32_t>(std::upper_bound(rp.begin(), rp.end(), static_cast<int32_t>(e)) - rp.begin()) - 1;
+    if (labels[0][col[e]] < labels[0][i]) val[e] = 0.0;
+    if (labels[1][col[e]] < labels[1][i]) val[e] = 0.3;
+  }
+  EXPECT_EQ(sweep_order(space, labels, n, rp.data(), col.data(), val.data()), (std::vector<int>{0, 1}));
+}
+
 TEST(Operator, ContinuousChainsSolveWithoutACopyAndAgreeWithTheDenseOracle) {
   const Chain c = hand_generator();
   // state 2 has no outflow: the closed class is {2}; make it irreducible instead

@@ -254,7 +254,8 @@ double dot(const std::vector<double>& a, const double* b, int32_t n) {
 Gmres::Gmres(int32_t n, int basis)
     : n_(n),
       m_(std::max(2, std::min<int>(basis, std::max<int32_t>(2, n)))),
-      V_(static_cast<size_t>(m_) + 1, std::vector<double>(static_cast<size_t>(n))),
+      V_(static_cast<size_t>(m_) + 1),  // allocated as the basis grows (a solve that converges in
+                                         // fewer steps than the basis size never touches the rest)
       H_(static_cast<size_t>(m_ + 1) * m_),
       cs_(m_),
       sn_(m_),
@@ -364,6 +365,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
       converged = true;
       break;
     }
+    if (V[0].empty()) V[0].resize(static_cast<size_t>(n));
     for (int32_t j = 0; j < n; ++j) V[0][j] = res[j] / beta;
     std::fill(g_.begin(), g_.end(), 0.0);
     g_[0] = beta;
@@ -411,8 +413,10 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
       g_[j] = cs_[j] * g_[j];
       steps = j + 1;
       const bool happy = !(hnext > 1e-14 * beta);
-      if (!happy)
+      if (!happy) {
+        if (V[j + 1].empty()) V[j + 1].resize(static_cast<size_t>(n));
         for (int32_t l = 0; l < n; ++l) V[j + 1][l] = w[l] / hnext;
+      }
       // The test may scale with the candidate's sum, which the cycle changes (for the
       // stationary system by orders of magnitude when pi_k is small): its sum from zsum and y.
       double scale = 1.0;

@@ -216,7 +216,7 @@ def test_method_names_and_integer_options_come_from_the_core_tables():
     o = core.StationaryOptions()
     with pytest.raises(aqmchain.OptionError, match=r"'krylov_basis' must be in \[2, 500\].*got 501"):
         o.krylov_basis = 501  # the property checks the row's range (validate() checks it again)
-    assert o.krylov_basis == 30
+    assert o.krylov_basis == 50
 
 
 def test_every_method_of_the_registry_has_a_row_in_the_solvers_guide():

@@ -115,7 +115,8 @@ class MarkovOperator {
   /// Closed classes of the graph of the entries of P at least `min_entry`.
   int closed_classes_above(double min_entry, int32_t* first = nullptr, int32_t* second = nullptr) const;
   /// Blocks of the states that share the values of every component not flagged in_block
-  /// (descriptor.hpp), numbered 0 .. blocks - 1 in increasing order of those values: the
+  /// (descriptor.hpp), numbered 0 .. blocks - 1 in increasing order of those values, the
+  /// components taken in sweep_order (the most one-directional first): the
   /// diagonal blocks of krylov's preconditioner.  One block when every component is in it,
   /// one block per state without labels.
   std::vector<int32_t> block_partition() const;
@@ -136,8 +137,19 @@ class MarkovOperator {
   mutable long applications_ = 0;
 };
 
-/// The blocks of MarkovOperator::block_partition() from a descriptor and its labels.
+/// The blocks of MarkovOperator::block_partition() from a descriptor and its labels: the
+/// states sharing the values of the components outside the block, numbered in the
+/// lexicographic order of those values with the components taken in the order `outside`
+/// (empty: descriptor order).
 std::vector<int32_t> in_block_partition(const StateSpace& space, const std::vector<std::vector<int32_t>>& labels,
-                                        int32_t n);
+                                        int32_t n, std::vector<int> outside = {});
+/// The components outside the block, most one-directional first: ordered by |up - down| /
+/// (up + down), where up and down are the weights of the matrix's off-diagonal entries
+/// (rows = from-state) that raise or lower the component (e.g. a counter that climbs one
+/// step per arrival and is reset rarely comes before a moving average that moves both
+/// ways).  Numbering the blocks with that component as the major key puts its moves on one
+/// side of the block diagonal, where the forward Gauss-Seidel sweep carries them exactly.
+std::vector<int> sweep_order(const StateSpace& space, const std::vector<std::vector<int32_t>>& labels, int32_t n,
+                             const int32_t* rowptr, const int32_t* col, const double* val);
 
 }  // namespace aqm

@@ -35,7 +35,7 @@ namespace aqm {
     "LU fill grows quickly with the avg grid; refused before factorising above `direct_max_gb` (8 GB). Ctrl-C returns at once: the analysis and the factorisation run on a worker thread that an interruption abandons (it finishes, then frees its memory)") \
   X(Krylov, "krylov", "GMRES on the reduced system, block Gauss-Seidel preconditioner over the descriptor's blocks", \
     "large chains (10⁵–10⁷ states): preconditioned restarted GMRES, the fastest method here", \
-    "memory ~ `krylov_basis` (30) vectors plus the block preconditioner; measured 0.3 s for 235k states, 13 s for 4.4M states (one thread)") \
+    "memory ~ `krylov_basis` (50) vectors, allocated as the basis grows, plus the block preconditioner; measured 0.3 s for 235k states, 13 s for 4.4M states (one thread)") \
   X(Arnoldi, "arnoldi", "ARPACK-ng implicitly restarted Arnoldi, eigenvalue 1 of P^T", \
     "checking the dominant eigenvalue/eigenvector independently (ARPACK)", \
     "slower; refuses a basis above `arnoldi_max_gb`") \
@@ -129,7 +129,7 @@ struct StationaryOptions {
   /// least this many states, direct first below it and on the coupled structures (more than
   /// one component outside krylov's blocks: its preconditioner does not see them).
   int auto_krylov_min_states = 20000;
-  int krylov_basis = 30;     ///< krylov: GMRES basis size (restart length)
+  int krylov_basis = 50;     ///< krylov: GMRES basis size (restart length)
   /// Arnoldi: refuse (StateSpaceTooLarge naming 'ncv', before allocating) when the
   /// basis and work arrays, about (states x (ncv + 4) + 3 ncv^2) doubles, exceed this many GB.
   double arnoldi_max_gb = 8.0;
