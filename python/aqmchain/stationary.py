@@ -16,8 +16,8 @@ from . import _checks, _core
 from ._classes import CLASS_METRICS, ClassMetrics
 from ._core import OptionError
 
-__all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "build_chain", "DirectSolver",
-           "refine_grid", "ErrorEstimate", "ERROR_ESTIMATE_FACTORS"]
+__all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "CountTruncationError",
+           "build_chain", "DirectSolver", "refine_grid", "ErrorEstimate", "ERROR_ESTIMATE_FACTORS"]
 
 GIB = 1024.0**3
 #: Scalar metric names, defined once in the bindings: (name, exists only with response times).
@@ -46,6 +46,17 @@ class NonConvergenceError(RuntimeError):
     def __init__(self, message: str, result: "StationaryResult"):
         super().__init__(message)
         self.result = result
+
+
+class CountTruncationError(NonConvergenceError):
+    """The drop-spacing count's stationary mass at its cap is above ``aqm.count_tail``
+    (docs/stateful-aqm.md): the cap could not grow further (``aqm.count_max``), or the chain
+    given was built with a cap too small.  ``.result`` holds the result on the last cap
+    (``result.count_tail_mass``, ``result.count_cap``); ``.param`` names the key to change."""
+
+    def __init__(self, message: str, result: "StationaryResult", param: str = "aqm.count_max"):
+        super().__init__(message, result)
+        self.param = param
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,9 +202,14 @@ class StationaryResult:
             self.response_steps = self.response_states = None
 
     def _stateful_marginals(self, model, chain, pi) -> None:
-        """count_pmf (count -1..cap), p_max_pmf over p_max_values, their means; None when absent."""
+        """count_pmf (count -1..cap), p_max_pmf over p_max_values, their means; None when absent.
+        A truncated count (cap below the exact cap): ``count_tail_mass`` is the mass at the cap,
+        which stands for count >= cap (docs/stateful-aqm.md); 0 on the exact cap."""
         self.count_pmf = self.mean_count = self.p_max_pmf = self.p_max_values = self.mean_p_max = None
         self.max_th_values = self.max_th_pmf = self.mean_max_th = None
+        self.count_cap = self.count_cap_exact = self.count_tail_mass = None
+        #: the caps the stationary solve tried: {"cap", "states", "tail_mass", "iterations", "seconds"}
+        self.count_caps: list[dict[str, Any]] = []
         labels = chain.labels
         count, pmax, maxth = COMPONENTS["count"], COMPONENTS["pmax"], COMPONENTS["maxth"]
         if count in labels:
@@ -201,6 +217,8 @@ class StationaryResult:
             self.count_pmf = np.bincount(np.asarray(labels[count]), weights=pi,
                                          minlength=info["count_cap"] + 2)
             self.mean_count = float(np.dot(np.arange(-1, len(self.count_pmf) - 1), self.count_pmf))
+            self.count_cap, self.count_cap_exact = int(info["count_cap"]), int(info["count_cap_exact"])
+            self.count_tail_mass = float(self.count_pmf[-1]) if info["count_truncated"] else 0.0
         if pmax in labels:
             info = _core.stateful_info(model)
             self.p_max_values = np.asarray(info["p_max_values"])
@@ -264,8 +282,9 @@ class StationaryResult:
             "response_pmf": lst(self.response_pmf), "response_note": self.response_note or None,
             "response_method": self.response_method,
             "avg_grid": lst(self.avg_grid), "avg_pmf": lst(self.avg_pmf),
-            **({"count_pmf": lst(self.count_pmf), "mean_count": self.mean_count} if self.count_pmf is not None
-               else {}),
+            **({"count_pmf": lst(self.count_pmf), "mean_count": self.mean_count, "count_cap": self.count_cap,
+                "count_cap_exact": self.count_cap_exact, "count_tail_mass": self.count_tail_mass,
+                "count_caps": self.count_caps} if self.count_pmf is not None else {}),
             **({"p_max_values": lst(self.p_max_values), "p_max_pmf": lst(self.p_max_pmf),
                 "mean_p_max": self.mean_p_max} if self.p_max_pmf is not None else {}),
             **({"max_th_values": lst(self.max_th_values), "max_th_pmf": lst(self.max_th_pmf),
@@ -293,6 +312,10 @@ class StationaryResult:
         # the stateful AQM's components (docs/stateful-aqm.md)
         stateful = [(label, f"{value:.6g}") for label, value in (("mean count", self.mean_count),
                     ("mean p_max", self.mean_p_max), ("mean cur_max_th", self.mean_max_th)) if value is not None]
+        if self.count_cap is not None:
+            stateful.append(("count cap / tail mass", f"{self.count_cap} / {self.count_tail_mass:.3g}" + (
+                " (exact cap)" if self.count_cap >= self.count_cap_exact else
+                f" (truncated; exact cap {self.count_cap_exact})")))
         rows = [
             ("states / nnz", f"{self.states} / {self.nnz}"),
             ("arrival rate", f"{self.arrival_rate:.6g}"),
@@ -556,23 +579,88 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
         carried.pop("memory_limit_gb", None)
         options = {**carried, **options}
     opts = _options(options)
+    caps: list[dict[str, Any]] = []
     if isinstance(model, _core.Chain):
         chain, grid = model, None
+        raw = None
     else:
         # the pre-solve runs with the default solver options: it only has to locate avg's mass
         model, grid = refine_grid(model, memory_limit_gb=memory_limit_gb)
-        chain = build_chain(model, memory_limit_gb, classes, opts.max_states)
+        if model.aqm.spacing != "none" and model.time == "discrete":
+            chain, raw, opts = _solve_count_truncated(model, options, opts, memory_limit_gb, classes, response, caps)
+        else:
+            chain, raw = build_chain(model, memory_limit_gb, classes, opts.max_states), None
         grid["states"] = int(chain.n)
-    # the tagged-packet chain's budgets, before the solve (exact, from the chain's labels)
-    _core.check_tagged_budget(chain, response, _limit_bytes(memory_limit_gb), opts.tagged_max_states)
-    if COMPONENTS["sequence"] in chain.labels and "method" not in options and "auto_krylov_min_states" not in options:
-        # the exact class chain's rows are dense (a discard may take any position of the
-        # sequence): LU fill-in makes direct slow from a few thousand states, krylov goes first
-        opts = _options({**options, "auto_krylov_min_states": 0})
-    result = _finish(chain, _core.solve_stationary(chain, opts), opts, memory_limit_gb, response, response_tail, grid)
+    if raw is None:
+        opts = _prepare(chain, options, opts, memory_limit_gb, response)
+        raw = _core.solve_stationary(chain, opts)
+    result = _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid, caps)
     if error_estimate:
         result.error_estimate = _error_estimate(result, options, memory_limit_gb, response, response_tail, classes)
     return result
+
+
+def _prepare(chain, options: dict, opts, memory_limit_gb, response, x0=None):
+    """The checks and option choices before a solve of ``chain`` (``x0``: a starting vector)."""
+    # the tagged-packet chain's budgets, before the solve (exact, from the chain's labels)
+    _core.check_tagged_budget(chain, response, _limit_bytes(memory_limit_gb), opts.tagged_max_states)
+    extra = {} if x0 is None else {"x0": x0}
+    if COMPONENTS["sequence"] in chain.labels and "method" not in options and "auto_krylov_min_states" not in options:
+        # the exact class chain's rows are dense (a discard may take any position of the
+        # sequence): LU fill-in makes direct slow from a few thousand states, krylov goes first
+        extra["auto_krylov_min_states"] = 0
+    return _options({**options, **extra}) if extra else opts
+
+
+def _cap_mass(chain, pi) -> float:
+    """Stationary mass of the states at the count's cap (label cap + 1, the largest there is)."""
+    info = _core.stateful_info(chain.model)
+    lab = np.asarray(chain.labels[COMPONENTS["count"]])
+    return float(np.sum(np.asarray(pi)[lab == info["count_cap"] + 1])) if info["count_truncated"] else 0.0
+
+
+def _warm_start(old_chain, old_pi, new_chain) -> list[float]:
+    """The previous cap's solution on the larger cap's states (matched by their labels; the
+    new states start at 0), normalised: the next solve's x0."""
+    old, new = old_chain.labels, new_chain.labels
+    names = list(new)
+    dims = [int(max(np.max(old[k]), np.max(new[k]))) + 1 for k in names]
+    key_old = np.ravel_multi_index([np.asarray(old[k], dtype=np.int64) for k in names], dims)
+    key_new = np.ravel_multi_index([np.asarray(new[k], dtype=np.int64) for k in names], dims)
+    order = np.argsort(key_new)
+    pos = np.searchsorted(key_new[order], key_old)
+    pos = np.minimum(pos, len(order) - 1)
+    hit = key_new[order][pos] == key_old
+    x0 = np.zeros(new_chain.n)
+    x0[order[pos[hit]]] = np.asarray(old_pi)[hit]
+    return (x0 / x0.sum()).tolist()
+
+
+def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes, response, caps: list):
+    """Drop spacing (docs/stateful-aqm.md): solve with the count truncated at a cap, doubling
+    the cap (up to the exact cap and aqm.count_max) until the stationary mass at the cap is
+    at most aqm.count_tail; each solve starts from the previous cap's solution."""
+    import time
+
+    tail_tol, count_max = float(model.aqm.count_tail), int(model.aqm.count_max)
+    info = _core.stateful_info(model.with_count_cap(max(1, int(model.aqm.count_trunc))))
+    exact = int(info["count_cap_exact"])
+    cap = exact if tail_tol == 0.0 else min(int(model.aqm.count_trunc) or int(info["count_start"]), exact)
+    prev = None
+    while True:
+        t0 = time.perf_counter()
+        chain = build_chain(model.with_count_cap(cap if cap < exact else 0), memory_limit_gb, classes,
+                            opts.max_states)
+        warm = _warm_start(prev[0], prev[1].pi, chain) if prev is not None and "x0" not in options else None
+        o = _prepare(chain, options, opts, memory_limit_gb, response, warm)
+        raw = _core.solve_stationary(chain, o)
+        tail = _cap_mass(chain, raw.pi) if cap < exact else 0.0
+        caps.append({"cap": int(cap), "states": int(chain.n), "tail_mass": tail, "iterations": int(raw.iterations),
+                     "seconds": time.perf_counter() - t0})
+        if not raw.converged or tail <= tail_tol or cap >= exact or cap >= count_max:
+            return chain, raw, o
+        prev = (chain, raw)
+        cap = min(2 * cap, exact, count_max)
 
 
 def _carried_options(model: Any) -> dict:
@@ -590,7 +678,7 @@ def _options(options: dict) -> _core.StationaryOptions:
     return _core.StationaryOptions(**options)
 
 
-def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=None) -> StationaryResult:
+def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=None, caps=None) -> StationaryResult:
     rep = chain.report
     build_seconds = {"build_explore": rep["seconds_explore"], "build_assemble": rep["seconds_assemble"],
                      "build_classes": rep["seconds_classes"]}
@@ -604,6 +692,23 @@ def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=Non
         raise NonConvergenceError(
             f"stationary solve did not converge ({raw.method}): residual {raw.residual:.3e} > tol {opts.tol:.1e}; "
             f"{raw.note}", result)
+    if result.count_cap is not None:
+        model = chain.model
+        result.count_caps = list(caps) if caps else [{
+            "cap": result.count_cap, "states": int(chain.n), "tail_mass": result.count_tail_mass,
+            "iterations": int(raw.iterations), "seconds": float(raw.seconds.get("total", 0.0))}]
+        if caps and len(caps) > 1:  # the smaller caps solved before (their build and solve)
+            result.info.seconds["count_cap_search"] = float(sum(c["seconds"] for c in caps[:-1]))
+        if result.count_tail_mass > model.aqm.count_tail:
+            at_max = result.count_cap >= model.aqm.count_max
+            raise CountTruncationError(
+                f"the drop-spacing count truncated at cap {result.count_cap} (exact cap {result.count_cap_exact}) "
+                f"keeps stationary mass {result.count_tail_mass:.3e} at its cap, above aqm.count_tail = "
+                f"{model.aqm.count_tail:g}: "
+                + (f"the cap cannot grow beyond aqm.count_max = {model.aqm.count_max}; raise aqm.count_max or "
+                   f"aqm.count_tail" if at_max else
+                   "solve the model (not a built chain) so that the cap can grow, or raise aqm.count_tail"),
+                result, "aqm.count_max" if at_max else "aqm.count_tail")
     return result
 
 

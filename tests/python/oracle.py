@@ -517,6 +517,12 @@ def stateful_chain(spec: dict):
             while (cap + 1) * min(pmin) < reach:
                 cap += 1
 
+    # a truncated count (Model.with_count_cap): the cap is min(trunc, the exact cap)
+    trunc = spec.get("count_trunc", 0) if spacing != "none" else 0
+    exact_cap = cap
+    if trunc:
+        cap = min(cap, trunc)
+
     def row(state):
         n, g, m, c1, k, j, ph = state
         c = c1 - 1
@@ -558,6 +564,8 @@ def stateful_chain(spec: dict):
                             else:
                                 pb = pb_table[j2][g2] if dyn else pb_table[k2][g2]
                                 dec, c_dec, c_none = early_drop(spacing, c, pb)
+                                if trunc:  # the truncated count saturates at its cap
+                                    c_none = min(c_none, cap)
                                 outcomes = [(dec * (1 - ecn), False, c_dec), (dec * ecn, True, c_dec),
                                             (1 - dec, True, c_none)]
                             dep = mu if n >= 1 else 0.0
@@ -572,7 +580,7 @@ def stateful_chain(spec: dict):
         return out
 
     states, P = explore_dense([(0, 0, m, 0, k0, 0, 0) for m in range(len(lam))], row)
-    return states, P, {"count_cap": cap, "p_max_values": pmaxes, "p_max_start": k0}
+    return states, P, {"count_cap": cap, "count_cap_exact": exact_cap, "p_max_values": pmaxes, "p_max_start": k0}
 
 
 # ------------------------------------------------------------------ batch arrivals (docs/batch-arrivals.md)

@@ -82,6 +82,13 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
     pm.grid.refine = Refine::None;
     pm.grid.points.clear();
     pm.grid.k = o.presolve_k;
+    // drop spacing: the pre-solve only locates avg's mass, so its count is truncated at the
+    // stationary solve's first cap (docs/stateful-aqm.md) instead of carried to p_a = 1
+    if (pm.aqm.spacing != Spacing::None && pm.time == TimeKind::Discrete && pm.aqm.count_trunc == 0) {
+      Model probe = pm;
+      probe.aqm.count_trunc = 1;  // the layout's start cap without the exact cap's count_max test
+      pm.aqm.count_trunc = std::max<int64_t>(1, stateful_info(probe).count_start);
+    }
     const QueueChain c = build_chain(pm, build);
     const StationaryResult r = solve_stationary(MarkovOperator(c), so);
     if (!r.converged() && !(r.residual <= 1e-6))

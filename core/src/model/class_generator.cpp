@@ -455,7 +455,7 @@ class ClassSlotGenerator final : public TransitionGenerator {
         if (!(go > 0.0)) continue;
         // the AQM test: p_b with the slot's p_max and cur_max_th, the spacing rule's decision
         const double pb = S_ ? K_.stateful_pb(k2, j2, g2) : K_.pdrop[g2];
-        const detail::SpacingStep st = detail::spacing_step(S_ ? S_->spacing : Spacing::None, c, pb);
+        const detail::SpacingStep st = detail::spacing_step(S_ ? S_->spacing : Spacing::None, c, pb, S_ ? S_->count_cap : 0);
         const double pd = st.decision;
         const int64_t cd = st.after_decision;
         if (pd < 1.0) {

@@ -53,7 +53,7 @@ StatefulInfo stateful_info(const Model& model) {
   GridSpec g = model.grid;
   if (g.refine == Refine::Auto && g.points.empty()) g.refine = Refine::None;
   const detail::StatefulLayout L(model, g.resolve(model.buffer));
-  return {L.count_cap, L.pmax, L.pmax_start, L.phases};
+  return {L.count_cap, L.count_cap_exact, L.count_start, L.pmax, L.pmax_start, L.phases};
 }
 
 namespace detail {

@@ -441,7 +441,7 @@ struct SlotKernel {
         return;
       }
       const double pb = stateful_pb(k2, j2, g2);
-      const SpacingStep st = spacing_step(S.spacing, c, pb);
+      const SpacingStep st = spacing_step(S.spacing, c, pb, S.count_cap);
       const double ecn = ecn_m[static_cast<size_t>(m2)];
       const double rej = st.decision * (1.0 - ecn);
       e.aqm += w * a * rej;
@@ -484,7 +484,7 @@ struct SlotKernel {
       const double ecn = cls < 0 ? ecn_m[static_cast<size_t>(m2)] : cls_ecn[static_cast<size_t>(cls)];
       if (!(a_c > 0.0)) return;
       if (n == N) return f(Fate::Overflow, w * a_c, rest(v.c));  // no AQM test, the count stays
-      const SpacingStep st = spacing_step(S.spacing, v.c, stateful_pb(k2, j2, g2));
+      const SpacingStep st = spacing_step(S.spacing, v.c, stateful_pb(k2, j2, g2), S.count_cap);
       const double dec = a_c * st.decision;
       if (dec < a_c) f(Fate::Admit, w * (a_c - dec), rest(st.after_none));
       // successors_stateful merges the fates when the count stays: a drop whose admission

