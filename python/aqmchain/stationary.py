@@ -208,7 +208,8 @@ class StationaryResult:
         self.count_pmf = self.mean_count = self.p_max_pmf = self.p_max_values = self.mean_p_max = None
         self.max_th_values = self.max_th_pmf = self.mean_max_th = None
         self.count_cap = self.count_cap_exact = self.count_tail_mass = None
-        #: the caps the stationary solve tried: {"cap", "states", "tail_mass", "iterations", "seconds"}
+        #: the caps the stationary solve tried: {"cap" (the largest), "points_truncated" (avg points whose cap is
+        #: below the exact one), "states", "tail_mass", "iterations", "seconds"}
         self.count_caps: list[dict[str, Any]] = []
         labels = chain.labels
         count, pmax, maxth = COMPONENTS["count"], COMPONENTS["pmax"], COMPONENTS["maxth"]
@@ -218,7 +219,7 @@ class StationaryResult:
                                          minlength=info["count_cap"] + 2)
             self.mean_count = float(np.dot(np.arange(-1, len(self.count_pmf) - 1), self.count_pmf))
             self.count_cap, self.count_cap_exact = int(info["count_cap"]), int(info["count_cap_exact"])
-            self.count_tail_mass = float(self.count_pmf[-1]) if info["count_truncated"] else 0.0
+            self.count_tail_mass = float(_cap_masses(chain, pi).sum()) if info["count_truncated"] else 0.0
         if pmax in labels:
             info = _core.stateful_info(model)
             self.p_max_values = np.asarray(info["p_max_values"])
@@ -515,7 +516,11 @@ def _error_estimate(result: StationaryResult, options: dict, memory_limit_gb, re
     runs, grids = [], []
     for factor in ERROR_ESTIMATE_FACTORS[:-1]:
         pts = _core.coarsen_points(points, factor, keep)
-        r = solve_stationary(model.with_grid(_core.GridSpec(points=pts)), memory_limit_gb=memory_limit_gb,
+        coarse = model.with_grid(_core.GridSpec(points=pts))
+        if len(model.aqm.count_trunc_at):  # the count's caps at the points kept (their p_b are the same)
+            caps = np.asarray(model.aqm.count_trunc_at)[np.searchsorted(points, pts)]
+            coarse = coarse.with_count_caps(caps.tolist())
+        r = solve_stationary(coarse, memory_limit_gb=memory_limit_gb,
                              response=response, response_tail=response_tail, classes=classes, **coarse_options)
         runs.append(r)
         grids.append({"step_factor": factor, "points": len(pts), "states": int(r.states), "seconds": _build_solve_seconds(r)})
@@ -612,14 +617,20 @@ def _prepare(chain, options: dict, opts, memory_limit_gb, response, x0=None):
     return _options({**options, **extra}) if extra else opts
 
 
-def _cap_mass(chain, pi) -> float:
-    """Stationary mass of the states at the count's cap (label cap + 1, the largest there is)."""
+def _cap_masses(chain, pi) -> np.ndarray:
+    """Per avg point, the stationary mass of the states whose count sits at that point's cap
+    where the cap is below the exact one (they stand for count >= cap; docs/stateful-aqm.md)."""
     info = _core.stateful_info(chain.model)
-    lab = np.asarray(chain.labels[COMPONENTS["count"]])
-    return float(np.sum(np.asarray(pi)[lab == info["count_cap"] + 1])) if info["count_truncated"] else 0.0
+    G = len(chain.grid)
+    cap_at = np.asarray(info["count_cap_at"], dtype=np.int64) if len(info["count_cap_at"]) else \
+        np.full(G, int(info["count_cap"]), dtype=np.int64)
+    g = np.asarray(chain.grid_index)
+    c = np.asarray(chain.labels[COMPONENTS["count"]], dtype=np.int64) - 1
+    at = (c == cap_at[g]) & (cap_at[g] < int(info["count_cap_exact"]))
+    return np.bincount(g[at], weights=np.asarray(pi)[at], minlength=G)
 
 
-def _warm_start(old_chain, old_pi, new_chain) -> list[float]:
+def _warm_start(old_chain, old_pi, new_chain) -> np.ndarray:
     """The previous cap's solution on the larger cap's states (matched by their labels; the
     new states start at 0), normalised: the next solve's x0."""
     old, new = old_chain.labels, new_chain.labels
@@ -633,34 +644,63 @@ def _warm_start(old_chain, old_pi, new_chain) -> list[float]:
     hit = key_new[order][pos] == key_old
     x0 = np.zeros(new_chain.n)
     x0[order[pos[hit]]] = np.asarray(old_pi)[hit]
-    return (x0 / x0.sum()).tolist()
+    return x0 / x0.sum()
+
+
+#: the tail mass below which the count truncation's caps grow x8 instead of x2
+_FAST_GROWTH_TAIL = 1e-6
 
 
 def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes, response, caps: list):
-    """Drop spacing (docs/stateful-aqm.md): solve with the count truncated at a cap, doubling
-    the cap (up to the exact cap and aqm.count_max) until the stationary mass at the cap is
-    at most aqm.count_tail; each solve starts from the previous cap's solution."""
+    """Drop spacing (docs/stateful-aqm.md): solve with the count truncated at a cap per avg
+    point (stateful_info's count_start_at first), growing the caps (up to the exact cap and
+    aqm.count_max) at the points whose mass at the cap is above aqm.count_tail / points, until
+    the mass at the caps is at most aqm.count_tail; each solve starts from the previous one.
+    The caps double while the tail mass is above 1e-6 (from a solution far off, the count's
+    mass moving into much larger caps took GMRES 300 iterations where doubled caps took 10
+    to 16) and grow x8 below it (one iteration from there)."""
     import time
 
     tail_tol, count_max = float(model.aqm.count_tail), int(model.aqm.count_max)
-    info = _core.stateful_info(model.with_count_cap(max(1, int(model.aqm.count_trunc))))
+    info = _core.stateful_info(model.with_count_cap(1))
     exact = int(info["count_cap_exact"])
-    cap = exact if tail_tol == 0.0 else min(int(model.aqm.count_trunc) or int(info["count_start"]), exact)
+    if tail_tol == 0.0:
+        cap_at = None  # the exact cap
+    elif len(model.aqm.count_trunc_at):
+        cap_at = np.asarray(model.aqm.count_trunc_at, dtype=np.int64)
+    elif model.aqm.count_trunc:
+        cap_at = np.full(len(info["count_start_at"]), int(model.aqm.count_trunc), dtype=np.int64)
+    else:
+        cap_at = np.asarray(info["count_start_at"], dtype=np.int64)
+    if cap_at is not None:
+        cap_at = np.where(cap_at > 0, np.minimum(cap_at, exact), exact)
     prev = None
     while True:
         t0 = time.perf_counter()
-        chain = build_chain(model.with_count_cap(cap if cap < exact else 0), memory_limit_gb, classes,
-                            opts.max_states)
+        m = model.with_count_cap(0) if cap_at is None else model.with_count_caps(cap_at.tolist())
+        chain = build_chain(m, memory_limit_gb, classes, opts.max_states)
         warm = _warm_start(prev[0], prev[1].pi, chain) if prev is not None and "x0" not in options else None
         o = _prepare(chain, options, opts, memory_limit_gb, response, warm)
         raw = _core.solve_stationary(chain, o)
-        tail = _cap_mass(chain, raw.pi) if cap < exact else 0.0
-        caps.append({"cap": int(cap), "states": int(chain.n), "tail_mass": tail, "iterations": int(raw.iterations),
+        mass = _cap_masses(chain, raw.pi)
+        tail = float(mass.sum())
+        caps.append({"cap": int(exact if cap_at is None else cap_at.max()),
+                     "points_truncated": 0 if cap_at is None else int(np.sum(cap_at < exact)),
+                     "states": int(chain.n), "tail_mass": tail, "iterations": int(raw.iterations),
                      "seconds": time.perf_counter() - t0})
-        if not raw.converged or tail <= tail_tol or cap >= exact or cap >= count_max:
+        if not raw.converged or tail <= tail_tol or cap_at is None:
             return chain, raw, o
+        grow = (mass > tail_tol / len(cap_at)) & (cap_at < exact)
+        if not grow.any():
+            grow = mass == mass.max()
+        grow &= cap_at < count_max
+        if not grow.any():  # the caps that hold the mass are at aqm.count_max: _finish raises
+            return chain, raw, o
+        # x2 while the tail is large; x8 once it is small (then the previous solution is close
+        # whatever the new caps: GMRES took 1 iteration from tails below 1e-6)
+        factor = 2 if tail > _FAST_GROWTH_TAIL else 8
+        cap_at[grow] = np.minimum(np.minimum(factor * cap_at[grow], exact), count_max)
         prev = (chain, raw)
-        cap = min(2 * cap, exact, count_max)
 
 
 def _carried_options(model: Any) -> dict:
@@ -700,7 +740,7 @@ def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=Non
         if caps and len(caps) > 1:  # the smaller caps solved before (their build and solve)
             result.info.seconds["count_cap_search"] = float(sum(c["seconds"] for c in caps[:-1]))
         if result.count_tail_mass > model.aqm.count_tail:
-            at_max = result.count_cap >= model.aqm.count_max
+            at_max = bool(caps) and len(caps) > 0 and result.count_cap >= model.aqm.count_max
             raise CountTruncationError(
                 f"the drop-spacing count truncated at cap {result.count_cap} (exact cap {result.count_cap_exact}) "
                 f"keeps stationary mass {result.count_tail_mass:.3e} at its cap, above aqm.count_tail = "

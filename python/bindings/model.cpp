@@ -102,6 +102,19 @@ bool is_list(py::handle v) {
 
 std::vector<double> to_reals(const std::string& param, py::handle v, Fail fail) {
   if (!is_list(v)) bad_value(param, "a list", v, fail);
+  // a 1-D float64 numpy array (a starting vector of millions of states): copied at once
+  if (py::isinstance<py::array_t<double>>(v)) {
+    const auto a = py::reinterpret_borrow<py::array_t<double>>(v);
+    if (a.ndim() == 1) {
+      std::vector<double> out(static_cast<size_t>(a.shape(0)));
+      const auto r = a.unchecked<1>();
+      for (py::ssize_t i = 0; i < a.shape(0); ++i) {
+        out[static_cast<size_t>(i)] = r(i);
+        if (!std::isfinite(r(i))) bad_value(detail::cat(param, "[", i, "]"), "a finite number", py::float_(r(i)), fail);
+      }
+      return out;
+    }
+  }
   std::vector<double> out;
   size_t i = 0;
   for (py::handle x : v) out.push_back(to_real(detail::cat(param, "[", i++, "]"), x, fail));
@@ -785,6 +798,8 @@ void define_aqm_grid_model(py::module_& m) {
           "The largest stationary mass the stationary solve leaves at a truncated count's cap (aqm.count_tail).")
       .def_readonly("count_trunc", &Aqm::count_trunc,
           "The count's working cap (0: the exact cap); set by the stationary solve, see Model.with_count_cap.")
+      .def_readonly("count_trunc_at", &Aqm::count_trunc_at,
+          "The count's working caps per avg grid point (empty: count_trunc everywhere); see Model.with_count_caps.")
       .def_property_readonly("weight", [](const Aqm& a) { return to_string(a.weight); },
           "The EWMA weight rule: 'static' (w) or 'autored' (AutoRED's dynamic weight, w its floor) (aqm.weight).")
       .def_property_readonly("autored_p", [](const Aqm& a) { return to_string(a.autored_p); },
@@ -965,12 +980,25 @@ void define_aqm_grid_model(py::module_& m) {
             if (cap < 0) fail_param("count_cap", ">= 0 (0: the exact cap)", cap);
             Model out = md;
             out.aqm.count_trunc = cap;
+            out.aqm.count_trunc_at.clear();
             out.validate();
             return out;
           },
           py::arg("cap"),
           "A copy of the model whose drop-spacing count saturates at `cap` (0: the exact cap, beyond which "
-          "p_a = 1); docs/stateful-aqm.md.");
+          "p_a = 1); docs/stateful-aqm.md.")
+      .def(
+          "with_count_caps",
+          [](const Model& md, std::vector<int64_t> caps) {
+            Model out = md;
+            out.aqm.count_trunc = 0;
+            out.aqm.count_trunc_at = std::move(caps);
+            out.validate();
+            return out;
+          },
+          py::arg("caps"),
+          "A copy of the model whose drop-spacing count saturates, at each avg grid point, at that point's cap "
+          "(one per point of the resolved grid; 0: the exact cap there); docs/stateful-aqm.md.");
 }
 
 void define_scenario(py::module_& m) {
@@ -1042,15 +1070,17 @@ void define_stateful(py::module_& m) {
         const StatefulInfo s = stateful_info(md);
         py::dict o;
         o["count_cap"] = s.count_cap, o["count_cap_exact"] = s.count_cap_exact, o["count_start"] = s.count_start;
-        o["count_truncated"] = s.count_cap < s.count_cap_exact;
+        o["count_truncated"] = s.count_truncated;
+        o["count_cap_at"] = s.count_cap_at, o["count_start_at"] = s.count_start_at;
         o["p_max_values"] = s.pmax, o["p_max_start"] = s.pmax_start;
         o["phases"] = s.phases;
         return o;
       },
       py::arg("model"),
       "The chain's view of a stateful AQM: count_cap (count in -1..count_cap), count_cap_exact (the cap beyond "
-      "which p_a = 1 on the grid), count_truncated (count_cap < count_cap_exact: the count saturates at its cap), "
-      "count_start (the stationary solve's first cap), p_max_values (the p_max grid), p_max_start (its start "
+      "which p_a = 1 on the grid), count_truncated (a cap below the exact one: the count saturates there), "
+      "count_cap_at (per avg point, the cap there; empty: count_cap everywhere), count_start (the stationary "
+      "solve's first cap), count_start_at (its first caps per avg point), p_max_values (the p_max grid), p_max_start (its start "
       "index), phases (the exact clock's phase count).");
 }
 

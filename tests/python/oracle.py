@@ -518,10 +518,18 @@ def stateful_chain(spec: dict):
                 cap += 1
 
     # a truncated count (Model.with_count_cap): the cap is min(trunc, the exact cap)
+    # or per avg point (Model.with_count_caps): a count entering point g saturates at min(caps[g], exact cap)
     trunc = spec.get("count_trunc", 0) if spacing != "none" else 0
+    trunc_at = spec.get("count_trunc_at") if spacing != "none" else None
     exact_cap = cap
     if trunc:
         cap = min(cap, trunc)
+    if trunc_at:
+        cap_list = [min(c, exact_cap) if c > 0 else exact_cap for c in trunc_at]
+        cap = max(cap_list)
+
+    def cap_of(g2):
+        return cap_list[g2] if trunc_at else cap
 
     def row(state):
         n, g, m, c1, k, j, ph = state
@@ -564,12 +572,11 @@ def stateful_chain(spec: dict):
                             else:
                                 pb = pb_table[j2][g2] if dyn else pb_table[k2][g2]
                                 dec, c_dec, c_none = early_drop(spacing, c, pb)
-                                if trunc:  # the truncated count saturates at its cap
-                                    c_none = min(c_none, cap)
                                 outcomes = [(dec * (1 - ecn), False, c_dec), (dec * ecn, True, c_dec),
                                             (1 - dec, True, c_none)]
                             dep = mu if n >= 1 else 0.0
                             for prob, adm, c2 in outcomes:
+                                c2 = min(c2, cap_of(g2))  # a truncated count saturates at its point's cap
                                 assert c2 <= cap
                                 key = lambda n2: (n2, g2, m2, c2 + 1, k2, j2, ph2)  # noqa: E731
                                 moves = [(n + 1, 1 - dep), (n, dep)] if adm else [(n - 1, dep), (n, 1 - dep)]

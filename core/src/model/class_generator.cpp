@@ -406,7 +406,7 @@ class ClassSlotGenerator final : public TransitionGenerator {
     // c2: the count after the slot (c when no AQM test is taken)
     auto finish = [&](int g2, int m2, double p, const Pre& pre, int64_t c2) {
       if (!(p > 0.0)) return;
-      if (S_ && c2 > S_->count_cap) throw std::logic_error("internal error: count above its cap");
+      if (S_) c2 = std::min(c2, S_->cap_at(g2));  // a truncated count saturates at its point's cap
       const int64_t aqm = keys_.encode(c2, k2, ck.ph2, j2);
       X_.depart(n, pre, mu, [&](double pd, int dep_cls, int n2, int64_t content) {
         (void)dep_cls;

@@ -70,6 +70,8 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
   if (!(count_tail >= 0.0 && count_tail <= kMaxCountTail))
     fail_param(p + ".count_tail", cat("in [0, ", kMaxCountTail, "]"), count_tail);
   if (count_trunc < 0) fail_param(p + ".count_trunc", ">= 0", count_trunc);
+  for (int64_t c : count_trunc_at)
+    if (c < 0) fail_param(p + ".count_trunc_at", "entries >= 0", c);
   adaptive.validate(p);
   if (dynamic_max_th) {
     require_finite(p + ".max_th_growth", max_th_growth);

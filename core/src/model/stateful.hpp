@@ -81,7 +81,18 @@ struct StatefulLayout {
   /// 4 / p_ref)), p_ref the drop probability (start p_max) at the middle of avg's band where
   /// 0 < p_b < 1 on the grid.
   int64_t count_start = 0;
-  bool count_truncated() const { return spacing != Spacing::None && count_cap < count_cap_exact; }
+  /// Per avg point, the count's cap there (a count entering the point saturates at it);
+  /// empty: count_cap everywhere. count_cap is their largest.
+  std::vector<int64_t> cap_at_point;
+  /// Per avg point, the stationary solve's first cap (docs/stateful-aqm.md).
+  std::vector<int64_t> start_at_point;
+  int64_t cap_at(int g) const { return cap_at_point.empty() ? count_cap : cap_at_point[static_cast<size_t>(g)]; }
+  bool count_truncated() const {
+    if (spacing == Spacing::None) return false;
+    for (int64_t c : cap_at_point)
+      if (c < count_cap_exact) return true;
+    return count_cap < count_cap_exact;
+  }
   bool adaptive = false;
   Adaptive opt;
   double lo_th = 0.0, hi_th = 0.0;
@@ -198,9 +209,36 @@ struct StatefulLayout {
       while (static_cast<double>(start) < want && start < (int64_t{1} << 40)) start *= 2;
       count_start = std::min({start, count_cap_exact, static_cast<int64_t>(q.count_max)});
     }
+    // per point: twice the count at which p_a = 1 there (its smallest nonzero p_b < 1), within
+    // [16, count_start]; 16 where p_b is 0 or 1 (a count there is reset or decided by the next
+    // arrival). Larger first caps make a chain the block preconditioner converges on slowly
+    // from a cold start; grown caps start from the previous solution.
+    start_at_point.assign(avg_points.size(), 0);
+    for (size_t i = 0; i < avg_points.size(); ++i) {
+      double pg = 2.0;
+      for (const auto& row : pdrop)
+        if (row[i] > 0.0 && row[i] < 1.0) pg = std::min(pg, row[i]);
+      for (int j = 0; j < 2 && dyn_maxth; ++j)
+        if (mt_pdrop[j][i] > 0.0 && mt_pdrop[j][i] < 1.0) pg = std::min(pg, mt_pdrop[j][i]);
+      const double want = pg < 1.0 ? std::ceil(2.0 * reach / pg) : 0.0;
+      const int64_t s0 = static_cast<int64_t>(std::clamp(want, 16.0, static_cast<double>(std::max<int64_t>(16, count_start))));
+      start_at_point[i] = std::min({s0, count_cap_exact, static_cast<int64_t>(q.count_max)});
+    }
     count_cap = q.count_trunc > 0 ? std::min(q.count_trunc, count_cap_exact) : count_cap_exact;
+    if (!q.count_trunc_at.empty()) {
+      if (q.count_trunc_at.size() != avg_points.size())
+        fail_param("count_caps", cat("one cap per avg grid point (", avg_points.size(), ")"),
+                   cat(q.count_trunc_at.size(), " caps"));
+      cap_at_point.resize(avg_points.size());
+      count_cap = 0;
+      for (size_t i = 0; i < avg_points.size(); ++i) {
+        const int64_t c = q.count_trunc_at[i];
+        cap_at_point[i] = c > 0 ? std::min(c, count_cap_exact) : count_cap_exact;
+        count_cap = std::max(count_cap, cap_at_point[i]);
+      }
+    }
     if (count_cap > q.count_max) {
-      if (q.count_trunc > 0)
+      if (q.count_trunc > 0 || !q.count_trunc_at.empty())
         throw ModelError("aqm.count_max", cat("parameter 'aqm.count_max' must be >= the count's cap ", count_cap,
                                               "; got ", q.count_max));
       throw ModelError("aqm.count_max",

@@ -57,6 +57,27 @@ def test_truncated_matrix_equals_rules(spacing, source, extra):
     assert (aqmchain.transition_matrix(same) != aqmchain.transition_matrix(full)).nnz == 0
 
 
+def test_per_point_caps_matrix_equals_rules():
+    """Caps per avg point (Model.with_count_caps): a count entering point g saturates at its cap
+    there, whatever the transition (an arrival not dropped, none, an overflow)."""
+    spec = {"buffer": 12, "mu": 0.55, "w": 0.3, "k": 2, "mapping": "split", "source": MMBP, **RED,
+            "spacing": "count", "ecn": 0.2}
+    model = model_of(spec)
+    exact = aqmchain.stateful_info(model)["count_cap_exact"]
+    G = len(aqmchain.build_chain(model.with_count_cap(1)).grid)
+    caps = [(1 + (3 * g) % 7) if g % 4 else 0 for g in range(G)]  # 0: the exact cap at that point
+    states, P_ref, info = stateful_chain({**spec, "count_trunc_at": caps})
+    m = model.with_count_caps(caps)
+    lay = aqmchain.stateful_info(m)
+    assert lay["count_cap_at"] == [c if c else exact for c in caps] and lay["count_truncated"]
+    chain = aqmchain.build_chain(m)
+    assert _labels(chain) == states, "reachable state sets differ"
+    np.testing.assert_allclose(aqmchain.transition_matrix(chain).toarray(), P_ref, rtol=0,
+                               atol=construction_error(P_ref))
+    with pytest.raises(aqmchain.ModelError, match="one cap per avg grid point"):
+        aqmchain.build_chain(model.with_count_caps(caps[:-1]))
+
+
 def _poisson_span(P, pi, f):
     """max h - min h for h = Z f, the Poisson equation's solution (I - P) h = f - pi f of the chain P
     (h fixed by h[k] = 0 at the state of largest pi)."""
@@ -97,38 +118,97 @@ def test_truncated_metrics_within_the_tail_bound():
         eps = r.count_tail_mass
         assert r.count_cap == cap and eps > tm.aqm.count_tail and e.value.param == "aqm.count_tail"
         assert eps == pytest.approx(r.count_pmf[-1], rel=1e-12)
-        # the mass at the cap stands for count >= cap: at least the exact chain's P(count >= cap) up to
-        # the bound (here the cap's drop probability is smaller than the exact chain's beyond it)
-        exact_tail = float(rf.count_pmf[cap + 1:].sum())
         span = _poisson_span(P, pi, queue)
         roundoff = 1e-9 * max(1.0, rf.mean_queue)  # both solved directly to residual 1e-12
         assert abs(r.mean_queue - rf.mean_queue) <= eps * span + roundoff, (cap, eps, span)
-        # the same bound for the probability of the count's tail itself (f = indicator)
+        # the same bound for the count's tail itself (f the indicator of count >= cap)
         ind = (aqmchain.state_labels(full)["count"] >= cap + 1).astype(float)
+        exact_tail = float(rf.count_pmf[cap + 1:].sum())
         assert abs(eps - exact_tail) <= eps * _poisson_span(P, pi, ind) + 1e-12
-        assert eps >= exact_tail * (1 - 1e-9) or eps * _poisson_span(P, pi, ind) > 0
         checked += 1
     assert checked == 2
 
 
+GROW_DOC = {"model": {"buffer": 20}, "source": {"kind": "bernoulli", "alpha": 0.5}, "service": {"mu": 0.45},
+            "aqm": {"drop": "red", "min_th": 8, "max_th": 16, "p_max": 0.2, "w": 0.2, "spacing": "count"},
+            "grid": {"k": 2, "refine": "none"}}
+
+
 def test_cap_grows_until_the_tail_is_below_tolerance():
-    doc = copy.deepcopy(BASE_DOC)
-    doc["aqm"].update(spacing="count", p_max=0.02, w=0.3, count_tail=1e-10)
-    model = aqmchain.model_from_dict(doc)[0]
-    info = aqmchain.stateful_info(model)
-    r = aqmchain.solve_stationary(model)
+    model = aqmchain.model_from_dict(GROW_DOC)[0]
+    info = aqmchain.stateful_info(model.with_count_cap(1))
+    r = aqmchain.solve_stationary(model, method="direct")
     caps = r.count_caps
-    assert caps[0]["cap"] == info["count_start"] and len(caps) >= 2
-    assert caps[0]["tail_mass"] > 1e-10 >= caps[-1]["tail_mass"] == r.count_tail_mass
-    assert [c["cap"] for c in caps] == [min(info["count_start"] * 2**i, info["count_cap_exact"])
-                                        for i in range(len(caps))]
-    assert r.count_cap == caps[-1]["cap"] and len(r.count_pmf) == r.count_cap + 2
+    tol = model.aqm.count_tail
+    assert len(caps) >= 2 and caps[0]["tail_mass"] > tol >= caps[-1]["tail_mass"] == r.count_tail_mass
+    # per point: the final caps are the start caps grown by powers of two (or the exact cap)
+    start = np.asarray(info["count_start_at"])
+    final = np.asarray(r.chain.model.aqm.count_trunc_at)
+    exact = info["count_cap_exact"]
+    ratio = final / start
+    assert np.all((final == exact) | (np.isin(ratio, [1, 2, 4, 8, 16, 32, 64]))) and np.any(final > start)
+    assert r.count_cap == final.max() and len(r.count_pmf) == r.count_cap + 2
     d = r.to_dict()
     assert d["count_tail_mass"] == r.count_tail_mass and d["count_cap"] == r.count_cap
-    assert "count cap / tail mass" in r.summary()
-    # the same model with the exact cap: the metrics agree within the tail's effect
-    ex = aqmchain.solve_stationary(model.with_count_cap(0), method="direct") if False else None
-    del ex
+    assert d["count_caps"] == caps and "count cap / tail mass" in r.summary()
+    # against the exact cap: within the bound the tail mass gives (and the solves' round-off)
+    full = aqmchain.build_chain(model.with_count_cap(0))
+    rf = aqmchain.solve_stationary(full, method="direct")
+    span = _poisson_span(aqmchain.transition_matrix(full), np.asarray(rf.pi),
+                         aqmchain.state_labels(full)["queue"].astype(float))
+    assert abs(r.mean_queue - rf.mean_queue) <= r.count_tail_mass * span + 1e-9 * rf.mean_queue
+    assert r.states < full.n
+
+
+def _solve_capped(chain, **kw):
+    """The result on a chain built with small caps (its tail mass is above count_tail: the
+    solve raises and carries the result)."""
+    with pytest.raises(aqmchain.CountTruncationError) as e:
+        aqmchain.solve_stationary(chain, method="direct", **kw)
+    return e.value.result
+
+
+@pytest.mark.parametrize("kind", ["approx", "exact"])
+def test_class_chain_truncates_as_the_single_chain(kind):
+    """Two classes that differ only in their name: the class chain with the same caps per
+    avg point lumps onto the single-class truncated chain (the same law of the count, the
+    same tail mass, the same metrics)."""
+    doc = copy.deepcopy(GROW_DOC)
+    doc["model"]["buffer"] = 8 if kind == "approx" else 5
+    doc["aqm"].update(min_th=1, max_th=4, p_max=0.1, w=0.3)
+    doc["grid"]["k"] = 1
+    single = aqmchain.model_from_dict(doc)[0]
+    G = len(aqmchain.build_chain(single.with_count_cap(1)).grid)
+    exact = aqmchain.stateful_info(single)["count_cap_exact"]
+    caps = [2 + (g % 3) for g in range(G)]
+    assert max(caps) < exact
+    doc["class"] = [{"name": "a", "share": 0.4}, {"name": "b", "share": 0.6}]
+    classes = aqmchain.model_from_dict(doc)[0]
+    plain = _solve_capped(aqmchain.build_chain(single.with_count_caps(caps)))
+    r = _solve_capped(aqmchain.build_chain(classes.with_count_caps(caps), classes=kind))
+    assert r.class_chain == kind and r.states > plain.states
+    assert np.asarray(aqmchain.state_labels(r.chain)["count"]).max() == max(caps) + 1
+    assert r.count_tail_mass == pytest.approx(plain.count_tail_mass, rel=1e-9) and plain.count_tail_mass > 1e-6
+    for k in ("loss", "loss_aqm", "mean_queue", "var_queue", "throughput", "mean_count"):
+        assert getattr(r, k) == pytest.approx(getattr(plain, k), rel=1e-9, abs=1e-14), k
+    np.testing.assert_allclose(r.count_pmf, plain.count_pmf, atol=1e-11)
+
+
+def test_default_grid_with_spacing_fits_its_budget():
+    """A small analogue of RED 100 / 200 / 0.1 with count spacing on the default automatic grid,
+    its state budget scaled down with it: the grid coarsens its base step for the count, and the
+    truncated chain is far below the exact cap's on the same grid."""
+    doc = {"model": {"buffer": 25}, "source": {"kind": "bernoulli", "alpha": 0.5}, "service": {"mu": 0.45},
+           "aqm": {"drop": "red", "min_th": 10, "max_th": 20, "p_max": 0.1, "w": 0.02, "spacing": "count"},
+           "grid": {"state_budget": 30000}}
+    model = aqmchain.model_from_dict(doc)[0]
+    r = aqmchain.solve_stationary(model)
+    assert "coarsened the base step" in r.grid["note"] and r.grid["min_step"] < 1.0
+    assert r.count_tail_mass <= model.aqm.count_tail
+    exact = aqmchain.build_chain(r.chain.model.with_count_cap(0), max_states=10**7)
+    assert r.states < 0.75 * exact.n
+    # the estimate the grid was chosen by holds the chain within a factor of two
+    assert r.states <= 2 * r.grid["estimated_states"]
 
 
 def test_cap_at_count_max_with_tail_above_raises_with_the_result():
@@ -162,11 +242,3 @@ def test_bad_count_tail(value, kind):
     assert e.value.param == "aqm.count_tail"
     if kind is not None:
         assert kind in str(e.value) and "aqm.count_tail" in str(e.value)
-
-
-def test_count_tail_needs_spacing():
-    doc = copy.deepcopy(BASE_DOC)
-    doc["aqm"].update(count_tail=1e-9)
-    with pytest.raises(aqmchain.ModelError) as e:
-        aqmchain.model_from_dict(doc)
-    assert e.value.param == "aqm.count_tail"

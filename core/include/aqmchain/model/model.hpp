@@ -121,6 +121,9 @@ struct Aqm {
   /// The count's working cap (not a model-file key): 0 = the exact cap (p_a = 1 beyond it);
   /// c > 0 = min(c, exact cap), the count saturating at c. Set by the stationary solve.
   int64_t count_trunc = 0;
+  /// Per avg grid point (the resolved grid's order), the count's working cap there (a count
+  /// entering that point saturates at it); empty: count_trunc everywhere. Not a model-file key.
+  std::vector<int64_t> count_trunc_at;
   Adaptive adaptive;
   Weight weight = Weight::Static;
   AutoredP autored_p = AutoredP::Drop;
