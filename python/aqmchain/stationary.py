@@ -207,7 +207,7 @@ class StationaryResult:
         which stands for count >= cap (docs/stateful-aqm.md); 0 on the exact cap."""
         self.count_pmf = self.mean_count = self.p_max_pmf = self.p_max_values = self.mean_p_max = None
         self.max_th_values = self.max_th_pmf = self.mean_max_th = None
-        self.count_cap = self.count_cap_exact = self.count_tail_mass = None
+        self.count_cap = self.count_cap_exact = self.count_tail_mass = self.count_truncated = None
         #: the caps the stationary solve tried: {"cap" (the largest), "points_truncated" (avg points whose cap is
         #: below the exact one), "states", "tail_mass", "iterations", "seconds"}
         self.count_caps: list[dict[str, Any]] = []
@@ -219,7 +219,8 @@ class StationaryResult:
                                          minlength=info["count_cap"] + 2)
             self.mean_count = float(np.dot(np.arange(-1, len(self.count_pmf) - 1), self.count_pmf))
             self.count_cap, self.count_cap_exact = int(info["count_cap"]), int(info["count_cap_exact"])
-            self.count_tail_mass = float(_cap_masses(chain, pi).sum()) if info["count_truncated"] else 0.0
+            self.count_truncated = bool(info["count_truncated"])
+            self.count_tail_mass = float(_cap_masses(chain, pi).sum()) if self.count_truncated else 0.0
         if pmax in labels:
             info = _core.stateful_info(model)
             self.p_max_values = np.asarray(info["p_max_values"])
@@ -284,7 +285,8 @@ class StationaryResult:
             "response_method": self.response_method,
             "avg_grid": lst(self.avg_grid), "avg_pmf": lst(self.avg_pmf),
             **({"count_pmf": lst(self.count_pmf), "mean_count": self.mean_count, "count_cap": self.count_cap,
-                "count_cap_exact": self.count_cap_exact, "count_tail_mass": self.count_tail_mass,
+                "count_cap_exact": self.count_cap_exact, "count_truncated": self.count_truncated,
+                "count_tail_mass": self.count_tail_mass,
                 "count_caps": self.count_caps} if self.count_pmf is not None else {}),
             **({"p_max_values": lst(self.p_max_values), "p_max_pmf": lst(self.p_max_pmf),
                 "mean_p_max": self.mean_p_max} if self.p_max_pmf is not None else {}),
@@ -315,7 +317,7 @@ class StationaryResult:
                     ("mean p_max", self.mean_p_max), ("mean cur_max_th", self.mean_max_th)) if value is not None]
         if self.count_cap is not None:
             stateful.append(("count cap / tail mass", f"{self.count_cap} / {self.count_tail_mass:.3g}" + (
-                " (exact cap)" if self.count_cap >= self.count_cap_exact else
+                " (exact cap)" if not self.count_truncated else
                 f" (truncated; exact cap {self.count_cap_exact})")))
         rows = [
             ("states / nnz", f"{self.states} / {self.nnz}"),
@@ -630,10 +632,10 @@ def _cap_masses(chain, pi) -> np.ndarray:
     return np.bincount(g[at], weights=np.asarray(pi)[at], minlength=G)
 
 
-def _warm_start(old_chain, old_pi, new_chain) -> np.ndarray:
-    """The previous cap's solution on the larger cap's states (matched by their labels; the
-    new states start at 0), normalised: the next solve's x0."""
-    old, new = old_chain.labels, new_chain.labels
+def _warm_start(old, old_pi, new_chain) -> np.ndarray:
+    """The previous caps' solution (``old``: its chain's labels) on the larger caps' states
+    (matched by their labels; the new states start at 0), normalised: the next solve's x0."""
+    new = new_chain.labels
     names = list(new)
     dims = [int(max(np.max(old[k]), np.max(new[k]))) + 1 for k in names]
     key_old = np.ravel_multi_index([np.asarray(old[k], dtype=np.int64) for k in names], dims)
@@ -679,7 +681,8 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         t0 = time.perf_counter()
         m = model.with_count_cap(0) if cap_at is None else model.with_count_caps(cap_at.tolist())
         chain = build_chain(m, memory_limit_gb, classes, opts.max_states)
-        warm = _warm_start(prev[0], prev[1].pi, chain) if prev is not None and "x0" not in options else None
+        warm = _warm_start(prev[0], prev[1], chain) if prev is not None and "x0" not in options else None
+        prev = None
         o = _prepare(chain, options, opts, memory_limit_gb, response, warm)
         raw = _core.solve_stationary(chain, o)
         mass = _cap_masses(chain, raw.pi)
@@ -700,7 +703,9 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         # whatever the new caps: GMRES took 1 iteration from tails below 1e-6)
         factor = 2 if tail > _FAST_GROWTH_TAIL else 8
         cap_at[grow] = np.minimum(np.minimum(factor * cap_at[grow], exact), count_max)
-        prev = (chain, raw)
+        # the labels and pi only: the previous chain is freed before the next one is built
+        prev = ({k: np.asarray(v) for k, v in chain.labels.items()}, np.asarray(raw.pi))
+        chain = raw = None
 
 
 def _carried_options(model: Any) -> dict:

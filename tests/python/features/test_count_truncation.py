@@ -35,11 +35,12 @@ def _labels(chain):
 @pytest.mark.parametrize("spacing,source,extra", [
     ("count", BERN, {}),
     ("wait", MMBP, {"ecn": 0.3, "update": "per_arrival"}),
-    ("count", BERN, {"adaptive": True, "interval": 3, "p_max_step": 0.1, "increment": 0.05}),
+    ("count", BERN, {"adaptive": True, "interval": 3, "p_max_step": 0.1, "increment": 0.05, "buffer": 8, "k": 1}),
 ])
 def test_truncated_matrix_equals_rules(spacing, source, extra):
     spec = {"buffer": 12, "mu": 0.55, "w": 0.3, "k": 2, "mapping": "split", "source": source, **RED,
-            "spacing": spacing, **extra}
+            "spacing": spacing}
+    spec.update(extra)
     exact = aqmchain.stateful_info(model_of(spec))["count_cap_exact"]
     cap = max(1, exact // 3)
     states, P_ref, info = stateful_chain({**spec, "count_trunc": cap})
@@ -212,15 +213,19 @@ def test_default_grid_with_spacing_fits_its_budget():
 
 
 def test_cap_at_count_max_with_tail_above_raises_with_the_result():
-    doc = copy.deepcopy(BASE_DOC)
-    doc["aqm"].update(spacing="count", p_max=0.02, w=0.3, count_tail=1e-10, count_max=70)
+    doc = copy.deepcopy(GROW_DOC)
+    doc["aqm"]["count_max"] = 20
     model = aqmchain.model_from_dict(doc)[0]
+    assert aqmchain.stateful_info(model.with_count_cap(1))["count_cap_exact"] > 20
     with pytest.raises(aqmchain.CountTruncationError, match="aqm.count_max") as e:
-        aqmchain.solve_stationary(model)
-    assert e.value.param == "aqm.count_max"
+        aqmchain.solve_stationary(model, method="direct")
+    assert e.value.param == "aqm.count_max" and isinstance(e.value, aqmchain.NonConvergenceError)
     r = e.value.result
-    assert r.count_cap == 70 and r.count_tail_mass > 1e-10
-    assert isinstance(e.value, aqmchain.NonConvergenceError)
+    assert r.count_cap == 20 and r.count_tail_mass > model.aqm.count_tail
+    # the exact cap above count_max: refused when built outside the stationary solve
+    with pytest.raises(aqmchain.ModelError) as e2:
+        aqmchain.build_chain(model)
+    assert e2.value.param == "aqm.count_max"
 
 
 def test_count_tail_zero_solves_the_exact_cap():
