@@ -649,6 +649,10 @@ def _warm_start(old, old_pi, new_chain) -> np.ndarray:
     return x0 / x0.sum()
 
 
+#: drop spacing: a chain with the exact cap of at most this many states is solved as it is (no
+#: truncation); above, the count is truncated (docs/stateful-aqm.md)
+EXACT_COUNT_STATES = 200_000
+
 #: the tail mass below which the count truncation's caps grow x8 instead of x2
 _FAST_GROWTH_TAIL = 1e-6
 
@@ -676,6 +680,22 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         cap_at = np.asarray(info["count_start_at"], dtype=np.int64)
     if cap_at is not None:
         cap_at = np.where(cap_at > 0, np.minimum(cap_at, exact), exact)
+    if cap_at is not None and not len(model.aqm.count_trunc_at) and not model.aqm.count_trunc \
+            and EXACT_COUNT_STATES > 0:
+        # a small chain is solved on the exact cap at once (one solve, no tail); the exploration
+        # stops as soon as it has seen more than EXACT_COUNT_STATES states
+        try:
+            t0 = time.perf_counter()
+            chain = build_chain(model.with_count_cap(0), memory_limit_gb, classes,
+                                min(int(opts.max_states), EXACT_COUNT_STATES))
+        except (_core.StateSpaceTooLarge, _core.ModelError):
+            chain = None
+        if chain is not None:
+            o = _prepare(chain, options, opts, memory_limit_gb, response)
+            raw = _core.solve_stationary(chain, o)
+            caps.append({"cap": exact, "points_truncated": 0, "states": int(chain.n), "tail_mass": 0.0,
+                         "iterations": int(raw.iterations), "seconds": time.perf_counter() - t0})
+            return chain, raw, o
     prev = None
     while True:
         t0 = time.perf_counter()

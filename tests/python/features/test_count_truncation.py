@@ -132,12 +132,19 @@ def test_truncated_metrics_within_the_tail_bound():
     assert checked == 2
 
 
+@pytest.fixture
+def truncate_always(monkeypatch):
+    """The small models here have exact-cap chains below aqmchain.stationary.EXACT_COUNT_STATES,
+    which the solve would take as they are: truncate them anyway."""
+    monkeypatch.setattr(aqmchain.stationary, "EXACT_COUNT_STATES", 0)
+
+
 GROW_DOC = {"model": {"buffer": 20}, "source": {"kind": "bernoulli", "alpha": 0.5}, "service": {"mu": 0.45},
             "aqm": {"drop": "red", "min_th": 8, "max_th": 16, "p_max": 0.2, "w": 0.2, "spacing": "count"},
             "grid": {"k": 2, "refine": "none"}}
 
 
-def test_cap_grows_until_the_tail_is_below_tolerance():
+def test_cap_grows_until_the_tail_is_below_tolerance(truncate_always):
     model = aqmchain.model_from_dict(GROW_DOC)[0]
     info = aqmchain.stateful_info(model.with_count_cap(1))
     r = aqmchain.solve_stationary(model, method="direct")
@@ -200,7 +207,7 @@ def test_class_chain_truncates_as_the_single_chain(kind):
     np.testing.assert_allclose(r.count_pmf, plain.count_pmf, atol=1e-11)
 
 
-def test_default_grid_with_spacing_fits_its_budget():
+def test_default_grid_with_spacing_fits_its_budget(truncate_always):
     """A small analogue of RED 100 / 200 / 0.1 with count spacing on the default automatic grid,
     its state budget scaled down with it: the grid coarsens its base step for the count, and the
     truncated chain is far below the exact cap's on the same grid."""
@@ -231,6 +238,13 @@ def test_cap_at_count_max_with_tail_above_raises_with_the_result():
     with pytest.raises(aqmchain.ModelError) as e2:
         aqmchain.build_chain(model)
     assert e2.value.param == "aqm.count_max"
+
+
+def test_small_chain_is_solved_on_the_exact_cap():
+    model = aqmchain.model_from_dict(GROW_DOC)[0]
+    r = aqmchain.solve_stationary(model)
+    assert len(r.count_caps) == 1 and not r.count_truncated and r.count_tail_mass == 0.0
+    assert r.count_cap == r.count_cap_exact and r.states <= aqmchain.stationary.EXACT_COUNT_STATES
 
 
 def test_count_tail_zero_solves_the_exact_cap():
