@@ -169,7 +169,7 @@ API_SECTIONS = [
      "and the value; a state space over the memory budget raises `StateSpaceTooLarge` before anything is "
      "allocated.",
      ["ModelError", "StateSpaceTooLarge", "OptionError", "ReducibleChainError", "SolverError",
-      "NonConvergenceError"]),
+      "NonConvergenceError", "CountTruncationError"]),
     ("Chain size and memory", "",
      ["model_info", "solve_estimate", "estimate_chain", "count_reachable", "stateful_info"]),
     ("Stationary analysis", "",

@@ -63,6 +63,7 @@ from .selfsim import (
 from .scenario import load_scenario, make_scenario
 from .simulation import Comparison, SimulationResult, compare, simulate, simulate_scenario
 from .stationary import (
+    CountTruncationError,
     DirectSolver,
     ErrorEstimate,
     NonConvergenceError,
@@ -84,7 +85,7 @@ __all__ = [
     "Aqm", "Chain", "DropFunction", "GridSpec", "HurstReport", "Model", "Service", "Source", "TrafficClass",
     "ClassMetrics", "CLASS_METRICS",
     "ModelError", "OptionError", "ReducibleChainError", "SolverError", "StateSpaceTooLarge",
-    "NonConvergenceError", "SolverInfo", "StationaryResult", "DirectSolver",
+    "NonConvergenceError", "CountTruncationError", "SolverInfo", "StationaryResult", "DirectSolver",
     "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean", "redwm_s_grid", "stateful_info", "stateful_observables",
     "load_config", "load_model", "model_from_dict", "model_to_dict",
     "solve_stationary", "state_labels", "transition_matrix", "refine_grid", "ErrorEstimate",

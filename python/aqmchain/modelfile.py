@@ -435,7 +435,7 @@ def model_to_dict(model: _core.Model) -> dict:
         aqm.update(w=model.aqm.w)
     aqm.update(update=model.aqm.update, policy=model.aqm.policy, ecn=model.aqm.ecn)
     if model.aqm.spacing != "none":
-        aqm.update(spacing=model.aqm.spacing, count_max=model.aqm.count_max)
+        aqm.update(spacing=model.aqm.spacing, count_max=model.aqm.count_max, count_tail=model.aqm.count_tail)
     if model.aqm.weight != "static" or model.aqm.dynamic_max_th:
         aqm.update(weight=model.aqm.weight, autored_p=model.aqm.autored_p)
     if model.aqm.dynamic_max_th:

@@ -16,8 +16,8 @@ from . import _checks, _core
 from ._classes import CLASS_METRICS, ClassMetrics
 from ._core import OptionError
 
-__all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "build_chain", "DirectSolver",
-           "refine_grid", "ErrorEstimate", "ERROR_ESTIMATE_FACTORS"]
+__all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "CountTruncationError",
+           "build_chain", "DirectSolver", "refine_grid", "ErrorEstimate", "ERROR_ESTIMATE_FACTORS"]
 
 GIB = 1024.0**3
 #: Scalar metric names, defined once in the bindings: (name, exists only with response times).
@@ -46,6 +46,17 @@ class NonConvergenceError(RuntimeError):
     def __init__(self, message: str, result: "StationaryResult"):
         super().__init__(message)
         self.result = result
+
+
+class CountTruncationError(NonConvergenceError):
+    """The drop-spacing count's stationary mass at its cap is above ``aqm.count_tail``
+    (docs/stateful-aqm.md): the cap could not grow further (``aqm.count_max``), or the chain
+    given was built with a cap too small.  ``.result`` holds the result on the last cap
+    (``result.count_tail_mass``, ``result.count_cap``); ``.param`` names the key to change."""
+
+    def __init__(self, message: str, result: "StationaryResult", param: str = "aqm.count_max"):
+        super().__init__(message, result)
+        self.param = param
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,9 +202,15 @@ class StationaryResult:
             self.response_steps = self.response_states = None
 
     def _stateful_marginals(self, model, chain, pi) -> None:
-        """count_pmf (count -1..cap), p_max_pmf over p_max_values, their means; None when absent."""
+        """count_pmf (count -1..cap), p_max_pmf over p_max_values, their means; None when absent.
+        A truncated count (cap below the exact cap): ``count_tail_mass`` is the mass at the cap,
+        which stands for count >= cap (docs/stateful-aqm.md); 0 on the exact cap."""
         self.count_pmf = self.mean_count = self.p_max_pmf = self.p_max_values = self.mean_p_max = None
         self.max_th_values = self.max_th_pmf = self.mean_max_th = None
+        self.count_cap = self.count_cap_exact = self.count_tail_mass = self.count_truncated = None
+        #: the caps the stationary solve tried: {"cap" (the largest), "points_truncated" (avg points whose cap is
+        #: below the exact one), "states", "tail_mass", "iterations", "seconds"}
+        self.count_caps: list[dict[str, Any]] = []
         labels = chain.labels
         count, pmax, maxth = COMPONENTS["count"], COMPONENTS["pmax"], COMPONENTS["maxth"]
         if count in labels:
@@ -201,6 +218,9 @@ class StationaryResult:
             self.count_pmf = np.bincount(np.asarray(labels[count]), weights=pi,
                                          minlength=info["count_cap"] + 2)
             self.mean_count = float(np.dot(np.arange(-1, len(self.count_pmf) - 1), self.count_pmf))
+            self.count_cap, self.count_cap_exact = int(info["count_cap"]), int(info["count_cap_exact"])
+            self.count_truncated = bool(info["count_truncated"])
+            self.count_tail_mass = float(_cap_masses(chain, pi).sum()) if self.count_truncated else 0.0
         if pmax in labels:
             info = _core.stateful_info(model)
             self.p_max_values = np.asarray(info["p_max_values"])
@@ -264,8 +284,10 @@ class StationaryResult:
             "response_pmf": lst(self.response_pmf), "response_note": self.response_note or None,
             "response_method": self.response_method,
             "avg_grid": lst(self.avg_grid), "avg_pmf": lst(self.avg_pmf),
-            **({"count_pmf": lst(self.count_pmf), "mean_count": self.mean_count} if self.count_pmf is not None
-               else {}),
+            **({"count_pmf": lst(self.count_pmf), "mean_count": self.mean_count, "count_cap": self.count_cap,
+                "count_cap_exact": self.count_cap_exact, "count_truncated": self.count_truncated,
+                "count_tail_mass": self.count_tail_mass,
+                "count_caps": self.count_caps} if self.count_pmf is not None else {}),
             **({"p_max_values": lst(self.p_max_values), "p_max_pmf": lst(self.p_max_pmf),
                 "mean_p_max": self.mean_p_max} if self.p_max_pmf is not None else {}),
             **({"max_th_values": lst(self.max_th_values), "max_th_pmf": lst(self.max_th_pmf),
@@ -293,6 +315,10 @@ class StationaryResult:
         # the stateful AQM's components (docs/stateful-aqm.md)
         stateful = [(label, f"{value:.6g}") for label, value in (("mean count", self.mean_count),
                     ("mean p_max", self.mean_p_max), ("mean cur_max_th", self.mean_max_th)) if value is not None]
+        if self.count_cap is not None:
+            stateful.append(("count cap / tail mass", f"{self.count_cap} / {self.count_tail_mass:.3g}" + (
+                " (exact cap)" if not self.count_truncated else
+                f" (truncated; exact cap {self.count_cap_exact})")))
         rows = [
             ("states / nnz", f"{self.states} / {self.nnz}"),
             ("arrival rate", f"{self.arrival_rate:.6g}"),
@@ -492,7 +518,11 @@ def _error_estimate(result: StationaryResult, options: dict, memory_limit_gb, re
     runs, grids = [], []
     for factor in ERROR_ESTIMATE_FACTORS[:-1]:
         pts = _core.coarsen_points(points, factor, keep)
-        r = solve_stationary(model.with_grid(_core.GridSpec(points=pts)), memory_limit_gb=memory_limit_gb,
+        coarse = model.with_grid(_core.GridSpec(points=pts))
+        if len(model.aqm.count_trunc_at):  # the count's caps at the points kept (their p_b are the same)
+            caps = np.asarray(model.aqm.count_trunc_at)[np.searchsorted(points, pts)]
+            coarse = coarse.with_count_caps(caps.tolist())
+        r = solve_stationary(coarse, memory_limit_gb=memory_limit_gb,
                              response=response, response_tail=response_tail, classes=classes, **coarse_options)
         runs.append(r)
         grids.append({"step_factor": factor, "points": len(pts), "states": int(r.states), "seconds": _build_solve_seconds(r)})
@@ -556,23 +586,146 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
         carried.pop("memory_limit_gb", None)
         options = {**carried, **options}
     opts = _options(options)
+    caps: list[dict[str, Any]] = []
     if isinstance(model, _core.Chain):
         chain, grid = model, None
+        raw = None
     else:
         # the pre-solve runs with the default solver options: it only has to locate avg's mass
         model, grid = refine_grid(model, memory_limit_gb=memory_limit_gb)
-        chain = build_chain(model, memory_limit_gb, classes, opts.max_states)
+        if model.aqm.spacing != "none" and model.time == "discrete":
+            chain, raw, opts = _solve_count_truncated(model, options, opts, memory_limit_gb, classes, response, caps)
+        else:
+            chain, raw = build_chain(model, memory_limit_gb, classes, opts.max_states), None
         grid["states"] = int(chain.n)
-    # the tagged-packet chain's budgets, before the solve (exact, from the chain's labels)
-    _core.check_tagged_budget(chain, response, _limit_bytes(memory_limit_gb), opts.tagged_max_states)
-    if COMPONENTS["sequence"] in chain.labels and "method" not in options and "auto_krylov_min_states" not in options:
-        # the exact class chain's rows are dense (a discard may take any position of the
-        # sequence): LU fill-in makes direct slow from a few thousand states, krylov goes first
-        opts = _options({**options, "auto_krylov_min_states": 0})
-    result = _finish(chain, _core.solve_stationary(chain, opts), opts, memory_limit_gb, response, response_tail, grid)
+    if raw is None:
+        opts = _prepare(chain, options, opts, memory_limit_gb, response)
+        raw = _core.solve_stationary(chain, opts)
+    result = _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid, caps)
     if error_estimate:
         result.error_estimate = _error_estimate(result, options, memory_limit_gb, response, response_tail, classes)
     return result
+
+
+def _prepare(chain, options: dict, opts, memory_limit_gb, response, x0=None):
+    """The checks and option choices before a solve of ``chain`` (``x0``: a starting vector)."""
+    # the tagged-packet chain's budgets, before the solve (exact, from the chain's labels)
+    _core.check_tagged_budget(chain, response, _limit_bytes(memory_limit_gb), opts.tagged_max_states)
+    extra = {} if x0 is None else {"x0": x0}
+    if COMPONENTS["sequence"] in chain.labels and "method" not in options and "auto_krylov_min_states" not in options:
+        # the exact class chain's rows are dense (a discard may take any position of the
+        # sequence): LU fill-in makes direct slow from a few thousand states, krylov goes first
+        extra["auto_krylov_min_states"] = 0
+    return _options({**options, **extra}) if extra else opts
+
+
+def _cap_masses(chain, pi) -> np.ndarray:
+    """Per avg point, the stationary mass of the states whose count sits at that point's cap
+    where the cap is below the exact one (they stand for count >= cap; docs/stateful-aqm.md)."""
+    info = _core.stateful_info(chain.model)
+    G = len(chain.grid)
+    cap_at = np.asarray(info["count_cap_at"], dtype=np.int64) if len(info["count_cap_at"]) else \
+        np.full(G, int(info["count_cap"]), dtype=np.int64)
+    g = np.asarray(chain.grid_index)
+    c = np.asarray(chain.labels[COMPONENTS["count"]], dtype=np.int64) - 1
+    at = (c == cap_at[g]) & (cap_at[g] < int(info["count_cap_exact"]))
+    return np.bincount(g[at], weights=np.asarray(pi)[at], minlength=G)
+
+
+def _warm_start(old, old_pi, new_chain) -> np.ndarray:
+    """The previous caps' solution (``old``: its chain's labels) on the larger caps' states
+    (matched by their labels; the new states start at 0), normalised: the next solve's x0."""
+    new = new_chain.labels
+    names = list(new)
+    dims = [int(max(np.max(old[k]), np.max(new[k]))) + 1 for k in names]
+    key_old = np.ravel_multi_index([np.asarray(old[k], dtype=np.int64) for k in names], dims)
+    key_new = np.ravel_multi_index([np.asarray(new[k], dtype=np.int64) for k in names], dims)
+    order = np.argsort(key_new)
+    pos = np.searchsorted(key_new[order], key_old)
+    pos = np.minimum(pos, len(order) - 1)
+    hit = key_new[order][pos] == key_old
+    x0 = np.zeros(new_chain.n)
+    x0[order[pos[hit]]] = np.asarray(old_pi)[hit]
+    return x0 / x0.sum()
+
+
+#: drop spacing: a chain with the exact cap of at most this many states is solved as it is (no
+#: truncation); above, the count is truncated (docs/stateful-aqm.md)
+EXACT_COUNT_STATES = 200_000
+
+#: the tail mass below which the count truncation's caps grow x8 instead of x2
+_FAST_GROWTH_TAIL = 1e-6
+
+
+def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes, response, caps: list):
+    """Drop spacing (docs/stateful-aqm.md): solve with the count truncated at a cap per avg
+    point (stateful_info's count_start_at first), growing the caps (up to the exact cap and
+    aqm.count_max) at the points whose mass at the cap is above aqm.count_tail / points, until
+    the mass at the caps is at most aqm.count_tail; each solve starts from the previous one.
+    The caps double while the tail mass is above 1e-6 (from a solution far off, the count's
+    mass moving into much larger caps took GMRES 300 iterations where doubled caps took 10
+    to 16) and grow x8 below it (one iteration from there)."""
+    import time
+
+    tail_tol, count_max = float(model.aqm.count_tail), int(model.aqm.count_max)
+    info = _core.stateful_info(model.with_count_cap(1))
+    exact = int(info["count_cap_exact"])
+    if tail_tol == 0.0:
+        cap_at = None  # the exact cap
+    elif len(model.aqm.count_trunc_at):
+        cap_at = np.asarray(model.aqm.count_trunc_at, dtype=np.int64)
+    elif model.aqm.count_trunc:
+        cap_at = np.full(len(info["count_start_at"]), int(model.aqm.count_trunc), dtype=np.int64)
+    else:
+        cap_at = np.asarray(info["count_start_at"], dtype=np.int64)
+    if cap_at is not None:
+        cap_at = np.where(cap_at > 0, np.minimum(cap_at, exact), exact)
+    if cap_at is not None and not len(model.aqm.count_trunc_at) and not model.aqm.count_trunc \
+            and EXACT_COUNT_STATES > 0:
+        # a small chain is solved on the exact cap at once (one solve, no tail); the exploration
+        # stops as soon as it has seen more than EXACT_COUNT_STATES states
+        try:
+            t0 = time.perf_counter()
+            chain = build_chain(model.with_count_cap(0), memory_limit_gb, classes,
+                                min(int(opts.max_states), EXACT_COUNT_STATES))
+        except (_core.StateSpaceTooLarge, _core.ModelError):
+            chain = None
+        if chain is not None:
+            o = _prepare(chain, options, opts, memory_limit_gb, response)
+            raw = _core.solve_stationary(chain, o)
+            caps.append({"cap": exact, "points_truncated": 0, "states": int(chain.n), "tail_mass": 0.0,
+                         "iterations": int(raw.iterations), "seconds": time.perf_counter() - t0})
+            return chain, raw, o
+    prev = None
+    while True:
+        t0 = time.perf_counter()
+        m = model.with_count_cap(0) if cap_at is None else model.with_count_caps(cap_at.tolist())
+        chain = build_chain(m, memory_limit_gb, classes, opts.max_states)
+        warm = _warm_start(prev[0], prev[1], chain) if prev is not None and "x0" not in options else None
+        prev = None
+        o = _prepare(chain, options, opts, memory_limit_gb, response, warm)
+        raw = _core.solve_stationary(chain, o)
+        mass = _cap_masses(chain, raw.pi)
+        tail = float(mass.sum())
+        caps.append({"cap": int(exact if cap_at is None else cap_at.max()),
+                     "points_truncated": 0 if cap_at is None else int(np.sum(cap_at < exact)),
+                     "states": int(chain.n), "tail_mass": tail, "iterations": int(raw.iterations),
+                     "seconds": time.perf_counter() - t0})
+        if not raw.converged or tail <= tail_tol or cap_at is None:
+            return chain, raw, o
+        grow = (mass > tail_tol / len(cap_at)) & (cap_at < exact)
+        if not grow.any():
+            grow = mass == mass.max()
+        grow &= cap_at < count_max
+        if not grow.any():  # the caps that hold the mass are at aqm.count_max: _finish raises
+            return chain, raw, o
+        # x2 while the tail is large; x8 once it is small (then the previous solution is close
+        # whatever the new caps: GMRES took 1 iteration from tails below 1e-6)
+        factor = 2 if tail > _FAST_GROWTH_TAIL else 8
+        cap_at[grow] = np.minimum(np.minimum(factor * cap_at[grow], exact), count_max)
+        # the labels and pi only: the previous chain is freed before the next one is built
+        prev = ({k: np.asarray(v) for k, v in chain.labels.items()}, np.asarray(raw.pi))
+        chain = raw = None
 
 
 def _carried_options(model: Any) -> dict:
@@ -590,7 +743,7 @@ def _options(options: dict) -> _core.StationaryOptions:
     return _core.StationaryOptions(**options)
 
 
-def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=None) -> StationaryResult:
+def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=None, caps=None) -> StationaryResult:
     rep = chain.report
     build_seconds = {"build_explore": rep["seconds_explore"], "build_assemble": rep["seconds_assemble"],
                      "build_classes": rep["seconds_classes"]}
@@ -604,6 +757,23 @@ def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=Non
         raise NonConvergenceError(
             f"stationary solve did not converge ({raw.method}): residual {raw.residual:.3e} > tol {opts.tol:.1e}; "
             f"{raw.note}", result)
+    if result.count_cap is not None:
+        model = chain.model
+        result.count_caps = list(caps) if caps else [{
+            "cap": result.count_cap, "states": int(chain.n), "tail_mass": result.count_tail_mass,
+            "iterations": int(raw.iterations), "seconds": float(raw.seconds.get("total", 0.0))}]
+        if caps and len(caps) > 1:  # the smaller caps solved before (their build and solve)
+            result.info.seconds["count_cap_search"] = float(sum(c["seconds"] for c in caps[:-1]))
+        if result.count_tail_mass > model.aqm.count_tail:
+            at_max = bool(caps) and len(caps) > 0 and result.count_cap >= model.aqm.count_max
+            raise CountTruncationError(
+                f"the drop-spacing count truncated at cap {result.count_cap} (exact cap {result.count_cap_exact}) "
+                f"keeps stationary mass {result.count_tail_mass:.3e} at its cap, above aqm.count_tail = "
+                f"{model.aqm.count_tail:g}: "
+                + (f"the cap cannot grow beyond aqm.count_max = {model.aqm.count_max}; raise aqm.count_max or "
+                   f"aqm.count_tail" if at_max else
+                   "solve the model (not a built chain) so that the cap can grow, or raise aqm.count_tail"),
+                result, "aqm.count_max" if at_max else "aqm.count_tail")
     return result
 
 

@@ -102,6 +102,19 @@ bool is_list(py::handle v) {
 
 std::vector<double> to_reals(const std::string& param, py::handle v, Fail fail) {
   if (!is_list(v)) bad_value(param, "a list", v, fail);
+  // a 1-D float64 numpy array (a starting vector of millions of states): copied at once
+  if (py::isinstance<py::array_t<double>>(v)) {
+    const auto a = py::reinterpret_borrow<py::array_t<double>>(v);
+    if (a.ndim() == 1) {
+      std::vector<double> out(static_cast<size_t>(a.shape(0)));
+      const auto r = a.unchecked<1>();
+      for (py::ssize_t i = 0; i < a.shape(0); ++i) {
+        out[static_cast<size_t>(i)] = r(i);
+        if (!std::isfinite(r(i))) bad_value(detail::cat(param, "[", i, "]"), "a finite number", py::float_(r(i)), fail);
+      }
+      return out;
+    }
+  }
   std::vector<double> out;
   size_t i = 0;
   for (py::handle x : v) out.push_back(to_real(detail::cat(param, "[", i++, "]"), x, fail));
@@ -476,7 +489,7 @@ void define_drop(py::module_& m) {
 
 Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::string& policy, double ecn,
              const std::string& filter, std::vector<double> a_coef, std::vector<double> b_coef,
-             std::optional<std::vector<double>> triple, const std::string& spacing, int count_max, bool adaptive, int64_t interval,
+             std::optional<std::vector<double>> triple, const std::string& spacing, int count_max, double count_tail, bool adaptive, int64_t interval,
              double target_lo, double target_hi, double increment, double decrease, double p_max_high,
              double p_max_low, const std::string& clock, double p_max_step, double max_clock_states,
              const std::string& weight, const std::string& autored_p, bool dynamic_max_th, double max_th_growth,
@@ -490,6 +503,7 @@ Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::
   a.autored_p = autored_p_from(autored_p);
   a.spacing = spacing_from(spacing);
   a.count_max = count_max;
+  a.count_tail = count_tail;
   a.adaptive = Adaptive{adaptive,   interval,  target_lo,           target_hi, increment, decrease,
                         p_max_high, p_max_low, clock_from(clock), p_max_step, max_clock_states};
   a.drop = std::move(drop);
@@ -621,6 +635,7 @@ Aqm make_aqm_py(const py::kwargs& kwargs) {
   const std::string spacing = str_or("spacing", to_string(d.spacing));
   const int count_max = kw.has("count_max") ? static_cast<int>(to_int("aqm.count_max", kw.get("count_max"), 1, kMaxCountMax))
                                             : d.count_max;
+  const double count_tail = kw.has("count_tail") ? to_real("aqm.count_tail", kw.get("count_tail")) : d.count_tail;
   const bool adaptive = bool_or("adaptive", ad.enabled);
   const int64_t interval =
       kw.has("interval") ? to_int("aqm.interval", kw.get("interval"), 1, kMaxAdaptiveInterval) : ad.interval;
@@ -645,7 +660,7 @@ Aqm make_aqm_py(const py::kwargs& kwargs) {
   DropFunction drop = kw.has("drop") && !kw.get("drop").is_none() ? to_instance<DropFunction>("aqm.drop", kw.get("drop"))
                                                                   : DropFunction::none();
   return make_aqm(std::move(drop), w, update, policy, ecn, filter, a.value_or(std::vector<double>{}),
-                  b.value_or(std::vector<double>{}), triple, spacing, count_max, adaptive, interval, target_lo,
+                  b.value_or(std::vector<double>{}), triple, spacing, count_max, count_tail, adaptive, interval, target_lo,
                   target_hi, increment, decrease, p_max_high, p_max_low, clock, p_max_step, max_clock_states, weight,
                   autored_p, dynamic_max_th, max_th_growth, modified, flow_compare);
 }
@@ -728,7 +743,8 @@ void define_aqm_grid_model(py::module_& m) {
             const Aqm a{};
             const Adaptive d{};
             py::dict o;
-            o["spacing"] = to_string(a.spacing), o["count_max"] = a.count_max, o["adaptive"] = d.enabled;
+            o["spacing"] = to_string(a.spacing), o["count_max"] = a.count_max, o["count_tail"] = a.count_tail;
+            o["adaptive"] = d.enabled;
             o["interval"] = d.interval, o["target_lo"] = d.target_lo, o["target_hi"] = d.target_hi;
             o["increment"] = d.increment, o["decrease"] = d.decrease, o["p_max_high"] = d.p_max_high;
             o["p_max_low"] = d.p_max_low, o["clock"] = to_string(d.clock), o["p_max_step"] = d.p_max_step;
@@ -778,6 +794,12 @@ void define_aqm_grid_model(py::module_& m) {
           "Drop spacing: 'none', 'count' or 'wait' (aqm.spacing).")
       .def_readonly("count_max", &Aqm::count_max,
           "The largest count the chain may carry under drop spacing (aqm.count_max).")
+      .def_readonly("count_tail", &Aqm::count_tail,
+          "The largest stationary mass the stationary solve leaves at a truncated count's cap (aqm.count_tail).")
+      .def_readonly("count_trunc", &Aqm::count_trunc,
+          "The count's working cap (0: the exact cap); set by the stationary solve, see Model.with_count_cap.")
+      .def_readonly("count_trunc_at", &Aqm::count_trunc_at,
+          "The count's working caps per avg grid point (empty: count_trunc everywhere); see Model.with_count_caps.")
       .def_property_readonly("weight", [](const Aqm& a) { return to_string(a.weight); },
           "The EWMA weight rule: 'static' (w) or 'autored' (AutoRED's dynamic weight, w its floor) (aqm.weight).")
       .def_property_readonly("autored_p", [](const Aqm& a) { return to_string(a.autored_p); },
@@ -951,7 +973,32 @@ void define_aqm_grid_model(py::module_& m) {
             out.validate();
             return out;
           },
-          py::arg("grid"), "A copy of the model on another avg grid.");
+          py::arg("grid"), "A copy of the model on another avg grid.")
+      .def(
+          "with_count_cap",
+          [](const Model& md, int64_t cap) {
+            if (cap < 0) fail_param("count_cap", ">= 0 (0: the exact cap)", cap);
+            Model out = md;
+            out.aqm.count_trunc = cap;
+            out.aqm.count_trunc_at.clear();
+            out.validate();
+            return out;
+          },
+          py::arg("cap"),
+          "A copy of the model whose drop-spacing count saturates at `cap` (0: the exact cap, beyond which "
+          "p_a = 1); docs/stateful-aqm.md.")
+      .def(
+          "with_count_caps",
+          [](const Model& md, std::vector<int64_t> caps) {
+            Model out = md;
+            out.aqm.count_trunc = 0;
+            out.aqm.count_trunc_at = std::move(caps);
+            out.validate();
+            return out;
+          },
+          py::arg("caps"),
+          "A copy of the model whose drop-spacing count saturates, at each avg grid point, at that point's cap "
+          "(one per point of the resolved grid; 0: the exact cap there); docs/stateful-aqm.md.");
 }
 
 void define_scenario(py::module_& m) {
@@ -1022,13 +1069,19 @@ void define_stateful(py::module_& m) {
       [](const Model& md) {
         const StatefulInfo s = stateful_info(md);
         py::dict o;
-        o["count_cap"] = s.count_cap, o["p_max_values"] = s.pmax, o["p_max_start"] = s.pmax_start;
+        o["count_cap"] = s.count_cap, o["count_cap_exact"] = s.count_cap_exact, o["count_start"] = s.count_start;
+        o["count_truncated"] = s.count_truncated;
+        o["count_cap_at"] = s.count_cap_at, o["count_start_at"] = s.count_start_at;
+        o["p_max_values"] = s.pmax, o["p_max_start"] = s.pmax_start;
         o["phases"] = s.phases;
         return o;
       },
       py::arg("model"),
-      "The chain's view of a stateful AQM: count_cap (count in -1..count_cap), p_max_values (the p_max "
-      "grid), p_max_start (its start index), phases (the exact clock's phase count).");
+      "The chain's view of a stateful AQM: count_cap (count in -1..count_cap), count_cap_exact (the cap beyond "
+      "which p_a = 1 on the grid), count_truncated (a cap below the exact one: the count saturates there), "
+      "count_cap_at (per avg point, the cap there; empty: count_cap everywhere), count_start (the stationary "
+      "solve's first cap), count_start_at (its first caps per avg point), p_max_values (the p_max grid), p_max_start (its start "
+      "index), phases (the exact clock's phase count).");
 }
 
 void define_model(py::module_& m) {

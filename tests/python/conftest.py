@@ -36,7 +36,7 @@ def spec_to_doc(spec: dict) -> dict:
     """The oracle's flat spec as a SPEC 8 document (goes through the TOML loader)."""
     aqm = {k: v for k, v in spec.items() if k in ("drop", "min_th", "max_th", "p_max", "k_l", "k_h", "gamma",
                                                    "q_max", "seg", "coeffs", "points", "w", "update", "ecn",
-                                                   "policy", "spacing", "count_max", "adaptive", "interval",
+                                                   "policy", "spacing", "count_max", "count_tail", "adaptive", "interval",
                                                    "target_lo", "target_hi", "increment", "decrease",
                                                    "p_max_high", "p_max_low", "clock", "p_max_step",
                                                    "max_clock_states", "weight", "autored_p",

@@ -517,6 +517,20 @@ def stateful_chain(spec: dict):
             while (cap + 1) * min(pmin) < reach:
                 cap += 1
 
+    # a truncated count (Model.with_count_cap): the cap is min(trunc, the exact cap)
+    # or per avg point (Model.with_count_caps): a count entering point g saturates at min(caps[g], exact cap)
+    trunc = spec.get("count_trunc", 0) if spacing != "none" else 0
+    trunc_at = spec.get("count_trunc_at") if spacing != "none" else None
+    exact_cap = cap
+    if trunc:
+        cap = min(cap, trunc)
+    if trunc_at:
+        cap_list = [min(c, exact_cap) if c > 0 else exact_cap for c in trunc_at]
+        cap = max(cap_list)
+
+    def cap_of(g2):
+        return cap_list[g2] if trunc_at else cap
+
     def row(state):
         n, g, m, c1, k, j, ph = state
         c = c1 - 1
@@ -562,6 +576,7 @@ def stateful_chain(spec: dict):
                                             (1 - dec, True, c_none)]
                             dep = mu if n >= 1 else 0.0
                             for prob, adm, c2 in outcomes:
+                                c2 = min(c2, cap_of(g2))  # a truncated count saturates at its point's cap
                                 assert c2 <= cap
                                 key = lambda n2: (n2, g2, m2, c2 + 1, k2, j2, ph2)  # noqa: E731
                                 moves = [(n + 1, 1 - dep), (n, dep)] if adm else [(n - 1, dep), (n, 1 - dep)]
@@ -572,7 +587,7 @@ def stateful_chain(spec: dict):
         return out
 
     states, P = explore_dense([(0, 0, m, 0, k0, 0, 0) for m in range(len(lam))], row)
-    return states, P, {"count_cap": cap, "p_max_values": pmaxes, "p_max_start": k0}
+    return states, P, {"count_cap": cap, "count_cap_exact": exact_cap, "p_max_values": pmaxes, "p_max_start": k0}
 
 
 # ------------------------------------------------------------------ batch arrivals (docs/batch-arrivals.md)

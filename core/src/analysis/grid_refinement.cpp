@@ -16,6 +16,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+/// Drop spacing: the states per avg point of the final chain against the pre-solve's, whose
+/// count is truncated at kPresolveCountCap (docs/stateful-aqm.md).
+constexpr double kSpacingGrowth = 4.0;
+/// Drop spacing: the pre-solve's count cap at every avg point (it only locates avg's mass).
+constexpr int64_t kPresolveCountCap = 32;
+
 /// States per pre-solve grid point (the largest over the models): the estimate of how
 /// many (n, modulator) combinations a refined grid point will carry.
 struct Density {
@@ -73,6 +79,8 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
   so.tol = std::max(so.tol, 1e-8);
   so.x0.clear();
   Density density;
+  bool spaced = false;  // drop spacing in some model: the count multiplies the states per avg point
+  for (const Model& m : models) spaced = spaced || (m.aqm.spacing != Spacing::None && m.time == TimeKind::Discrete);
   density.k = o.presolve_k;
   density.per_point.assign(static_cast<size_t>(o.presolve_k) * N + 1, 0.0);
   std::vector<GridFocus> foci;
@@ -82,6 +90,16 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
     pm.grid.refine = Refine::None;
     pm.grid.points.clear();
     pm.grid.k = o.presolve_k;
+    // drop spacing: the pre-solve only locates avg's mass, so its count is truncated at the
+    // stationary solve's first caps, at most kPresolveCountCap (docs/stateful-aqm.md)
+    if (pm.aqm.spacing != Spacing::None && pm.time == TimeKind::Discrete) {
+      Model probe = pm;
+      probe.aqm.count_trunc = 1;  // the layout's start caps without the exact cap's count_max test
+      probe.aqm.count_trunc_at.clear();
+      pm.aqm.count_trunc = 0;
+      pm.aqm.count_trunc_at = stateful_info(probe).count_start_at;
+      for (int64_t& c : pm.aqm.count_trunc_at) c = std::min<int64_t>(c, kPresolveCountCap);
+    }
     const QueueChain c = build_chain(pm, build);
     const StationaryResult r = solve_stationary(MarkovOperator(c), so);
     if (!r.converged() && !(r.residual <= 1e-6))
@@ -95,7 +113,10 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
       mass[static_cast<size_t>(avg[s])] += r.pi[s];
       count[static_cast<size_t>(avg[s])] += 1.0;
     }
-    for (size_t i = 0; i < count.size(); ++i) density.per_point[i] = std::max(density.per_point[i], count[i]);
+    // drop spacing: the stationary solve's caps are above the pre-solve's where the count's
+    // tail has mass (docs/stateful-aqm.md)
+    const double grow = spaced ? kSpacingGrowth : 1.0;
+    for (size_t i = 0; i < count.size(); ++i) density.per_point[i] = std::max(density.per_point[i], grow * count[i]);
     double cdf = 0.0, total = 0.0;
     for (double v : mass) total += v;
     size_t lo = 0, hi = mass.size() - 1;
@@ -151,8 +172,20 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
     pts = graded_points(N, coarse, foci, ro);
     est = density.estimate(pts);
   }
+  // drop spacing: the count's range multiplies every point's states, so the base step coarsens
+  // too (x2 up to the pre-solve's step) while the estimate is above the budget
+  double base = coarse;
+  while (spaced && est > o.state_budget && base * 2.0 <= 1.0 / o.presolve_k + 1e-12) {
+    base *= 2.0;
+    out.report.budget_factor *= 2.0;
+    pts = graded_points(N, base, foci, ro);
+    est = density.estimate(pts);
+  }
   out.report.budget_limited = out.report.budget_factor > 1.0;
-  if (est > o.state_budget)
+  if (base > coarse)
+    out.report.note = detail::cat("drop spacing: grid.state_budget = ", o.state_budget, " coarsened the base step from 1/",
+                                  first.grid.k, " to ", base, " (and the refinement x", out.report.budget_factor, ")");
+  else if (est > o.state_budget)
     out.report.note = detail::cat("the grid with step 1/", first.grid.k, " alone needs about ", std::llround(est),
                                   " states, above grid.state_budget = ", o.state_budget, "; refinement dropped");
   else if (out.report.budget_limited)
@@ -160,7 +193,7 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
                                   out.report.budget_factor);
   out.report.estimated_states = est;
   out.report.refined = true;
-  describe_grid(pts, first.grid.k, out.report);
+  describe_grid(pts, std::max(1, static_cast<int>(std::lround(1.0 / base))), out.report);
   out.grid.points = std::move(pts);
   out.grid.refine = Refine::None;
   return out;

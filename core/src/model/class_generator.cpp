@@ -406,7 +406,7 @@ class ClassSlotGenerator final : public TransitionGenerator {
     // c2: the count after the slot (c when no AQM test is taken)
     auto finish = [&](int g2, int m2, double p, const Pre& pre, int64_t c2) {
       if (!(p > 0.0)) return;
-      if (S_ && c2 > S_->count_cap) throw std::logic_error("internal error: count above its cap");
+      if (S_) c2 = std::min(c2, S_->cap_at(g2));  // a truncated count saturates at its point's cap
       const int64_t aqm = keys_.encode(c2, k2, ck.ph2, j2);
       X_.depart(n, pre, mu, [&](double pd, int dep_cls, int n2, int64_t content) {
         (void)dep_cls;
@@ -455,7 +455,7 @@ class ClassSlotGenerator final : public TransitionGenerator {
         if (!(go > 0.0)) continue;
         // the AQM test: p_b with the slot's p_max and cur_max_th, the spacing rule's decision
         const double pb = S_ ? K_.stateful_pb(k2, j2, g2) : K_.pdrop[g2];
-        const detail::SpacingStep st = detail::spacing_step(S_ ? S_->spacing : Spacing::None, c, pb);
+        const detail::SpacingStep st = detail::spacing_step(S_ ? S_->spacing : Spacing::None, c, pb, S_ ? S_->count_cap : 0);
         const double pd = st.decision;
         const int64_t cd = st.after_decision;
         if (pd < 1.0) {

@@ -49,7 +49,7 @@ const std::vector<AqmFeature>& aqm_features() {
        {"interval", "target_lo", "target_hi", "increment", "decrease", "p_max_high", "p_max_low", "clock",
         "p_max_step", "max_clock_states"},
        true, "adaptive RED: p_max moves every interval slots toward the target band of avg"},
-      {"spacing", "none", {"count_max"}, false, "drop spacing by the count of packets since the last drop"},
+      {"spacing", "none", {"count_max", "count_tail"}, false, "drop spacing by the count of packets since the last drop"},
       {"dynamic_max_th", "false", {"max_th_growth"}, true, "FDynamicAutoRED's dynamic max_th"},
       {"weight", "static", {}, false, "AutoRED's dynamic EWMA weight (reads autored_p, as does the dynamic max_th)"},
   };
@@ -66,6 +66,12 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
   require_prob(p + ".ecn", ecn);
   drop.validate(p);
   if (count_max < 1 || count_max > kMaxCountMax) fail_param(p + ".count_max", cat("in [1, ", kMaxCountMax, "]"), count_max);
+  require_finite(p + ".count_tail", count_tail);
+  if (!(count_tail >= 0.0 && count_tail <= kMaxCountTail))
+    fail_param(p + ".count_tail", cat("in [0, ", kMaxCountTail, "]"), count_tail);
+  if (count_trunc < 0) fail_param(p + ".count_trunc", ">= 0", count_trunc);
+  for (int64_t c : count_trunc_at)
+    if (c < 0) fail_param(p + ".count_trunc_at", "entries >= 0", c);
   adaptive.validate(p);
   if (dynamic_max_th) {
     require_finite(p + ".max_th_growth", max_th_growth);

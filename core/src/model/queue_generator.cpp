@@ -53,7 +53,12 @@ StatefulInfo stateful_info(const Model& model) {
   GridSpec g = model.grid;
   if (g.refine == Refine::Auto && g.points.empty()) g.refine = Refine::None;
   const detail::StatefulLayout L(model, g.resolve(model.buffer));
-  return {L.count_cap, L.pmax, L.pmax_start, L.phases};
+  StatefulInfo out;
+  out.count_cap = L.count_cap, out.count_cap_exact = L.count_cap_exact, out.count_start = L.count_start;
+  out.count_cap_at = L.cap_at_point, out.count_start_at = L.start_at_point;
+  out.count_truncated = L.count_truncated();
+  out.pmax = L.pmax, out.pmax_start = L.pmax_start, out.phases = L.phases;
+  return out;
 }
 
 namespace detail {

@@ -422,7 +422,7 @@ struct SlotKernel {
     e.depart = dep;
     auto out = [&](int n2, int g2, int m2, int64_t c2, int k2, double p) {
       if (!(p > 0.0)) return;
-      if (c2 > S.count_cap) throw std::logic_error("internal error: count above its cap");
+      c2 = std::min(c2, S.cap_at(g2));  // a truncated count saturates at the cap of its avg point
       emit(n2 * sn + g2 * sc + m2 * sm + keys.encode(c2, k2, ck.ph2, j2), p);
     };
     // an outcome of total probability `mass` (per unit branch weight w) of which `adm` admits
@@ -441,7 +441,7 @@ struct SlotKernel {
         return;
       }
       const double pb = stateful_pb(k2, j2, g2);
-      const SpacingStep st = spacing_step(S.spacing, c, pb);
+      const SpacingStep st = spacing_step(S.spacing, c, pb, S.count_cap);
       const double ecn = ecn_m[static_cast<size_t>(m2)];
       const double rej = st.decision * (1.0 - ecn);
       e.aqm += w * a * rej;
@@ -478,13 +478,15 @@ struct SlotKernel {
     const int j2 = maxth_step(v.j, n, g);
     const ClockStep ck = clock_step(v.ph);
     stateful_branches(n, g, m, v.k, v.j, ck, [&](int g2, int m2, int k2, double w, double a) {
-      auto rest = [&](int64_t c2) { return g2 * sc + m2 * sm + keys.encode(c2, k2, ck.ph2, j2); };
+      auto rest = [&](int64_t c2) {
+        return g2 * sc + m2 * sm + keys.encode(std::min(c2, S.cap_at(g2)), k2, ck.ph2, j2);
+      };
       if (a < 1.0 && cls < 0) f(Fate::None, w * (1.0 - a), rest(v.c));
       const double a_c = cls < 0 ? a : a * cls_share[static_cast<size_t>(cls)][static_cast<size_t>(m2)];
       const double ecn = cls < 0 ? ecn_m[static_cast<size_t>(m2)] : cls_ecn[static_cast<size_t>(cls)];
       if (!(a_c > 0.0)) return;
       if (n == N) return f(Fate::Overflow, w * a_c, rest(v.c));  // no AQM test, the count stays
-      const SpacingStep st = spacing_step(S.spacing, v.c, stateful_pb(k2, j2, g2));
+      const SpacingStep st = spacing_step(S.spacing, v.c, stateful_pb(k2, j2, g2), S.count_cap);
       const double dec = a_c * st.decision;
       if (dec < a_c) f(Fate::Admit, w * (a_c - dec), rest(st.after_none));
       // successors_stateful merges the fates when the count stays: a drop whose admission

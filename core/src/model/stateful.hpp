@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -34,12 +35,15 @@ struct SpacingStep {
   double decision;
   int64_t after_decision, after_none;
 };
-inline SpacingStep spacing_step(Spacing s, int64_t count, double pb) {
+/// `cap`: the chain's truncated count saturates there (an arrival not dropped at count cap
+/// keeps count cap; p_a is still taken at cap + 1). The simulator passes no cap.
+inline SpacingStep spacing_step(Spacing s, int64_t count, double pb,
+                                int64_t cap = std::numeric_limits<int64_t>::max()) {
   if (s == Spacing::None) return {pb, count, count};
   if (!(pb > 0.0)) return {0.0, -1, -1};
   if (pb >= 1.0) return {1.0, 0, 0};
   const int64_t c1 = count + 1;
-  return {spaced_probability(s, c1, pb), 0, c1};
+  return {spaced_probability(s, c1, pb), 0, std::min(c1, cap)};
 }
 
 /// Relative tolerance of adaptive RED's bounds tests on p_max: p_max accumulates round-off
@@ -70,6 +74,25 @@ inline int maxth_next(int j, double P, double q, double max_th) {
 struct StatefulLayout {
   Spacing spacing = Spacing::None;
   int64_t count_cap = 0;  ///< count in -1..count_cap (chain component index count + 1)
+  /// The exact cap (p_a = 1 for every p_b on the grids beyond it); count_cap < count_cap_exact:
+  /// truncated, the count saturates at count_cap (docs/stateful-aqm.md).
+  int64_t count_cap_exact = 0;
+  /// The stationary solve's first cap: min(exact cap, count_max, the power of two >= max(64,
+  /// 4 / p_ref)), p_ref the drop probability (start p_max) at the middle of avg's band where
+  /// 0 < p_b < 1 on the grid.
+  int64_t count_start = 0;
+  /// Per avg point, the count's cap there (a count entering the point saturates at it);
+  /// empty: count_cap everywhere. count_cap is their largest.
+  std::vector<int64_t> cap_at_point;
+  /// Per avg point, the stationary solve's first cap (docs/stateful-aqm.md).
+  std::vector<int64_t> start_at_point;
+  int64_t cap_at(int g) const { return cap_at_point.empty() ? count_cap : cap_at_point[static_cast<size_t>(g)]; }
+  bool count_truncated() const {
+    if (spacing == Spacing::None) return false;
+    for (int64_t c : cap_at_point)
+      if (c < count_cap_exact) return true;
+    return count_cap < count_cap_exact;
+  }
   bool adaptive = false;
   Adaptive opt;
   double lo_th = 0.0, hi_th = 0.0;
@@ -158,19 +181,73 @@ struct StatefulLayout {
     }
     if (spacing == Spacing::None) return;
     const double reach = spacing == Spacing::Count ? 1.0 : 2.0;  // p_a = 1 once count p_b >= reach
-    count_cap = 0;
+    count_cap_exact = 0;
     if (pmin < 1.0) {
-      const double c = std::ceil(reach / pmin);
-      if (!(c - 1.0 <= static_cast<double>(q.count_max)))
-        throw ModelError("aqm.count_max",
-                         cat("parameter 'aqm.count_max' must be >= ", c - 1.0, " for spacing = '", to_string(spacing),
-                             "': the smallest nonzero drop probability on the grid is p_b = ", pmin, " (avg = ", at,
-                             "), so the count reaches ", c - 1.0, " before p_a = 1; got ", q.count_max,
-                             " (raise aqm.count_max, or use a grid without points where p_b is that small)"));
+      // the largest cc with cc pmin < reach (the same products as spaced_probability's), held
+      // below 2^62 (a p_b that small is far beyond any count_max)
+      const double c = std::min(std::ceil(reach / pmin), 4.6e18);
       int64_t cc = static_cast<int64_t>(c) - 1;
-      while (static_cast<double>(cc + 1) * pmin < reach) ++cc;
+      while (cc < (int64_t{1} << 62) && static_cast<double>(cc + 1) * pmin < reach) ++cc;
       while (cc > 0 && static_cast<double>(cc) * pmin >= reach) --cc;
-      count_cap = cc;
+      count_cap_exact = cc;
+    }
+    // the start cap: from p_b at the middle of the band 0 < p_b < 1 (start p_max)
+    {
+      double a = -1.0, b = -1.0;
+      const std::vector<double>& p0row = pdrop[static_cast<size_t>(pmax_start)];
+      for (size_t i = 0; i < avg_points.size(); ++i)
+        if (p0row[i] > 0.0 && p0row[i] < 1.0) {
+          if (a < 0.0) a = avg_points[i];
+          b = avg_points[i];
+        }
+      DropFunction d = base;
+      d.p_max = pmax[static_cast<size_t>(pmax_start)];
+      double pref = a >= 0.0 ? d(0.5 * (a + b)) : pmin;
+      if (!(pref > 0.0 && pref < 1.0)) pref = pmin < 1.0 ? pmin : 0.5;
+      const double want = std::max(64.0, 4.0 / pref);
+      int64_t start = 64;
+      while (static_cast<double>(start) < want && start < (int64_t{1} << 40)) start *= 2;
+      count_start = std::min({start, count_cap_exact, static_cast<int64_t>(q.count_max)});
+    }
+    // per point: twice the count at which p_a = 1 there (its smallest nonzero p_b < 1), within
+    // [16, count_start]; 16 where p_b is 0 or 1 (a count there is reset or decided by the next
+    // arrival). Larger first caps make a chain the block preconditioner converges on slowly
+    // from a cold start; grown caps start from the previous solution.
+    start_at_point.assign(avg_points.size(), 0);
+    for (size_t i = 0; i < avg_points.size(); ++i) {
+      double pg = 2.0;
+      for (const auto& row : pdrop)
+        if (row[i] > 0.0 && row[i] < 1.0) pg = std::min(pg, row[i]);
+      for (int j = 0; j < 2 && dyn_maxth; ++j)
+        if (mt_pdrop[j][i] > 0.0 && mt_pdrop[j][i] < 1.0) pg = std::min(pg, mt_pdrop[j][i]);
+      const double want = pg < 1.0 ? std::ceil(2.0 * reach / pg) : 0.0;
+      const int64_t s0 = static_cast<int64_t>(std::clamp(want, 16.0, static_cast<double>(std::max<int64_t>(16, count_start))));
+      start_at_point[i] = std::min({s0, count_cap_exact, static_cast<int64_t>(q.count_max)});
+    }
+    count_cap = q.count_trunc > 0 ? std::min(q.count_trunc, count_cap_exact) : count_cap_exact;
+    if (!q.count_trunc_at.empty()) {
+      if (q.count_trunc_at.size() != avg_points.size())
+        fail_param("count_caps", cat("one cap per avg grid point (", avg_points.size(), ")"),
+                   cat(q.count_trunc_at.size(), " caps"));
+      cap_at_point.resize(avg_points.size());
+      count_cap = 0;
+      for (size_t i = 0; i < avg_points.size(); ++i) {
+        const int64_t c = q.count_trunc_at[i];
+        cap_at_point[i] = c > 0 ? std::min(c, count_cap_exact) : count_cap_exact;
+        count_cap = std::max(count_cap, cap_at_point[i]);
+      }
+    }
+    if (count_cap > q.count_max) {
+      if (q.count_trunc > 0 || !q.count_trunc_at.empty())
+        throw ModelError("aqm.count_max", cat("parameter 'aqm.count_max' must be >= the count's cap ", count_cap,
+                                              "; got ", q.count_max));
+      throw ModelError("aqm.count_max",
+                       cat("parameter 'aqm.count_max' must be >= ", count_cap, " for spacing = '", to_string(spacing),
+                           "': the smallest nonzero drop probability on the grid is p_b = ", pmin, " (avg = ", at,
+                           "), so the count reaches ", count_cap, " before p_a = 1; got ", q.count_max,
+                           " (raise aqm.count_max, solve with the stationary solve, which truncates the count where "
+                           "its probability is below aqm.count_tail, or use a grid without points where p_b is that "
+                           "small)"));
     }
   }
 };

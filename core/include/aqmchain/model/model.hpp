@@ -82,6 +82,7 @@ enum class Modified { None, Front, Random };
 /// Ranges of the integer model keys (the bindings expose them; Python and the docs read them).
 constexpr int kMaxBuffer = 10000000;             ///< model.buffer in [1, kMaxBuffer]
 constexpr int kMaxCountMax = 100000000;          ///< aqm.count_max in [1, kMaxCountMax]
+constexpr double kMaxCountTail = 1e-3;           ///< aqm.count_tail in [0, kMaxCountTail]
 constexpr int64_t kMaxAdaptiveInterval = 1000000000000LL;  ///< aqm.interval in [1, kMaxAdaptiveInterval] slots
 
 /// At most this many traffic classes, and flows over all classes.
@@ -114,6 +115,15 @@ struct Aqm {
   double ecn = 0.0;  ///< probability an arrival is ECN-capable
   Spacing spacing = Spacing::None;
   int count_max = 10000;  ///< largest count the chain may carry (spacing count / wait)
+  /// Largest stationary mass allowed at a truncated count's cap (docs/stateful-aqm.md): the
+  /// stationary solve enlarges the cap until the mass at it is at most this.
+  double count_tail = 1e-12;
+  /// The count's working cap (not a model-file key): 0 = the exact cap (p_a = 1 beyond it);
+  /// c > 0 = min(c, exact cap), the count saturating at c. Set by the stationary solve.
+  int64_t count_trunc = 0;
+  /// Per avg grid point (the resolved grid's order), the count's working cap there (a count
+  /// entering that point saturates at it); empty: count_trunc everywhere. Not a model-file key.
+  std::vector<int64_t> count_trunc_at;
   Adaptive adaptive;
   Weight weight = Weight::Static;
   AutoredP autored_p = AutoredP::Drop;

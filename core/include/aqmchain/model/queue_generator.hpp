@@ -72,6 +72,11 @@ StateSpace queue_state_space(const Model& model);
 /// (spacing), the p_max grid and its start index (adaptive), the exact clock's phases.
 struct StatefulInfo {
   int64_t count_cap = 0;
+  int64_t count_cap_exact = 0;  ///< the exact cap; count_cap below it: the count is truncated
+  int64_t count_start = 0;      ///< the stationary solve's first cap (docs/stateful-aqm.md)
+  std::vector<int64_t> count_cap_at;    ///< per avg point: the count's cap there (empty: count_cap)
+  std::vector<int64_t> count_start_at;  ///< per avg point: the stationary solve's first cap there
+  bool count_truncated = false;         ///< a cap below the exact one somewhere
   std::vector<double> pmax;
   int pmax_start = 0;
   int64_t phases = 1;
