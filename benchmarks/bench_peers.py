@@ -173,11 +173,15 @@ def peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
 
 
+class Stop(Exception):
+    """Raised by a solver step that cannot go on (diverged, or its iterations used up)."""
+
+
 def solve_to_tol(step, A, b, x, tol: float, max_passes: int = 8) -> tuple:
     """Drive an iterative solver until the reduced measure is <= tol / 2.
 
     ``step(x0, atol2) -> (x, iterations)`` runs the solver from x0 until the 2-norm of
-    b - A x is <= atol2.  First target: ||b||_2 * 1e-12; after each pass the target is
+    b - A x is <= atol2 (or raises :class:`Stop` with ``(x, iterations)``).  First target: ||b||_2 * 1e-12; after each pass the target is
     scaled by (tol / 2) / measure (halved for margin).  Returns (x, iterations, passes,
     measure)."""
     import numpy as np
@@ -187,14 +191,19 @@ def solve_to_tol(step, A, b, x, tol: float, max_passes: int = 8) -> tuple:
     its = 0
     m = math.inf
     for p in range(1, max_passes + 1):
-        x, k = step(x, atol2)
+        try:
+            x, k = step(x, atol2)
+        except Stop as stop:
+            x, k = stop.args
+            its += k
+            return x, its, p, reduced_measure(A, b, x)
         its += k
         m = reduced_measure(A, b, x)
         if m <= target:
             return x, its, p, m
         r2 = float(np.linalg.norm(b - A @ x))
         if not math.isfinite(m) or r2 == 0.0:
-            break
+            return x, its, p, m
         atol2 = min(atol2, r2) * min(0.5 * target / m, 0.5)
     return x, its, max_passes, m
 
@@ -341,14 +350,21 @@ def work_petsc(name: str, d: Path, restart: int, max_it: int) -> dict:
         ksp.solve(bv, xv)
         its = ksp.getIterationNumber()
         left[0] -= its
+        if ksp.getConvergedReason() < 0 or left[0] <= 0:
+            raise Stop(xv.getArray().copy(), its)
         return xv.getArray().copy(), its
 
     t = time.perf_counter()
     x, its, passes, meas = solve_to_tol(step, Ad, b, np.zeros(m), TOL)
     solve = time.perf_counter() - t
     np.save(d / f"pi_{name.replace(':', '_')}.npy", full_vector(x, k))
-    return {"iterations": its, "setup_s": setup, "solve_s": solve, "passes": passes, "measure": meas,
-            "reason": int(ksp.getConvergedReason())}
+    reason = int(ksp.getConvergedReason())
+    names = {v: k for k, v in vars(PETSc.KSP.ConvergedReason).items() if isinstance(v, int)}
+    out = {"iterations": its, "setup_s": setup, "solve_s": solve, "passes": passes, "measure": meas,
+           "reason": names.get(reason, str(reason))}
+    if reason < 0:
+        out["note"] = f"PETSc {names.get(reason, reason)}"
+    return out
 
 
 class _Csr:
@@ -367,6 +383,7 @@ class _Csr:
 
 
 def _scipy_gmres(A, b, M, restart: int, max_it: int):
+    import numpy as np
     import scipy.sparse.linalg as sla
 
     left = [max_it]
@@ -379,6 +396,8 @@ def _scipy_gmres(A, b, M, restart: int, max_it: int):
         x, _info = sla.gmres(A, b, x0=x0, rtol=0.0, atol=atol2, restart=restart,
                              maxiter=max(1, math.ceil(left[0] / restart)), M=M, callback=cb, callback_type="pr_norm")
         left[0] -= count[0]
+        if (_info != 0 and not np.all(np.isfinite(x))) or left[0] <= 0:
+            raise Stop(x, count[0])
         return x, count[0]
     return step
 
@@ -531,11 +550,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--restart", type=int, default=100, help="GMRES restart length of the peers")
     ap.add_argument("--max-it", type=int, default=3000, help="GMRES iterations allowed to a peer")
     ap.add_argument("--petsc-python", default="/usr/bin/python3", help="the interpreter that has petsc4py")
+    ap.add_argument("--workdir", type=Path, help="keep each case's exported files in WORKDIR/CASE (default: a "
+                    "temporary directory, removed after the case)")
     ap.add_argument("--json", type=Path, default=ROOT / "build" / "bench_peers.json")
     ap.add_argument("--no-docs", action="store_true", help="do not rewrite docs/performance.md")
     a = ap.parse_args(argv)
     rows = []
     for case in a.cases:
+        if a.workdir:
+            d = a.workdir / (case + ("_quick" if a.quick else ""))
+            d.mkdir(parents=True, exist_ok=True)
+            rows += run_case(case, a, d)
+            continue
         with tempfile.TemporaryDirectory(prefix=f"bench_peers_{case}_") as tmp:
             rows += run_case(case, a, Path(tmp))
     a.json.parent.mkdir(parents=True, exist_ok=True)

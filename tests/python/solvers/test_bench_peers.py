@@ -130,3 +130,14 @@ def test_every_case_and_peer_is_named_once(bench):
     runtimes = {spec["runtime"] for spec in bench.PEERS.values()}
     assert runtimes == {"aqmchain", "petsc", "pyamg", "scipy"}
     assert all("pc_type" in spec["opts"] for spec in bench.PEERS.values() if spec["runtime"] == "petsc")
+
+
+def test_a_step_that_stops_ends_the_restarts(bench, small):
+    chain, P, _ = small
+    A, b = bench.reduced_system(P, int(chain.recurrent_state))
+
+    def diverged(x0, atol2):
+        raise bench.Stop(np.full_like(x0, np.nan), 5)
+    x, its, passes, m = bench.solve_to_tol(diverged, A, b, np.zeros(A.shape[0]), bench.TOL)
+    assert (its, passes) == (5, 1) and not m <= bench.TOL
+    assert bench.residual(P, bench.full_vector(x, int(chain.recurrent_state))) == math.inf
