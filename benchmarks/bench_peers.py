@@ -182,7 +182,8 @@ def solve_to_tol(step, A, b, x, tol: float, max_passes: int = 8) -> tuple:
 
     ``step(x0, atol2) -> (x, iterations)`` runs the solver from x0 until the 2-norm of
     b - A x is <= atol2 (or raises :class:`Stop` with ``(x, iterations)``).  First target: ||b||_2 * 1e-12; after each pass the target is
-    scaled by (tol / 2) / measure (halved for margin).  Returns (x, iterations, passes,
+    scaled by (tol / 2) / measure (halved for margin); a pass that does not halve the
+    measure ends the restarts.  Returns (x, iterations, passes,
     measure)."""
     import numpy as np
 
@@ -191,6 +192,7 @@ def solve_to_tol(step, A, b, x, tol: float, max_passes: int = 8) -> tuple:
     its = 0
     m = math.inf
     for p in range(1, max_passes + 1):
+        before = m
         try:
             x, k = step(x, atol2)
         except Stop as stop:
@@ -202,7 +204,7 @@ def solve_to_tol(step, A, b, x, tol: float, max_passes: int = 8) -> tuple:
         if m <= target:
             return x, its, p, m
         r2 = float(np.linalg.norm(b - A @ x))
-        if not math.isfinite(m) or r2 == 0.0:
+        if not math.isfinite(m) or r2 == 0.0 or not m < 0.5 * before:  # no progress: stop
             return x, its, p, m
         atol2 = min(atol2, r2) * min(0.5 * target / m, 0.5)
     return x, its, max_passes, m
@@ -231,16 +233,19 @@ def model_for(case: str, quick: bool):
         return aqmchain.model_from_dict(doc)[0]
     buffer, lo, hi = (40, 15, 30) if quick else (250, 100, 200)
     red = aqmchain.DropFunction.red(lo, hi, 0.1)
-    if case == "count_default_grid":
+    if case == "count_default_grid":  # quick: avg step 1 (the default grid at buffer 40 has 2.6M states)
         return aqmchain.Model(buffer=buffer, source=aqmchain.Source.bernoulli(0.5), service=aqmchain.Service(0.45),
-                              aqm=aqmchain.Aqm(drop=red, w=0.01, spacing="count"))
+                              aqm=aqmchain.Aqm(drop=red, w=0.01, spacing="count"),
+                              **({"grid": aqmchain.GridSpec(k=1, refine="none")} if quick else {}))
     from stateful_paper_scenario import FEATURES
     feature = {"geo_count": "count", "geo_wait": "wait", "geo_adaptive": "adaptive", "ssmp_adaptive": "adaptive"}[case]
     aqm, k = FEATURES[feature]
+    refine = "none" if feature in ("count", "wait") else "auto"
+    if quick and feature == "adaptive":  # p_max on 10 points, avg step 1: some 10^5 states, not 10^6
+        aqm, k, refine = dict(aqm, p_max_step=0.05), 1, "none"
     src = aqmchain.Source.ssmp(n=5, q=1.927562, a=31.6) if case.startswith("ssmp") else aqmchain.Source.bernoulli(0.5)
     return aqmchain.Model(buffer=buffer, source=src, service=aqmchain.Service(mu=0.5),
-                          aqm=aqmchain.Aqm(drop=red, **aqm),
-                          grid=aqmchain.GridSpec(k=k, refine="none" if feature in ("count", "wait") else "auto"))
+                          aqm=aqmchain.Aqm(drop=red, **aqm), grid=aqmchain.GridSpec(k=k, refine=refine))
 
 
 def build(case: str, quick: bool, mem_gb: float):
