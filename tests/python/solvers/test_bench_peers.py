@@ -126,7 +126,7 @@ def test_write_block_replaces_only_its_block(bench, tmp_path):
 
 
 def test_every_case_and_peer_is_named_once(bench):
-    assert set(bench.DEFAULT_CASES) == set(bench.CASES) and len(bench.CASES) == 10
+    assert set(bench.DEFAULT_CASES) == set(bench.CASES) and len(bench.CASES) == 10 and "pyamg:ua" in bench.PEERS
     runtimes = {spec["runtime"] for spec in bench.PEERS.values()}
     assert runtimes == {"aqmchain", "petsc", "pyamg", "scipy"}
     assert all("pc_type" in spec["opts"] for spec in bench.PEERS.values() if spec["runtime"] == "petsc")
