@@ -89,12 +89,12 @@ def test_restarts_drive_gmres_with_spilu_to_the_tolerance(bench, small):
     assert bench.residual(P, bench.full_vector(x, k)) <= bench.TOL
 
 
-def test_restarts_report_a_solver_that_does_not_converge(bench, small):
+def test_restarts_end_when_a_pass_makes_no_progress(bench, small):
     chain, P, _ = small
     A, b = bench.reduced_system(P, int(chain.recurrent_state))
     x, its, passes, m = bench.solve_to_tol(lambda x0, atol2: (x0, 1), A, b, np.zeros(A.shape[0]), bench.TOL,
-                                           max_passes=3)
-    assert passes == 3 and its == 3 and m > bench.TOL
+                                           max_passes=5)
+    assert passes == 2 and its == 2 and m > bench.TOL  # the second pass did not halve the measure
 
 
 def _rows():
