@@ -395,8 +395,9 @@ class _Csr:
 def _scipy_gmres(A, b, M, restart: int, max_it: int):
     """A step for :func:`solve_to_tol`: SciPy's GMRES one restart cycle at a time, ending
     when the 2-norm target or the reduced measure's target is met (SciPy checks the true
-    residual, which stalls at its round-off floor above a too strict 2-norm target), when a
-    cycle does not lower the measure, or when the iterations are used up."""
+    residual, which stalls at its round-off floor above a too strict 2-norm target) or when a
+    cycle does not lower the measure (the caller tightens the target), raising
+    :class:`Stop` when the iterations are used up or the iterate is not finite."""
     import numpy as np
     import scipy.sparse.linalg as sla
 
@@ -416,8 +417,10 @@ def _scipy_gmres(A, b, M, restart: int, max_it: int):
             m = reduced_measure(A, b, x)
             if m <= 0.5 * TOL or float(np.linalg.norm(b - A @ x)) <= atol2:
                 return x, count[0]
-            if not np.all(np.isfinite(x)) or left[0] <= 0 or not m < best:
+            if not np.all(np.isfinite(x)) or left[0] <= 0:
                 raise Stop(x, count[0])
+            if not m < best:  # SciPy's own estimate says converged: a tighter 2-norm target next
+                return x, count[0]
             best = m
     return step
 
