@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -111,19 +110,13 @@ def main() -> None:
                     else f"| {case} | | {cell(before)} | {cell(after)} |")
         print(rows[-1], flush=True)
     table = "\n".join(["| case | states | before | after |", "|---|---|---|---|", *rows])
-    cmd = "    .venv/bin/python benchmarks/bench_preconditioner.py" + (" --before OLD/.venv/bin/python" if args.before else "")
-    text = (f"{table}\n\n{platform.processor() or platform.machine()}, krylov, tol 1e-12, one fresh process per "
-            f"run (before and after alternately); produced by\n\n{cmd}\n")
+    print(table)
     if not args.no_write:
-        doc = ROOT / "docs" / "performance.md"
-        s = doc.read_text()
-        a, b = "<!-- BENCH:preconditioner -->", "<!-- /BENCH:preconditioner -->"
-        if a in s and b in s:
-            s = s[:s.index(a) + len(a)] + "\n" + text + s[s.index(b):]
-        else:
-            s += f"\n## Krylov on chains with more state components\n\n{a}\n{text}{b}\n"
-        doc.write_text(s)
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from bench_stationary import write_block
 
+        write_block("preconditioner", table, note=", krylov, tol 1e-12, one fresh process per run"
+                    + (" (before and after alternately)" if args.before else ""))
 
 if __name__ == "__main__":
     main()

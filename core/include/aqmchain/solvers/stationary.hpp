@@ -33,7 +33,7 @@ namespace aqm {
   X(Direct, "direct", "UMFPACK LU of the balance equations with one unknown fixed", \
     "small and medium chains (up to a few 10⁵ states), or when you solve many chains with the same pattern (`aqmchain.DirectSolver` keeps UMFPACK's symbolic analysis across a sweep over mu, alpha or p_max)", \
     "LU fill grows quickly with the avg grid; refused before factorising above `direct_max_gb` (8 GB). Ctrl-C returns at once: the analysis and the factorisation run on a worker thread that an interruption abandons (it finishes, then frees its memory)") \
-  X(Krylov, "krylov", "GMRES on the reduced system, block Gauss-Seidel preconditioner over the descriptor's blocks", \
+  X(Krylov, "krylov", "GMRES on the reduced system, block Gauss-Seidel preconditioner over the descriptor's blocks (numbered with the most one-directional component first)", \
     "large chains (10⁵–10⁷ states): preconditioned restarted GMRES, the fastest method here", \
     "memory ~ `krylov_basis` (50) vectors, allocated as the basis grows, plus the block preconditioner; measured 0.3 s for 235k states, 13 s for 4.4M states (one thread)") \
   X(Arnoldi, "arnoldi", "ARPACK-ng implicitly restarted Arnoldi, eigenvalue 1 of P^T", \
