@@ -65,8 +65,68 @@ void BlockSystem::matvec(const double* x, double* y) const {
   CsrOperator(n, rp.data(), ci.data(), v.data()).apply_transpose(x, y);  // y = B x, a gather over rows
 }
 
+namespace {
+
+/// The inverse of a dense G x G matrix (row-major) by Gauss-Jordan with partial pivoting;
+/// false when it is singular.
+bool dense_inverse(std::vector<double> A, int32_t G, std::vector<double>& inv) {
+  inv.assign(static_cast<size_t>(G) * G, 0.0);
+  for (int32_t i = 0; i < G; ++i) inv[static_cast<size_t>(i) * G + i] = 1.0;
+  auto at = [G](std::vector<double>& M, int32_t i, int32_t j) -> double& { return M[static_cast<size_t>(i) * G + j]; };
+  for (int32_t k = 0; k < G; ++k) {
+    int32_t p = k;
+    for (int32_t r = k + 1; r < G; ++r)
+      if (std::abs(at(A, r, k)) > std::abs(at(A, p, k))) p = r;
+    const double piv = at(A, p, k);
+    if (!(std::abs(piv) > 0.0) || !std::isfinite(piv)) return false;
+    if (p != k)
+      for (int32_t j = 0; j < G; ++j) std::swap(at(A, p, j), at(A, k, j)), std::swap(at(inv, p, j), at(inv, k, j));
+    for (int32_t j = 0; j < G; ++j) at(A, k, j) /= piv, at(inv, k, j) /= piv;
+    for (int32_t r = 0; r < G; ++r) {
+      if (r == k) continue;
+      const double f = at(A, r, k);
+      if (f == 0.0) continue;
+      for (int32_t j = 0; j < G; ++j) at(A, r, j) -= f * at(A, k, j), at(inv, r, j) -= f * at(inv, k, j);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool BlockSystem::set_coarse(const std::vector<int32_t>& group_of, int32_t G, const std::vector<double>& z) {
+  Coarse c;
+  c.G = G;
+  c.group.resize(static_cast<size_t>(n));
+  c.w.resize(static_cast<size_t>(n));
+  std::vector<double> sum(static_cast<size_t>(G), 0.0);
+  std::vector<int32_t> members(static_cast<size_t>(G), 0);
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t g = c.group[i] = group_of[perm[i]];
+    c.w[i] = std::max(z[perm[i]], 0.0);
+    sum[g] += c.w[i];
+    ++members[g];
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t g = c.group[i];
+    c.w[i] = sum[g] > 0.0 ? c.w[i] / sum[g] : 1.0 / members[g];
+  }
+  // A_c(I, J) = sum_{i in I} sum_{j in J} B_ij w_j
+  std::vector<double> Ac(static_cast<size_t>(G) * G, 0.0);
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t e = rp[i]; e < rp[i + 1]; ++e)
+      Ac[static_cast<size_t>(c.group[i]) * G + c.group[ci[e]]] += v[e] * c.w[ci[e]];
+  if (!dense_inverse(std::move(Ac), G, c.Ainv)) return false;
+  coarse = std::move(c);
+  return true;
+}
+
 void BlockSystem::precond(const double* r, double* z) const {
   ++precond_applications;
+  if (coarse.G > 0) {
+    precond_two_level(r, z);
+    return;
+  }
   const int32_t nb = static_cast<int32_t>(blocks.size());
   for (int32_t bi = 0; bi < nb; ++bi) {  // forward: (D + L) y = r
     const BandLU& B = blocks[bi];
@@ -93,6 +153,58 @@ void BlockSystem::precond(const double* r, double* z) const {
     B.solve(t.data());
     for (int32_t i = 0; i < B.size; ++i) z[B.start + i] -= t[i];
   }
+}
+
+void BlockSystem::forward_sweep(const double* r, double* z) const {
+  const int32_t nb = static_cast<int32_t>(blocks.size());
+  for (int32_t bi = 0; bi < nb; ++bi) {  // (D + L) z = r
+    const BandLU& B = blocks[bi];
+    double* t = z + B.start;
+    for (int32_t j = B.start; j < B.start + B.size; ++j) {
+      double s = r[j];
+      for (int32_t e = rp[j]; e < lo_end[j]; ++e) s -= v[e] * z[ci[e]];
+      t[j - B.start] = s;
+    }
+    B.solve(t);
+  }
+}
+
+void BlockSystem::backward_sweep(const double* r, double* z) const {
+  const int32_t nb = static_cast<int32_t>(blocks.size());
+  for (int32_t bi = nb - 1; bi >= 0; --bi) {  // (D + U) z = r
+    const BandLU& B = blocks[bi];
+    double* t = z + B.start;
+    for (int32_t j = B.start; j < B.start + B.size; ++j) {
+      double s = r[j];
+      for (int32_t e = up_begin[j]; e < rp[j + 1]; ++e) s -= v[e] * z[ci[e]];
+      t[j - B.start] = s;
+    }
+    B.solve(t);
+  }
+}
+
+void BlockSystem::precond_two_level(const double* r, double* z) const {
+  const int32_t G = coarse.G;
+  std::vector<double>& d = scratch_d_;
+  std::vector<double>& y = scratch_y_;
+  d.resize(static_cast<size_t>(n));
+  y.resize(static_cast<size_t>(n));
+  forward_sweep(r, z);  // z = (D + L)^{-1} r
+  matvec(z, d.data());  // d = r - B z, restricted to the groups
+  std::vector<double> rc(static_cast<size_t>(G), 0.0), ec(static_cast<size_t>(G), 0.0);
+  for (int32_t i = 0; i < n; ++i) rc[coarse.group[i]] += r[i] - d[i];
+  for (int32_t I = 0; I < G; ++I) {
+    double s = 0.0;
+    for (int32_t J = 0; J < G; ++J) s += coarse.Ainv[static_cast<size_t>(I) * G + J] * rc[J];
+    ec[I] = s;
+  }
+  for (int32_t i = 0; i < n; ++i) z[i] += coarse.w[i] * ec[coarse.group[i]];  // the coarse correction
+  matvec(z, d.data());
+  for (int32_t i = 0; i < n; ++i) d[i] = r[i] - d[i];
+  std::fill(y.begin(), y.end(), 0.0);
+  backward_sweep(d.data(), y.data());  // z += (D + U)^{-1} (r - B z)
+  for (int32_t i = 0; i < n; ++i) z[i] += y[i];
+  if (K >= 0) z[K] = r[K];  // the fixed state's row is the identity
 }
 
 int BlockSystem::band_width() const {

@@ -54,11 +54,32 @@ struct BlockSystem {
   std::vector<double> b;                   ///< right-hand side from the fixed state's column (empty without)
   std::vector<BandLU> blocks;
   mutable long precond_applications = 0;
+  /// An optional coarse space (set_coarse): the preconditioner is then the multiplicative
+  /// two-level one, a forward block sweep, a Galerkin correction on the coarse space and a
+  /// backward block sweep.  group[i] (block-ordered i) in 0 .. G - 1, w the prolongation's
+  /// weights (summing to 1 over each group), Ainv the inverse of A_c = R B P (dense G x G).
+  struct Coarse {
+    int32_t G = 0;
+    std::vector<int32_t> group;
+    std::vector<double> w, Ainv;
+  };
+  Coarse coarse;
+  /// The coarse space of the groups `group_of` (original state index -> group, G groups)
+  /// with prolongation weights from the vector z (original order; its positive part,
+  /// normalised per group; a group without positive mass gets uniform weights).  False (and
+  /// no coarse space) when A_c is singular.
+  bool set_coarse(const std::vector<int32_t>& group_of, int32_t G, const std::vector<double>& z);
 
   /// y = B x (block-ordered vectors), a gather over rows split over threads.
   void matvec(const double* x, double* y) const;
   /// z = M^{-1} r, one forward and one backward block sweep.
   void precond(const double* r, double* z) const;
+  /// z = (D + L)^{-1} r and z = (D + U)^{-1} r: one forward or backward block sweep.
+  void forward_sweep(const double* r, double* z) const;
+  void backward_sweep(const double* r, double* z) const;
+  /// The two-level preconditioner (coarse set): forward sweep, coarse correction, backward sweep.
+  void precond_two_level(const double* r, double* z) const;
+  mutable std::vector<double> scratch_d_, scratch_y_;
   int band_width() const;        ///< largest p + q + 1 of the blocks
   int32_t largest_block() const;
 };

@@ -33,13 +33,70 @@
 
 namespace aqm::detail {
 
+namespace {
+
+/// Components slower than this fraction of the fastest (total weight of the transitions
+/// that change them, from P) define the coarse space of the two-level preconditioner.
+constexpr double kSlowRate = 1e-2;
+/// At most this many groups (the coarse matrix is dense).
+constexpr int32_t kMaxGroups = 400;
+
+struct SlowGroups {
+  std::vector<int32_t> group;  ///< state -> group (empty: no slow component)
+  int32_t G = 0;
+  double rate_ratio = 0.0;     ///< the slowest component's rate over the fastest's
+};
+
+/// The groups of states sharing the values of the slow components (e.g. adaptive RED's
+/// p_max, which moves every few thousand slots): a nearly decomposable chain, whose mass
+/// between the groups is the mode the block sweeps leave slow.
+SlowGroups slow_groups(const MarkovOperator& c) {
+  SlowGroups a;
+  const auto& space = c.space();
+  const auto& labels = c.labels();
+  const int D = space.count();
+  if (D < 2 || labels.size() < static_cast<size_t>(D)) return a;
+  const int32_t n = c.rows();
+  std::vector<double> rate(static_cast<size_t>(D), 0.0);
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t e = c.rowptr()[i]; e < c.rowptr()[i + 1]; ++e) {
+      const int32_t j = c.col()[e];
+      if (j == i) continue;
+      const double w = c.p(i, e);
+      for (int d = 0; d < D; ++d)
+        if (labels[d][i] != labels[d][j]) rate[d] += w;
+    }
+  const double fastest = *std::max_element(rate.begin(), rate.end());
+  std::vector<int> slow;
+  double slowest = fastest;
+  for (int d = 0; d < D; ++d)
+    if (!space.component(d).in_block && rate[d] > 0.0 && rate[d] < kSlowRate * fastest)
+      slow.push_back(d), slowest = std::min(slowest, rate[d]);
+  if (slow.empty()) return a;
+  std::vector<int64_t> key(n, 0);
+  for (int d : slow)
+    for (int32_t s = 0; s < n; ++s) key[s] = key[s] * space.component(d).size + labels[d][s];
+  std::vector<int64_t> sorted(key);
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  if (sorted.size() < 2 || sorted.size() > static_cast<size_t>(kMaxGroups)) return a;
+  a.G = static_cast<int32_t>(sorted.size());
+  a.rate_ratio = slowest / fastest;
+  a.group.resize(n);
+  for (int32_t s = 0; s < n; ++s)
+    a.group[s] = static_cast<int32_t>(std::lower_bound(sorted.begin(), sorted.end(), key[s]) - sorted.begin());
+  return a;
+}
+
+}  // namespace
+
 void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
                   StationaryResult& r, bool fail_fast) {
   r.method = Method::Krylov;
   auto t0 = Clock::now();
   // B = I - P^T with (I - P)_jj the exit probability of j (no cancellation in 1 - P_jj)
   // (for a generator, the off-diagonal entries of P = I + G / Lambda: G_ij / Lambda)
-  const BlockSystem R = block_system(c.rows(), c.rowptr(), c.col(), c.matrix().val(), block_of, 1.0, 1.0, k, 0, 1.0,
+  BlockSystem R = block_system(c.rows(), c.rowptr(), c.col(), c.matrix().val(), block_of, 1.0, 1.0, k, 0, 1.0,
                                      c.rate());
   const int32_t n = R.n;
   r.seconds.push_back({"setup", since(t0)});
@@ -86,7 +143,46 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
     limits.stall_restarts = 3;
   }
   Gmres gmres(n, o.krylov_basis);
-  const Gmres::Outcome g = gmres.solve(R, R.b.data(), x, test, limits);
+  // A nearly decomposable chain (slow_groups): one GMRES cycle with the block sweeps settles
+  // the shape inside each group; its iterate's positive part then weighs the coarse space of
+  // the two-level preconditioner (a Galerkin correction of the mass between the groups), and
+  // GMRES goes on from there with it.
+  const SlowGroups slow = slow_groups(c);
+  Gmres::Outcome g;
+  if (slow.G > 0) {
+    // cycle by cycle, the coarse space re-weighed from each cycle's iterate
+    long its = 0, products = 0;
+    double best = INFINITY;
+    int no_progress = 0;
+    int coarse_updates = 0;
+    while (true) {
+      Gmres::Limits cycle = limits;
+      cycle.max_iter = std::min<long>(limits.max_iter - its, o.krylov_basis);
+      g = gmres.solve(R, R.b.data(), x, test, cycle);
+      its += g.iterations;
+      products += g.products;
+      if (g.converged || negative_mass || its >= limits.max_iter || !std::isfinite(g.measure)) break;
+      if (g.measure < 0.99 * best) {
+        best = g.measure;
+        no_progress = 0;
+      } else if (++no_progress >= (fail_fast ? 3 : limits.stall_restarts)) {
+        g.stalled = true;
+        break;
+      }
+      std::vector<double> z(n);
+      for (int32_t i = 0; i < n; ++i) z[R.perm[i]] = x[i];
+      z[R.perm[R.K]] = 1.0;
+      if (!R.set_coarse(slow.group, slow.G, z)) break;
+      ++coarse_updates;
+    }
+    g.iterations = its;
+    g.products = products;
+    r.extra.push_back({"coarse_groups", static_cast<double>(slow.G)});
+    r.extra.push_back({"coarse_rate_ratio", slow.rate_ratio});
+    r.extra.push_back({"coarse_updates", static_cast<double>(coarse_updates)});
+  } else {
+    g = gmres.solve(R, R.b.data(), x, test, limits);
+  }
   r.seconds.push_back({"iterate", since(t0)});
   r.iterations = g.iterations;
   r.operator_applications = g.products;
