@@ -127,17 +127,8 @@ void BlockSystem::precond(const double* r, double* z) const {
     precond_two_level(r, z);
     return;
   }
+  forward_sweep(r, z);  // (D + L) y = r
   const int32_t nb = static_cast<int32_t>(blocks.size());
-  for (int32_t bi = 0; bi < nb; ++bi) {  // forward: (D + L) y = r
-    const BandLU& B = blocks[bi];
-    double* t = z + B.start;
-    for (int32_t j = B.start; j < B.start + B.size; ++j) {
-      double s = r[j];
-      for (int32_t e = rp[j]; e < lo_end[j]; ++e) s -= v[e] * z[ci[e]];
-      t[j - B.start] = s;
-    }
-    B.solve(t);
-  }
   std::vector<double> t;
   for (int32_t bi = nb - 1; bi >= 0; --bi) {  // backward: z = y - D^{-1} U z
     const BandLU& B = blocks[bi];
