@@ -540,7 +540,7 @@ TEST(Operator, BlocksAreNumberedWithTheMostOneDirectionalComponentFirst) {
         rp.push_back(static_cast<int32_t>(col.size()));
       }
   ASSERT_LT(std::abs(up[0] - down[0]) / (up[0] + down[0]), std::abs(up[1] - down[1]) / (up[1] + down[1]));
-  EXPECT_EQ(sweep_order(space, labels, n, rp.data(), col.data(), val.data()), (std::vector<int>{1, 0}));
+  EXPECT_EQ(sweep_order(space, component_moves(space, labels, n, rp.data(), col.data(), val.data())), (std::vector<int>{1, 0}));
   // numbered with the counter as the major key: block = counter * 3 + walk
   const std::vector<int32_t> blocks = in_block_partition(space, labels, n, {1, 0});
   for (int32_t s = 0; s < n; ++s) EXPECT_EQ(blocks[s], labels[1][s] * 3 + labels[0][s]) << s;
@@ -553,7 +553,7 @@ TEST(Operator, BlocksAreNumberedWithTheMostOneDirectionalComponentFirst) {
     if (labels[0][col[e]] < labels[0][i]) val[e] = 0.0;
     if (labels[1][col[e]] < labels[1][i]) val[e] = 0.3;
   }
-  EXPECT_EQ(sweep_order(space, labels, n, rp.data(), col.data(), val.data()), (std::vector<int>{0, 1}));
+  EXPECT_EQ(sweep_order(space, component_moves(space, labels, n, rp.data(), col.data(), val.data())), (std::vector<int>{0, 1}));
 }
 
 TEST(Operator, ContinuousChainsSolveWithoutACopyAndAgreeWithTheDenseOracle) {

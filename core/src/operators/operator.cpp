@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 
 #include "aqmchain/state/chain.hpp"
@@ -191,9 +192,16 @@ int MarkovOperator::closed_classes_above(double min_entry, int32_t* first, int32
   return cc.count;
 }
 
+const ComponentMoves& MarkovOperator::component_moves() const {
+  if (!moves_)
+    moves_ = std::make_shared<const ComponentMoves>(
+        aqm::component_moves(chain_->space, chain_->labels, M_.rows(), M_.rowptr(), M_.col(), M_.val()));
+  return *moves_;
+}
+
 std::vector<int32_t> MarkovOperator::block_partition() const {
-  return in_block_partition(chain_->space, chain_->labels, rows(),
-                            sweep_order(chain_->space, chain_->labels, M_.rows(), M_.rowptr(), M_.col(), M_.val()));
+  if (components_outside_block() < 2) return in_block_partition(chain_->space, chain_->labels, rows());
+  return in_block_partition(chain_->space, chain_->labels, rows(), sweep_order(chain_->space, component_moves()));
 }
 
 int MarkovOperator::components_outside_block() const {
@@ -202,37 +210,39 @@ int MarkovOperator::components_outside_block() const {
   return out;
 }
 
-std::vector<int> sweep_order(const StateSpace& space, const std::vector<std::vector<int32_t>>& labels, int32_t n,
-                             const int32_t* rowptr, const int32_t* col, const double* val) {
-  std::vector<int> outside;
-  for (int i = 0; i < space.count(); ++i)
-    if (!space.component(i).in_block) outside.push_back(i);
-  if (outside.size() < 2 || labels.size() < static_cast<size_t>(space.count())) return outside;
-  // up[c], down[c]: the weight of the transitions that raise / lower component c
-  const size_t C = outside.size();
-  std::vector<double> up(C, 0.0), down(C, 0.0);
+ComponentMoves component_moves(const StateSpace& space, const std::vector<std::vector<int32_t>>& labels, int32_t n,
+                               const int32_t* rowptr, const int32_t* col, const double* val) {
+  const int D = space.count();
+  ComponentMoves m;
+  m.up.assign(static_cast<size_t>(D), 0.0);
+  m.down.assign(static_cast<size_t>(D), 0.0);
+  if (labels.size() < static_cast<size_t>(D)) return m;
   for (int32_t i = 0; i < n; ++i)
     for (int32_t e = rowptr[i]; e < rowptr[i + 1]; ++e) {
       const int32_t j = col[e];
       if (j == i) continue;
       const double w = std::abs(val[e]);
-      for (size_t c = 0; c < C; ++c) {
-        const int32_t a = labels[outside[c]][i], b = labels[outside[c]][j];
-        if (b > a) up[c] += w;
-        else if (b < a) down[c] += w;
+      for (int d = 0; d < D; ++d) {
+        const int32_t a = labels[d][i], b = labels[d][j];
+        if (b > a) m.up[d] += w;
+        else if (b < a) m.down[d] += w;
       }
     }
+  return m;
+}
+
+std::vector<int> sweep_order(const StateSpace& space, const ComponentMoves& moves) {
+  std::vector<int> outside;
+  for (int i = 0; i < space.count(); ++i)
+    if (!space.component(i).in_block) outside.push_back(i);
   // the most one-directional component first: its moves then lie on one side of the
   // block diagonal, where one Gauss-Seidel sweep carries them exactly
-  std::vector<double> bias(C, 0.0);
-  for (size_t c = 0; c < C; ++c)
-    bias[c] = up[c] + down[c] > 0.0 ? std::abs(up[c] - down[c]) / (up[c] + down[c]) : 0.0;
-  std::vector<size_t> idx(C);
-  std::iota(idx.begin(), idx.end(), size_t{0});
-  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return bias[a] > bias[b] + 1e-3; });
-  std::vector<int> order(C);
-  for (size_t c = 0; c < C; ++c) order[c] = outside[idx[c]];
-  return order;
+  auto bias = [&](int d) {
+    const double up = moves.up[d], down = moves.down[d];
+    return up + down > 0.0 ? std::abs(up - down) / (up + down) : 0.0;
+  };
+  std::stable_sort(outside.begin(), outside.end(), [&](int a, int b) { return bias(a) > bias(b) + 1e-3; });
+  return outside;
 }
 
 std::vector<int32_t> in_block_partition(const StateSpace& space, const std::vector<std::vector<int32_t>>& labels,

@@ -57,15 +57,9 @@ SlowGroups slow_groups(const MarkovOperator& c) {
   const int D = space.count();
   if (D < 2 || labels.size() < static_cast<size_t>(D)) return a;
   const int32_t n = c.rows();
-  std::vector<double> rate(static_cast<size_t>(D), 0.0);
-  for (int32_t i = 0; i < n; ++i)
-    for (int32_t e = c.rowptr()[i]; e < c.rowptr()[i + 1]; ++e) {
-      const int32_t j = c.col()[e];
-      if (j == i) continue;
-      const double w = c.p(i, e);
-      for (int d = 0; d < D; ++d)
-        if (labels[d][i] != labels[d][j]) rate[d] += w;
-    }
+  const ComponentMoves& moves = c.component_moves();  // one pass over P, shared with the block order
+  std::vector<double> rate(static_cast<size_t>(D));
+  for (int d = 0; d < D; ++d) rate[d] = moves.up[d] + moves.down[d];
   const double fastest = *std::max_element(rate.begin(), rate.end());
   std::vector<int> slow;
   double slowest = fastest;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "aqmchain/state/descriptor.hpp"
@@ -57,6 +58,11 @@ struct TransposedCsr {
   explicit TransposedCsr(const CsrOperator& P);
   /// y = x P (y must not alias x).
   void apply(const double* x, double* y) const;
+};
+
+/// How a matrix moves each state component (component_moves).
+struct ComponentMoves {
+  std::vector<double> up, down;
 };
 
 class MarkovOperator {
@@ -122,6 +128,9 @@ class MarkovOperator {
   std::vector<int32_t> block_partition() const;
   /// The number of components outside the block (see block_partition).
   int components_outside_block() const;
+  /// component_moves of this operator's matrix, computed once (P's off-diagonal entries for
+  /// a discrete chain, G's for a continuous one: the same ratios).
+  const ComponentMoves& component_moves() const;
 
  private:
   /// Entry e of row i of P = I + G / Lambda (continuous chains; the loops that handle only
@@ -135,6 +144,7 @@ class MarkovOperator {
   double rate_ = 1.0;
   CsrOperator M_;
   mutable long applications_ = 0;
+  mutable std::shared_ptr<const ComponentMoves> moves_;
 };
 
 /// The blocks of MarkovOperator::block_partition() from a descriptor and its labels: the
@@ -143,13 +153,16 @@ class MarkovOperator {
 /// (empty: descriptor order).
 std::vector<int32_t> in_block_partition(const StateSpace& space, const std::vector<std::vector<int32_t>>& labels,
                                         int32_t n, std::vector<int> outside = {});
+/// The weights of a matrix's off-diagonal entries (rows = from-state) that raise (up) or
+/// lower (down) each component, in descriptor order: how often and in which direction each
+/// component moves (one pass over the entries).
+ComponentMoves component_moves(const StateSpace& space, const std::vector<std::vector<int32_t>>& labels, int32_t n,
+                               const int32_t* rowptr, const int32_t* col, const double* val);
 /// The components outside the block, most one-directional first: ordered by |up - down| /
-/// (up + down), where up and down are the weights of the matrix's off-diagonal entries
-/// (rows = from-state) that raise or lower the component (e.g. a counter that climbs one
-/// step per arrival and is reset rarely comes before a moving average that moves both
-/// ways).  Numbering the blocks with that component as the major key puts its moves on one
-/// side of the block diagonal, where the forward Gauss-Seidel sweep carries them exactly.
-std::vector<int> sweep_order(const StateSpace& space, const std::vector<std::vector<int32_t>>& labels, int32_t n,
-                             const int32_t* rowptr, const int32_t* col, const double* val);
+/// (up + down) (e.g. a counter that climbs one step per arrival and is reset rarely comes
+/// before a moving average that moves both ways).  Numbering the blocks with that component
+/// as the major key puts its moves on one side of the block diagonal, where the forward
+/// Gauss-Seidel sweep carries them exactly.
+std::vector<int> sweep_order(const StateSpace& space, const ComponentMoves& moves);
 
 }  // namespace aqm
