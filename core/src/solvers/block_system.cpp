@@ -565,6 +565,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
     }
     candidate(steps);  // the basis is full (or a budget ran out): restart from the candidate
     x.swap(xc);
+    if (test.at_restart) test.at_restart(x);
     if (!budget_left()) {
       true_res = INFINITY;  // not measured
       budget_stop = true;

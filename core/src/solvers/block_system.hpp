@@ -115,6 +115,9 @@ class Gmres {
     std::function<double(double sum)> scale;
     double fac0 = 1.0;
     bool learn_ratio = false;
+    /// Called with the iterate at each restart, before its residual is formed (the
+    /// stationary solver re-weighs its coarse space there).
+    std::function<void(const std::vector<double>& x)> at_restart;
   };
   struct Limits {
     long max_iter = 2000;      ///< GMRES steps (each: one preconditioner application and one product)

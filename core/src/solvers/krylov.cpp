@@ -137,46 +137,24 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
     limits.stall_restarts = 3;
   }
   Gmres gmres(n, o.krylov_basis);
-  // A nearly decomposable chain (slow_groups): one GMRES cycle with the block sweeps settles
-  // the shape inside each group; its iterate's positive part then weighs the coarse space of
-  // the two-level preconditioner (a Galerkin correction of the mass between the groups), and
-  // GMRES goes on from there with it.
+  // A nearly decomposable chain (slow_groups): the first GMRES cycle, with the block sweeps
+  // alone, settles the shape inside each group; at every restart the iterate's positive part
+  // then weighs the coarse space of the two-level preconditioner (a Galerkin correction of
+  // the mass between the groups) for the next cycle.
   const SlowGroups slow = slow_groups(c);
-  Gmres::Outcome g;
-  if (slow.G > 0) {
-    // cycle by cycle, the coarse space re-weighed from each cycle's iterate
-    long its = 0, products = 0;
-    double best = INFINITY;
-    int no_progress = 0;
-    int coarse_updates = 0;
-    while (true) {
-      Gmres::Limits cycle = limits;
-      cycle.max_iter = std::min<long>(limits.max_iter - its, o.krylov_basis);
-      g = gmres.solve(R, R.b.data(), x, test, cycle);
-      its += g.iterations;
-      products += g.products;
-      if (g.converged || negative_mass || its >= limits.max_iter || !std::isfinite(g.measure)) break;
-      if (g.measure < 0.99 * best) {
-        best = g.measure;
-        no_progress = 0;
-      } else if (++no_progress >= (fail_fast ? 3 : limits.stall_restarts)) {
-        g.stalled = true;
-        break;
-      }
+  int coarse_updates = 0;
+  if (slow.G > 0) {  // at each restart, the coarse space re-weighed from the new iterate
+    test.at_restart = [&R, &slow, &coarse_updates, n](const std::vector<double>& xb) {
       std::vector<double> z(n);
-      for (int32_t i = 0; i < n; ++i) z[R.perm[i]] = x[i];
+      for (int32_t i = 0; i < n; ++i) z[R.perm[i]] = xb[i];
       z[R.perm[R.K]] = 1.0;
-      if (!R.set_coarse(slow.group, slow.G, z)) break;
-      ++coarse_updates;
-    }
-    g.iterations = its;
-    g.products = products;
+      if (R.set_coarse(slow.group, slow.G, z)) ++coarse_updates;
+    };
     r.extra.push_back({"coarse_groups", static_cast<double>(slow.G)});
     r.extra.push_back({"coarse_rate_ratio", slow.rate_ratio});
-    r.extra.push_back({"coarse_updates", static_cast<double>(coarse_updates)});
-  } else {
-    g = gmres.solve(R, R.b.data(), x, test, limits);
   }
+  const Gmres::Outcome g = gmres.solve(R, R.b.data(), x, test, limits);
+  if (slow.G > 0) r.extra.push_back({"coarse_updates", static_cast<double>(coarse_updates)});
   r.seconds.push_back({"iterate", since(t0)});
   r.iterations = g.iterations;
   r.operator_applications = g.products;
