@@ -1,0 +1,148 @@
+"""Event-driven simulator of continuous-time models against independent oracles.
+
+- p_max = 0: the M/M/1/N queue in closed form (written here): occupancy law, loss (PASTA),
+  throughput, mean and variance of the sojourn time (Erlang(k + 1, mu) for an admitted
+  arrival that finds k packets), and mean avg = mean queue (d avg/dt = w (q - avg) has
+  E[avg] = E[q] in steady state, whatever w).
+- discretised = True: avg on the chain's grid with the chain's upwind rates, so the chain
+  (solve_stationary of the same model) is the simulator's exact law.
+- continuous avg: the chain's grid limit (its error estimate's extrapolation and error).
+
+Tolerances are in the simulation's own 95 % half-widths: 3 half-widths are about 6
+standard deviations, so a correct simulator fails with negligible probability for any
+seed; no value is pinned to a seed.
+"""
+
+import numpy as np
+import pytest
+
+import aqmchain
+
+
+def model(N=10, rates=(0.3,), Q=None, mu=0.5, red=None, drop=None, w=0.5, ecn=0.0, k=2, policy="tail"):
+    src = aqmchain.Source.poisson(rates[0]) if Q is None else aqmchain.Source.mmpp(Q, list(rates))
+    if drop is None:
+        drop = aqmchain.DropFunction.red(*red) if red else aqmchain.DropFunction.none()
+    return aqmchain.Model(buffer=N, time="continuous", source=src, service=aqmchain.Service.exponential(mu),
+                          aqm=aqmchain.Aqm(drop=drop, w=w, ecn=ecn, policy=policy), grid=aqmchain.GridSpec(k=k))
+
+
+def mm1n(N, lam, mu):
+    """The M/M/1/N queue: time-stationary law of n, loss (PASTA), throughput, E[R], Var[R]."""
+    rho = lam / mu
+    p = rho ** np.arange(N + 1)
+    p /= p.sum()
+    n = np.arange(N + 1)
+    found = p[:N] / (1 - p[N])  # what an admitted arrival finds (PASTA)
+    k = np.arange(N)
+    er = ((k + 1) / mu * found).sum()
+    er2 = ((k + 1) * (k + 2) / mu**2 * found).sum()  # Erlang(k + 1, mu): E[R^2] = (k + 1)(k + 2) / mu^2
+    q = np.maximum(n - 1, 0)
+    return {"system_pmf": p, "mean_system": (n * p).sum(), "var_system": (n * n * p).sum() - (n * p).sum() ** 2,
+            "mean_queue": (q * p).sum(), "var_queue": (q * q * p).sum() - (q * p).sum() ** 2,
+            "loss": p[N], "loss_overflow": p[N], "loss_aqm": 0.0, "throughput": lam * (1 - p[N]),
+            "arrival_rate": lam, "mean_response": er, "var_response": er2 - er**2}
+
+
+def within(sim, name, exact, k=3.0, tiny=1e-12):
+    v, hw = getattr(sim, name), sim.ci[name]
+    assert np.isfinite(hw), name
+    assert abs(v - exact) <= max(k * hw, tiny), f"{name}: simulated {v} +- {hw}, exact {exact}"
+
+
+@pytest.mark.parametrize("N,lam,mu,red", [(10, 0.3, 0.5, None), (8, 2.0, 0.5, (2, 8, 0.0)), (15, 0.9, 1.0, None)])
+def test_p_max_zero_is_the_mm1n_queue(N, lam, mu, red):
+    # RED with p_max = 0 and max_th = N: avg <= N - 1 < max_th, so nothing is dropped early
+    sim = aqmchain.simulate(model(N, (lam,), mu=mu, red=red, w=0.3), slots=200_000, replications=4, seed=3)
+    exact = mm1n(N, lam, mu)
+    for name, value in exact.items():
+        if name != "system_pmf":
+            within(sim, name, value)
+    # E[avg] = E[q] in steady state (the ODE's time average), integrated exactly between events
+    within(sim, "mean_avg", exact["mean_queue"])
+    for n in range(N + 1):
+        assert abs(sim.system_pmf[n] - exact["system_pmf"][n]) <= max(3 * sim.system_pmf_ci[n], 1e-12), n
+    assert sim.mark_prob == 0.0 and sim.pushed_out_prob == 0.0
+    # per unit time, and the events counted: about 2 per admitted packet plus the losses
+    assert sim.events == pytest.approx(4 * 200_000 * (lam + exact["throughput"]), rel=0.02)
+    assert sim.response_pmf.size == 0 and sim.to_dict()["response_pmf"] is None
+
+
+DISCRETISED = {
+    "poisson_red": dict(N=20, rates=(0.55,), mu=0.5, red=(3, 12, 0.3), w=0.4, k=2),
+    "mmpp_red_ecn": dict(N=16, rates=(0.2, 1.5), Q=[[-0.2, 0.2], [0.5, -0.5]], mu=0.7, red=(2, 9, 0.4), w=1.0,
+                         ecn=0.3, k=2),
+    "poisson_gentle_front": dict(N=12, rates=(0.9,), mu=0.6, drop=aqmchain.DropFunction.gentle_red(2, 5, 0.2),
+                                 w=0.8, k=2, policy="front"),
+}
+
+
+@pytest.mark.parametrize("name", list(DISCRETISED))
+def test_discretised_simulation_has_the_chain_as_its_law(name):
+    cmp = aqmchain.compare(model(**DISCRETISED[name]), slots=1_000_000, replications=4, seed=5, discretised=True)
+    sim, ana = cmp.simulated, cmp.analytic
+    # z = (simulated - chain) / (half-width / 1.96): |z| <= 3 x 1.96 is 3 half-widths; a rare event the
+    # simulation never saw (half-width 0) gets the Poisson deviation of the count the chain predicts
+    for metric, a, s, hw, z in cmp.rows:
+        assert abs(z) <= 3 * 1.96, f"{name}: {metric} chain {a} simulated {s} +- {hw} (z = {z:.2f})"
+    for metric in ("mean_queue", "loss", "mean_avg", "mark_prob"):
+        within(sim, metric, getattr(ana, metric))
+    big = ana.queue_pmf > 1e-3
+    assert np.all(np.abs(sim.queue_pmf[big] - ana.queue_pmf[big]) <= 3 * sim.queue_pmf_ci[big])
+    if DISCRETISED[name].get("policy") == "front":  # the chain's n-law is that of tail drop; packets are pushed out
+        assert sim.pushed_out_prob > 0
+
+
+@pytest.mark.parametrize("spec", [dict(N=20, rates=(0.55,), mu=0.5, red=(3, 12, 0.3), w=0.4, k=4),
+                                  dict(N=16, rates=(0.2, 1.5), Q=[[-0.2, 0.2], [0.5, -0.5]], mu=0.7,
+                                       red=(2, 9, 0.4), w=1.0, ecn=0.3, k=4)], ids=["poisson", "mmpp"])
+def test_continuous_avg_against_the_chain_grid_limit(spec):
+    # the chain's upwind grid converges to d avg/dt = w (q - avg) as its step goes to 0; its error
+    # estimate (grids with 1x, 2x, 4x the step) bounds the distance of the fine grid to that limit
+    ana = aqmchain.solve_stationary(model(**spec), error_estimate=True)
+    sim = aqmchain.simulate(model(**spec), slots=100_000, replications=4, seed=7)
+    for metric in ("mean_queue", "loss", "mean_avg", "mean_response", "throughput"):
+        e = ana.error_estimate[metric]
+        v, hw = getattr(sim, metric), sim.ci[metric]
+        assert abs(v - e.extrapolated) <= 3 * hw + e.error, \
+            f"{metric}: simulated {v} +- {hw}, chain limit {e.extrapolated} +- {e.error}"
+
+
+def test_seeds_reproducible_across_thread_counts():
+    m = model(N=12, rates=(0.2, 1.5), Q=[[-0.2, 0.2], [0.5, -0.5]], mu=0.7, red=(2, 9, 0.4), w=1.0, ecn=0.3)
+    for disc in (False, True):
+        runs = [aqmchain.simulate(m, slots=20_000, replications=5, seed=11, threads=t, discretised=disc)
+                for t in (1, 2, 3)]
+        for r in runs[1:]:
+            for name in ("mean_queue", "loss", "mean_avg", "mean_response", "mark_prob", "var_system"):
+                assert getattr(r, name) == getattr(runs[0], name) and r.ci[name] == runs[0].ci[name], name
+            assert np.array_equal(r.queue_pmf, runs[0].queue_pmf) and r.events == runs[0].events
+        other = aqmchain.simulate(m, slots=20_000, replications=5, seed=12, threads=2, discretised=disc)
+        assert other.mean_queue != runs[0].mean_queue
+
+
+def test_time_series_and_warmup_in_time_units():
+    m = model(N=10, rates=(0.4,), mu=0.5, red=(2, 6, 0.2))
+    sim = aqmchain.simulate(m, slots=5_000, warmup=1_000, batches=10, replications=2, sample_every=250, seed=1)
+    assert list(sim.series["slot"]) == list(range(250, 5_001, 250))
+    assert set(np.unique(sim.series["level"])) <= set(range(11))
+    assert sim.measured_slots == 2 * 4_000 and sim.warmup == 1_000
+    d = sim.to_dict()["simulation"]
+    assert d["time_unit"] is True and d["events"] == sim.events > 0
+
+
+def test_bad_input_names_the_parameter():
+    m = model(N=10, rates=(0.4,), mu=0.5, red=(2, 6, 0.2))
+    with pytest.raises(aqmchain.ModelError, match="warmup") as e:
+        aqmchain.simulate(m, slots=5_000, warmup=5_000)
+    assert e.value.param == "warmup"
+    with pytest.raises(aqmchain.ModelError, match="slots") as e:
+        aqmchain.simulate(m, slots=0)
+    assert e.value.param == "slots"
+    classes = aqmchain.Model(buffer=10, time="continuous", source=aqmchain.Source.poisson(0.4),
+                             service=aqmchain.Service.exponential(0.5),
+                             aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.red(2, 6, 0.2)),
+                             classes=[aqmchain.TrafficClass("a", share=[0.5]), aqmchain.TrafficClass("b", share=[0.5])])
+    with pytest.raises(aqmchain.ModelError, match="class") as e:
+        aqmchain.simulate(classes, slots=5_000)
+    assert e.value.param == "class"
