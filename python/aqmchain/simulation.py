@@ -128,8 +128,10 @@ class SimulationResult:
                            "measured_slots": int(self.measured_slots), "served_packets": int(self.served_packets),
                            "seconds": self.seconds, "slots_per_second": self.slots_per_second,
                            "threads": self.threads}
-        if self.continuous:  # slots, warmup and measured_slots are times in the model's time unit
-            d["simulation"].update(time_unit=True, events=int(self.events), events_per_second=self.events_per_second)
+        # what slots, warmup and measured_slots count: slots, or the model's time units (continuous time)
+        d["simulation"]["unit"] = "time" if self.continuous else "slot"
+        if self.continuous:
+            d["simulation"].update(events=int(self.events), events_per_second=self.events_per_second)
         return d
 
     def summary(self) -> str:

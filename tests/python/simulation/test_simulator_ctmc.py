@@ -13,10 +13,15 @@ standard deviations, so a correct simulator fails with negligible probability fo
 seed; no value is pinned to a seed.
 """
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import aqmchain
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def model(N=10, rates=(0.3,), Q=None, mu=0.5, red=None, drop=None, w=0.5, ecn=0.0, k=2, policy="tail"):
@@ -128,7 +133,20 @@ def test_time_series_and_warmup_in_time_units():
     assert set(np.unique(sim.series["level"])) <= set(range(11))
     assert sim.measured_slots == 2 * 4_000 and sim.warmup == 1_000
     d = sim.to_dict()["simulation"]
-    assert d["time_unit"] is True and d["events"] == sim.events > 0
+    assert d["unit"] == "time" and d["events"] == sim.events > 0
+
+
+def test_command_line_compare_of_a_continuous_time_model(tmp_path):
+    from cli_helpers import run_cli
+
+    out = tmp_path / "cmp.json"
+    code, text, err = run_cli("compare", EXAMPLES / "red_ctmc.toml", "--slots", "200000", "--replications", "4",
+                              "--discretised", "--json", out, "-q")
+    assert code == 0, err
+    d = json.loads(out.read_text())
+    assert d["simulation"]["simulation"]["unit"] == "time" and d["simulation"]["response_pmf"] is None
+    for row in d["comparison"]["metrics"]:  # the chain is the discretised simulation's exact law
+        assert row["z"] is not None and abs(row["z"]) <= 3 * 1.96, row
 
 
 def test_bad_input_names_the_parameter():
