@@ -211,7 +211,8 @@ def simulate_scenario(scenario: _core.Scenario, times: Any, **options: Any) -> _
     ``mean_system``, ``mean_avg`` with 95 % half-widths (``*_hw``, Student t over the
     replications) and ``var_queue``; per interval ending there ``arrivals``, ``losses``
     (mean per replication) and ``loss_rate`` (lost / arrived) with half-widths.
-    Continuous-time scenarios are refused (they are solved, not simulated).  With
+    Continuous-time scenarios are simulated event by event (:func:`simulate`): ``times`` are
+    then whole numbers of time units and the state is observed at those times.  With
     ``discretised=True`` an automatic grid is resolved as :func:`solve_transient` resolves
     it, so the ensemble follows the transient chain's grid.
     """

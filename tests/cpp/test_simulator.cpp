@@ -235,7 +235,8 @@ TEST(Ensemble, BadInputIsNamed) {
   m.source = Source::poisson(0.4);
   m.service = Service::exponential(1.0);
   cont.phases.push_back(Phase{10, m, ""});
-  expect_param({5}, EnsembleOptions{}, "phase[0].time", &cont);
+  expect_param({2.5}, EnsembleOptions{}, "times[0]", &cont);  // whole time units
+  EXPECT_EQ(simulate_scenario(cont, {5, 10}, EnsembleOptions{}).times.size(), 2u);
 }
 
 // ---------------------------------------------------------------- traffic classes (docs/classes.md)

@@ -278,12 +278,7 @@ void start_rates(const Params& P, State& s) {
 
 constexpr int64_t kEventsPerPoll = 1 << 16;
 
-}  // namespace
-
-int64_t run(const Params& P, double horizon, double warmup, int64_t sample_every, Xoshiro256 rng,
-            std::vector<Batch>& out, TimeSeries* ts, const std::atomic<bool>& stop) {
-  const StepFn fn = step_function(P);
-  State s(P.N);
+void start_state(const Params& P, State& s, Xoshiro256& rng) {
   if (P.pi.size() > 1) {  // the modulator from its stationary law
     const double u = rng.uniform();
     double c = 0.0;
@@ -296,6 +291,46 @@ int64_t run(const Params& P, double horizon, double warmup, int64_t sample_every
   }
   start_rates(P, s);
   schedule(s, rng);
+}
+
+}  // namespace
+
+struct Replica::Impl {
+  State s;
+  Batch tally;
+  explicit Impl(int N) : s(N) { tally.time_n.assign(static_cast<size_t>(N) + 1, 0.0); }
+};
+
+Replica::Replica(const Params& first, Xoshiro256& rng) : impl_(std::make_unique<Impl>(first.N)) {
+  start_state(first, impl_->s, rng);
+}
+Replica::~Replica() = default;
+
+void Replica::enter(const Params& P, Xoshiro256& rng) {
+  start_rates(P, impl_->s);
+  schedule(impl_->s, rng);
+}
+
+void Replica::run_until(const Params& P, Xoshiro256& rng, double until, const std::atomic<bool>& stop) {
+  const StepFn fn = step_function(P);
+  while (!fn(P, impl_->s, rng, until, impl_->tally, kEventsPerPoll)) {
+    if (stop.load(std::memory_order_relaxed)) return;
+    check_interrupt();
+  }
+}
+
+int Replica::n() const { return impl_->s.n; }
+double Replica::avg(const Params& P) const {
+  return P.mode == Mode::Grid ? P.points[static_cast<size_t>(impl_->s.g)] : impl_->s.avg;
+}
+int64_t Replica::arrivals() const { return impl_->tally.arrivals; }
+int64_t Replica::losses() const { return impl_->tally.aqm + impl_->tally.overflow; }
+
+int64_t run(const Params& P, double horizon, double warmup, int64_t sample_every, Xoshiro256 rng,
+            std::vector<Batch>& out, TimeSeries* ts, const std::atomic<bool>& stop) {
+  const StepFn fn = step_function(P);
+  State s(P.N);
+  start_state(P, s, rng);
   for (auto& b : out) {
     b = Batch{};
     b.time_n.assign(static_cast<size_t>(P.N) + 1, 0.0);

@@ -34,6 +34,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "aqmchain/model/model.hpp"
@@ -82,5 +83,27 @@ struct Params {
 /// Returns the number of events simulated (warm-up included).  Polls `stop` and interrupts.
 int64_t run(const Params& P, double horizon, double warmup, int64_t sample_every, Xoshiro256 rng,
             std::vector<Batch>& out, TimeSeries* ts, const std::atomic<bool>& stop);
+
+/// One replication of a scenario (simulate_scenario): the system carried across phases.
+/// Every phase's Params must have the first one's N, modulator size and grid size.
+class Replica {
+ public:
+  /// The empty system at time 0, avg 0, the modulator from `first`'s stationary law.
+  Replica(const Params& first, Xoshiro256& rng);
+  ~Replica();
+  /// A new phase begins at the current time: its rates hold from now (the pending event is
+  /// drawn again from them; the exponential clocks have no memory).
+  void enter(const Params& P, Xoshiro256& rng);
+  /// Events of phase P up to time `until` (>= the current time).  Polls `stop` and interrupts.
+  void run_until(const Params& P, Xoshiro256& rng, double until, const std::atomic<bool>& stop);
+  int n() const;
+  double avg(const Params& P) const;
+  int64_t arrivals() const;
+  int64_t losses() const;  ///< AQM drops and overflows (ECN marks are not losses)
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace aqm::sim::ct

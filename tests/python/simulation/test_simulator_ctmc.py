@@ -164,3 +164,24 @@ def test_bad_input_names_the_parameter():
     with pytest.raises(aqmchain.ModelError, match="class") as e:
         aqmchain.simulate(classes, slots=5_000)
     assert e.value.param == "class"
+
+
+def test_continuous_time_scenario_follows_the_transient_chain():
+    # discretised: the chain is the ensemble's exact law, p_t = p_0 e^{G_1 t} ... phase after phase
+    low = model(N=15, rates=(0.3,), mu=0.6, red=(2, 8, 0.3), w=0.5, k=2)
+    high = model(N=15, rates=(1.2,), mu=0.6, red=(2, 8, 0.3), w=0.5, k=2)
+    sc = aqmchain.Scenario([aqmchain.Phase(20.0, low), aqmchain.Phase(30.5, high), aqmchain.Phase(29.5, low)])
+    times = [0, 1, 5, 10, 20, 21, 25, 35, 50, 51, 55, 60, 80]
+    res = aqmchain.simulate_scenario(sc, times, replications=4000, seed=4, discretised=True)
+    law = aqmchain.solve_transient(sc, times)
+    assert res.times.dtype == np.int64 and list(res.times) == times
+    assert res.mean_queue[0] == 0.0 and res.mean_avg[0] == 0.0
+    for name in ("mean_queue", "mean_system", "mean_avg"):
+        sim, hw, exact = getattr(res, name), getattr(res, name + "_hw"), np.asarray(getattr(law, name))
+        assert np.all(np.abs(sim - exact) <= np.maximum(3 * hw, 1e-9)), (name, sim, hw, exact)
+    # the check can fail: the high phase switched on 5 time units late is far outside
+    late = aqmchain.solve_transient(aqmchain.Scenario([aqmchain.Phase(25.0, low), aqmchain.Phase(25.5, high),
+                                                       aqmchain.Phase(29.5, low)]), times)
+    assert np.max(np.abs(res.mean_queue - np.asarray(late.mean_queue)) / np.maximum(res.mean_queue_hw, 1e-9)) > 6
+    with pytest.raises(aqmchain.ModelError, match="whole number of time units"):
+        aqmchain.simulate_scenario(sc, [2.5], replications=10)
