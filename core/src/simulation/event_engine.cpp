@@ -30,6 +30,22 @@ Params::Params(const Model& m, bool discretised)
     }
   pi = M > 1 ? m.source.modulator_stationary() : std::vector<double>{1.0};
   mode = discretised ? Mode::Grid : Mode::Exact;
+  if (m.aqm.ns3()) {  // ns-3's RedQueueDisc (docs/ns3.md): w is QW, the per-arrival weight
+    mode = Mode::Ns3;
+    ns3_grid = discretised;
+    log1mw = std::log1p(-w);
+    ptc = m.aqm.ptc > 0.0 ? m.aqm.ptc : mu;
+    idle_correction = m.aqm.idle_correction;
+    hard_drop = m.aqm.hard_drop;
+    spacing = m.aqm.spacing;
+    thresholds = drop_has(drop, DropKindSpec::kThresholds);
+    min_th = drop.lo;
+    if (discretised) {
+      points = m.grid.resolve(m.buffer);
+      for (double g : points) pdrop.push_back(drop(g));
+    }
+    return;
+  }
   if (mode == Mode::Grid) {
     points = m.grid.resolve(m.buffer);
     const size_t G = points.size();
@@ -168,13 +184,29 @@ inline void arrival_ns3(const Params& P, State& s, Xoshiro256& rng, Batch& B) {
     s.idle = false;
   }
   s.avg = (k == 0 ? s.avg * (1.0 - P.w) : s.avg * std::exp(static_cast<double>(k + 1) * P.log1mw)) + P.w * nq;
+  if (P.ns3_grid) {
+    // discretised: the new value split between its two neighbouring grid points, mean kept
+    const double y = s.avg, v = rng.uniform();
+    const auto it = std::upper_bound(P.points.begin(), P.points.end(), y);
+    if (it == P.points.end()) {
+      s.g = static_cast<int>(P.points.size()) - 1;
+    } else if (it == P.points.begin()) {
+      s.g = 0;
+    } else {
+      const int i = static_cast<int>(it - P.points.begin()) - 1;
+      const double lo = P.points[static_cast<size_t>(i)], hi = P.points[static_cast<size_t>(i) + 1];
+      s.g = v < (hi - y) / (hi - lo) ? i : i + 1;
+    }
+    s.avg = P.points[static_cast<size_t>(s.g)];
+  }
   ++s.count;
   const double u = rng.uniform();
   bool drop = false, mark = false, forced = false;
   double pb = 0.0;
-  const bool early = nq > 1 && (P.thresholds ? s.avg >= P.min_th : (pb = P.drop(s.avg)) > 0.0);
+  auto p_of = [&]() { return P.ns3_grid ? P.pdrop[static_cast<size_t>(s.g)] : P.drop(s.avg); };
+  const bool early = nq > 1 && (P.thresholds ? s.avg >= P.min_th : (pb = p_of()) > 0.0);
   if (early) {
-    if (P.thresholds) pb = P.drop(s.avg);
+    if (P.thresholds) pb = p_of();
     if (pb >= 1.0) {  // forced: count and old unchanged
       forced = true;
       (!P.hard_drop && u < P.ecn ? mark : drop) = true;
@@ -188,6 +220,7 @@ inline void arrival_ns3(const Params& P, State& s, Xoshiro256& rng, Batch& B) {
         pa = cp < 1.0 ? 0.0 : (cp < 2.0 ? pb / (2.0 - cp) : 1.0);
       else if (P.spacing == Spacing::Count)
         pa = cp < 1.0 ? pb / (1.0 - cp) : 1.0;
+      pa = std::min(pa, 1.0);  // ModifyP's last line: both forms exceed 1 near their switch
       if (u < pa) {
         s.count = 0;
         (u < pa * P.ecn ? mark : drop) = true;

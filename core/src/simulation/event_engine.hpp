@@ -22,10 +22,15 @@
 // - default, discretised: avg on the chain's resolved grid, one point up at rate
 //   w max(q - g_i, 0) / (g_{i+1} - g_i) and down at rate w max(g_i - q, 0) / (g_i - g_{i-1})
 //   (the chain's upwind dynamics, so the chain is the simulator's exact law);
-// - ns-3 (aqm.semantics = "ns3"): avg jumps at every arrival, piecewise constant
+// - ns-3 (aqm.semantics = "ns3", docs/ns3.md): avg jumps at every arrival, piecewise constant
 //   in between; the rules of ns-3's RedQueueDisc (idle correction, count / wait spacing,
 //   nQueued > 1, the first-arrival exemption, forced drops, ECN and hard drop) are written
-//   here on their own, not shared with the chain.
+//   here on their own, not shared with the chain.  The count is exact (no cap).  Discretised:
+//   after each arrival's update avg is split between its two neighbouring grid points (mean
+//   kept; one more uniform, drawn before the fate's) and the tests read that point, as the
+//   chain does; the chain's count cap, where its truncated mass is negligible, is not applied.
+//   An arrival's fate: forced, ECN-capable iff u < ecn; early, dropped iff u < p_a, marked
+//   instead iff u < p_a ecn.
 //
 // Time is the model's time unit.  The warm-up and the batches are stretches of time: an event
 // drawn beyond the end of a stretch stays pending (the rates are constant, so the draw stays
@@ -72,6 +77,9 @@ struct Params {
   /// where the early region starts (min_th; kinds without thresholds: where p_b > 0).
   double log1mw = 0.0, ptc = 0.0, min_th = 0.0;
   bool idle_correction = true, hard_drop = true, thresholds = true;
+  /// ns-3 semantics, discretised: avg mapped to the grid (`points`, p at them in `pdrop`)
+  /// after each arrival's update by the split mapping (two neighbours, mean kept).
+  bool ns3_grid = false;
   Spacing spacing = Spacing::None;
 
   Params(const Model& m, bool discretised);
