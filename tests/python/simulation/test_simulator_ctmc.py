@@ -185,3 +185,78 @@ def test_continuous_time_scenario_follows_the_transient_chain():
     assert np.max(np.abs(res.mean_queue - np.asarray(late.mean_queue)) / np.maximum(res.mean_queue_hw, 1e-9)) > 6
     with pytest.raises(aqmchain.ModelError, match="whole number of time units"):
         aqmchain.simulate_scenario(sc, [2.5], replications=10)
+
+
+# ---------------------------------------------------------------- ns-3 semantics (docs/ns3.md)
+
+def ns3(N=12, rates=(0.9,), Q=None, mu=1.0, drop=None, w=0.2, ecn=0.0, k=2, spacing="wait", ptc=0.0, idle=True,
+        hard=True):
+    src = aqmchain.Source.poisson(rates[0]) if Q is None else aqmchain.Source.mmpp(Q, list(rates))
+    return aqmchain.Model(buffer=N, time="continuous", source=src, service=aqmchain.Service.exponential(mu),
+                          aqm=aqmchain.Aqm(drop=drop, w=w, ecn=ecn, semantics="ns3", spacing=spacing, ptc=ptc,
+                                           idle_correction=idle, hard_drop=hard),
+                          grid=aqmchain.GridSpec(k=k))
+
+
+@pytest.mark.parametrize("N,lam", [(10, 0.7), (8, 1.6)])
+def test_ns3_without_early_region_is_the_mm1n_queue(N, lam):
+    # p_max = 0 and max_th = N (avg < N: never forced): the tests run (exemption, count) but never drop
+    red = aqmchain.DropFunction.red(2, N, 0.0)
+    sim = aqmchain.simulate(ns3(N, (lam,), drop=red, w=0.1, idle=False), slots=200_000, replications=4, seed=3)
+    exact = mm1n(N, lam, 1.0)
+    for name in ("mean_system", "mean_queue", "loss", "throughput", "mean_response", "var_response", "var_system"):
+        within(sim, name, exact[name])
+    assert sim.loss_aqm == 0.0 and sim.mark_prob == 0.0
+    # avg jumps at the Poisson arrivals: avg+ = (1 - w) avg- + w q; in steady state E[avg-] = E[q seen by an
+    # arrival] = E[q], and avg's time average is E[avg-] (arrivals see time averages)
+    within(sim, "mean_avg", exact["mean_queue"])
+    # the idle correction (ptc = mu by default) decays avg after every idle period: strictly below (at light
+    # load, where the server is often idle); n is not affected
+    decayed = aqmchain.simulate(ns3(N, (lam,), drop=red, w=0.1, idle=True), slots=200_000, replications=4, seed=3)
+    within(decayed, "mean_queue", exact["mean_queue"])
+    if lam < 1.0:
+        assert decayed.mean_avg < exact["mean_queue"] - 3 * decayed.ci["mean_avg"]
+
+
+NS3 = {
+    "gentle_wait": dict(drop=aqmchain.DropFunction.gentle_red(2, 5, 0.2), w=0.2),
+    "red_count_ecn_soft": dict(N=10, rates=(1.1,), drop=aqmchain.DropFunction.red(1.5, 4, 0.3), w=0.3, ecn=0.4,
+                               spacing="count", hard=False, ptc=3.0),
+    "gentle_ecn_hard_no_idle": dict(N=10, rates=(1.1,), drop=aqmchain.DropFunction.gentle_red(1.5, 4, 0.3), w=0.3,
+                                    ecn=0.4, spacing="wait", idle=False),
+    "mmpp_gentle_nlred_none": dict(N=10, rates=(0.3, 2.0), Q=[[-0.3, 0.3], [0.6, -0.6]], w=0.25, spacing="none",
+                                   ptc=0.5, drop=aqmchain.DropFunction.make("gentle_nlred", min_th=2, max_th=4,
+                                                                            p_max=0.3)),
+}
+
+
+@pytest.mark.parametrize("name", list(NS3))
+def test_ns3_discretised_simulation_has_the_chain_as_its_law(name):
+    # the chain splits avg onto its grid after each arrival's update; so does the discretised simulation, which
+    # keeps the count exact (the chain's cap only cuts a negligible mass); the rules are written twice,
+    # independently, so a misread rule on either side shows up here
+    cmp = aqmchain.compare(ns3(**NS3[name]), slots=300_000, replications=4, seed=2, discretised=True)
+    for metric, a, s, hw, z in cmp.rows:
+        assert abs(z) <= 3 * 1.96, f"{name}: {metric} chain {a} simulated {s} +- {hw} (z = {z:.2f})"
+    within(cmp.simulated, "mean_avg", cmp.analytic.mean_avg)
+    if NS3[name].get("ecn"):
+        assert cmp.simulated.mark_prob > 0.05
+
+
+def test_ns3_continuous_avg_against_the_chain_grid_limit():
+    m = ns3(**dict(NS3["gentle_wait"], k=4))
+    ana = aqmchain.solve_stationary(m, error_estimate=True)
+    sim = aqmchain.simulate(m, slots=300_000, replications=4, seed=7)
+    for metric in ("mean_queue", "loss", "mean_avg", "mean_response"):
+        e = ana.error_estimate[metric]
+        v, hw = getattr(sim, metric), sim.ci[metric]
+        assert abs(v - e.extrapolated) <= 3 * hw + e.error, \
+            f"{metric}: simulated {v} +- {hw}, chain limit {e.extrapolated} +- {e.error}"
+
+
+def test_ns3_seeds_reproducible_across_thread_counts():
+    m = ns3(**NS3["mmpp_gentle_nlred_none"])
+    for disc in (False, True):
+        a, b = (aqmchain.simulate(m, slots=20_000, replications=3, seed=5, threads=t, discretised=disc) for t in (1, 3))
+        assert (a.mean_queue, a.loss, a.mean_avg, a.ci["loss"], a.events) == \
+            (b.mean_queue, b.loss, b.mean_avg, b.ci["loss"], b.events)
