@@ -16,7 +16,8 @@ Params::Params(const Model& m, bool discretised)
       ecn(m.aqm.ecn),
       lam(m.source.arrival),
       policy(m.aqm.policy),
-      drop(m.resolved_drop()) {
+      drop(m.resolved_drop()),
+      p_eval(drop_kind(drop.kind).p) {
   qout.assign(static_cast<size_t>(M), 0.0);
   qto.resize(static_cast<size_t>(M));
   qcum.resize(static_cast<size_t>(M));
@@ -155,7 +156,7 @@ inline void arrival(const Params& P, State& s, Xoshiro256& rng, Batch& B) {
     reject(P, s, rng, B);
     return;
   }
-  const double p = K == Mode::Exact ? P.drop(s.avg) : P.pdrop[static_cast<size_t>(s.g)];
+  const double p = K == Mode::Exact ? P.p(s.avg) : P.pdrop[static_cast<size_t>(s.g)];
   if (u < p) {
     if (u < p * P.ecn) {
       ++B.marks;
@@ -203,7 +204,7 @@ inline void arrival_ns3(const Params& P, State& s, Xoshiro256& rng, Batch& B) {
   const double u = rng.uniform();
   bool drop = false, mark = false, forced = false;
   double pb = 0.0;
-  auto p_of = [&]() { return P.ns3_grid ? P.pdrop[static_cast<size_t>(s.g)] : P.drop(s.avg); };
+  auto p_of = [&]() { return P.ns3_grid ? P.pdrop[static_cast<size_t>(s.g)] : P.p(s.avg); };
   const bool early = nq > 1 && (P.thresholds ? s.avg >= P.min_th : (pb = p_of()) > 0.0);
   if (early) {
     if (P.thresholds) pb = p_of();

@@ -71,6 +71,8 @@ struct Params {
   std::vector<double> pi;  ///< stationary modulator law (initial state)
   DropPolicy policy = DropPolicy::Tail;
   DropFunction drop;
+  DropKindSpec::Eval p_eval = nullptr;  ///< the drop kind's formula (the registry's)
+  double p(double avg) const { return p_eval(drop, avg); }
   /// Grid: points, p at them, w / (g_{i+1} - g_i) (0 at the top), w / (g_i - g_{i-1}) (0 at 0).
   std::vector<double> points, pdrop, up, down;
   /// ns-3 semantics: the per-arrival weight's log(1 - w), ptc, the switches, the spacing and
