@@ -1,4 +1,5 @@
-// Slotted simulator (SPEC 7): the order of events of SPEC 3 with real packets.
+// Simulator (SPEC 7): the order of events of SPEC 3 with real packets; continuous-time models
+// run on the event engine (simulation/event_engine.hpp) with the same options and statistics.
 #include "aqmchain/simulation/simulator.hpp"
 
 #include "aqmchain/interrupt.hpp"
