@@ -304,6 +304,21 @@ def _stationary(P: np.ndarray, continuous: bool) -> np.ndarray:
     return np.maximum(pi, 0.0) / np.maximum(pi, 0.0).sum()
 
 
+def _expm(A: np.ndarray) -> np.ndarray:
+    """exp(A) of a small generator by scaling and squaring of a 16-term Taylor series (the
+    norm is scaled below 1/2, where the truncation error is below 1e-19)."""
+    nrm = float(np.max(np.sum(np.abs(A), axis=1)))
+    s = max(0, int(math.ceil(math.log2(nrm / 0.5)))) if nrm > 0.5 else 0
+    B = A / 2.0**s
+    E, term = np.eye(A.shape[0]), np.eye(A.shape[0])
+    for k in range(1, 17):
+        term = term @ B / k
+        E = E + term
+    for _ in range(s):
+        E = E @ E
+    return E
+
+
 def _model_stats(P: np.ndarray, a: np.ndarray, levels: np.ndarray, lags: int, continuous: bool, bin: float = 1.0,
                  second: np.ndarray | None = None) -> Statistics:
     """Closed-form statistics of an MMBP (P stochastic, a arrival probabilities; ``second``:
@@ -315,20 +330,21 @@ def _model_stats(P: np.ndarray, a: np.ndarray, levels: np.ndarray, lags: int, co
     Pi = np.outer(one, pi)
     jmax = int(round(math.log2(levels[-1])))
     if continuous:
-        from scipy.linalg import expm
-
         Z = np.linalg.inv(Pi - P)
         pl = pi * a
         c1 = float(pl @ Z @ a) - lam * lam
         Z2 = Z @ Z
-        E = expm(P * bin)
+        E = _expm(P * bin)
         var = []
         for j in range(jmax + 1):
             t = bin * 2.0**j
             var.append(lam * t + 2.0 * t * c1 - 2.0 * float(pl @ Z2 @ (np.eye(K) - E) @ a))
             E = E @ E
         D0, D1 = P - np.diag(a), np.diag(a)
-        M = np.linalg.inv(-D0)
+        try:
+            M = np.linalg.inv(-D0)
+        except np.linalg.LinAlgError:
+            M = np.full((K, K), np.nan)
         phi = pl / lam
         m1 = M @ one
         mom = np.array([float(phi @ m1), 2.0 * float(phi @ M @ m1), 6.0 * float(phi @ M @ M @ m1)])
@@ -360,7 +376,10 @@ def _model_stats(P: np.ndarray, a: np.ndarray, levels: np.ndarray, lags: int, co
         acf.append(float(pD @ v) / sigma2 if sigma2 > 0 else 0.0)
     if second is None and lam > 0:
         D0, D1 = P * (1.0 - a)[None, :], P * a[None, :]
-        N = np.linalg.inv(np.eye(K) - D0)
+        try:
+            N = np.linalg.inv(np.eye(K) - D0)
+        except np.linalg.LinAlgError:  # no arrival ever again from some state: no gap law
+            N = np.full((K, K), np.nan)
         phi = pD / lam
         n1 = N @ one
         n2 = N @ n1
@@ -434,7 +453,7 @@ def _residuals(model: Statistics, trace: Statistics, use_gaps: bool = True) -> n
         lv = np.log(np.maximum(model.variance[ok], 1e-300)) - np.log(trace.variance[ok])
         r.append(lv / se["variance"][ok])
         r.append((model.acf - trace.acf) / se["acf"])
-        if use_gaps and np.all(np.isfinite(trace.gap_moments)) and np.all(np.isfinite(model.gap_moments)):
+        if use_gaps and np.all(np.isfinite(trace.gap_moments)):  # a non-finite model side costs 1e8 below
             r.append((np.log(np.maximum(model.gap_moments[1:], 1e-300)) - np.log(trace.gap_moments[1:]))
                      / se["gap_moments"][1:])
             r.append(np.array([(model.gap_lag1 - trace.gap_lag1) / se["gap_lag1"]]))
@@ -447,7 +466,7 @@ def _least_squares(fun, starts: list[np.ndarray]) -> tuple[np.ndarray, float, in
 
     best, cost, evals = None, math.inf, 0
     for x0 in starts:
-        res = least_squares(fun, x0, method="trf", x_scale=1.0, max_nfev=400 * len(x0), xtol=1e-10, ftol=1e-10)
+        res = least_squares(fun, x0, method="trf", x_scale=1.0, max_nfev=50 * len(x0), xtol=1e-8, ftol=1e-10)
         evals += int(res.nfev)
         if res.cost < cost:
             best, cost = res.x, float(res.cost)
@@ -474,8 +493,8 @@ def _fit_mmbp(st: Statistics, K: int, lags: int) -> tuple[_core.Source, float, i
                 a0 = max(lam - spread * lam * pi1, 1e-4)
                 a1 = min((lam - (1 - pi1) * a0) / pi1, 1 - 1e-4)
                 starts.append(np.concatenate([_logit([p01, p10]), _logit([a0, a1])]))
-    else:
-        for spread in (0.5, 0.9):
+    else:  # one start: K >= 3 has 3K - 1 parameters (each start costs that many evaluations per step)
+        for spread in (0.7,):
             r = np.geomspace(max(1 - theta_g, 1e-5), 0.5, K)
             a = np.clip(lam * (1 + spread * np.linspace(-1, 2, K)), 1e-4, 1 - 1e-4)
             starts.append(np.concatenate([_logit(r), np.zeros(K - 1), _logit(a)]))
@@ -490,8 +509,10 @@ def _fit_mmbp(st: Statistics, K: int, lags: int) -> tuple[_core.Source, float, i
 def _ssmp_amin(n: int) -> float:
     from scipy.optimize import brentq
 
-    f = lambda a: sum(a ** -j for j in range(1, n)) - 1.0  # noqa: E731
-    return float(brentq(f, 1.0 + 1e-12, float(n) + 1.0)) * (1 + 1e-9)
+    if n == 2:
+        return 1.0  # a^-1 <= 1
+    f = lambda a: sum(a ** -j for j in range(1, n)) - 1.0  # noqa: E731  (decreasing, > 0 at a = 1)
+    return float(brentq(f, 1.0, float(n))) * (1 + 1e-9)
 
 
 def _fit_ssmp(st: Statistics, n_range: tuple[int, int], lags: int) -> tuple[_core.Source, float, int]:
@@ -557,7 +578,7 @@ def _hurst(levels: np.ndarray, var: np.ndarray, lo: float, hi: float) -> float:
     if sel.sum() < 2:
         return float("nan")
     slope = np.polyfit(np.log(levels[sel]), np.log(var[sel]), 1)[0]
-    return float(1.0 + slope / 2.0) if True else 0.0
+    return float(1.0 + slope / 2.0)
 
 
 @dataclasses.dataclass
@@ -797,8 +818,10 @@ def _result(src, kind, slot, unit, st, model, multiple, m_slots, m_packets, pack
               "variance_time_max": float(np.nanmax(vt)), "acf": np.abs(model.acf - st.acf).tolist(),
               "acf_max": float(np.max(np.abs(model.acf - st.acf))), "gap_moments": gm.tolist()}
     lo, hi = float(st.levels[0]), float(st.levels[-1])
-    return FitResult(src, kind, slot, unit, st, model, errors, _hurst(st.levels, st.variance, lo, hi),
-                     _hurst(model.levels, model.variance, lo, hi), (lo, hi), multiple, m_slots, m_packets, packets,
+    # H from the variance of the mean count per bin (mmpp's curve holds the count sums)
+    per = (lambda s: s.variance / s.levels**2) if kind == "mmpp" else (lambda s: s.variance)
+    return FitResult(src, kind, slot, unit, st, model, errors, _hurst(st.levels, per(st), lo, hi),
+                     _hurst(model.levels, per(model), lo, hi), (lo, hi), multiple, m_slots, m_packets, packets,
                      float(cost), int(evals), float(seconds), x)
 
 
