@@ -84,7 +84,7 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
         "aqmchain hurst examples/dsred_ssmp.toml --estimator exact --range 2^6:2^16 --plot vt.png --json h.json",
     ]),
     "fit": ("fit a bernoulli, mmbp, ssmp or mmpp source to a packet trace (pcap, CSV, NumPy; docs/trace-fitting.md)", [
-        "aqmchain fit examples/traces/mmpp.csv --kind mmbp --slot 0.002 --output source.toml --json fit.json",
+        "aqmchain fit examples/traces/mmpp.csv --kind mmbp --slot 0.0005 --output source.toml --json fit.json",
         "aqmchain fit examples/traces/mmpp.csv --kind mmpp --output source.toml --model-file model.toml --plot fit.png",
     ]),
     "info": ("states (exact when cheap), transitions, memory and the tagged-chain cost, without solving", [
