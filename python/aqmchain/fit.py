@@ -904,8 +904,8 @@ def simulate_trace(model: _core.Model, counts: Any, *, warmup: int | None = None
     r.seconds = seconds
     r.slots_per_second = x.size / max(seconds, 1e-9)
     r.threads = 1
-    opts = _core.SimOptions(slots=max(int(x.size), 2), warmup=int(warmup), replications=1, seed=seed,
-                            batches=batches)
+    opts = _core.SimOptions()  # the run's description (set field by field: a short trace is allowed here)
+    opts.slots, opts.warmup, opts.replications, opts.seed, opts.batches = int(x.size), int(warmup), 1, seed, batches
     return SimulationResult(model, opts, r)
 
 

@@ -228,3 +228,35 @@ def test_trace_replay_agrees_with_the_simulator_on_the_sources_own_trace():
         aqmchain.simulate_trace(model, x, batches=1)
     with pytest.raises(aqmchain.ModelError, match="'trace'"):
         aqmchain.simulate_trace(model, np.array([1, 2, -3] * 100))
+
+
+def test_trace_replay_follows_the_order_of_events_exactly():
+    # no AQM, mu = 1: the packet in service always leaves, so the counts fix every slot
+    model = aqmchain.Model(buffer=5, source=aqmchain.Source.bernoulli(0.5), service=aqmchain.Service.geometric(1.0),
+                           aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.none(), w=0.02))
+    one = aqmchain.simulate_trace(model, np.ones(1000, dtype=int), warmup=10, batches=10)
+    # slot 1: admitted, nobody to serve (n = 1); then one in, one out: n = 1 for ever
+    assert one.mean_system == 1.0 and one.loss == 0.0 and one.throughput == 1.0 and one.mean_queue == 0.0
+    three = aqmchain.simulate_trace(model, np.full(1000, 3), warmup=10, batches=10)
+    # n: 0 -> 3 -> 4 (two admitted up to N = 5, one out) -> 4 ...: one admitted, two overflow
+    assert three.mean_system == 4.0 and three.loss_overflow == pytest.approx(2 / 3) and three.loss_aqm == 0.0
+    assert three.system_pmf[4] == 1.0
+
+
+def test_cli_fit_writes_a_pasteable_table_and_names_bad_options(tmp_path):
+    from pathlib import Path
+
+    from cli_helpers import TRACEBACK, run_cli
+
+    trace = Path(__file__).resolve().parents[3] / "examples" / "traces" / "mmpp.csv"
+    out = tmp_path / "s.toml"
+    code, _, err = run_cli("fit", str(trace), "--kind", "ssmp", "--slot", "0.0005", "--output", str(out), "-q")
+    assert code == 0, err
+    doc = "[model]\nbuffer = 30\n" + out.read_text() + "[service]\nmu = 0.5\n[aqm]\ndrop = \"red\"\nmin_th = 5\n" \
+          "max_th = 15\np_max = 0.1\n"
+    (tmp_path / "m.toml").write_text(doc)
+    assert aqmchain.load_model(tmp_path / "m.toml").source.kind == "ssmp"
+    for argv, option in ((["--states", "9"], "--states"), (["--slot", "-1"], "--slot"),
+                         (["--multiple", "batch"], "--multiple"), (["--column", "nope"], "--column")):
+        code, _, err = run_cli("fit", str(trace), *argv)
+        assert code == 2 and f"'{option}'" in err and TRACEBACK not in err, (argv, err)
