@@ -160,7 +160,7 @@ def _counts(x: Any) -> np.ndarray:
             raise _err("trace", "per-slot counts (whole numbers >= 0)", "a non-integer value")
     if a.dtype.kind not in "uif" or np.any(a < 0):
         raise _err("trace", "per-slot counts (whole numbers >= 0)", "a negative or non-numeric value")
-    return a.astype(np.int64, copy=False) if a.dtype.kind != "u" or a.itemsize > 4 else a.astype(np.int64)
+    return a.astype(np.int64, copy=False)
 
 
 def default_slot(timestamps: np.ndarray) -> float:
@@ -549,14 +549,12 @@ def _fit_ssmp(st: Statistics, n_range: tuple[int, int], lags: int) -> tuple[_cor
 
 def _fit_mmpp(st: Statistics, K: int, lags: int) -> tuple[_core.Source, float, int]:
     lam = st.mean
-    acf = np.clip(st.acf, 0.0, 0.99)
 
     def fun(x):
         Q, r = _mmpp_from(x, K, lam)
         return _residuals(_model_stats(Q, r, st.levels, lags, True, st.bin), st, True)
 
     starts = []
-    ratio = float(st.variance[-1] / (lam * st.levels[-1] * st.bin)) if st.variance[-1] > 0 else 2.0
     for spread in (0.5, 0.9):
         for slow in (1e-3, 1e-2):
             if K == 2:
@@ -565,7 +563,6 @@ def _fit_mmpp(st: Statistics, K: int, lags: int) -> tuple[_core.Source, float, i
             else:
                 rates = lam * np.clip(1 + spread * np.linspace(-1, 2, K), 0.05, None)
                 starts.append(np.concatenate([np.log(rates / lam), np.log(np.geomspace(slow, 0.3, K)), np.zeros(K - 1)]))
-    del ratio, acf
     x, cost, evals = _least_squares(fun, starts)
     Q, r = _mmpp_from(x, K, lam)
     np.fill_diagonal(Q, 0.0)
@@ -741,7 +738,7 @@ def fit_source(trace: Any, kind: str = "mmbp", *, slot: float | None = None, sta
     if states is not None:
         if kind == "bernoulli":
             raise _err("states", "not given for kind bernoulli (one state)", states)
-        hi = Source_max_ssmp() if kind == "ssmp" else MAX_FIT_STATES
+        hi = _max_ssmp_n() if kind == "ssmp" else MAX_FIT_STATES
         states = _checks.integer("states", states, 2, hi)
     if counts and kind == "mmpp":
         raise _err("counts", "False for kind mmpp (it fits arrival timestamps)", counts)
@@ -775,8 +772,8 @@ def fit_source(trace: Any, kind: str = "mmbp", *, slot: float | None = None, sta
                    "a smaller slot, or multiple = 'clip' or 'batch')", used_slot if used_slot is not None else 1)
     if multiple == "batch" and x.max() > 1:
         B = int(x.max())
-        if B > Source_max_batch():
-            raise _err("slot", f"at most {Source_max_batch()} packets in a slot for a batch source",
+        if B > _max_batch():
+            raise _err("slot", f"at most {_max_batch()} packets in a slot for a batch source",
                        f"{used_slot} (a slot holds {B})")
         pmf = np.bincount(x, minlength=B + 1) / x.size
         pmf = pmf / pmf.sum()
@@ -801,11 +798,12 @@ def fit_source(trace: Any, kind: str = "mmbp", *, slot: float | None = None, sta
                    evals, time.perf_counter() - t0, x.astype(np.int32))
 
 
-def Source_max_ssmp() -> int:  # noqa: N802  (the core's bound, read once)
+def _max_ssmp_n() -> int:
+    """The largest SSMP n a fit tries (the core's bound, at most 64)."""
     return min(int(_core.Source.max_ssmp_n), 64)
 
 
-def Source_max_batch() -> int:  # noqa: N802
+def _max_batch() -> int:
     return int(_core.Source.max_batch_size)
 
 

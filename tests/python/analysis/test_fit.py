@@ -130,6 +130,10 @@ def test_fit_report_statistics_and_toml_round_trip(tmp_path):
     assert d["source"]["kind"] == "mmbp" and d["hurst"]["trace"] == pytest.approx(fit.hurst_trace)
     fig = fit.plot()
     assert len(fig.axes) == 2
+    # the model's Hurst estimate is the exact variance-time slope over the same levels
+    exact = aqmchain.estimate_hurst(fit.source, "exact", range=fit.hurst_range)
+    assert fit.hurst_model == pytest.approx(exact.H, abs=1e-9)
+    assert fit.hurst_trace == pytest.approx(aqmchain.hurst_from_trace(x, range=fit.hurst_range).H, abs=0.01)
 
 
 def test_mmpp_fit_from_timestamps():
