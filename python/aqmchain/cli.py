@@ -86,6 +86,7 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
     "fit": ("fit a bernoulli, mmbp, ssmp or mmpp source to a packet trace (pcap, CSV, NumPy; docs/trace-fitting.md)", [
         "aqmchain fit examples/traces/mmpp.csv --kind mmbp --slot 0.0005 --output source.toml --json fit.json",
         "aqmchain fit examples/traces/mmpp.csv --kind mmpp --output source.toml --model-file model.toml --plot fit.png",
+        "aqmchain fit examples/traces/mmpp.csv --kind ssmp --slot 0.0005 --compare examples/small_ecn.toml --json cmp.json",
     ]),
     "info": ("states (exact when cheap), transitions, memory and the tagged-chain cost, without solving", [
         "aqmchain info examples/red_geo.toml",
@@ -745,6 +746,14 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     from .fit import fit_source
 
     _check_outputs(args, "--output", "--model-file", "--json", "--plot")
+    if args.compare and args.kind == "mmpp":
+        raise _opt_error("--compare", "used with a slotted --kind (bernoulli, mmbp, ssmp: the trace replay is "
+                         "slotted)", args.compare)
+    base = None
+    if args.compare:
+        from .modelfile import load_model
+
+        base = load_model(args.compare)  # read before the fit: a bad model file fails fast
     if args.multiple == "batch" and args.kind != "bernoulli":
         raise _opt_error("--multiple", f"clip or refuse for --kind {args.kind} (batch: --kind bernoulli only)",
                          args.multiple)
@@ -763,15 +772,30 @@ def _cmd_fit(args: argparse.Namespace) -> int:
                 raise e from None
             raise
     _say(args, fit.summary())
+    comparison = None
+    if base is not None:
+        from .fit import simulate_trace
+        from .modelfile import replace
+        from .simulation import Comparison
+        from .stationary import solve_stationary
+
+        model = replace(base, source=fit.source_table())
+        with _progress.activity(_progress_on(args), "aqmchain: solving the chain, replaying the trace"):
+            comparison = Comparison(solve_stationary(model), simulate_trace(model, fit.counts, seed=args.seed))
+        _say(args, f"\nthe fitted chain in {args.compare}'s queue against the trace replayed through it:\n"
+                   + comparison.table())
     if args.output:
         _write("--output", args.output, fit.to_toml())
     if args.model_file:
         _write("--model-file", args.model_file, fit.model_section())
     if args.json:
-        _write_json(args, {"fit": fit.to_dict(), "source_toml": fit.to_toml(), "trace": str(args.trace)})
+        payload = {"fit": fit.to_dict(), "source_toml": fit.to_toml(), "trace": str(args.trace)}
+        if comparison is not None:
+            payload["comparison"] = comparison.to_dict()
+        _write_json(args, payload)
     if args.plot:
         _save_figure("--plot", fit.plot(), args.plot)
-    if not (args.output or args.json or args.model_file) and not args.quiet:
+    if not (args.output or args.json or args.model_file or args.compare) and not args.quiet:
         print(fit.to_toml(), end="", file=_summary_stream(args))
     return EXIT_OK
 
@@ -1013,6 +1037,11 @@ def build_parser() -> argparse.ArgumentParser:
     fi.add_argument("--output", metavar="OUT.toml", help="write the [source] table ('-' for stdout)")
     fi.add_argument("--model-file", dest="model_file", metavar="OUT.toml",
                     help="write a complete model file around the fitted source (RED queue at load 0.8)")
+    fi.add_argument("--compare", metavar="MODEL.toml",
+                    help="put the fitted source into this model file's queue (slotted kinds; its service "
+                         "probability is per slot of --slot) and compare the chain with the trace replayed "
+                         "through the same queue")
+    fi.add_argument("--seed", type=_int_arg, default=1, help="seed of the replay's AQM and service draws (1)")
     fi.add_argument("--json", metavar="OUT", help="write the fit, its statistics and errors ('-' for stdout)")
     fi.add_argument("--plot", metavar="PNG", help="write the trace's and the model's variance-time curves")
     fi.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors; no progress bars")
