@@ -189,6 +189,9 @@ API_SECTIONS = [
     ("Self-similarity and the Hurst parameter", "",
      ["estimate_hurst", "HurstEstimate", "HURST_ESTIMATORS", "hurst", "HurstReport", "hurst_from_trace",
       "arrival_trace", "aggregated_variance", "rescaled_range", "expected_rs"]),
+    ("Fitting sources to traces", "docs/trace-fitting.md: from a packet trace to a `[source]` table, and the "
+     "trace replayed through a model's queue.",
+     ["fit_source", "FitResult", "FIT_KINDS", "read_trace", "simulate_trace"]),
     ("Plots", "", ["plots"]),
 ]
 

@@ -47,6 +47,7 @@ from ._classes import CLASS_METRICS, ClassMetrics
 from .export import export_matrix, export_prism, export_stationary, stationary_table
 from .modelfile import apply_overrides, load_config, load_model, model_from_dict, model_to_dict, replace, solver_options
 from .modelinfo import model_info, solve_estimate
+from .fit import FIT_KINDS, FitResult, fit_source, read_trace, simulate_trace
 from .optimize import OPTIMIZE_METHODS, OptimizeResult, optimize
 from . import plots  # noqa: E402  (matplotlib is imported by the plot functions, not here)
 from .policies import PolicyComparison, compare_policies
@@ -99,6 +100,7 @@ __all__ = [
     "sweep", "SweepResult", "model_info", "solve_estimate", "count_reachable", "set_num_threads", "num_threads",
     "export_matrix", "export_prism", "export_stationary", "stationary_table",
     "apply_overrides", "replace", "solver_options",
+    "fit_source", "FitResult", "FIT_KINDS", "read_trace", "simulate_trace",
 ]
 
 

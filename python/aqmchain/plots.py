@@ -11,7 +11,8 @@ is displayed when it is the value of a cell.
 - ``heatmap``: the stationary joint law of (q, avg), log colour scale;
 - ``transient``: metrics over time, phase boundaries marked;
 - ``variance_time``: the variance-time curve of a source (Hurst estimation);
-- ``local_hurst``: the local Hurst parameter against the time scale.
+- ``local_hurst``: the local Hurst parameter against the time scale;
+- ``fit_quality``: a fitted source against its trace: variance-time curves and autocorrelations.
 
 Conventions: the x-axes are in packets (queue length q = waiting packets, avg) or
 slots (response time, time); probabilities use log scales wherever tails matter, and
@@ -28,7 +29,7 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["queue_pmf", "response_pmf", "heatmap", "joint_pmf", "transient", "variance_time", "local_hurst",
+__all__ = ["queue_pmf", "response_pmf", "heatmap", "joint_pmf", "transient", "variance_time", "local_hurst", "fit_quality",
            "model_label", "threshold_band", "figure_format", "save"]
 
 #: default depth of the log y-axes, in powers of ten below the largest value shown
@@ -401,4 +402,38 @@ def local_hurst(estimates: Any, *, ax: Any = None, title: str | None = None) -> 
     ax.set_title(title or f"local Hurst parameter, {estimates[0].source}", fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(loc="best", fontsize=8)
+    return fig
+
+
+def fit_quality(fit: Any, *, ax: Any = None, title: str | None = None) -> Any:
+    """A :class:`~aqmchain.fit.FitResult`: the trace's and the fitted model's variance-time
+    curves overlaid (log-log, with the variance-time Hurst estimate of each) and, on a
+    second axis when no ``ax`` is given, their autocorrelations at lags 1..L."""
+    if ax is None:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(11.0, 4.2), layout="constrained")
+        ax, ax2 = fig.subplots(1, 2)
+    else:
+        fig, ax2 = ax.figure, None
+    tr, md = fit.trace, fit.model
+    cont = fit.kind == "mmpp"
+    unit = f"bins of {fit.trace.bin:.3g} s" if cont else "slots"
+    ax.loglog(tr.levels, tr.variance, "o", ms=4, label=f"trace (H = {fit.hurst_trace:.3f})")
+    ax.loglog(md.levels, md.variance, "-", lw=1.8, label=f"fitted {fit.kind} (H = {fit.hurst_model:.3f})")
+    ax.set_xlabel(f"aggregation level m ({unit})")
+    ax.set_ylabel("Var N(m bins)" if cont else "Var X^(m) (arrivals per slot, squared)")
+    ax.set_title(title or f"variance-time curves, max rel. error {fit.errors['variance_time_max']:.2g}", fontsize=9)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(loc="best", fontsize=8)
+    if ax2 is not None:
+        lags = np.arange(1, tr.acf.size + 1)
+        what = "inter-arrival times" if cont else "per-slot counts"
+        ax2.plot(lags, tr.acf, "o", ms=4, label="trace")
+        ax2.plot(lags, md.acf, "-", lw=1.8, label=f"fitted {fit.kind}")
+        ax2.set_xlabel("lag")
+        ax2.set_ylabel(f"autocorrelation of the {what}")
+        ax2.set_title(f"autocorrelations, max abs. error {fit.errors['acf_max']:.2g}", fontsize=9)
+        ax2.grid(True, alpha=0.25)
+        ax2.legend(loc="best", fontsize=8)
     return fig
