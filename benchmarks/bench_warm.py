@@ -1,0 +1,116 @@
+"""Warm-started re-solves against cold solves after a 1 % parameter change.
+
+For each case (the RED scenarios of bench_stationary.py: GEO K = 4, SSMP K = 4) and each
+parameter (aqm.p_max, aqm.w, service.mu), the base model is solved once; then, repeatedly
+and alternating, the model with the parameter 1 % higher is solved cold
+(``solve_stationary(model)``) and warm (``solve_stationary(model, warm=base_result)``).
+Times are wall seconds of the whole call (build, solve, metrics), medians over the
+repetitions; iterations are the solver's.  Every warm answer is checked against the cold
+one: the largest difference of the scalar metrics relative to their value is reported.
+Writes the table to docs/performance.md (between the BENCH:warm markers).
+
+    .venv/bin/python benchmarks/bench_warm.py                       # both cases, 5 repetitions
+    .venv/bin/python benchmarks/bench_warm.py --cases geo_k4 --reps 3 --no-docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_stationary import model_for, write_block  # noqa: E402
+
+TOL = 1e-12
+#: the parameters changed, how to change them, and their model-file keys
+CHANGES = {
+    "aqm.p_max": lambda m, f: m.replace(aqm={"p_max": m.aqm.drop.p_max * f}),
+    "aqm.w": lambda m, f: m.replace(aqm={"w": m.aqm.w * f}),
+    "service.mu": lambda m, f: m.replace(service={"mu": m.service.mu * f}),
+}
+METRICS = ("mean_queue", "var_queue", "loss", "throughput", "mean_avg")
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+def run_case(case: str, params: list[str], reps: int, factor: float) -> list[dict]:
+    import aqmchain
+
+    base = model_for(case)
+    t_base, prev = timed(lambda: aqmchain.solve_stationary(base, tol=TOL))
+    print(f"{case}: base solve {t_base:.2f} s, {prev.states} states, {prev.info.method}, "
+          f"{prev.info.iterations} iterations", flush=True)
+    rows = []
+    for key in params:
+        model = CHANGES[key](base, factor)
+        cold_t, warm_t, cold_it, warm_it, diff = [], [], [], [], 0.0
+        warm_info = None
+        for _ in range(reps):
+            tc, rc = timed(lambda: aqmchain.solve_stationary(model, tol=TOL))
+            tw, rw = timed(lambda: aqmchain.solve_stationary(model, tol=TOL, warm=prev))
+            cold_t.append(tc)
+            warm_t.append(tw)
+            cold_it.append(rc.info.iterations)
+            warm_it.append(rw.info.iterations)
+            warm_info = rw.warm
+            assert rc.info.residual <= TOL and rw.info.residual <= TOL
+            diff = max(diff, *(abs(getattr(rw, n) - getattr(rc, n)) / abs(getattr(rc, n)) for n in METRICS))
+            phases_c, phases_w = rc.info.seconds, rw.info.seconds
+        row = {"case": case, "param": key, "states": int(rc.states), "method": rw.info.method,
+               "cold_s": statistics.median(cold_t), "warm_s": statistics.median(warm_t),
+               "cold_iterations": statistics.median(cold_it), "warm_iterations": statistics.median(warm_it),
+               "metric_rel_diff": diff, "matched_mass": warm_info["matched_mass"],
+               "cold_phases": phases_c, "warm_phases": phases_w, "reps": reps}
+        row["ratio"] = row["warm_s"] / row["cold_s"]
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| case | states | change | cold s | warm s | warm / cold | iterations cold / warm | "
+             "build s (cold) | solve s cold / warm | largest metric difference (relative) |",
+             "|" + "---|" * 10]
+    for r in rows:
+        pc, pw = r["cold_phases"], r["warm_phases"]
+        build = sum(v for k, v in pc.items() if k.startswith("build_"))
+        lines.append(f"| {r['case']} | {r['states']} | {r['param']} +1 % | {r['cold_s']:.3f} | {r['warm_s']:.3f} | "
+                     f"{100 * r['ratio']:.0f} % | {r['cold_iterations']:g} / {r['warm_iterations']:g} | "
+                     f"{build:.3f} | {pc.get('solve', 0):.3f} / {pw.get('solve', 0):.3f} | "
+                     f"{r['metric_rel_diff']:.1e} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", nargs="+", default=["geo_k4", "ssmp_k4"])
+    ap.add_argument("--params", nargs="+", default=list(CHANGES), choices=list(CHANGES))
+    ap.add_argument("--reps", type=int, default=5, help="repetitions of each cold / warm pair (medians reported)")
+    ap.add_argument("--factor", type=float, default=1.01, help="the parameter change (1.01: +1 %%)")
+    ap.add_argument("--json", default=str(ROOT / "build" / "bench_warm.json"))
+    ap.add_argument("--note", default="", help="added to the Command line (e.g. ', shared machine')")
+    ap.add_argument("--no-docs", action="store_true", help="do not rewrite docs/performance.md")
+    args = ap.parse_args()
+    rows = []
+    for case in args.cases:
+        rows += run_case(case, args.params, args.reps, args.factor)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(rows, indent=1))
+    md = table(rows)
+    print(md)
+    if not args.no_docs:
+        write_block("warm", md, note=args.note)
+
+
+if __name__ == "__main__":
+    main()
