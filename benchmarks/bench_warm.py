@@ -11,6 +11,7 @@ Writes the table to docs/performance.md (between the BENCH:warm markers).
 
     .venv/bin/python benchmarks/bench_warm.py                       # both cases, 5 repetitions
     .venv/bin/python benchmarks/bench_warm.py --cases geo_k4 --reps 3 --no-docs
+    .venv/bin/python benchmarks/bench_warm.py --cases geo_k4 ssmp_k4 adaptive_b60 --reps 3
 """
 
 from __future__ import annotations
@@ -25,7 +26,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_stationary import model_for, write_block  # noqa: E402
+from bench_stationary import model_for as stationary_model, write_block  # noqa: E402
+
+
+def model_for(case: str):
+    """bench_stationary.py's cases, and ``adaptive_b60``: adaptive RED (p_max moves every 5000
+    slots: a chain with two components outside krylov's blocks, which ``auto`` solves with
+    ``multilevel``), buffer 60, RED 15 / 45 / 0.1, w = 0.07, GEO alpha = mu = 0.5, K = 4."""
+    if case != "adaptive_b60":
+        return stationary_model(case)
+    import aqmchain
+
+    return aqmchain.Model(buffer=60, source=aqmchain.Source.bernoulli(0.5), service=aqmchain.Service(0.5),
+                          aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.red(15, 45, 0.1), w=0.07, adaptive=True,
+                                           interval=5000, p_max_step=0.01),
+                          grid=aqmchain.GridSpec(k=4))
 
 TOL = 1e-12
 #: the parameters changed, how to change them, and their model-file keys
@@ -78,13 +93,14 @@ def run_case(case: str, params: list[str], reps: int, factor: float) -> list[dic
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| case | states | change | cold s | warm s | warm / cold | iterations cold / warm | "
+    lines = ["| case | states | change | method | cold s | warm s | warm / cold | iterations cold / warm | "
              "build s (cold) | solve s cold / warm | largest metric difference (relative) |",
-             "|" + "---|" * 10]
+             "|" + "---|" * 11]
     for r in rows:
         pc, pw = r["cold_phases"], r["warm_phases"]
         build = sum(v for k, v in pc.items() if k.startswith("build_"))
-        lines.append(f"| {r['case']} | {r['states']} | {r['param']} +1 % | {r['cold_s']:.3f} | {r['warm_s']:.3f} | "
+        lines.append(f"| {r['case']} | {r['states']} | {r['param']} +1 % | {r['method']} | {r['cold_s']:.3f} | "
+                     f"{r['warm_s']:.3f} | "
                      f"{100 * r['ratio']:.0f} % | {r['cold_iterations']:g} / {r['warm_iterations']:g} | "
                      f"{build:.3f} | {pc.get('solve', 0):.3f} / {pw.get('solve', 0):.3f} | "
                      f"{r['metric_rel_diff']:.1e} |")
