@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -58,11 +59,11 @@ def timed(fn):
     return time.perf_counter() - t, out
 
 
-def run_case(case: str, params: list[str], reps: int, factor: float) -> list[dict]:
+def run_case(case: str, params: list[str], reps: int, factor: float, method: str = "auto") -> list[dict]:
     import aqmchain
 
     base = model_for(case)
-    t_base, prev = timed(lambda: aqmchain.solve_stationary(base, tol=TOL))
+    t_base, prev = timed(lambda: aqmchain.solve_stationary(base, tol=TOL, method=method))
     print(f"{case}: base solve {t_base:.2f} s, {prev.states} states, {prev.info.method}, "
           f"{prev.info.iterations} iterations", flush=True)
     rows = []
@@ -70,9 +71,10 @@ def run_case(case: str, params: list[str], reps: int, factor: float) -> list[dic
         model = CHANGES[key](base, factor)
         cold_t, warm_t, cold_it, warm_it, diff = [], [], [], [], 0.0
         warm_info = None
+        build_c, solve_c, solve_w = [], [], []
         for _ in range(reps):
-            tc, rc = timed(lambda: aqmchain.solve_stationary(model, tol=TOL))
-            tw, rw = timed(lambda: aqmchain.solve_stationary(model, tol=TOL, warm=prev))
+            tc, rc = timed(lambda: aqmchain.solve_stationary(model, tol=TOL, method=method))
+            tw, rw = timed(lambda: aqmchain.solve_stationary(model, tol=TOL, method=method, warm=prev))
             cold_t.append(tc)
             warm_t.append(tw)
             cold_it.append(rc.info.iterations)
@@ -80,12 +82,15 @@ def run_case(case: str, params: list[str], reps: int, factor: float) -> list[dic
             warm_info = rw.warm
             assert rc.info.residual <= TOL and rw.info.residual <= TOL
             diff = max(diff, *(abs(getattr(rw, n) - getattr(rc, n)) / abs(getattr(rc, n)) for n in METRICS))
-            phases_c, phases_w = rc.info.seconds, rw.info.seconds
-        row = {"case": case, "param": key, "states": int(rc.states), "method": rw.info.method,
-               "cold_s": statistics.median(cold_t), "warm_s": statistics.median(warm_t),
-               "cold_iterations": statistics.median(cold_it), "warm_iterations": statistics.median(warm_it),
+            build_c.append(sum(v for k, v in rc.info.seconds.items() if k.startswith("build_")))
+            solve_c.append(rc.info.seconds.get("solve", 0.0))
+            solve_w.append(rw.info.seconds.get("solve", 0.0))
+        med = statistics.median
+        row = {"case": case, "param": key, "states": int(rc.states), "requested": method, "method": rw.info.method,
+               "cold_s": med(cold_t), "warm_s": med(warm_t),
+               "cold_iterations": med(cold_it), "warm_iterations": med(warm_it),
                "metric_rel_diff": diff, "matched_mass": warm_info["matched_mass"],
-               "cold_phases": phases_c, "warm_phases": phases_w, "reps": reps}
+               "build_s": med(build_c), "solve_cold_s": med(solve_c), "solve_warm_s": med(solve_w), "reps": reps}
         row["ratio"] = row["warm_s"] / row["cold_s"]
         print(json.dumps(row), flush=True)
         rows.append(row)
@@ -97,12 +102,11 @@ def table(rows: list[dict]) -> str:
              "build s (cold) | solve s cold / warm | largest metric difference (relative) |",
              "|" + "---|" * 11]
     for r in rows:
-        pc, pw = r["cold_phases"], r["warm_phases"]
-        build = sum(v for k, v in pc.items() if k.startswith("build_"))
-        lines.append(f"| {r['case']} | {r['states']} | {r['param']} +1 % | {r['method']} | {r['cold_s']:.3f} | "
+        method = r["method"] if r["requested"] != "auto" else f"auto ({r['method']})"
+        lines.append(f"| {r['case']} | {r['states']} | {r['param']} +1 % | {method} | {r['cold_s']:.3f} | "
                      f"{r['warm_s']:.3f} | "
                      f"{100 * r['ratio']:.0f} % | {r['cold_iterations']:g} / {r['warm_iterations']:g} | "
-                     f"{build:.3f} | {pc.get('solve', 0):.3f} / {pw.get('solve', 0):.3f} | "
+                     f"{r['build_s']:.3f} | {r['solve_cold_s']:.3f} / {r['solve_warm_s']:.3f} | "
                      f"{r['metric_rel_diff']:.1e} |")
     return "\n".join(lines)
 
@@ -114,18 +118,25 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5, help="repetitions of each cold / warm pair (medians reported)")
     ap.add_argument("--factor", type=float, default=1.01, help="the parameter change (1.01: +1 %%)")
     ap.add_argument("--json", default=str(ROOT / "build" / "bench_warm.json"))
-    ap.add_argument("--note", default="", help="added to the Command line (e.g. ', shared machine')")
+    ap.add_argument("--method", default="auto", help="the solver method of every solve (default auto)")
+    ap.add_argument("--append", action="store_true",
+                    help="add to the rows of the previous --json file (a re-run case/param/method replaces its row)")
     ap.add_argument("--no-docs", action="store_true", help="do not rewrite docs/performance.md")
     args = ap.parse_args()
-    rows = []
+    rows = json.loads(Path(args.json).read_text()) if args.append and Path(args.json).exists() else []
+    load = [os.getloadavg()[0]]
     for case in args.cases:
-        rows += run_case(case, args.params, args.reps, args.factor)
+        for r in run_case(case, args.params, args.reps, args.factor, args.method):
+            rows = [x for x in rows if (x["case"], x["param"], x["requested"]) != (case, r["param"], args.method)]
+            rows.append(r)
+        load.append(os.getloadavg()[0])
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(rows, indent=1))
     md = table(rows)
     print(md)
     if not args.no_docs:
-        write_block("warm", md, note=args.note)
+        note = f"; 1-minute load average {min(load):.1f}-{max(load):.1f} during the run (other jobs on the machine)"
+        write_block("warm", md, keep_commands=args.append, note=note)
 
 
 if __name__ == "__main__":
