@@ -629,14 +629,15 @@ class _SweepMethods:
 def _runs(total: int, scheduler: Any, workers: int | None, warm: bool) -> list[range]:
     """The grid's points (0..total-1, grid order) cut into runs of consecutive points, one task
     each: one per point without warm starts; with them one run in this process ("sync"), else
-    about ``WARM_RUNS_PER_WORKER`` runs per worker (the first point of each run is solved cold)."""
+    about ``WARM_RUNS_PER_WORKER`` runs per worker and at most about ``WARM_RUN_POINTS`` points
+    per run (the first point of each run is solved cold)."""
     if not warm:
         return [range(i, i + 1) for i in range(total)]
     if scheduler == "sync":
         tasks = 1
     else:
         n = workers or (_local_workers(None) if scheduler == "local" else os.cpu_count() or 1)
-        tasks = WARM_RUNS_PER_WORKER * n
+        tasks = max(WARM_RUNS_PER_WORKER * n, math.ceil(total / WARM_RUN_POINTS))
     tasks = max(1, min(total, tasks))
     edges = [round(i * total / tasks) for i in range(tasks + 1)]
     return [range(a, b) for a, b in zip(edges, edges[1:]) if b > a]
@@ -646,6 +647,9 @@ def _runs(total: int, scheduler: Any, workers: int | None, warm: bool) -> list[r
 #: solved one after the other, each from the previous one's solution): a few runs per worker
 #: keep the workers busy when the points differ in cost
 WARM_RUNS_PER_WORKER = 2
+#: ... and runs of at most about this many points (a run reports its points when it ends: the
+#: progress of a long sweep moves in steps of a run)
+WARM_RUN_POINTS = 10
 
 
 def _local_workers(workers: int | None) -> int:

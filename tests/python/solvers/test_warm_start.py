@@ -163,6 +163,8 @@ def test_warm_sweep_runs_on_workers_cut_into_runs():
     assert runs(3, "local", 2, False) == [range(0, 1), range(1, 2), range(2, 3)]
     cut = runs(10, "local", 2, True)  # 2 runs per worker, consecutive, covering every point once
     assert len(cut) == 4 and [i for r in cut for i in r] == list(range(10))
+    long = runs(100, "local", 2, True)  # runs of at most 10 points
+    assert len(long) == 10 and [i for r in long for i in r] == list(range(100))
 
 
 def test_warm_search_evaluates_the_same_values_as_a_cold_one():
