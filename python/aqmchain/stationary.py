@@ -348,6 +348,11 @@ class StationaryResult:
                        f"{i.iterations} iterations, {i.matvecs} matvecs"),
             ("time", ", ".join(f"{k} {v:.3g}s" for k, v in i.seconds.items())),
         ]
+        if self.warm:
+            w = self.warm
+            rows.insert(-1, ("warm start", (f"from {w['previous_states']} states ({w['matched_states']} matched, "
+                                            f"{w['matched_mass']:.6g} of the mass)" if w.get("x0") else
+                                            "no state matched: cold") + f"; grid {w['grid']}"))
         if len(i.methods_tried) > 1:
             rows.insert(-1, ("methods tried", ", ".join(
                 f"{a['method']} ({'converged' if not a['why'] else 'skipped' if a['why'].startswith('skipped') else 'failed'}"

@@ -3,6 +3,8 @@
 when states are added or removed or the grid moves, the automatic grid's reuse, bad input, and
 the warm sweeps and searches against cold ones."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -47,6 +49,8 @@ def test_warm_after_a_parameter_change_equals_cold_and_reports_what_it_reused():
     assert w["matched_mass"] == pytest.approx(1.0, abs=1e-12)
     assert w["previous_iterations"] == prev.info.iterations
     assert warm.to_dict()["solver"]["warm"] == w
+    assert re.search(rf"warm start +from {prev.states} states \({prev.states} matched", warm.summary())
+    assert "warm start" not in cold.summary()
 
 
 def test_warm_from_the_solution_itself_needs_fewer_iterations():
