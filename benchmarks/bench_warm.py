@@ -132,6 +132,9 @@ def main() -> None:
         load.append(os.getloadavg()[0])
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(rows, indent=1))
+    order = ["geo_k4", "ssmp_k4", "adaptive_b60"]
+    rows.sort(key=lambda r: (order.index(r["case"]) if r["case"] in order else len(order), r["case"],
+                             r["requested"] != "auto", list(CHANGES).index(r["param"])))
     md = table(rows)
     print(md)
     if not args.no_docs:
