@@ -173,7 +173,7 @@ API_SECTIONS = [
     ("Chain size and memory", "",
      ["model_info", "solve_estimate", "estimate_chain", "count_reachable", "stateful_info"]),
     ("Stationary analysis", "",
-     ["solve_stationary", "StationaryResult", "SolverInfo", "ErrorEstimate", "DirectSolver", "build_chain",
+     ["solve_stationary", "StationaryResult", "SolverInfo", "ErrorEstimate", "DirectSolver", "WarmStart", "build_chain",
       "Chain", "refine_grid", "transition_matrix", "state_labels", "stateful_observables", "ClassMetrics",
       "CLASS_METRICS", "set_num_threads", "num_threads"]),
     ("Response times under the drop policies", "", ["compare_policies", "PolicyComparison"]),

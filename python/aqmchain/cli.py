@@ -516,7 +516,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
             raise _opt_error("--bounds", "NAME=LO:HI", b)
         bounds[name.strip()] = tuple(_floats("--bounds", f"{lo},{hi}"))
     kwargs: dict = {"params": params, "objective": args.objective, "method": args.method, "starts": starts,
-                    "solver": solver}
+                    "solver": solver, "warm": not args.cold}
     if bounds:
         kwargs["bounds"] = bounds
     if args.step:
@@ -668,7 +668,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     solver_opts = {k: v for k, v in solver.items()}
     try:
         result = sweep(args.doc, params, simulate=args.simulate, sim_options=sim_opts, solver=solver_opts,
-                       scheduler=scheduler, workers=args.workers, keep_results=False, progress=progress)
+                       scheduler=scheduler, workers=args.workers, keep_results=False, progress=progress,
+                       warm=not args.cold)
     finally:
         bar.close()
     if args.csv:
@@ -988,6 +989,8 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--scheduler", metavar="ADDRESS",
                     help="run the starts on Dask: 'local' (a LocalCluster), 'sync' or a scheduler address; "
                          "default: one after the other in this process")
+    op.add_argument("--cold", action="store_true",
+                    help="solve every point from scratch (default: from the nearest previous solution)")
     op.add_argument("--json", metavar="OUT", help="write the result, the starts and the trace ('-': stdout)")
     op.add_argument("--csv", metavar="OUT", help="write the trace, one row per evaluated or refused point")
     op.set_defaults(func=_cmd_optimize)
@@ -1004,6 +1007,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="'local' (a LocalCluster on this machine), 'sync' (in this process, no cluster) or the "
                          "address of a Dask scheduler; default $AQMCHAIN_SCHEDULER, else local")
     sw.add_argument("--workers", type=_int_arg, help="worker processes of the local cluster (default: cores, at most 4)")
+    sw.add_argument("--cold", action="store_true",
+                    help="solve every point from scratch (default: each from the previous point's solution)")
     sw.add_argument("--metric", default="mean_queue", help="metric of the --plot curves (mean_queue)")
     sw.add_argument("--json", metavar="OUT", help="write one object per point ('-': stdout)")
     sw.add_argument("--csv", metavar="OUT", help="write one row per point ('-': stdout)")
