@@ -45,11 +45,11 @@ SENSITIVITY_DEFAULTS: dict[str, Any] = {
     "method": "auto",
     "rel_step": 1e-4,  # h = rel_step * |theta| (a parameter at 0: h = abs_step)
     "abs_step": 1e-6,
-    "shrink": (1.0, 1e-2, 1e-4),  # the step's factors tried until P is smooth across [theta - h, theta + h]
+    "shrink": (1.0, 1e-2),  # the step's factors tried until P is smooth across [theta - h, theta + h]
     "direct_max_states": 300_000,
     "move_breakpoints": True,  # grid points on the drop function's breakpoints move with them
     "tol": 1e-10,  # GMRES: relative residual of the adjoint solve
-    "max_iter": 500,
+    "max_iter": 300,  # GMRES: iterations (restarted every 50)
 }
 #: scalar metrics that are diagnostics (truncated mass, Little's-law check) or come from the
 #: tagged-packet chain only, not from a ratio of pi's functionals: no sensitivity
@@ -369,21 +369,25 @@ def _same_pattern(a, b) -> bool:
 
 
 class _Point:
-    """A chain at theta + delta: its matrix, its metric vectors (flattened) and its chain."""
+    """A chain at theta + delta: its matrix, its event weights and the vectors of the metrics asked for."""
 
-    def __init__(self, chain, response_method):
+    def __init__(self, chain, response_method, names):
         self.chain = chain
         self.P = _csr(chain)
-        self.vectors = _metric_vectors(chain, response_method)
+        self.events = np.concatenate([np.asarray(v, dtype=float) for v in chain.events.values()])
+        vectors = _metric_vectors(chain, response_method)
+        self.vectors = {m: vectors[m] for m in names}
 
 
-def _kinked(d_plus, d_minus) -> bool:
-    """One-sided quotients that differ by more than a smooth curvature explains: a kink in [-h, h]."""
-    diff = abs(d_plus - d_minus)
-    scale = max(float(abs(d_plus).max()), float(abs(d_minus).max()), 0.0)
+def _kinked(f_minus, f0, f_plus) -> bool:
+    """One-sided quotients (f+ - f0, f0 - f-: the same step) that differ by more than a smooth
+    curvature explains: a kink in [-h, h]."""
+    dp = f_plus - f0
+    dm = f0 - f_minus
+    scale = max(float(np.abs(dp).max()), float(np.abs(dm).max()))
     if scale == 0.0:
         return False
-    return bool((diff > 0.25 * (abs(d_plus) + abs(d_minus)) + 1e-6 * scale).max())
+    return bool(np.any(np.abs(dp - dm) > 0.25 * (np.abs(dp) + np.abs(dm)) + 1e-6 * scale))
 
 
 class _Derivative:
@@ -399,19 +403,14 @@ def _vec_diff(hi: dict, lo: dict, scale: float) -> dict:
 
 
 def _flat(point: _Point) -> np.ndarray:
-    return np.concatenate([point.P.data] + [np.concatenate([a, b]) for m in point.vectors.values()
-                                             for a, b in m.pairs])
+    """P's entries and the event weights (the metric vectors are functions of these, the labels and mu)."""
+    return np.concatenate([point.P.data, point.events])
 
 
 def _distance(p: _Point, q: _Point) -> float:
-    """max |entry of p - entry of q| over P and the metric vectors (patterns may differ)."""
+    """max |entry of p - entry of q| over P and the event weights (patterns may differ)."""
     d = abs(p.P - q.P)
-    out = float(d.max()) if d.nnz else 0.0
-    for m in p.vectors:
-        if m in q.vectors:
-            for (a1, b1), (a0, b0) in zip(p.vectors[m].pairs, q.vectors[m].pairs):
-                out = max(out, float(np.abs(a1 - a0).max()), float(np.abs(b1 - b0).max()))
-    return out
+    return max(float(d.max()) if d.nnz else 0.0, float(np.abs(p.events - q.events).max()))
 
 
 def _derivative(key, theta, base_doc, base_model, base: _Point, build, response_method, opts):
@@ -431,13 +430,14 @@ def _derivative(key, theta, base_doc, base_model, base: _Point, build, response_
             return None, "refused"
         if not _same_states(c, base.chain):
             return None, "states"
-        return _Point(c, response_method), ""
+        return _Point(c, response_method, list(base.vectors)), ""
 
     def quotient(p: _Point, q: _Point, h: float) -> _Derivative:
         return _Derivative((p.P - q.P) / h, _vec_diff(p.vectors, q.vectors, 1.0 / h))
 
     why = ""
     tried, refused = [], []
+    base_flat = _flat(base)
     for factor in opts["shrink"]:
         h = h0 * factor
         plus, wp = at(h)
@@ -445,9 +445,7 @@ def _derivative(key, theta, base_doc, base_model, base: _Point, build, response_
         if plus is not None and minus is not None:
             smooth = _same_pattern(plus.chain, base.chain) and _same_pattern(minus.chain, base.chain)
             if smooth:
-                fp = (_flat(plus) - _flat(base)) / h
-                fm = (_flat(base) - _flat(minus)) / h
-                smooth = not _kinked(fp, fm)
+                smooth = not _kinked(_flat(minus), base_flat, _flat(plus))
             if smooth:
                 return {"central": quotient(plus, minus, 2 * h)}, "", h
             why = "the matrix's entries are not smooth (a grid point or threshold is crossed)"
@@ -507,7 +505,9 @@ def _adjoint_solver(A, k: int, method: str, opts: dict):
         def count(_):
             its[0] += 1
 
-        y, status = sla.gmres(A_red, rhs, M=M, rtol=opts["tol"], atol=0.0, restart=50, maxiter=opts["max_iter"],
+        restart = 50
+        y, status = sla.gmres(A_red, rhs, M=M, rtol=opts["tol"], atol=0.0, restart=restart,
+                              maxiter=max(1, -(-opts["max_iter"] // restart)),
                               callback=count, callback_type="pr_norm")
         if status != 0:
             raise _core.SolverError(f"the adjoint GMRES solve did not converge in {its[0]} iterations "
@@ -622,7 +622,7 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
         return build_chain(model, memory, classes)
 
     base_doc = _frozen_doc(chain)
-    base = _Point(chain, response_method)
+    base = _Point(chain, response_method, names)
     out: dict[str, dict[str, float]] = {m: {} for m in names}
     one_sided: dict[str, dict[str, list[float]]] = {}
     notes, steps, thetas = {}, {}, {}

@@ -268,3 +268,21 @@ def test_cli_sensitivities(tmp_path):
     api = _solve(SLOTTED).sensitivities()
     assert doc["sensitivities"]["mean_queue"]["aqm.p_max"] == pytest.approx(
         api.values["mean_queue"]["aqm.p_max"], rel=1e-9)
+
+
+def test_tornado_plot(tmp_path):
+    import matplotlib
+
+    backend = matplotlib.get_backend()
+    base = _solve(SLOTTED)
+    sens = base.sensitivities(metrics=["mean_queue"])
+    fig = aqmchain.plots.sensitivities(sens, "mean_queue")
+    ax = fig.axes[0]
+    finite = {p: e for p, e in sens.elasticities["mean_queue"].items() if math.isfinite(e)}
+    widths = sorted((b.get_width() for b in ax.patches), key=abs, reverse=True)
+    assert widths == sorted(finite.values(), key=abs, reverse=True)  # largest on top, one bar per parameter
+    aqmchain.plots.save(fig, tmp_path / "t.png")
+    assert (tmp_path / "t.png").stat().st_size > 0
+    assert matplotlib.get_backend() == backend  # the library picks no backend
+    with pytest.raises(ValueError, match="mean_queue"):
+        aqmchain.plots.sensitivities(sens, "loss")
