@@ -189,6 +189,12 @@ def test_mmbp_gentle_ecn_per_arrival():
     assert {"source.arrival[0]", "source.arrival[1]", "aqm.ecn"} <= set(sens.parameters)
 
 
+def test_ssmp_source():
+    doc = {**SLOTTED, "source": {"kind": "ssmp", "n": 3, "q": 1.7, "a": 5.0}}
+    _, sens, _ = _check(doc, metrics=("mean_queue", "loss", "mean_response"), expect_notes=THRESHOLDS)
+    assert {"source.q", "source.a"} <= set(sens.parameters) and "source.n" not in sens.parameters
+
+
 def test_continuous_time():
     base, sens, _ = _check(CONTINUOUS, metrics=("mean_queue", "loss", "mean_response", "var_system"),
                            expect_notes=THRESHOLDS)
