@@ -147,7 +147,8 @@ def _number_keys(spec: dict, table: dict, section: str) -> list[str]:
 
 def sensitivity_parameters(model: _core.Model) -> list[str]:
     """The continuous parameters of ``model`` by their model-file keys: the source's and the
-    drop function's numbers (their registries), ``service.mu``, ``aqm.w`` (EWMA) or the
+    drop function's numbers and each entry of their lists of numbers (their registries:
+    ``source.alpha``, ``source.arrival[1]``, ``aqm.coeffs[0]``), ``service.mu``, ``aqm.w`` (EWMA) or the
     REDwM coefficients, ``aqm.ecn``, the stateful AQM's numbers and the classes' shares and
     ECN probabilities.
 
@@ -291,7 +292,8 @@ class Sensitivities:
     per relative change of the parameter; NaN where F or theta is 0); ``metrics`` the metrics'
     values, ``parameters`` the parameters' values.  Where P is not smooth in a parameter
     (``notes[param]`` says why), ``one_sided[metric][param] = [left, right]`` holds the two
-    one-sided derivatives (NaN for a side that could not be formed) and ``values`` their mean.
+    one-sided derivatives (NaN for a side that could not be formed) and ``values`` their mean
+    (or the one side that exists).
     ``info``: the adjoint solver, its residuals and the seconds spent."""
 
     def __init__(self, values, metrics, parameters, notes, one_sided, steps, info, adjoints):
@@ -548,6 +550,17 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
     for key in ("rel_step", "abs_step"):
         if not (isinstance(opts[key], (int, float)) and 0 < opts[key] < 0.1):
             raise _checks.option_error(key, "a number in (0, 0.1)", opts[key])
+    if not (isinstance(opts["tol"], (int, float)) and 0 < opts["tol"] < 1):
+        raise _checks.option_error("tol", "a number in (0, 1)", opts["tol"])
+    for key in ("direct_max_states", "max_iter"):
+        if not (isinstance(opts[key], int) and not isinstance(opts[key], bool) and opts[key] >= 1):
+            raise _checks.option_error(key, "an integer >= 1", opts[key])
+    if not isinstance(opts["move_breakpoints"], bool):
+        raise _checks.option_error("move_breakpoints", "True or False", opts["move_breakpoints"])
+    shrink = opts["shrink"]
+    if not (isinstance(shrink, (tuple, list)) and shrink and all(isinstance(x, (int, float)) and 0 < x <= 1
+                                                                 for x in shrink)):
+        raise _checks.option_error("shrink", "a non-empty list of factors in (0, 1]", shrink)
     if isinstance(result, _core.Model):
         result = solve_stationary(result)
     if not isinstance(result, StationaryResult):

@@ -239,6 +239,10 @@ def test_json_and_bad_input(tmp_path):
         base.sensitivities(params=["aqm.nonsense"])
     with pytest.raises(aqmchain.OptionError, match="metrics"):
         base.sensitivities(metrics=["littles_law_error"])
+    for bad in ({"rel_step": 0.5}, {"method": "lu"}, {"max_iter": 0}, {"tol": -1.0}, {"shrink": []},
+                {"nonsense": 1}):
+        with pytest.raises(aqmchain.OptionError, match=next(iter(bad))):
+            base.sensitivities(**bad)
 
 
 def test_threshold_on_grid_point_is_one_sided():
