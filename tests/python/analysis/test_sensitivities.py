@@ -97,14 +97,14 @@ def _moved(doc, key, delta, move_grid=True):
     return d
 
 
-def _fd(doc, key, theta, metrics, spacing=False):
+def _fd(doc, key, theta, metrics, classes="approx"):
     """Central differences D(H), D(2H) of full solves, and the round-off of one metric value."""
     H = 1e-3 * abs(theta) if theta else 1e-4
     vals = {}
     res = []
     for s in (-2, -1, 1, 2):
         m = aqmchain.model_from_dict(_moved(doc, key, s * H))[0]
-        r = aqmchain.solve_stationary(m, **SOLVE)
+        r = aqmchain.solve_stationary(m, classes=classes, **SOLVE)
         res.append(r.info.residual)
         vals[s] = {k: getattr(r, k) for k in metrics}
     d1 = {k: (vals[1][k] - vals[-1][k]) / (2 * H) for k in metrics}
@@ -210,6 +210,22 @@ def test_classes_shares():
     _, sens, _ = _check(CLASSES, metrics=("mean_queue", "loss", "mark_prob"), expect_notes=THRESHOLDS)
     assert {"class[0].share", "class[0].ecn", "class[1].ecn"} <= set(sens.parameters)
     assert "class[1].share" not in sens.parameters  # the last share is the dependent one
+
+
+def test_classes_exact_chain():
+    """The exact class chain (the FIFO's sequence of classes) is rebuilt as the exact chain."""
+    doc = copy.deepcopy(CLASSES)
+    doc["model"]["buffer"] = 5
+    base = aqmchain.solve_stationary(aqmchain.model_from_dict(doc)[0], classes="exact", **SOLVE)
+    assert base.class_chain == "exact"
+    sens = base.sensitivities(metrics=["loss", "mean_queue"], params=["aqm.p_max", "class[0].share"])
+    fixed = _fixed(doc, base)
+    for p in sens.parameters:
+        d1, d2, H, res = _fd(fixed, p, sens.parameters[p], list(sens.values), classes="exact")
+        for m in sens.values:
+            roundoff = 2 * res * float(np.abs(sens.adjoints[m]).max()) / (2 * H)
+            tol = 2 * abs(d2[m] - d1[m]) + roundoff + 1e-6 * abs(d1[m]) + 1e-14
+            assert abs(sens.values[m][p] - d1[m]) <= tol, (p, m, sens.values[m][p], d1[m], tol)
 
 
 def test_drop_spacing():
