@@ -374,6 +374,7 @@ class _Point:
     """A chain at theta + delta: its matrix, its event weights and the vectors of the metrics asked for."""
 
     def __init__(self, chain, response_method, names):
+        self.pos = None  # with states added: the index of each base state in this chain
         self.chain = chain
         self.P = _csr(chain)
         self.events = np.concatenate([np.asarray(v, dtype=float) for v in chain.events.values()])
@@ -430,9 +431,14 @@ def _derivative(key, theta, base_doc, base_model, base: _Point, build, response_
         except _core.ModelError as exc:  # e.g. the drop-spacing count's cap (aqm.count_max)
             refused.append(str(exc))
             return None, "refused"
+        point = _Point(c, response_method, list(base.vectors))
         if not _same_states(c, base.chain):
-            return None, "states"
-        return _Point(c, response_method, list(base.vectors)), ""
+            pos = _positions(base.chain, c)
+            if pos is None:  # states of the base chain are gone: no derivative on this side
+                return None, "states"
+            point.pos = pos  # states added (unreachable at theta): a one-sided derivative on the union
+            return point, "states"
+        return point, ""
 
     def quotient(p: _Point, q: _Point, h: float) -> _Derivative:
         return _Derivative((p.P - q.P) / h, _vec_diff(p.vectors, q.vectors, 1.0 / h))
@@ -444,14 +450,15 @@ def _derivative(key, theta, base_doc, base_model, base: _Point, build, response_
         h = h0 * factor
         plus, wp = at(h)
         minus, wm = at(-h)
-        if plus is not None and minus is not None:
+        if plus is not None and minus is not None and plus.pos is None and minus.pos is None:
             smooth = _same_pattern(plus.chain, base.chain) and _same_pattern(minus.chain, base.chain)
             if smooth:
                 smooth = not _kinked(_flat(minus), base_flat, _flat(plus))
             if smooth:
                 return {"central": quotient(plus, minus, 2 * h)}, "", h
             why = "the matrix's entries are not smooth (a grid point or threshold is crossed)"
-        elif "bound" in (wp, wm) and (plus is not None or minus is not None):
+        elif "bound" in (wp, wm) and ((plus is not None and plus.pos is None) or
+                                      (minus is not None and minus.pos is None)):
             # at a bound: the second-order one-sided difference on the valid side
             sign = 1.0 if plus is not None else -1.0
             one = plus if plus is not None else minus
@@ -474,9 +481,12 @@ def _derivative(key, theta, base_doc, base_model, base: _Point, build, response_
     for side, point, sign in (("right", plus, 1.0), ("left", minus, -1.0)):
         if point is None:
             continue
+        if point.pos is not None:  # states added on this side
+            sides[side] = _Extended(point, sign * h)
+            continue
         q = _distance(point, base) / h
         prev = tried[-2][0 if sign > 0 else 1] if len(tried) > 1 else None
-        if prev is not None and _same_states(prev.chain, base.chain):
+        if prev is not None and prev.pos is None:
             q_prev = _distance(prev, base) / tried[-2][2]
             if q > 10.0 * q_prev:  # the quotient grows like 1 / h: P jumps at theta on this side
                 jumps.append(side)
@@ -646,7 +656,7 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
         steps[p] = h
         if note:
             notes[p] = note
-        got = {s: _apply(d, pi, Y, names, vectors, ratios) for s, d in sides.items()}
+        got = {s: _apply(d, pi, Y, names, vectors, ratios, base, chain.time) for s, d in sides.items()}
         for j, m in enumerate(names):
             if "central" in got:
                 out[m][p] = got["central"][j]
@@ -673,8 +683,75 @@ def _scale(metric: _Metric) -> float:
     return max(float(np.abs(a).max()) / max(float(np.abs(b).max()), 1e-300) for a, b in metric.pairs) or 1.0
 
 
-def _apply(d: _Derivative, pi, Y, names, vectors, ratios) -> list[float]:
+def _positions(base, chain):
+    """The index in ``chain`` of every state of ``base`` (matched by their labels), or None when
+    some state of ``base`` is not in ``chain``."""
+    la, lb = base.labels, chain.labels
+    if set(la) != set(lb):
+        return None
+    names = list(la)
+    dims = [int(max(np.max(la[k]), np.max(lb[k]))) + 1 for k in names]
+    key_a = np.ravel_multi_index([np.asarray(la[k], dtype=np.int64) for k in names], dims)
+    key_b = np.ravel_multi_index([np.asarray(lb[k], dtype=np.int64) for k in names], dims)
+    order = np.argsort(key_b)
+    at = np.minimum(np.searchsorted(key_b[order], key_a), len(order) - 1)
+    if not np.array_equal(key_b[order][at], key_a):
+        return None
+    return order[at]
+
+
+class _Extended:
+    """A one-sided derivative where the chain at theta + step has states that are unreachable at
+    theta (an update that landed exactly on a grid point now splits onto a neighbour).  pi is 0
+    on the new states; their adjoint values y_N solve the new states' own equations
+    (I - P_NN) y_N = c_N - (pi c) + P_N,old y_old (continuous time: -G), with their rows from
+    the chain at theta + step (an O(step) error in y_N, on entries into them that are O(step))."""
+
+    def __init__(self, point: _Point, step: float):
+        self.point, self.step = point, step
+
+    def apply(self, base: _Point, pi, Y, names, vectors, ratios, time_kind: str) -> list[float]:
+        import scipy.sparse as sp
+        import scipy.sparse.linalg as sla
+
+        pt, pos = self.point, self.point.pos
+        n = pt.chain.n
+        new = np.ones(n, dtype=bool)
+        new[pos] = False
+        new_idx = np.flatnonzero(new)
+        P = pt.P
+        pi_ext = np.zeros(n)
+        pi_ext[pos] = pi
+        Y_ext = np.zeros((n, Y.shape[1]))
+        Y_ext[pos] = Y
+        # c on the new states from their vectors, with the base's ratios and weights
+        C = np.zeros((len(new_idx), Y.shape[1]))
+        for j, m in enumerate(names):
+            met, r = vectors[m], ratios[m]
+            c_new = sum(w * (a[new_idx] - ri * b[new_idx]) / float(pi @ b0)
+                        for w, ri, (a, b), (_, b0) in zip(met.weights(r), r, pt.vectors[m].pairs, met.pairs))
+            c_old = sum(w * (a - ri * b) / float(pi @ b) for w, ri, (a, b) in zip(met.weights(r), r, met.pairs))
+            C[:, j] = c_new - float(pi @ c_old)
+        P_NN = P[new_idx][:, new_idx]
+        A_NN = (sp.identity(len(new_idx), format="csc") - P_NN) if time_kind == "discrete" else -P_NN
+        rhs = C + P[new_idx] @ Y_ext  # Y_ext is 0 on the new states: the old columns only
+        Y_ext[new_idx] = sla.splu(sp.csc_matrix(A_NN)).solve(np.ascontiguousarray(rhs)).reshape(rhs.shape)
+        P0 = base.P.tocoo()
+        P0_ext = sp.csr_matrix((P0.data, (pos[P0.row], pos[P0.col])), shape=(n, n))
+        adj = pi_ext @ (((P - P0_ext) / self.step) @ Y_ext)  # the entries' differences: no cancellation
+        out = []
+        for j, m in enumerate(names):
+            met, r = vectors[m], ratios[m]
+            direct = sum(w * float(pi @ ((a1[pos] - a0) - ri * (b1[pos] - b0))) / self.step / float(pi @ b0)
+                         for w, ri, (a0, b0), (a1, b1) in zip(met.weights(r), r, met.pairs, pt.vectors[m].pairs))
+            out.append(float(adj[j]) + direct)
+        return out
+
+
+def _apply(d, pi, Y, names, vectors, ratios, base=None, time_kind="discrete") -> list[float]:
     """pi dP y_m + sum_i F_i pi (da_i - r_i db_i) / (pi b_i), per metric m."""
+    if isinstance(d, _Extended):
+        return d.apply(base, pi, Y, names, vectors, ratios, time_kind)
     adj = pi @ (d.dP @ Y)
     out = []
     for j, m in enumerate(names):

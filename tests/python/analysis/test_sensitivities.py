@@ -206,6 +206,17 @@ def test_redwm_coefficients():
     assert {"aqm.b[0]", "aqm.b[1]", "aqm.a[1]"} <= set(sens.parameters) and "aqm.w" not in sens.parameters
 
 
+def test_redwm_updates_on_grid_points():
+    """Round coefficients: some updates land exactly on grid points, and moving a coefficient
+    adds states (the mass splits onto a neighbour): one-sided derivatives on the union of the
+    states, each against a one-sided difference of full solves."""
+    doc = copy.deepcopy(REDWM)
+    doc["aqm"]["triple"] = [0.3, 0.15, 0.1]
+    _, sens, checked = _check(doc, metrics=("mean_queue", "loss"),
+                              expect_notes=THRESHOLDS + ("aqm.ecn", "aqm.b[0]", "aqm.b[1]", "aqm.a[1]"))
+    assert "states" in sens.notes["aqm.b[1]"] and checked >= 10
+
+
 def test_classes_shares():
     _, sens, _ = _check(CLASSES, metrics=("mean_queue", "loss", "mark_prob"), expect_notes=THRESHOLDS)
     assert {"class[0].share", "class[0].ecn", "class[1].ecn"} <= set(sens.parameters)
