@@ -185,6 +185,7 @@ API_SECTIONS = [
       "TRANSIENT_METHODS", "TRANSIENT_METRICS"]),
     ("Sweeps and exports", "", ["sweep", "SweepResult", "export_matrix", "export_prism", "export_stationary",
                                 "stationary_table"]),
+    ("Sensitivities", "", ["sensitivities", "Sensitivities", "sensitivity_parameters"]),
     ("Coefficient search", "", ["optimize", "OptimizeResult", "OPTIMIZE_METHODS"]),
     ("Self-similarity and the Hurst parameter", "",
      ["estimate_hurst", "HurstEstimate", "HURST_ESTIMATORS", "hurst", "HurstReport", "hurst_from_trace",

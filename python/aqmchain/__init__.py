@@ -78,6 +78,7 @@ from .stationary import (
     stateful_observables,
     transition_matrix,
 )
+from .sensitivity import Sensitivities, sensitivities, sensitivity_parameters
 from .sweep import sweep
 from .transient import TRANSIENT_METHODS, TRANSIENT_METRICS, TransientInfo, TransientResult, solve_transient, time_grid
 
@@ -96,6 +97,7 @@ __all__ = [
     "solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS",
     "simulate_scenario", "EnsembleOptions", "EnsembleResult",
     "optimize", "OptimizeResult", "OPTIMIZE_METHODS",
+    "sensitivities", "Sensitivities", "sensitivity_parameters",
     "plots", "HURST_ESTIMATORS", "HurstEstimate", "estimate_hurst", "hurst_from_trace", "arrival_trace",
     "aggregated_variance", "rescaled_range", "expected_rs",
     "sweep", "SweepResult", "model_info", "solve_estimate", "count_reachable", "set_num_threads", "num_threads",

@@ -331,8 +331,15 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     if result.error_estimate is not None:
         _say(args, "\ndiscretisation error estimate (grids with 4x, 2x, 1x the steps):\n"
              + result.error_estimate.table())
+    sens = None
+    if args.sensitivities:
+        with _progress.activity(_progress_on(args), "aqmchain: sensitivities"):
+            sens = result.sensitivities()
+        _say(args, f"\nsensitivities ({sens.info['method']} adjoint, {sens.info['seconds']['total']:.3g} s; "
+             "all metrics in the JSON output):\n" + "\n\n".join(
+                 sens.table(m) for m in ("mean_queue", "loss", "mean_response") if m in sens.values))
     if args.json:
-        _write_json(args, _capped_dict(result))
+        _write_json(args, {**_capped_dict(result), **(sens.to_dict() if sens is not None else {})})
     if args.csv:
         _write("--csv", args.csv, _csv_text(["metric", "value"], _scalar_rows(result)
                                             + [["states", result.states], ["nnz", result.nnz]]))
@@ -929,6 +936,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--classes", choices=list(CLASS_CHAINS), default="approx",
                    help="chain of a model with traffic classes: 'approx' (two classes, random-order approximation) "
                         "or 'exact' (the FIFO's class sequence, small buffers); docs/classes.md")
+    s.add_argument("--sensitivities", action="store_true",
+                   help="also d(metric)/d(parameter) of every scalar metric by every continuous parameter (model-file "
+                        "keys), one adjoint solve per metric (JSON keys sensitivities, elasticities; "
+                        "docs/sensitivities.md)")
     s.set_defaults(func=_cmd_solve)
 
     si = _sub(sub, "simulate")

@@ -242,6 +242,15 @@ class StationaryResult:
             self.max_th_pmf = np.bincount(np.asarray(labels[maxth]), weights=pi, minlength=2)
             self.mean_max_th = float(np.dot(self.max_th_values, self.max_th_pmf))
 
+    def sensitivities(self, metrics=None, params=None, **options: Any):
+        """d(metric)/d(parameter) for the scalar metrics (or ``metrics``) and the model's
+        continuous parameters by their model-file keys (or ``params``), by one adjoint solve
+        per metric: an :class:`aqmchain.Sensitivities` (values, elasticities,
+        notes); docs/sensitivities.md."""
+        from .sensitivity import sensitivities
+
+        return sensitivities(self, metrics=metrics, params=params, **options)
+
     def component_pmf(self, name: str) -> np.ndarray:
         """Stationary law of one state component (by its index values), e.g. ``"count"``."""
         labels = self._need_chain().labels
