@@ -902,6 +902,7 @@ def simulate_trace(model: _core.Model, counts: Any, *, warmup: int | None = None
     r.seconds = seconds
     r.slots_per_second = x.size / max(seconds, 1e-9)
     r.threads = 1
+    r.events, r.events_per_second = 0, 0.0  # event counts belong to the continuous-time engine
     opts = _core.SimOptions()  # the run's description (set field by field: a short trace is allowed here)
     opts.slots, opts.warmup, opts.replications, opts.seed, opts.batches = int(x.size), int(warmup), 1, seed, batches
     return SimulationResult(model, opts, r)
