@@ -1,0 +1,90 @@
+"""ns-3's own RedQueueDisc (the ``ns3`` wheel, ns-3 3.44) against closed forms and the chain.
+
+validation/ns3/red_harness.cc drives RedQueueDisc with Poisson arrivals and an exponential server
+on ns-3's clock (compiled once against the installed wheel, cached under build/ns3/).  Its 95 %
+intervals come from 10 independent replications (Student t, 9 degrees of freedom); a check
+fails when an exact value is more than 3 half-widths away (about 6.8 standard errors: a false
+alarm has probability ~1e-4 per value), so no value depends on the seed.
+
+The test is skipped only when the wheel is not installed (``make test`` installs it from PyPI;
+the Makefile says so on stderr when that fails) or no C++ compiler is found; the skip reason is
+printed in pytest's summary.
+"""
+import sys
+from pathlib import Path
+
+import pytest
+
+import aqmchain
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "validation" / "ns3"))
+import harness  # noqa: E402
+
+MU = 375.0  # packets/s: ns-3's default LinkBandwidth 1.5 Mbps / (8 x MeanPktSize 500 bytes)
+REPS = 10
+
+
+@pytest.fixture(scope="module")
+def exe(request):
+    try:
+        return harness.build()
+    except harness.Ns3Unavailable as e:
+        reason = f"ns-3 VALIDATION SKIPPED: {e}"
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(reason, red=True, bold=True)
+        pytest.skip(reason)
+
+
+def ns3(exe, lam, attributes, arrivals=1e5, warmup_arrivals=1e4, **kw):
+    return harness.run(exe, lam=lam, mu=MU, attributes=attributes, duration=arrivals / lam,
+                       warmup=warmup_arrivals / lam, reps=REPS, timeout=120, **kw)
+
+
+def mm1n(lam, mu, n_max):
+    p = [(lam / mu) ** n for n in range(n_max + 1)]
+    z = sum(p)
+    p = [x / z for x in p]
+    mean_system = sum(n * x for n, x in enumerate(p))
+    loss = p[-1]
+    return {"mean_system": mean_system, "mean_queue": sum(max(n - 1, 0) * x for n, x in enumerate(p)),
+            "loss": loss, "loss_overflow": loss, "mean_sojourn": mean_system / (lam * (1 - loss)),
+            "mean_sojourn_little": mean_system / (lam * (1 - loss)), "throughput": lam * (1 - loss)}
+
+
+def within(got, exact, hw, k=3.0):
+    return abs(got - exact) <= k * hw
+
+
+@pytest.mark.parametrize("load", [0.6, 1.3])
+def test_red_that_never_acts_is_the_mm1n_queue(exe, load):
+    """MinTh above the buffer: RedQueueDisc never drops, the system is M/M/1/N with N = MaxSize + 1.
+    With the idle correction off (ptc = 1/500 per second: m = 0 after any idle period seen here)
+    the EWMA's time average is the mean of the waiting packets seen by arrivals, which is the
+    time-average queue (PASTA): a closed form for ns-3's own m_qAvg too."""
+    lam = load * MU
+    out = ns3(exe, lam, {"MaxSize": "9p", "MinTh": 1000, "MaxTh": 2000, "QW": 0.02, "LinkBandwidth": "8bps"})
+    assert out["stats_check"] == "ok"
+    assert out["ptc"] == pytest.approx(8 / (8 * 500))
+    m = out["metrics"]
+    exact = mm1n(lam, MU, 10)
+    exact["mean_avg"] = exact["mean_queue"]
+    for name, value in exact.items():
+        got, hw = m[name]["mean"], m[name]["half_width"]
+        assert hw > 0, name
+        assert within(got, value, hw), f"{name}: ns-3 {got} +- {hw}, M/M/1/10 {value}"
+    for name in ("loss_early", "loss_forced", "mark_prob"):
+        assert m[name]["mean"] == 0, name
+
+
+def test_red_acts_with_ns3_defaults(exe):
+    """Sanity of the harness on a configuration where RED acts: the drop reasons add up to the loss
+    and the EWMA's time average lies between the thresholds' region and the buffer."""
+    out = ns3(exe, 1.2 * MU, {})
+    m = out["metrics"]
+    assert out["attributes"]["MinTh"] == "5" and out["attributes"]["Gentle"] == "true"
+    assert m["loss_early"]["mean"] > 0.01
+    total = m["loss_early"]["mean"] + m["loss_forced"]["mean"] + m["loss_overflow"]["mean"]
+    assert total == pytest.approx(m["loss"]["mean"], rel=1e-9)
+    assert 5 < m["mean_avg"]["mean"] < 25
