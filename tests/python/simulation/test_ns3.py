@@ -31,9 +31,9 @@ def exe(request):
         return harness.build()
     except harness.Ns3Unavailable as e:
         reason = f"ns-3 VALIDATION SKIPPED: {e}"
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(reason, red=True, bold=True)
+        capture = request.config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled():  # a line on the real stderr, not the captured one
+            sys.stderr.write(f"\n{reason}\n")
         pytest.skip(reason)
 
 
