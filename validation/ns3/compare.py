@@ -88,8 +88,8 @@ SCENARIOS = [
              mmpp=(0.5 * MU, 1.3 * MU, 2.0, 2.0)),
     Scenario("pmax0-mm1n-0.9", "MinTh 1000 (p_max never acts): M/M/1/26, load 0.9", 0.9,
              attrs={"MinTh": 1000, "MaxTh": 2000}),
-    Scenario("ared-0.9", "ARED (adaptive max_p, automatic thresholds and QW), load 0.9: not modelled",
-             0.9, attrs={"ARED": True}, chain=False),
+    Scenario("ared-1.2", "ARED (adaptive max_p, automatic thresholds and QW), load 1.2: not modelled",
+             1.2, attrs={"ARED": True}, chain=False),
 ]
 
 _RATE_UNITS = {"bps": 1.0, "b/s": 1.0, "kbps": 1e3, "kb/s": 1e3, "Mbps": 1e6, "Mb/s": 1e6, "Gbps": 1e9, "Gb/s": 1e9}
@@ -239,6 +239,16 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def scenario_table(rows: list[dict]) -> str:
+    lines = ["| scenario | configuration (ns-3 attributes not listed are ns-3's defaults) |", "|---|---|"]
+    for r in rows:
+        sc = r["scenario"]
+        attrs = ", ".join(f"`{k}={str(v).lower() if isinstance(v, bool) else v}`" for k, v in sc["attrs"].items())
+        extra = f"ecn {sc['ecn']:g}" if sc["ecn"] else ""
+        lines.append(f"| {sc['name']} | {sc['what']}" + "".join(f"; {x}" for x in (attrs, extra) if x) + " |")
+    return "\n".join(lines)
+
+
 def closed_form_table(rows: list[dict]) -> str:
     lines = ["| scenario | metric | M/M/1/N | ns-3 (95 % CI) | gap | within |", "|---|---|---|---|---|---|"]
     for r in rows:
@@ -257,6 +267,16 @@ def closed_form_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def render(rows: list[dict], reps: int) -> str:
+    text = [f"ns-3 {harness.NS3_VERSION} (PyPI wheel `ns3`), {reps} independent replications per scenario, "
+            f"mu = {MU:g} packets/s; within = |chain - ns-3| <= max({HW_TOL:g} half-widths, "
+            f"{100 * REL_TOL:g} %)", "", scenario_table(rows), "", table(rows)]
+    cf = closed_form_table(rows)
+    if cf.count("\n") > 1:
+        text += ["", cf]
+    return "\n".join(text)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -270,6 +290,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sim", action="store_true", help="also aqmchain's event-driven simulator")
     ap.add_argument("--json", type=Path, help="write the full results as JSON to this file")
     ap.add_argument("--markdown", type=Path, help="write the tables to this file too")
+    ap.add_argument("--from-json", type=Path, help="only print the tables of a JSON file written by --json")
     args = ap.parse_args(argv)
     if args.scale <= 0:
         ap.error(f"--scale must be > 0, got {args.scale}")
@@ -285,6 +306,11 @@ def main(argv=None) -> int:
         scenarios = [s for s in SCENARIOS if any(s.name.startswith(o) for o in args.only)]
         if not scenarios:
             ap.error(f"--only {args.only} matches none of: {', '.join(s.name for s in SCENARIOS)}")
+
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        print(render(saved["rows"], saved["reps"]))
+        return 0
 
     exe = harness.build()
     print(f"ns-3 {harness.NS3_VERSION} from {harness.wheel_prefix()}, harness {exe}", file=sys.stderr)
@@ -309,13 +335,7 @@ def main(argv=None) -> int:
                   f"{row['ns3']['wall_total']:.1f} s", file=sys.stderr)
             rows.append(row)
 
-    text = [f"ns-3 {harness.NS3_VERSION} (PyPI wheel `ns3`), {args.reps} independent replications per scenario, "
-            f"mu = {MU:g} packets/s; within = |chain - ns-3| <= max({HW_TOL:g} half-widths, "
-            f"{100 * REL_TOL:g} %)", "", table(rows)]
-    cf = closed_form_table(rows)
-    if cf.count("\n") > 1:
-        text += ["", cf]
-    out = "\n".join(text)
+    out = render(rows, args.reps)
     print(out)
     if args.markdown:
         args.markdown.write_text(out + "\n")
