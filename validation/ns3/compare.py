@@ -80,8 +80,8 @@ SCENARIOS = [
              attrs={"LinkBandwidth": "8bps"}, idle_correction=False),
     Scenario("ecn-hard-1.2", "UseEcn, half the arrivals ECN-capable, hard drop, load 1.2", 1.2,
              attrs={"UseEcn": True, "UseHardDrop": True}, ecn=0.5),
-    Scenario("ecn-nohard-1.2", "UseEcn, all arrivals ECN-capable, no hard drop, load 1.2", 1.2,
-             attrs={"UseEcn": True, "UseHardDrop": False}, ecn=1.0),
+    Scenario("ecn-nohard-1.2", "UseEcn, 70 % of the arrivals ECN-capable, no hard drop, Gentle false "
+             "(forced marks), load 1.2", 1.2, attrs={"UseEcn": True, "UseHardDrop": False, "Gentle": False}, ecn=0.7),
     Scenario("nlred-1.0", "NLRED (Gentle false), load 1.0", 1.0, attrs={"NLRED": True, "Gentle": False}),
     Scenario("nlred-gentle-1.1", "NLRED with Gentle, load 1.1", 1.1, attrs={"NLRED": True}),
     Scenario("mmpp-0.9", "two-state MMPP (rates 0.5 mu / 1.3 mu, switching 2/s), mean load 0.9",

@@ -78,6 +78,49 @@ def test_red_that_never_acts_is_the_mm1n_queue(exe, load):
         assert m[name]["mean"] == 0, name
 
 
+def mmpp_m1n(rates, switch, mu, n_max):
+    """The MMPP/M/1/N queue (two phases) solved as a dense CTMC: states (n, phase)."""
+    import numpy as np
+
+    phases = len(rates)
+    idx = lambda n, j: n * phases + j  # noqa: E731
+    q = np.zeros(((n_max + 1) * phases,) * 2)
+    for n in range(n_max + 1):
+        for j in range(phases):
+            if n < n_max:
+                q[idx(n, j), idx(n + 1, j)] += rates[j]
+            if n > 0:
+                q[idx(n, j), idx(n - 1, j)] += mu
+            q[idx(n, j), idx(n, 1 - j)] += switch[j]
+    np.fill_diagonal(q, -q.sum(axis=1))
+    a = np.vstack([q.T, np.ones(q.shape[0])])
+    b = np.zeros(q.shape[0] + 1)
+    b[-1] = 1.0
+    pi = np.linalg.lstsq(a, b, rcond=None)[0].reshape(n_max + 1, phases)
+    n = np.arange(n_max + 1)
+    lam_bar = float(pi.sum(axis=0) @ rates)
+    loss = float(pi[-1] @ rates) / lam_bar
+    mean_system = float(pi.sum(axis=1) @ n)
+    return {"mean_system": mean_system, "mean_queue": float(pi.sum(axis=1) @ np.maximum(n - 1, 0)),
+            "loss": loss, "loss_overflow": loss, "mean_sojourn": mean_system / (lam_bar * (1 - loss)),
+            "throughput": lam_bar * (1 - loss)}
+
+
+def test_red_that_never_acts_behind_mmpp_arrivals_is_the_mmpp_m1n_queue(exe):
+    """The harness's two-state MMPP arrivals: RED that never acts is the MMPP/M/1/10 queue, solved
+    here as a dense continuous-time chain (phases switching at 3/s and 1.5/s, rates 0.3 mu and 1.6 mu)."""
+    rates, switch = (0.3 * MU, 1.6 * MU), (3.0, 1.5)
+    lam_bar = (rates[0] * switch[1] + rates[1] * switch[0]) / sum(switch)
+    out = harness.run(exe, mmpp=(*rates, *switch), mu=MU, duration=1e5 / lam_bar, warmup=1e4 / lam_bar,
+                      reps=REPS, timeout=120,
+                      attributes={"MaxSize": "9p", "MinTh": 1000, "MaxTh": 2000, "LinkBandwidth": "8bps"})
+    m = out["metrics"]
+    for name, value in mmpp_m1n(rates, switch, MU, 10).items():
+        got, hw = m[name]["mean"], m[name]["half_width"]
+        assert hw > 0, name
+        assert within(got, value, hw), f"{name}: ns-3 {got} +- {hw}, MMPP/M/1/10 {value}"
+
+
 def test_red_acts_with_ns3_defaults(exe):
     """Sanity of the harness on a configuration where RED acts: the drop reasons add up to the loss
     and the EWMA's time average lies between the thresholds' region and the buffer."""
