@@ -63,6 +63,8 @@ def _aqm_repr(a: _core.Aqm) -> str:
         parts.append(f"policy={a.policy!r}")
     if a.ecn:
         parts.append(f"ecn={_num(a.ecn)}")
+    if a.semantics != "default":
+        parts.append(f"semantics={a.semantics!r}")
     if a.spacing != "none":
         parts.append(f"spacing={a.spacing!r}")
     if a.adaptive:

@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from . import _checks, _core
+from . import _checks, _core, _ns3names
 from ._core import ModelError
 
 __all__ = ["load_model", "load_config", "load_document", "model_from_dict", "model_to_dict", "apply_overrides",
@@ -285,6 +285,7 @@ def model_from_dict(doc: dict) -> tuple[_core.Model, dict]:
                            + (_checks.did_you_mean(key, known) or f" (known: {', '.join(sorted(known))})"))
             e.param = _checks.name(key)
             raise e
+    doc = _ns3names.translate(doc)  # ns-3 attribute names (docs/ns3.md)
     for key in ("model", "source", "service"):
         if key not in doc:
             e = ModelError(f"missing required section '[{key}]'")
@@ -434,6 +435,9 @@ def model_to_dict(model: _core.Model) -> dict:
     else:
         aqm.update(w=model.aqm.w)
     aqm.update(update=model.aqm.update, policy=model.aqm.policy, ecn=model.aqm.ecn)
+    if model.aqm.semantics != "default":
+        aqm.update(semantics=model.aqm.semantics, ptc=model.aqm.ptc, idle_correction=model.aqm.idle_correction,
+                   hard_drop=model.aqm.hard_drop)
     if model.aqm.spacing != "none":
         aqm.update(spacing=model.aqm.spacing, count_max=model.aqm.count_max, count_tail=model.aqm.count_tail)
     if model.aqm.weight != "static" or model.aqm.dynamic_max_th:

@@ -493,8 +493,13 @@ Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::
              double target_lo, double target_hi, double increment, double decrease, double p_max_high,
              double p_max_low, const std::string& clock, double p_max_step, double max_clock_states,
              const std::string& weight, const std::string& autored_p, bool dynamic_max_th, double max_th_growth,
-             const std::string& modified, bool flow_compare) {
+             const std::string& modified, bool flow_compare, const std::string& semantics, double ptc,
+             bool idle_correction, bool hard_drop) {
   Aqm a;
+  a.semantics = semantics_from(semantics);
+  a.ptc = ptc;
+  a.idle_correction = idle_correction;
+  a.hard_drop = hard_drop;
   a.modified = modified_from(modified);
   a.flow_compare = flow_compare;
   a.dynamic_max_th = dynamic_max_th;
@@ -524,7 +529,7 @@ Aqm make_aqm(DropFunction drop, double w, const std::string& update, const std::
   a.b = std::move(b_coef);
   // w <= 1 in slotted models, any rate > 0 in continuous ones: the model (which
   // knows its time kind) checks the upper bound; here w > 1 is let through.
-  a.validate("aqm", /*w_is_rate=*/w > 1.0);
+  a.validate("aqm", /*w_is_rate=*/w > 1.0 && !a.ns3());
   return a;
 }
 
@@ -588,14 +593,17 @@ void feature_keys(const Aqm& a, const Kwargs& kw) {
     bad_value("aqm.autored_p", "given only with aqm.weight = \"autored\" or aqm.dynamic_max_th = true",
               kw.get("autored_p"));
   for (const AqmFeature& f : aqm_features()) {  // the keys of a feature that is off (the core's table)
-    const bool on = f.name == "adaptive" ? a.adaptive.enabled : f.name == "dynamic_max_th" ? dyn : true;
+    const bool on = f.name == "adaptive"         ? a.adaptive.enabled
+                    : f.name == "dynamic_max_th" ? dyn
+                    : f.name == "semantics"      ? a.ns3()
+                                                 : true;
     if (on || !f.refuse_when_off) continue;
     std::vector<std::string> extra;
     for (const auto& k : f.keys)
       if (kw.has(k.c_str())) extra.push_back(k);
     std::sort(extra.begin(), extra.end());
     if (!extra.empty())
-      bad_value("aqm." + extra[0], "given only with aqm." + f.name + " = true", kw.get(extra[0].c_str()));
+      bad_value("aqm." + extra[0], "given only with aqm." + f.name + " = " + f.on, kw.get(extra[0].c_str()));
   }
 }
 
@@ -614,7 +622,7 @@ Aqm make_aqm_py(const py::kwargs& kwargs) {
   const Adaptive ad{};
   std::vector<std::string> known = {"drop", "w", "update", "policy", "ecn", "filter", "a", "b", "triple",
                                     "spacing", "count_max", "adaptive", "weight", "autored_p", "dynamic_max_th",
-                                    "max_th_growth", "modified", "flow_compare"};
+                                    "max_th_growth", "modified", "flow_compare", "semantics"};
   for (const AqmFeature& f : aqm_features())
     for (const auto& k : f.keys)
       if (std::find(known.begin(), known.end(), k) == known.end()) known.push_back(k);
@@ -650,8 +658,12 @@ Aqm make_aqm_py(const py::kwargs& kwargs) {
   const double max_th_growth = real_or("max_th_growth", d.max_th_growth);
   const std::string modified = str_or("modified", to_string(d.modified));
   const bool flow_compare = bool_or("flow_compare", d.flow_compare);
+  const std::string semantics = str_or("semantics", to_string(d.semantics));
+  const double ptc = real_or("ptc", d.ptc);
+  const bool idle_correction = bool_or("idle_correction", d.idle_correction), hard_drop = bool_or("hard_drop", d.hard_drop);
   {  // the feature switches, before the values: a key of a feature that is off is refused by name
     Aqm sw;
+    sw.semantics = semantics_from(semantics);
     sw.dynamic_max_th = dynamic_max_th;
     sw.weight = weight_from(weight);
     sw.adaptive.enabled = adaptive;
@@ -662,7 +674,8 @@ Aqm make_aqm_py(const py::kwargs& kwargs) {
   return make_aqm(std::move(drop), w, update, policy, ecn, filter, a.value_or(std::vector<double>{}),
                   b.value_or(std::vector<double>{}), triple, spacing, count_max, count_tail, adaptive, interval, target_lo,
                   target_hi, increment, decrease, p_max_high, p_max_low, clock, p_max_step, max_clock_states, weight,
-                  autored_p, dynamic_max_th, max_th_growth, modified, flow_compare);
+                  autored_p, dynamic_max_th, max_th_growth, modified, flow_compare, semantics, ptc, idle_correction,
+                  hard_drop);
 }
 
 Model make_model(py::handle buffer, py::handle source, py::handle service, py::handle aqm, py::handle grid,
@@ -751,6 +764,8 @@ void define_aqm_grid_model(py::module_& m) {
             o["max_clock_states"] = d.max_clock_states;
             o["weight"] = to_string(a.weight), o["autored_p"] = to_string(a.autored_p);
             o["dynamic_max_th"] = a.dynamic_max_th, o["max_th_growth"] = a.max_th_growth;
+            o["semantics"] = to_string(a.semantics), o["ptc"] = a.ptc, o["idle_correction"] = a.idle_correction;
+            o["hard_drop"] = a.hard_drop;
             return o;
           },
           "Names and defaults of the stateful-AQM keys (drop spacing, adaptive RED).")
@@ -761,7 +776,7 @@ void define_aqm_grid_model(py::module_& m) {
             for (const AqmFeature& f : aqm_features()) {
               py::dict d;
               d["name"] = f.name, d["off"] = f.off, d["keys"] = f.keys, d["refuse_when_off"] = f.refuse_when_off;
-              d["doc"] = f.doc;
+              d["doc"] = f.doc, d["on"] = f.on;
               out.append(d);
             }
             return out;
@@ -790,6 +805,14 @@ void define_aqm_grid_model(py::module_& m) {
           "Modified RED for mice and ECN-capable arrivals: 'none', 'front' or 'random' (model file aqm.modified).")
       .def_readonly("flow_compare", &Aqm::flow_compare,
           "True: the flow comparison drops an arrival and a random waiting packet of the same flow (aqm.flow_compare).")
+      .def_property_readonly("semantics", [](const Aqm& a) { return to_string(a.semantics); },
+          "Whose RED rules: 'default' (aqmchain's) or 'ns3' (ns-3's RedQueueDisc, continuous time; docs/ns3.md).")
+      .def_readonly("ptc", &Aqm::ptc,
+          "ns-3 semantics: packets per unit time of the idle-time correction (0: the service rate) (aqm.ptc).")
+      .def_readonly("idle_correction", &Aqm::idle_correction,
+          "ns-3 semantics: avg decays over idle periods by (1 - w)^floor(ptc x idle time) (aqm.idle_correction).")
+      .def_readonly("hard_drop", &Aqm::hard_drop,
+          "ns-3 semantics: forced decisions drop even ECN-capable arrivals (UseHardDrop) (aqm.hard_drop).")
       .def_property_readonly("spacing", [](const Aqm& a) { return to_string(a.spacing); },
           "Drop spacing: 'none', 'count' or 'wait' (aqm.spacing).")
       .def_readonly("count_max", &Aqm::count_max,

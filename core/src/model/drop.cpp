@@ -96,6 +96,16 @@ double p_nlred(const DropFunction& f, double avg) {
   return 1.5 * f.p_max * x * x;
 }
 
+double p_gentle_nlred(const DropFunction& f, double avg) {
+  if (avg < f.lo) return 0.0;
+  if (avg < f.hi) {
+    const double x = (avg - f.lo) / (f.hi - f.lo);
+    return 1.5 * f.p_max * x * x;
+  }
+  if (avg < 2.0 * f.hi) return f.p_max + (1.0 - f.p_max) * (avg - f.hi) / f.hi;
+  return 1.0;
+}
+
 double p_polynomial(const DropFunction& f, double avg) {
   if (avg < f.lo) return 0.0;
   if (avg >= f.hi) return 1.0;
@@ -258,6 +268,15 @@ std::vector<DropKindSpec> make_drop_kinds() {
                                 "a non-empty list, avg strictly increasing, p in [0, 1]", "the [avg, p] points"},
                       F::Points}},
                  p_table, bp_table, v_table, T::kNoTraits, "");
+  t.emplace_back(K::GentleNLRED, "gentle_nlred",
+                 "Nonlinear RED with ns-3's Gentle tail: 1.5 p_max x^2 between the thresholds, then linearly from "
+                 "p_max at max_th to 1 at 2 max_th.",
+                 "gentle NLRED",
+                 std::vector{min_th(), max_th(),
+                             std::pair<ParamSpec, DropField>{
+                                 real("p_max", "in [0, 2/3]", "p reaches 1.5 p_max just below max_th, p_max at it"),
+                                 F::PMax}},
+                 p_gentle_nlred, bp_gentle_red, v_nlred, T::kScalesPMax | T::kThresholds, "min_th..max_th");
   for (size_t i = 0; i < t.size(); ++i)
     if (static_cast<size_t>(t[i].kind) != i)
       throw std::logic_error("drop function registry: entry " + t[i].name + " out of the order of DropFunction::Kind");

@@ -52,6 +52,8 @@ const std::vector<AqmFeature>& aqm_features() {
       {"spacing", "none", {"count_max", "count_tail"}, false, "drop spacing by the count of packets since the last drop"},
       {"dynamic_max_th", "false", {"max_th_growth"}, true, "FDynamicAutoRED's dynamic max_th"},
       {"weight", "static", {}, false, "AutoRED's dynamic EWMA weight (reads autored_p, as does the dynamic max_th)"},
+      {"semantics", "default", {"ptc", "idle_correction", "hard_drop"}, true,
+       "ns-3 RedQueueDisc's rules in continuous time (docs/ns3.md)", "\"ns3\""},
   };
   return table;
 }
@@ -64,6 +66,8 @@ void Aqm::validate(const std::string& p, bool w_is_rate) const {
     fail_param(p + ".w", "in (0, 1]", w);
   }
   require_prob(p + ".ecn", ecn);
+  require_finite(p + ".ptc", ptc);
+  if (!(ptc >= 0.0 && ptc <= 1e12)) fail_param(p + ".ptc", "a rate in [0, 1e12] (0: the service rate)", ptc);
   drop.validate(p);
   if (count_max < 1 || count_max > kMaxCountMax) fail_param(p + ".count_max", cat("in [1, ", kMaxCountMax, "]"), count_max);
   require_finite(p + ".count_tail", count_tail);
@@ -275,9 +279,14 @@ void Model::validate() const {
     if (aqm.update != UpdateRule::PerSlot)
       fail_param("aqm.update", "per_slot (the default) when model.time = \"continuous\": avg follows "
                                "d avg/dt = w (q - avg) at all times", "'" + to_string(aqm.update) + "'");
-    if (aqm.spacing != Spacing::None)
-      fail_param("aqm.spacing", "none when model.time = \"continuous\" (the count is per slotted arrival)",
-                 "'" + to_string(aqm.spacing) + "'");
+    if (aqm.spacing != Spacing::None && !aqm.ns3())
+      fail_param("aqm.spacing", "none when model.time = \"continuous\" (the count is per slotted arrival; "
+                 "aqm.semantics = \"ns3\" counts arrivals in continuous time)", "'" + to_string(aqm.spacing) + "'");
+    if (aqm.ns3()) {
+      if (!classes.empty()) fail_param("class", "no traffic classes with aqm.semantics = \"ns3\"", cat(classes.size(), " classes"));
+      if (aqm.modified != Modified::None)
+        fail_param("aqm.modified", "\"none\" with aqm.semantics = \"ns3\"", "'" + to_string(aqm.modified) + "'");
+    }
     if (aqm.weight != Weight::Static)
       fail_param("aqm.weight", "static when model.time = \"continuous\" (the dynamic weight is per slot)",
                  "'" + to_string(aqm.weight) + "'");
@@ -293,6 +302,9 @@ void Model::validate() const {
       fail_param("aqm.filter", "ewma (the default) when model.time = \"continuous\": REDwM is a recursion over "
                                "slots and has no continuous-time form here", "'" + to_string(aqm.filter) + "'");
   } else {
+    if (aqm.ns3())
+      fail_param("aqm.semantics", "\"default\" when model.time = \"discrete\" (ns-3's RedQueueDisc runs on a "
+                                  "continuous clock: set model.time = \"continuous\")", "'ns3'");
     if (source.continuous())
       fail_param("source.kind", source_kinds_named(false) + " when model.time = \"discrete\"",
                  "'" + source.describe() + "'");
@@ -313,7 +325,7 @@ void Model::validate() const {
     }
   }
   service.validate("service");
-  aqm.validate("aqm", time == TimeKind::Continuous);
+  aqm.validate("aqm", time == TimeKind::Continuous && !aqm.ns3());
   resolved_drop().validate("aqm");
   grid.validate(buffer, "grid");
   if (aqm.filter == FilterKind::Ewma && (grid.s_k != 0 || !grid.s_points.empty()))
@@ -333,6 +345,12 @@ DropFunction Model::resolved_drop() const {
 
 std::string to_string(Spacing s) {
   return s == Spacing::None ? "none" : s == Spacing::Count ? "count" : "wait";
+}
+std::string to_string(Semantics s) { return s == Semantics::Default ? "default" : "ns3"; }
+Semantics semantics_from(const std::string& s) {
+  if (s == "default") return Semantics::Default;
+  if (s == "ns3") return Semantics::Ns3;
+  fail_param("aqm.semantics", "one of default, ns3", "'" + s + "'");
 }
 std::string to_string(Weight w) { return w == Weight::Static ? "static" : "autored"; }
 std::string to_string(AutoredP p) { return p == AutoredP::Drop ? "drop" : "queue"; }

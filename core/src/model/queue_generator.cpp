@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "aqmchain/interrupt.hpp"
+#include "model/ns3_generator.hpp"
 #include "model/slot_kernel.hpp"
 #include "model/stateful.hpp"
 
@@ -25,6 +26,16 @@ StateSpace queue_state_space(const Model& model) {
   if (model.aqm.filter == FilterKind::Redwm)  // right after avg_index (the slot kernel's filter cell)
     s.add(component::s, static_cast<int32_t>(redwm_s_grid_size(model)), /*coarsen=*/true, /*in_block=*/true);
   s.add(component::modulator, model.source.states(), /*coarsen=*/false, /*in_block=*/true);
+  if (model.aqm.ns3()) {
+    // docs/ns3.md: m_count + 1 with m_old (index 0: old = 0), the idle period's start state (MMPP)
+    GridSpec g = model.grid;
+    if (g.refine == Refine::Auto && g.points.empty()) g.refine = Refine::None;
+    const detail::StatefulLayout L(model, g.resolve(model.buffer));
+    s.add(component::count, static_cast<int32_t>(L.spacing == Spacing::None ? 2 : L.count_size()), /*coarsen=*/false);
+    if (model.source.states() > 1)
+      s.add(component::idle, model.source.states(), /*coarsen=*/false, /*in_block=*/true);
+    return s;
+  }
   if (!model.aqm.stateful() || model.time != TimeKind::Discrete) return s;
   // docs/stateful-aqm.md: the count, p_max's grid index and the exact clock's phase
   GridSpec g = model.grid;
@@ -267,6 +278,7 @@ std::unique_ptr<TransitionGenerator> lumped_queue_generator(const Model& model) 
 
 std::unique_ptr<TransitionGenerator> queue_generator(const Model& model, ClassChain classes) {
   if (needs_class_chain(model)) return class_generator(model, classes);
+  if (model.aqm.ns3()) return detail::ns3_generator(model);
   if (model.time == TimeKind::Continuous) return std::make_unique<RateGenerator>(model);
   return std::make_unique<SlotGenerator>(model);
 }

@@ -156,7 +156,7 @@ def test_the_stateful_features_are_one_table():
     for f in features:
         if f["refuse_when_off"]:
             key = f["keys"][0]
-            with pytest.raises(aqmchain.ModelError, match=rf"'aqm\.{key}' must be given only with aqm\.{f['name']} = true"):
+            with pytest.raises(aqmchain.ModelError, match=rf"'aqm\.{key}' must be given only with aqm\.{f['name']} = {f['on']}"):
                 aqmchain.Aqm(**{key: _core.Aqm.stateful_defaults()[key]})
 
 

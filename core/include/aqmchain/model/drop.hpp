@@ -14,7 +14,7 @@ namespace aqm {
 // ---------------------------------------------------------------- drop functions (2.4)
 
 struct DropFunction {
-  enum class Kind { None, RED, GentleRED, DSRED, SRED, NLRED, Polynomial, Table };
+  enum class Kind { None, RED, GentleRED, DSRED, SRED, NLRED, Polynomial, Table, GentleNLRED };
   Kind kind = Kind::None;
   double lo = 0.0, hi = 0.0;  ///< min_th / max_th (RED family), K_l / K_h (DSRED), min_th / q_max (SRED)
   double p_max = 0.0;         ///< RED, GentleRED, NLRED

@@ -17,6 +17,7 @@ struct AqmFeature {
   std::vector<std::string> keys;  ///< the keys only this feature reads (dropped with it when it is switched off)
   bool refuse_when_off;           ///< a key of `keys` given while the feature is off is an error naming it
   std::string doc;                ///< one line
+  std::string on = "true";        ///< a value that switches it on, as errors write it
 };
 
 /// Every stateful AQM feature (docs/stateful-aqm.md).

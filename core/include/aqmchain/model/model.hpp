@@ -33,6 +33,10 @@ struct Service {
 // ---------------------------------------------------------------- AQM (2.3, 2.5)
 
 enum class UpdateRule { PerSlot, PerArrival };
+/// Whose RED rules the queue follows (docs/ns3.md): aqmchain's (the papers' models), or ns-3's
+/// RedQueueDisc in continuous time (per-arrival EWMA jumps, idle-time correction, count spacing
+/// with the first-arrival exemption, tests only when more than one packet waits).
+enum class Semantics { Default, Ns3 };
 enum class DropPolicy { Tail, Front, Random };
 /// The moving average (SPEC 2.3): RED's EWMA (weight w) or REDwM's recursion of
 /// order (k, m) with coefficients a_1..a_k and b_0..b_m.
@@ -139,6 +143,16 @@ struct Aqm {
   /// Whether the AQM keeps state beyond avg (spacing or adaptive p_max).
   bool stateful() const { return spacing != Spacing::None || adaptive.enabled || dynamic_max_th; }
   FilterKind filter = FilterKind::Ewma;
+  /// ns-3 semantics (docs/ns3.md): w is then QW, the weight of each arrival's update.
+  Semantics semantics = Semantics::Default;
+  /// ns-3's packet time constant m_ptc (packets per unit time) of the idle-time correction;
+  /// 0: the service rate.
+  double ptc = 0.0;
+  /// ns-3's idle-time correction (avg decays by (1 - QW)^k, k = floor(ptc x idle time)).
+  bool idle_correction = true;
+  /// ns-3's UseHardDrop: forced decisions (p_b >= 1) always drop, even ECN-capable arrivals.
+  bool hard_drop = true;
+  bool ns3() const { return semantics == Semantics::Ns3; }
   /// REDwM: A_t = sum_{j=1..k} a[j-1] A_{t-j} + sum_{i=0..m} b[i] q_{t-1-i}; a may be
   /// empty (k = 0), b holds at least b_0; all >= 0, summing to 1, sum(b) > 0.
   std::vector<double> a, b;
@@ -185,6 +199,8 @@ struct Model {
 };
 
 std::string to_string(UpdateRule);
+std::string to_string(Semantics);
+Semantics semantics_from(const std::string&);
 std::string to_string(Modified);
 Modified modified_from(const std::string&);
 std::string to_string(Spacing);

@@ -26,6 +26,7 @@ inline const std::string phase = "phase";          ///< adaptive RED, exact cloc
 inline const std::string class2 = "class2";        ///< two-class chain: class-2 packets in the system (docs/classes.md)
 inline const std::string head = "head_class";      ///< two-class chain: class of the packet in service (0, 1)
 inline const std::string sequence = "sequence";    ///< exact class chain: the FIFO's packet types, base-A digits
+inline const std::string idle = "idle_modulator";  ///< ns-3 semantics, MMPP: the modulator state when the server went idle (n = 0)
 }  // namespace component
 
 /// Event names of the queue models, in the order of their weights.
