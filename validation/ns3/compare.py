@@ -159,19 +159,28 @@ def run_ns3(exe: Path, sc: Scenario, scale: float, reps: int) -> dict:
     return out
 
 
-def solve_chain(sc: Scenario) -> dict:
+def solve_chain(sc: Scenario, grid: dict | None = None, tol: float | None = None) -> dict:
     import aqmchain
     t0 = time.perf_counter()
+    converged = True
+    doc = chain_document(sc)
+    if grid:
+        doc["grid"] = grid
     try:
-        model, _ = aqmchain.model_from_dict(chain_document(sc))
-        res = aqmchain.solve_stationary(model)
+        model, _ = aqmchain.model_from_dict(doc)
+        res = aqmchain.solve_stationary(model, **({"tol": tol} if tol else {}))
+    except aqmchain.NonConvergenceError as e:  # the partial result, reported with its residual
+        res, converged = e.result, False
+        print(f"{sc.name}: chain did not converge: {str(e)[:300]}", file=sys.stderr)
     except Exception as e:  # noqa: BLE001 -- reported in the table, not fatal for the other scenarios
         return {"error": f"{type(e).__name__}: {e}"}
     out = {h: getattr(res, c) for h, c, _ in METRICS}
+    out["converged"] = converged
     out.update({h: getattr(res, c) for h, c in EXTRA})
     out["states"] = res.states
     out["seconds"] = time.perf_counter() - t0
     out["residual"] = getattr(res.info, "residual", None)
+    out["method"] = getattr(res.info, "method", None)
     return out
 
 
@@ -232,7 +241,7 @@ def table(rows: list[dict]) -> str:
             elif "error" in ch:
                 chain_s = "error" if first else ""
             else:
-                chain_s = fmt(chain_v)
+                chain_s = fmt(chain_v) + ("" if ch.get("converged", True) else " (not converged)")
             lines.append(f"| {sc['name'] if first else ''} | {label} | {chain_s} | {sim_s if sim else ''} | "
                          f"{fmt(n3['mean'])} ± {fmt(n3['half_width'], 2)} | {gap} | {ok} |")
             first = False
@@ -240,12 +249,17 @@ def table(rows: list[dict]) -> str:
 
 
 def scenario_table(rows: list[dict]) -> str:
-    lines = ["| scenario | configuration (ns-3 attributes not listed are ns-3's defaults) |", "|---|---|"]
+    lines = ["| scenario | configuration (ns-3 attributes not listed are ns-3's defaults) | chain solve |",
+             "|---|---|---|"]
     for r in rows:
         sc = r["scenario"]
         attrs = ", ".join(f"`{k}={str(v).lower() if isinstance(v, bool) else v}`" for k, v in sc["attrs"].items())
         extra = f"ecn {sc['ecn']:g}" if sc["ecn"] else ""
-        lines.append(f"| {sc['name']} | {sc['what']}" + "".join(f"; {x}" for x in (attrs, extra) if x) + " |")
+        ch = r.get("chain") or {}
+        solve = (f"{ch['states']:,} states, {ch['seconds']:.0f} s ({ch['method']}, residual {ch['residual']:.1e})"
+                 if "states" in ch else ("error: " + ch["error"][:120] if "error" in ch else ""))
+        lines.append(f"| {sc['name']} | {sc['what']}" + "".join(f"; {x}" for x in (attrs, extra) if x) +
+                     f" | {solve} |")
     return "\n".join(lines)
 
 
@@ -288,6 +302,9 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="ns-3 runs in parallel (default 2)")
     ap.add_argument("--no-chain", action="store_true", help="ns-3 (and closed forms) only")
     ap.add_argument("--sim", action="store_true", help="also aqmchain's event-driven simulator")
+    ap.add_argument("--grid-k", type=int, help="the chain on the uniform grid of step 1/K (refine = none) "
+                    "instead of the automatic grid")
+    ap.add_argument("--tol", type=float, help="the chain's residual target (default: solve_stationary's)")
     ap.add_argument("--json", type=Path, help="write the full results as JSON to this file")
     ap.add_argument("--markdown", type=Path, help="write the tables to this file too")
     ap.add_argument("--from-json", type=Path, help="only print the tables of a JSON file written by --json")
@@ -321,7 +338,11 @@ def main(argv=None) -> int:
             row = {"scenario": {k: v for k, v in sc.__dict__.items()}, "chain_modelled": sc.chain}
             if sc.chain and not args.no_chain:
                 row["chain_model"] = chain_document(sc)
-                row["chain"] = solve_chain(sc)
+                row["chain"] = solve_chain(sc, {"k": args.grid_k, "refine": "none"} if args.grid_k else None,
+                                           args.tol)
+                if "states" in row["chain"]:
+                    print(f"{sc.name}: chain {row['chain']['states']} states in {row['chain']['seconds']:.1f} s",
+                          file=sys.stderr)
                 if "error" in row["chain"]:
                     print(f"{sc.name}: chain: {row['chain']['error']}", file=sys.stderr)
                 if args.sim:
