@@ -68,6 +68,8 @@ SCENARIOS = [
              attrs={"MaxSize": "59p", "MinTh": 10, "MaxTh": 30, "LInterm": 10}),
     Scenario("b250-1.1", "buffer 250, thresholds 30/90, load 1.1", 1.1,
              attrs={"MaxSize": "249p", "MinTh": 30, "MaxTh": 90}),
+    Scenario("qw-auto-1.1", "QW = -2 (ns-3's automatic weight 1 - exp(-10/ptc) = 0.0263), load 1.1", 1.1,
+             attrs={"QW": -2}),
     Scenario("nogentle-1.0", "Gentle false, load 1.0", 1.0, attrs={"Gentle": False}),
     Scenario("nowait-1.0", "Wait false (count spacing), load 1.0", 1.0, attrs={"Wait": False}),
     Scenario("nowait-nogentle-qw0.02", "Wait false, Gentle false, QW 0.02, load 0.95", 0.95,
@@ -123,9 +125,17 @@ def chain_document(sc: Scenario) -> dict:
     else:
         l0, l1, r01, r10 = sc.mmpp
         source = {"kind": "mmpp", "generator": [[-r01, r01], [r10, -r10]], "rates": [l0, l1]}
+    ptc = bit_rate(a["LinkBandwidth"]) / (8.0 * float(a["MeanPktSize"]))
+    qw = float(a["QW"])
+    if qw == 0.0:  # ns-3's automatic weights (RedQueueDisc::InitializeParams)
+        qw = 1.0 - math.exp(-1.0 / ptc)
+    elif qw == -2.0:
+        qw = 1.0 - math.exp(-10.0 / ptc)
+    elif qw < 0:
+        raise ValueError(f"QW = {qw} (the automatic weight from LinkDelay) is not translated here")
     aqm = {"semantics": "ns3", "drop": drop, "min_th": float(a["MinTh"]), "max_th": float(a["MaxTh"]),
-           "p_max": 1.0 / float(a["LInterm"]), "w": float(a["QW"]), "spacing": "wait" if a["Wait"] else "count",
-           "ptc": bit_rate(a["LinkBandwidth"]) / (8.0 * float(a["MeanPktSize"])),
+           "p_max": 1.0 / float(a["LInterm"]), "w": qw, "spacing": "wait" if a["Wait"] else "count",
+           "ptc": ptc,
            "idle_correction": sc.idle_correction, "hard_drop": bool(a["UseHardDrop"]),
            "ecn": sc.ecn if a["UseEcn"] else 0.0}
     return {"model": {"buffer": int(max_size[:-1]) + 1, "time": "continuous"}, "source": source,
@@ -352,6 +362,12 @@ def main(argv=None) -> int:
             if sc.name.startswith("pmax0"):
                 row["closed_form"] = mm1n(sc)
             row["ns3"] = futures[sc.name].result()
+            if sc.chain:  # the translation against the values ns-3 itself uses (its m_qW and m_ptc)
+                aqm = chain_document(sc)["aqm"]
+                for key, n3 in (("w", "qw_effective"), ("ptc", "ptc")):
+                    if not math.isclose(aqm[key], row["ns3"][n3], rel_tol=1e-9):
+                        print(f"{sc.name}: the model's {key} = {aqm[key]} but ns-3 uses {row['ns3'][n3]}",
+                              file=sys.stderr)
             print(f"{sc.name}: ns-3 {row['ns3']['arrivals_simulated']:.3g} arrivals in "
                   f"{row['ns3']['wall_total']:.1f} s", file=sys.stderr)
             rows.append(row)
