@@ -191,6 +191,7 @@ def solve_chain(sc: Scenario, grid: dict | None = None, tol: float | None = None
     out["seconds"] = time.perf_counter() - t0
     out["residual"] = getattr(res.info, "residual", None)
     out["method"] = getattr(res.info, "method", None)
+    out["grid"] = f"uniform 1/{grid['k']}" if grid else "automatic"
     return out
 
 
@@ -222,10 +223,15 @@ def fmt(v, digits=4) -> str:
     return f"{v:.{digits}g}"
 
 
-def judge(chain: float | None, ns3: dict) -> tuple[str, str, bool | None]:
+def judge(chain: float | None, ns3: dict, arrivals: float | None = None) -> tuple[str, str, bool | None]:
+    """Gap and verdict: within max(3 half-widths, 2 %).  For a per-arrival probability whose event
+    ns-3 never saw in `arrivals` arrivals (0 +- 0), the half-width is the rule of three's 95 % upper
+    bound 3 / arrivals instead (the interval of a count of zero)."""
     mean, hw = ns3["mean"], ns3["half_width"]
     if chain is None or mean is None:
         return "n/a", "", None
+    if mean == 0 and not hw and arrivals:
+        hw = 3.0 / arrivals
     diff = chain - mean
     gap = f"{100 * diff / mean:+.2f} %" if mean else f"{diff:+.2g}"
     ok = abs(diff) <= max(HW_TOL * (hw or 0.0), REL_TOL * abs(mean))
@@ -245,15 +251,18 @@ def table(rows: list[dict]) -> str:
             sim = r.get("simulator") or {}
             sim_v = None if "error" in sim else sim.get(h)
             sim_s = fmt(sim_v) + (f" ± {fmt(sim.get(h + '_hw'), 2)}" if sim.get(h + "_hw") else "")
-            gap, ok, _ = judge(chain_v, n3)
+            gap, ok, _ = judge(chain_v, n3, r["ns3"]["arrivals_simulated"])
             if not r["chain_modelled"]:
                 chain_s, gap, ok = "not modelled", "", ""
             elif "error" in ch:
-                chain_s = "error" if first else ""
+                chain_s = ch["error"].split(":")[0] if first else ""
             else:
-                chain_s = fmt(chain_v) + ("" if ch.get("converged", True) else " (not converged)")
+                chain_s = fmt(chain_v) + ("" if ch.get("converged", True)
+                                          else f" (not converged: residual {ch['residual']:.0e})")
+            n3_s = (f"0 (none in {r['ns3']['arrivals_simulated']:.2g} arrivals)" if n3["mean"] == 0 and not n3["half_width"]
+                    else f"{fmt(n3['mean'])} ± {fmt(n3['half_width'], 2)}")
             lines.append(f"| {sc['name'] if first else ''} | {label} | {chain_s} | {sim_s if sim else ''} | "
-                         f"{fmt(n3['mean'])} ± {fmt(n3['half_width'], 2)} | {gap} | {ok} |")
+                         f"{n3_s} | {gap} | {ok} |")
             first = False
     return "\n".join(lines)
 
@@ -266,7 +275,8 @@ def scenario_table(rows: list[dict]) -> str:
         attrs = ", ".join(f"`{k}={str(v).lower() if isinstance(v, bool) else v}`" for k, v in sc["attrs"].items())
         extra = f"ecn {sc['ecn']:g}" if sc["ecn"] else ""
         ch = r.get("chain") or {}
-        solve = (f"{ch['states']:,} states, {ch['seconds']:.0f} s ({ch['method']}, residual {ch['residual']:.1e})"
+        solve = (f"{ch.get('grid', 'automatic')} grid: {ch['states']:,} states, {ch['seconds']:.0f} s "
+                 f"({ch['method']}, residual {ch['residual']:.1e})"
                  if "states" in ch else ("error: " + ch["error"][:120] if "error" in ch else ""))
         lines.append(f"| {sc['name']} | {sc['what']}" + "".join(f"; {x}" for x in (attrs, extra) if x) +
                      f" | {solve} |")
@@ -317,7 +327,9 @@ def main(argv=None) -> int:
     ap.add_argument("--tol", type=float, help="the chain's residual target (default: solve_stationary's)")
     ap.add_argument("--json", type=Path, help="write the full results as JSON to this file")
     ap.add_argument("--markdown", type=Path, help="write the tables to this file too")
-    ap.add_argument("--from-json", type=Path, help="only print the tables of a JSON file written by --json")
+    ap.add_argument("--from-json", type=Path, nargs="+",
+                    help="only print the tables of JSON files written by --json (a scenario in a later file "
+                         "replaces the same scenario in an earlier one; in the order of the scenario list)")
     args = ap.parse_args(argv)
     if args.scale <= 0:
         ap.error(f"--scale must be > 0, got {args.scale}")
@@ -335,8 +347,21 @@ def main(argv=None) -> int:
             ap.error(f"--only {args.only} matches none of: {', '.join(s.name for s in SCENARIOS)}")
 
     if args.from_json:
-        saved = json.loads(args.from_json.read_text())
-        print(render(saved["rows"], saved["reps"]))
+        rows, reps = {}, set()
+        for path in args.from_json:
+            saved = json.loads(path.read_text())
+            reps.add(saved["reps"])
+            rows.update({r["scenario"]["name"]: r for r in saved["rows"]})
+        order = [s.name for s in SCENARIOS]
+        rows = sorted(rows.values(), key=lambda r: order.index(r["scenario"]["name"])
+                      if r["scenario"]["name"] in order else len(order))
+        out = render(rows, reps.pop() if len(reps) == 1 else "/".join(map(str, sorted(reps))))
+        print(out)
+        if args.markdown:
+            args.markdown.write_text(out + "\n")
+        if args.json:
+            args.json.write_text(json.dumps({"ns3_version": harness.NS3_VERSION, "mu": MU, "reps": saved["reps"],
+                                             "rows": rows}, indent=1, default=str))
         return 0
 
     exe = harness.build()
@@ -382,7 +407,8 @@ def main(argv=None) -> int:
                                          "scale": args.scale, "rows": rows}, indent=1, default=str))
     bad = [r["scenario"]["name"] for r in rows
            if r["chain_modelled"] and "chain" in r and "error" not in r["chain"]
-           and not all(judge(r["chain"][h], r["ns3"]["metrics"][h])[2] for h, _, _ in METRICS)]
+           and not all(judge(r["chain"][h], r["ns3"]["metrics"][h], r["ns3"]["arrivals_simulated"])[2]
+                       for h, _, _ in METRICS)]
     if bad:
         print(f"outside max({HW_TOL:g} half-widths, {100 * REL_TOL:g} %): {', '.join(bad)}", file=sys.stderr)
     return 0
