@@ -267,6 +267,13 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def short_error(text: str) -> str:
+    bound = re.search(r"the model's bound is (\d+) states", text)
+    if text.startswith("StateSpaceTooLarge") and bound:
+        return f"state space too large (the model's bound: {int(bound.group(1)):,} states)"
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
 def scenario_table(rows: list[dict]) -> str:
     lines = ["| scenario | configuration (ns-3 attributes not listed are ns-3's defaults) | chain solve |",
              "|---|---|---|"]
@@ -277,7 +284,7 @@ def scenario_table(rows: list[dict]) -> str:
         ch = r.get("chain") or {}
         solve = (f"{ch.get('grid', 'automatic')} grid: {ch['states']:,} states, {ch['seconds']:.0f} s "
                  f"({ch['method']}, residual {ch['residual']:.1e})"
-                 if "states" in ch else ("error: " + ch["error"][:120] if "error" in ch else ""))
+                 if "states" in ch else (short_error(ch["error"]) if "error" in ch else ""))
         lines.append(f"| {sc['name']} | {sc['what']}" + "".join(f"; {x}" for x in (attrs, extra) if x) +
                      f" | {solve} |")
     return "\n".join(lines)
