@@ -692,6 +692,18 @@ main(int argc, char* argv[])
                 Fail("unknown option --" + name +
                      " (neither a harness option nor a RedQueueDisc attribute; see --help)");
             }
+            // ns-3 aborts (NS_FATAL) on a malformed number, naming the value but not the
+            // attribute: numbers and booleans are checked here first
+            const std::string type = info.checker->GetValueTypeName();
+            if (type == "ns3::DoubleValue" || type == "ns3::UintegerValue" || type == "ns3::IntegerValue")
+            {
+                ParseDouble(name, value);
+            }
+            else if (type == "ns3::BooleanValue" && value != "true" && value != "false" &&
+                     value != "1" && value != "0")
+            {
+                Fail("--" + name + " must be true or false, got '" + value + "'");
+            }
             opt.attributes.emplace_back(name, value);
         }
     }
@@ -755,8 +767,6 @@ main(int argc, char* argv[])
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();
 
-    const int k = static_cast<int>(samples.size());
-    const double t = TQuantile975(k - 1);
     std::ostringstream out;
     out << "{\n  \"ns3_version\": \"3.44\",\n  \"harness\": \"red_harness\",\n";
     out << "  \"lambda\": " << JsonNumber(opt.mmpp ? NAN : opt.lambda) << ",\n";
@@ -812,7 +822,6 @@ main(int argc, char* argv[])
             << (m + 1 < kMetrics.size() ? ",\n" : "\n");
     }
     out << "  }\n}\n";
-    (void)t;
     std::cout << out.str();
     return 0;
 }
