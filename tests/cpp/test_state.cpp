@@ -215,8 +215,8 @@ TEST(Builder, GenericBuilderTakesAGeneratorOnly) {
 }
 
 TEST(Builder, QueueGeneratorsFlagTheBlockComponents) {
-  // level, REDwM's s_index and the modulator are inside the preconditioner's blocks; avg,
-  // the class content and the stateful AQM's components index the blocks
+  // level, REDwM's s_index and the modulator are inside the preconditioner's blocks (and the
+  // two-class chain's contents while small); avg and the stateful AQM's components index them
   auto flagged = [](const Chain& c) {
     std::vector<std::string> in;
     for (const Component& k : c.space.components())
@@ -238,10 +238,21 @@ TEST(Builder, QueueGeneratorsFlagTheBlockComponents) {
   a.name = "a", a.share = {0.3}, a.ecn = 0.25;
   b.name = "b", b.share = {0.7}, b.ecn = 0.25;
   c.classes = {a, b};
-  for (ClassChain kind : {ClassChain::Approx, ClassChain::Exact}) {
+  {
+    // the two-class chain's contents move with the level: inside the blocks while their band
+    // storage is small, outside for a large buffer; the exact chain's sequence stays outside
     Model small = c;
     small.buffer = 5;
-    EXPECT_EQ(flagged(build_chain(small, BuildOptions{}, kind)), plain);
+    EXPECT_EQ(flagged(build_chain(small, BuildOptions{}, ClassChain::Approx)),
+              (std::vector<std::string>{component::level, component::modulator, component::class2, component::head}));
+    EXPECT_EQ(flagged(build_chain(small, BuildOptions{}, ClassChain::Exact)), plain);
+    Model large = c;
+    large.buffer = 120;  // with the test model's grid: about 5e9 band entries
+    std::vector<std::string> in;
+    const auto gen = class_generator(large, ClassChain::Approx);
+    for (const Component& k : gen->space().components())
+      if (k.in_block) in.push_back(k.name);
+    EXPECT_EQ(in, plain);
   }
   Model s = m;
   s.aqm.spacing = Spacing::Count;

@@ -150,10 +150,22 @@ struct ApproxContent {
     s_e = space.stride(space.at(component::class2));
     s_h = space.stride(space.at(component::head));
   }
+  /// The class contents move with every arrival and departure, as the level does: inside the
+  /// preconditioner's blocks (krylov converges in about 10 steps where blocks of (n, modulator)
+  /// alone stall on the two-class chains) while the blocks' band storage stays within
+  /// kClassBlockBandEntries: blocks (the outside components' product, an upper bound: about half
+  /// are reached) x block size (N + 1)(N + 2) M x bandwidth ~ 6 (N + 1) M (measured: 296 at N = 50);
+  /// beyond it (a large buffer: mice/ECN at N = 100 needed 10.7 GB) they stay outside.
   static void add_components(StateSpace& s, const Model& md) {
-    s.add(component::class2, md.buffer + 1);
-    s.add(component::head, 2, /*coarsen=*/false);
+    double outside = 1.0;
+    for (const Component& c : s.components())
+      if (!c.in_block) outside *= c.size;
+    const double N1 = md.buffer + 1.0, M = md.source.states();
+    const bool in_block = outside * N1 * (N1 + 1.0) * M * 6.0 * N1 * M <= kClassBlockBandEntries;
+    s.add(component::class2, md.buffer + 1, /*coarsen=*/true, in_block);
+    s.add(component::head, 2, /*coarsen=*/false, in_block);
   }
+  static constexpr double kClassBlockBandEntries = 4e8;
   /// State content of key (n known): head class, class-2 waiting.
   Pre decode(int64_t key, int n, const StateSpace&) const {
     const int e = static_cast<int>((key / s_e) % N1), h = static_cast<int>((key / s_h) % 2);

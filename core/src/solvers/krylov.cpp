@@ -85,7 +85,7 @@ SlowGroups slow_groups(const MarkovOperator& c) {
 }  // namespace
 
 void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
-                  StationaryResult& r, bool fail_fast) {
+                  StationaryResult& r, bool fail_fast, int32_t* better_k) {
   r.method = Method::Krylov;
   auto t0 = Clock::now();
   // B = I - P^T with (I - P)_jj the exit probability of j (no cancellation in 1 - P_jj)
@@ -116,7 +116,18 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   // +infinity, which ends GMRES (the fixed state's probability is too small to fix; the
   // caller re-solves with another one).
   bool negative_mass = false;
-  test.measure = [n, &negative_mass](const std::vector<double>& xv, const std::vector<double>& res) {
+  // better_k: an iterate (pi_k = 1) with a state above 1 / kFixedStateRatio ends the solve at once
+  // (measure +infinity) naming that state, the caller's better fixed state
+  int32_t far_state = -1;
+  test.measure = [n, &negative_mass, &far_state, better_k, &R](const std::vector<double>& xv,
+                                                              const std::vector<double>& res) {
+    if (better_k && far_state < 0) {
+      const auto it = std::max_element(xv.begin(), xv.end());
+      if (it != xv.end() && *it * kFixedStateRatio > 1.0) {
+        far_state = R.perm[static_cast<int32_t>(it - xv.begin())];
+        return static_cast<double>(INFINITY);
+      }
+    }
     long double r1 = 0.0L, rs = 0.0L, sx = 0.0L;
     for (int32_t j = 0; j < n; ++j) {
       r1 += std::abs(res[j]);
@@ -154,6 +165,16 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
     r.extra.push_back({"coarse_rate_ratio", slow.rate_ratio});
   }
   const Gmres::Outcome g = gmres.solve(R, R.b.data(), x, test, limits);
+  if (far_state >= 0) {
+    *better_k = far_state;
+    r.seconds.push_back({"iterate", since(t0)});
+    r.iterations = g.iterations;
+    r.operator_applications = g.products;
+    r.pi.assign(n, 0.0);  // the iterate, for the next start (negative entries clipped)
+    for (int32_t i = 0; i < n; ++i) r.pi[i] = std::max(0.0, x[R.inv[i]]);
+    r.pi[k] = 1.0;
+    return;
+  }
   if (slow.G > 0) r.extra.push_back({"coarse_updates", static_cast<double>(coarse_updates)});
   r.seconds.push_back({"iterate", since(t0)});
   r.iterations = g.iterations;
@@ -201,7 +222,35 @@ void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, 
       for (int32_t s : keep) consider(s);
     if (best_x0 >= 0 && o.x0[best_x0] > 0.0) k = best_x0;
   }
-  solve_krylov(c, blocks, k, o, r, fail_fast);
+  if (o.x0.empty()) {
+    // the first restart's iterate may show the fixed state (the empty system) far less probable
+    // than others (a loaded chain): fix the most probable recurrent one and start again from it
+    int32_t better = -1;
+    const int32_t k0 = k;
+    solve_krylov(c, blocks, k, o, r, fail_fast, &better);
+    if (better >= 0) {
+      const std::vector<int32_t> keep = closed_class(c);
+      if (keep.empty() || std::binary_search(keep.begin(), keep.end(), better)) k = better;
+      const auto requested = r.requested;
+      const auto accounts = r.seconds;
+      const int first_iterations = r.iterations;
+      const long first_apps = r.operator_applications;
+      StationaryOptions o2 = o;
+      o2.x0 = std::move(r.pi);
+      r = StationaryResult{};
+      r.requested = requested;
+      solve_krylov(c, blocks, k, o2, r, fail_fast);
+      r.iterations += first_iterations;
+      r.operator_applications += first_apps;
+      for (auto it = accounts.rbegin(); it != accounts.rend(); ++it)
+        r.seconds.insert(r.seconds.begin(), {"first_" + it->first, it->second});
+      if (k != k0)
+        r.note = detail::cat("state ", k, " fixed (an iterate put state ", k0, " below ", kFixedStateRatio,
+                             " of it)") + (r.note.empty() ? "" : "; " + r.note);
+    }
+  } else {
+    solve_krylov(c, blocks, k, o, r, fail_fast);
+  }
   finish(c, r, o.tol);
   const bool negative_mass =
       std::any_of(r.extra.begin(), r.extra.end(), [](const auto& e) { return e.first == "negative_mass"; });

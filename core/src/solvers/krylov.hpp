@@ -14,7 +14,13 @@ namespace aqm::detail {
 /// r.operator_applications, r.seconds, r.extra, r.note, r.status (the caller finishes).
 /// `fail_fast` (auto, with a fallback behind): stalled after 3 restarts without progress, or
 /// as soon as the rate of the last restarts cannot reach tol within max_iter.
+/// `better_k` (optional): when an iterate measured at a restart (or as a candidate) puts the fixed
+/// state below kFixedStateRatio of its most probable one, the solve stops there and sets
+/// *better_k to that state (the reduced system's conditioning grows like 1 / pi_k).
 void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
-                  StationaryResult& r, bool fail_fast = false);
+                  StationaryResult& r, bool fail_fast = false, int32_t* better_k = nullptr);
+
+/// A fixed state below this fraction of the most probable state's probability is replaced.
+constexpr double kFixedStateRatio = 1e-8;
 
 }  // namespace aqm::detail
