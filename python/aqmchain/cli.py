@@ -247,6 +247,11 @@ def _threads(args: argparse.Namespace) -> int:
     return n
 
 
+def _sim_unit(model) -> str:
+    """What --slots counts: slots, or the model's time units (continuous-time models)."""
+    return "time units" if model.time == "continuous" else "slots"
+
+
 def _sim_kwargs(args: argparse.Namespace) -> dict:
     kw = _checks.sim_options(args.slots, args.warmup, args.replications, args.seed, args.batches,
                              args.discretised, 0, 0, names=_SIM_NAMES, err=_opt_error)
@@ -341,7 +346,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     kwargs = _sim_kwargs(args)
     _check_outputs(args, "--json", "--csv")
     model, _ = _config(args)
-    with _progress.activity(_progress_on(args), f"aqmchain: simulating {args.replications} x {args.slots} slots"):
+    with _progress.activity(_progress_on(args), f"aqmchain: simulating {args.replications} x {args.slots} "
+                                                f"{_sim_unit(model)}"):
         result = simulate(model, **kwargs)
     _say(args, result.summary())
     if args.json:
@@ -359,7 +365,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     args.memory_limit_gb = solver.get("memory_limit_gb")
     _announce(args, model, solver)
     analytic = _solve(args, model, solver)
-    with _progress.activity(_progress_on(args), f"aqmchain: simulating {args.replications} x {args.slots} slots"):
+    with _progress.activity(_progress_on(args), f"aqmchain: simulating {args.replications} x {args.slots} "
+                                                f"{_sim_unit(model)}"):
         sim = simulate(model, **kwargs)
     cmp = Comparison(analytic, sim)
     if not args.discretised:
@@ -370,7 +377,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     else:
         mode = "discretised avg (the chain is its exact law)"
     _say(args, f"chain: {analytic.states} states, residual {analytic.info.residual:.1e}; simulation: "
-               f"{args.replications} x {args.slots} slots, {mode}, seed {args.seed}")
+               f"{args.replications} x {args.slots} {_sim_unit(model)}, {mode}, seed {args.seed}")
     _say(args, cmp.table())
     _say(args, f"max |z| = {cmp.max_abs_z():.2f}" + (" (over the metrics where z is defined)" if cmp.undefined() else ""))
     if args.json:
@@ -801,10 +808,13 @@ def _common(sp: argparse.ArgumentParser, model: bool = True) -> None:
 
 
 def _sim_args(sp: argparse.ArgumentParser, slots: int) -> None:
-    sp.add_argument("--slots", type=_int_arg, default=slots, help=f"slots per replication incl. warm-up ({slots})")
+    sp.add_argument("--slots", type=_int_arg, default=slots,
+                    help=f"slots per replication incl. warm-up ({slots}); continuous-time models: the simulated "
+                         "time per replication, in the model's time unit")
     sp.add_argument("--replications", type=_int_arg, default=4, help="independent replications, 1..10000 (4)")
     sp.add_argument("--seed", type=_int_arg, default=1, help="random seed, 0..2^64-1 (1)")
-    sp.add_argument("--warmup", type=_int_arg, help="slots discarded per replication, >= 0 (default slots/10)")
+    sp.add_argument("--warmup", type=_int_arg,
+                    help="slots (continuous time: time units) discarded per replication, >= 0 (default slots/10)")
     sp.add_argument("--batches", type=_int_arg, default=20, help="batch means per replication, 1..10000 (20)")
     sp.add_argument("--discretised", action="store_true", help="avg on the chain's grid (exact law of the chain)")
 

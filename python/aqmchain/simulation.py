@@ -1,4 +1,5 @@
-"""Slotted Monte Carlo simulation of a model and the chain-vs-simulation comparison."""
+"""Monte Carlo simulation of a model (slotted, or event-driven in continuous time) and the
+chain-vs-simulation comparison."""
 
 from __future__ import annotations
 
@@ -32,6 +33,11 @@ class SimulationResult:
     pmfs: ``queue_pmf``, ``system_pmf``, ``response_pmf`` with half-widths in
     ``queue_pmf_ci`` etc.  ``series`` holds the time series of replication 0
     (``slot``, ``level``, ``avg``, ``drops``) when ``sample_every`` was given.
+
+    Continuous-time models: rates are per unit time, ``queue_pmf`` and ``system_pmf`` are
+    time averages, ``response_pmf`` is empty (the sojourn time has a density: mean and
+    variance only), ``measured_slots`` is the measured time and ``events`` /
+    ``events_per_second`` count the simulated events.
 
     Models with traffic classes, modified RED or the flow comparison (docs/classes.md)
     add ``classes`` (class name -> :class:`ClassMetrics`, each with its own ``ci``),
@@ -74,10 +80,12 @@ class SimulationResult:
             self.mean_response = self.var_response = float("nan")
         self.observations, self.seconds = raw.observations, raw.seconds
         self.slots_per_second, self.threads = raw.slots_per_second, raw.threads
+        self.continuous = model.time == "continuous"
+        self.events, self.events_per_second = raw.events, raw.events_per_second
 
     @property
     def warmup(self) -> int:
-        """Slots discarded per replication (the default is slots // 10)."""
+        """Slots (continuous time: time units) discarded per replication (the default is slots // 10)."""
         w = int(self.options.warmup)
         return int(self.options.slots) // 10 if w < 0 else w
 
@@ -107,7 +115,10 @@ class SimulationResult:
                           for f in self.flows]
         for name in ("queue_pmf", "system_pmf", "response_pmf"):
             d[name] = [float(v) for v in getattr(self, name)]
-        if self.served_packets == 0:
+        if self.continuous:
+            d["response_pmf"] = None
+            d["response_note"] = "continuous time: the sojourn time has a density (mean and variance only)"
+        elif self.served_packets == 0:
             d["response_pmf"] = None
             d["response_note"] = "no packet was served in the measured slots"
         d["ci"] = {k: [fin(x) for x in v] if isinstance(v, list) else fin(v) for k, v in self.ci.items()}
@@ -117,6 +128,10 @@ class SimulationResult:
                            "measured_slots": int(self.measured_slots), "served_packets": int(self.served_packets),
                            "seconds": self.seconds, "slots_per_second": self.slots_per_second,
                            "threads": self.threads}
+        # what slots, warmup and measured_slots count: slots, or the model's time units (continuous time)
+        d["simulation"]["unit"] = "time" if self.continuous else "slot"
+        if self.continuous:
+            d["simulation"].update(events=int(self.events), events_per_second=self.events_per_second)
         return d
 
     def summary(self) -> str:
@@ -140,11 +155,18 @@ class SimulationResult:
                              f"{_num(c.throughput_share, '10.4f')}  {_num(c.queue_share, '11.4f')}")
             lines.append(f"{'fairness':<{w}}  {_num(self.fairness, '.6g')} +- {_num(self.ci['fairness'], '.2g')} "
                          f"(Jain's index over {len(self.flows)} flows)")
+        unit = "time" if self.continuous else "slots"
         if self.arrival_rate == 0:
-            lines.append("no packet arrived in the measured slots: per-arrival metrics and response times are "
+            lines.append(f"no packet arrived in the measured {unit}: per-arrival metrics and response times are "
                          "undefined (reported as 0 without an interval)")
-        lines.append(f"{'slots':<{w}}  {self.options.replications} x {self.options.slots} "
-                     f"({self.slots_per_second / 1e6:.1f} M slots/s on {self.threads} threads, {self.seconds:.2f} s)")
+        if self.continuous:
+            lines.append(f"{'time':<{w}}  {self.options.replications} x {self.options.slots} time units "
+                         f"({self.events} events, {self.events_per_second / 1e6:.1f} M events/s on {self.threads} "
+                         f"threads, {self.seconds:.2f} s)")
+        else:
+            lines.append(f"{'slots':<{w}}  {self.options.replications} x {self.options.slots} "
+                         f"({self.slots_per_second / 1e6:.1f} M slots/s on {self.threads} threads, "
+                         f"{self.seconds:.2f} s)")
         return "\n".join(lines)
 
 
@@ -154,6 +176,9 @@ def simulate(model: _core.Model, *, slots: int = 10_000_000, replications: int =
     """Simulate ``model`` (continuous avg unless ``discretised``) and return estimates with 95 % intervals.
 
     ``slots`` counts the slots of one replication including ``warmup`` (default slots // 10).
+    Continuous-time models (``time = "continuous"``) are simulated event by event: ``slots``
+    is then the simulated time of one replication and ``warmup`` and ``sample_every`` are
+    times too, all in the model's time unit (whole numbers).
     Replication r uses the xoshiro256** stream of ``seed`` jumped r times, so the result
     depends on the seed only.
     """
@@ -186,7 +211,8 @@ def simulate_scenario(scenario: _core.Scenario, times: Any, **options: Any) -> _
     ``mean_system``, ``mean_avg`` with 95 % half-widths (``*_hw``, Student t over the
     replications) and ``var_queue``; per interval ending there ``arrivals``, ``losses``
     (mean per replication) and ``loss_rate`` (lost / arrived) with half-widths.
-    Continuous-time scenarios are refused (they are solved, not simulated).  With
+    Continuous-time scenarios are simulated event by event (:func:`simulate`): ``times`` are
+    then whole numbers of time units and the state is observed at those times.  With
     ``discretised=True`` an automatic grid is resolved as :func:`solve_transient` resolves
     it, so the ensemble follows the transient chain's grid.
     """

@@ -139,6 +139,8 @@ void define_simulator(py::module_& m) {
       .def_readonly("observations", &SimResult::observations)
       .def_readonly("seconds", &SimResult::seconds)
       .def_readonly("slots_per_second", &SimResult::slots_per_second)
+      .def_readonly("events", &SimResult::events)
+      .def_readonly("events_per_second", &SimResult::events_per_second)
       .def_readonly("threads", &SimResult::threads);
 
   m.def("simulate", &simulate, py::arg("model"), py::arg("options"), py::call_guard<InterruptGuard, py::gil_scoped_release>());

@@ -57,6 +57,50 @@ TEST(Simulator, GeoGeo1WithinConfidenceInterval) {
   EXPECT_GT(r.mean_system.half_width, 0.0);
 }
 
+/// The M/M/1/N queue as a continuous-time model (no drop function).
+Model mm1n(int N, double lam, double mu) {
+  Model m = geo(N, 0.4, 0.5);
+  m.time = TimeKind::Continuous;
+  m.source = Source::poisson(lam);
+  m.service = Service::exponential(mu);
+  m.aqm.w = 0.3;
+  return m;
+}
+
+TEST(SimulatorContinuous, MM1NWithinConfidenceIntervalAndThreadIndependent) {
+  // closed form: pi_n = rho^n / sum rho^k; loss = pi_N (PASTA); E[R] by Little; E[avg] = E[q]
+  const int N = 12;
+  const double lam = 0.8, mu = 1.0, rho = lam / mu;
+  double Z = 0, L = 0, Q = 0;
+  for (int n = 0; n <= N; ++n) Z += std::pow(rho, n);
+  for (int n = 0; n <= N; ++n) L += n * std::pow(rho, n) / Z, Q += std::max(n - 1, 0) * std::pow(rho, n) / Z;
+  const double loss = std::pow(rho, N) / Z, thr = lam * (1 - loss);
+  SimOptions o;
+  o.slots = 400000;  // time units
+  o.replications = 4;
+  o.seed = 3;
+  o.threads = 1;
+  const auto r = simulate(mm1n(N, lam, mu), o);
+  auto near = [](const Estimate& e, double exact) {  // 3 half-widths: about 6 standard deviations
+    EXPECT_GT(e.half_width, 0.0);
+    EXPECT_LE(std::abs(e.value - exact), 3 * e.half_width) << e.value << " +- " << e.half_width << " vs " << exact;
+  };
+  near(r.mean_system, L);
+  near(r.mean_queue, Q);
+  near(r.mean_avg, Q);
+  near(r.loss, loss);
+  near(r.throughput, thr);
+  near(r.arrival_rate, lam);
+  near(r.mean_response, L / thr);
+  EXPECT_TRUE(r.response_pmf.value.empty());
+  EXPECT_GT(r.events, 0);
+  o.threads = 3;
+  const auto b = simulate(mm1n(N, lam, mu), o);
+  EXPECT_EQ(r.mean_queue.value, b.mean_queue.value);
+  EXPECT_EQ(r.mean_avg.half_width, b.mean_avg.half_width);
+  EXPECT_EQ(r.events, b.events);
+}
+
 TEST(Simulator, BadOptionsAreNamed) {
   SimOptions o;
   o.slots = 1000;
@@ -191,7 +235,8 @@ TEST(Ensemble, BadInputIsNamed) {
   m.source = Source::poisson(0.4);
   m.service = Service::exponential(1.0);
   cont.phases.push_back(Phase{10, m, ""});
-  expect_param({5}, EnsembleOptions{}, "phase[0].time", &cont);
+  expect_param({2.5}, EnsembleOptions{}, "times[0]", &cont);  // whole time units
+  EXPECT_EQ(simulate_scenario(cont, {5, 10}, EnsembleOptions{}).times.size(), 2u);
 }
 
 // ---------------------------------------------------------------- traffic classes (docs/classes.md)

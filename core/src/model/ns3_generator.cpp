@@ -127,6 +127,28 @@ class Ns3Generator final : public TransitionGenerator {
   }
   int max_successors() const override { return max_; }
   bool reachable_bound_tight() const override { return false; }
+  /// The count (with old = 1) lives only at avg points in the early region (an arrival that lands
+  /// below min_th, or with nQueued <= 1, sets old = 0), and below where p_a = 1 there (a test at
+  /// count + 1 with (count + 1) p_b >= 2 under Wait, >= 1 without, always decides and resets it):
+  /// at most ceil(reach / p_b) + 1 values; the cap where p_b = 0 (at min_th) or p_b >= 1 (forced
+  /// decisions do not reset it). The idle period's start state multiplies the n = 0 states.
+  int64_t reachable_bound() const override {
+    const double reach = spacing_ == Spacing::Count ? 1.0 : 2.0;
+    const double per_count = static_cast<double>(N_ + 1) * M_ + static_cast<double>(M_) * (M_ - 1);
+    double total = 0.0;
+    for (size_t g = 0; g < points_.size(); ++g) {
+      double counts = 1.0;  // old = 0
+      if (region_[g]) {
+        const double cap = static_cast<double>(count_states_ - 1);
+        const double p = pdrop_[g];
+        counts += spacing_ == Spacing::None ? 1.0
+                  : (p > 0.0 && p < 1.0)    ? std::min(cap, std::ceil(reach / p) + 1.0)
+                                            : cap;
+      }
+      total += counts * per_count;
+    }
+    return static_cast<int64_t>(std::min(total, static_cast<double>(space_.product())));
+  }
   void successors(int64_t key, Successors& out, double* events) const override {
     const int n = static_cast<int>((key / sn_) % (N_ + 1)), g = static_cast<int>((key / sg_) % points_.size()),
               m = static_cast<int>((key / sm_) % M_), ci = static_cast<int>((key / sc_) % count_states_),

@@ -15,6 +15,7 @@
 
 #include "aqmchain/interrupt.hpp"
 #include "simulation/engine.hpp"
+#include "simulation/event_engine.hpp"
 
 namespace aqm {
 
@@ -58,8 +59,8 @@ struct Sums {
 constexpr double kSumsBytes = 13 * sizeof(long double);
 constexpr double kResultBytes = 8 + 15 * 8;
 
-/// The whole number of slots in `times[i]`, checked.
-std::vector<int64_t> output_slots(const std::vector<double>& times, double total) {
+/// The whole number of slots (continuous time: time units) in `times[i]`, checked.
+std::vector<int64_t> output_slots(const std::vector<double>& times, double total, const char* unit) {
   if (times.empty()) fail_param("times", "a non-empty list of output slots", "an empty list");
   if (static_cast<int64_t>(times.size()) > EnsembleLimits::max_times)
     fail_param("times", detail::cat("at most ", EnsembleLimits::max_times, " output slots"), times.size());
@@ -68,9 +69,10 @@ std::vector<int64_t> output_slots(const std::vector<double>& times, double total
     const std::string p = detail::cat("times[", i, "]");
     const double t = times[i];
     if (!std::isfinite(t) || t != std::floor(t))
-      fail_param(p, "a whole number of slots", std::isnan(t) ? std::string("not a number") : detail::cat(t));
+      fail_param(p, detail::cat("a whole number of ", unit), std::isnan(t) ? std::string("not a number") : detail::cat(t));
     if (t < 0.0 || t > total)
-      fail_param(p, detail::cat("in [0, ", total, "] (0: the initial state; the scenario's total duration in slots)"), t);
+      fail_param(p, detail::cat("in [0, ", total, "] (0: the initial state; the scenario's total duration in ", unit, ")"),
+                 t);
     if (i > 0 && !(t > times[i - 1]))
       fail_param(p, detail::cat("> times[", i - 1, "] = ", times[i - 1], " (strictly increasing)"), t);
     out[i] = static_cast<int64_t>(t);
@@ -82,9 +84,13 @@ std::vector<int64_t> output_slots(const std::vector<double>& times, double total
 
 EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& times, const EnsembleOptions& o) {
   sc.validate();
-  if (sc.phases.front().model.time != TimeKind::Discrete)
-    fail_param("phase[0].time", "\"discrete\" for the simulator (it is slotted; continuous-time models are solved, "
-                                "not simulated)", "\"continuous\"");
+  const bool continuous = sc.phases.front().model.time == TimeKind::Continuous;
+  if (continuous)
+    for (size_t i = 0; i < sc.phases.size(); ++i)
+      if (sim::class_aware(sc.phases[i].model))
+        fail_param(detail::cat("phase[", i, "].class"), "absent in a continuous-time scenario (traffic classes, "
+                   "modified RED and the flow comparison are slotted)", detail::cat(sc.phases[i].model.class_count(),
+                                                                                    " classes"));
   {  // class-aware phases (docs/classes.md): the packets carry their flow, so every phase has the same flows
     const Model& first = sc.phases.front().model;
     for (size_t i = 0; i < sc.phases.size(); ++i) {
@@ -102,7 +108,7 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
   }
   o.validate();
   const double total = sc.total_duration();
-  const std::vector<int64_t> out = output_slots(times, total);
+  const std::vector<int64_t> out = output_slots(times, total, continuous ? "time units" : "slots");
   const size_t T = out.size();
   const int64_t horizon = out.back();  // nothing after the last output slot is simulated
   const std::vector<double> bounds = sc.boundaries();
@@ -124,7 +130,7 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
     const Model& m = sc.phases[i].model;
     const double slots = std::min<double>(bounds[i + 1], static_cast<double>(horizon)) - bounds[i];
     params += 8.0 * M * M + 8.0 * M * 3 + (o.discretised ? 8.0 * 4 * static_cast<double>(m.grid.size(N)) : 0.0);
-    const double tb = o.discretised ? sim::target_table_bytes(m, slots * o.replications) : 0.0;
+    const double tb = o.discretised && !continuous ? sim::target_table_bytes(m, slots * o.replications) : 0.0;
     if (tb > 0.0 && tables + tb <= table_cap) use_table[i] = true, tables += tb;
   }
   const double per_time = static_cast<double>(T) * (2.0 * threads * kRecordBytes + kSumsBytes + kResultBytes + 8.0);
@@ -143,7 +149,16 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
   try {
     std::vector<std::unique_ptr<sim::SlotParams>> P;
     std::vector<sim::ChunkFn> step;
+    std::vector<std::unique_ptr<sim::ct::Params>> CP;  // continuous time: the event engine's phases
     for (size_t i = 0; i < phases; ++i) {
+      if (continuous) {
+        CP.push_back(std::make_unique<sim::ct::Params>(sc.phases[i].model, o.discretised));
+        if (CP.back()->points.size() != CP.front()->points.size())
+          fail_param(detail::cat("phase[", i, "].grid"), detail::cat("phase[0]'s grid (", CP.front()->points.size(),
+                     " points; the discretised avg carries its grid index across phases)"),
+                     detail::cat(CP.back()->points.size(), " points"));
+        continue;
+      }
       P.push_back(std::make_unique<sim::SlotParams>(sc.phases[i].model, o.discretised, use_table[i], 2));
       step.push_back(sim::chunk_function(*P.back(), false));  // response times are not reported here
     }
@@ -155,7 +170,46 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
     std::mutex merge_mutex;
     std::atomic<bool> stop{false};
 
+    // continuous time: the event engine, phase after phase; the state at each output time
+    auto replicate_ct = [&](int r) -> bool {
+      Xoshiro256 rng = streams_[static_cast<size_t>(r)];
+      Record rec(T);
+      sim::ct::Replica rep(*CP.front(), rng);
+      int64_t seen_arrivals = 0, seen_losses = 0;
+      size_t k = 0;
+      auto record = [&](const sim::ct::Params& Pi) {
+        rec.n[k] = rep.n();
+        rec.avg[k] = rep.avg(Pi);
+        rec.pmax[k] = 0.0;
+        rec.arrivals[k] = rep.arrivals() - seen_arrivals;
+        rec.losses[k] = rep.losses() - seen_losses;
+        seen_arrivals = rep.arrivals();
+        seen_losses = rep.losses();
+        ++k;
+      };
+      while (k < T && out[k] == 0) record(*CP.front());
+      for (size_t i = 0; i < phases && k < T; ++i) {
+        if (i > 0) rep.enter(*CP[i], rng);
+        const double end = std::min(bounds[i + 1], static_cast<double>(horizon));
+        while (k < T && static_cast<double>(out[k]) <= end) {
+          rep.run_until(*CP[i], rng, static_cast<double>(out[k]), stop);
+          if (stop.load(std::memory_order_relaxed)) return false;
+          record(*CP[i]);
+        }
+        if (k < T) rep.run_until(*CP[i], rng, end, stop);
+        if (stop.load(std::memory_order_relaxed)) return false;
+      }
+      std::lock_guard<std::mutex> lock(merge_mutex);
+      pending.emplace(r, std::move(rec));
+      for (auto it = pending.find(next_merge); it != pending.end(); it = pending.find(next_merge)) {
+        sums.add(it->second);
+        pending.erase(it);
+        ++next_merge;
+      }
+      return true;
+    };
     auto replicate = [&](int r) -> bool {
+      if (continuous) return replicate_ct(r);
       Xoshiro256 rng = streams_[static_cast<size_t>(r)];
       Record rec(T);
       sim::SimState s(N);

@@ -1,9 +1,11 @@
-// Slotted simulator (SPEC 7): the order of events of SPEC 3 with real packets.
+// Simulator (SPEC 7): the order of events of SPEC 3 with real packets; continuous-time models
+// run on the event engine (simulation/event_engine.hpp) with the same options and statistics.
 #include "aqmchain/simulation/simulator.hpp"
 
 #include "aqmchain/interrupt.hpp"
 #include "aqmchain/model/filter.hpp"
 #include "simulation/engine.hpp"
+#include "simulation/event_engine.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -118,6 +120,18 @@ SimMemory sim_memory(const Model& m, const SimOptions& o) {
   const double RB = static_cast<double>(o.replications) * o.batches;
   double fifo = 1.0;
   while (fifo < N1) fifo *= 2.0;
+  if (m.time == TimeKind::Continuous) {
+    // the event engine: a FIFO of arrival times per running replication, the time spent at
+    // each n per batch and their merge; no response histogram (sums per batch); the grid
+    // (points, p, two rates) when discretised
+    const double buffer = r.threads * fifo * 8.0 + (RB + 2.0) * N1 * 8.0 + N1 * (8.0 + 2 * 16.0 + 2 * 16.0);
+    const double series = o.sample_every > 0 ? static_cast<double>(o.slots / o.sample_every) * (8 + 4 + 8 + 8) : 0.0;
+    const double grid = o.discretised ? static_cast<double>(m.grid.size(m.buffer)) * 8.0 * 4.0 : 0.0;
+    r.parts = {{"model.buffer", buffer}, {"max_response", 0.0}, {"sample_every", series}, {"grid.k", grid},
+               {"class.flows", 0.0}};
+    for (const auto& p : r.parts) r.total += p.second;
+    return r;
+  }
   // FIFO per running replication; occupancy histogram per batch; the merge (summed
   // histogram, two pmfs with half-widths, long double totals).
   const double buffer = r.threads * fifo * 8.0 + RB * N1 * 8.0 + N1 * (8.0 + 2 * 16.0 + 2 * 16.0);
@@ -259,8 +273,8 @@ double half_width(const std::vector<double>& x) {
   return sim::t975(static_cast<int>(v.size()) - 1) * std::sqrt(static_cast<double>(s2 / v.size()));
 }
 
-template <class F>
-Estimate ratio(const std::vector<Batch>& bs, F num_den) {
+template <class BS, class F>
+Estimate ratio(const BS& bs, F num_den) {
   long double num = 0, den = 0;
   std::vector<double> xs;
   for (const auto& b : bs) {
@@ -275,7 +289,8 @@ Estimate ratio(const std::vector<Batch>& bs, F num_den) {
 struct Mom {
   double mean, var;
 };
-Mom hist_moments(const std::vector<int64_t>& h, int shift) {
+template <class T>
+Mom hist_moments(const std::vector<T>& h, int shift) {
   long double n = 0, s = 0, s2 = 0;
   for (size_t k = 0; k < h.size(); ++k) {
     const long double x = std::max<long double>(static_cast<long double>(k) - shift, 0);
@@ -288,13 +303,13 @@ Mom hist_moments(const std::vector<int64_t>& h, int shift) {
   return {static_cast<double>(mean), static_cast<double>(s2 / n - mean * mean)};
 }
 
-template <class H>
-PmfEstimate pmf_estimate_of(const std::vector<Batch>& bs, H hist, size_t len, bool queue) {
+template <class BS, class H>
+PmfEstimate pmf_estimate_of(const BS& bs, H hist, size_t len, bool queue) {
   // Bin t of the output counts n = t (system) or q = t, i.e. n = t + 1 and, for t = 0,
   // n = 0 too (queue).  One bin at a time: O(batches + len) memory.
   PmfEstimate out;
   const size_t L = queue ? len - 1 : len;
-  auto count = [&](const std::vector<int64_t>& v, size_t t) -> long double {
+  auto count = [&](const auto& v, size_t t) -> long double {
     auto at = [&](size_t k) -> long double { return k < v.size() && k < len ? static_cast<long double>(v[k]) : 0; };
     if (!queue) return at(t);
     return t == 0 ? at(0) + at(1) : at(t + 1);
@@ -497,13 +512,83 @@ SimResult simulate_impl(const Model& model, const SimOptions& o, const SimMemory
   if (P.cls) class_estimates(model, bs, res);
   return res;
 }
+
+/// Continuous-time models: the event engine (simulation/event_engine.hpp), `slots` read as the
+/// horizon and `warmup` as the warm-up in the model's time unit; time averages per unit time.
+SimResult simulate_continuous(const Model& model, const SimOptions& o, const SimMemory& need) {
+  using LD = long double;
+  using sim::ct::Batch;
+  const sim::ct::Params P(model, o.discretised);
+  const double horizon = static_cast<double>(o.slots);
+  const double warmup = static_cast<double>(o.warmup < 0 ? o.slots / 10 : o.warmup);
+  const std::vector<Xoshiro256> streams = replication_streams(o.seed, o.replications);
+  std::vector<std::vector<Batch>> per_rep(static_cast<size_t>(o.replications),
+                                          std::vector<Batch>(static_cast<size_t>(o.batches)));
+  std::vector<int64_t> events(static_cast<size_t>(o.replications), 0);
+  SimResult res;
+  std::atomic<bool> stop{false};
+  const auto t0 = std::chrono::steady_clock::now();
+  sim::run_replications(need.threads, o.replications, stop, [&](int r) {
+    events[static_cast<size_t>(r)] = sim::ct::run(P, horizon, warmup, o.sample_every, streams[static_cast<size_t>(r)],
+                                                  per_rep[static_cast<size_t>(r)], r == 0 ? &res.series : nullptr, stop);
+    return true;
+  });
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.threads = need.threads;
+  res.slots_per_second = horizon * o.replications / std::max(res.seconds, 1e-9);
+  for (int64_t e : events) res.events += e;
+  res.events_per_second = static_cast<double>(res.events) / std::max(res.seconds, 1e-9);
+
+  std::vector<Batch> bs;
+  for (auto& v : per_rep)
+    for (auto& b : v) bs.push_back(std::move(b));
+  res.observations = static_cast<int>(bs.size());
+  double measured = 0.0;
+  for (const auto& b : bs) {
+    measured += b.time;
+    res.served_packets += b.departures;
+  }
+  res.measured_slots = static_cast<int64_t>(std::llround(measured));
+  res.arrival_rate = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.arrivals, b.time); });
+  res.throughput = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.departures, b.time); });
+  res.loss = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.aqm + b.overflow, b.arrivals); });
+  res.loss_aqm = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.aqm, b.arrivals); });
+  res.loss_overflow = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.overflow, b.arrivals); });
+  res.mark_prob = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.marks, b.arrivals); });
+  res.pushed_out_prob = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.pushed, b.admitted); });
+  res.mean_avg = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.sum_avg, b.time); });
+  res.mean_response = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.sum_r, b.departures); });
+  std::vector<double> hn(static_cast<size_t>(model.buffer) + 1, 0.0);
+  LD sr = 0, sr2 = 0, nd = 0;
+  std::vector<double> bms, bvs, bmq, bvq, bvr;
+  for (const auto& b : bs) {
+    for (size_t k = 0; k < hn.size(); ++k) hn[k] += b.time_n[k];
+    sr += b.sum_r, sr2 += b.sum_r2, nd += b.departures;
+    const Mom sm = hist_moments(b.time_n, 0), qm = hist_moments(b.time_n, 1);
+    bms.push_back(sm.mean), bvs.push_back(sm.var), bmq.push_back(qm.mean), bvq.push_back(qm.var);
+    const LD d = b.departures;
+    bvr.push_back(d > 1 ? static_cast<double>(b.sum_r2 / d - (b.sum_r / d) * (b.sum_r / d)) : NAN);
+  }
+  const Mom sm = hist_moments(hn, 0), qm = hist_moments(hn, 1);
+  res.mean_system = {sm.mean, half_width(bms)};
+  res.var_system = {sm.var, half_width(bvs)};
+  res.mean_queue = {qm.mean, half_width(bmq)};
+  res.var_queue = {qm.var, half_width(bvq)};
+  res.var_response = {nd > 0 ? static_cast<double>(sr2 / nd - (sr / nd) * (sr / nd)) : 0.0, half_width(bvr)};
+  auto time_n = [](const Batch& b) -> const std::vector<double>& { return b.time_n; };
+  res.system_pmf = pmf_estimate_of(bs, time_n, hn.size(), false);
+  res.queue_pmf = pmf_estimate_of(bs, time_n, hn.size(), true);
+  // the sojourn time has a density: mean and variance only (response_pmf stays empty)
+  return res;
+}
 }  // namespace
 
 SimResult simulate(const Model& model, const SimOptions& o) {
   model.validate();
-  if (model.time != TimeKind::Discrete)
-    fail_param("model.time", "\"discrete\" for the simulator (it is slotted; continuous-time models are solved, "
-                             "not simulated)", "\"continuous\"");
+  const bool continuous = model.time == TimeKind::Continuous;
+  if (continuous && sim::class_aware(model))
+    fail_param("class", "absent when a continuous-time model is simulated (traffic classes, modified RED and the "
+                        "flow comparison are slotted)", detail::cat(model.class_count(), " classes"));
   if (sim::class_aware(model) && model.aqm.filter == FilterKind::Redwm)
     fail_param("aqm.filter", "ewma when traffic classes, modified RED or the flow comparison are simulated (the "
                              "class-aware loop runs RED's EWMA, not REDwM)", "'redwm'");
@@ -518,6 +603,7 @@ SimResult simulate(const Model& model, const SimOptions& o) {
                     need.threads, " threads), above memory_limit_bytes = ", o.memory_limit_bytes / 1e9,
                     " GB: lower '", need.largest(), "'"));
   try {
+    if (continuous) return simulate_continuous(model, o, need);
     return simulate_impl(model, o, need);
   } catch (const std::bad_alloc&) {
     throw StateSpaceTooLarge(

@@ -122,9 +122,9 @@ def test_bad_inputs_name_the_parameter():
     expect("scenario", lambda: run(model(alpha=0.5), [10]))
     with pytest.raises(aqmchain.StateSpaceTooLarge):
         run(sc, np.arange(1, 101), memory_limit_bytes=1000)
-    # continuous-time scenarios are solved, not simulated
+    # continuous-time scenarios are simulated event by event, at whole output times (time units)
     cont = aqmchain.Scenario([aqmchain.Phase(10.0, model(time="continuous"))])
-    expect("time", lambda: run(cont, [5]))
+    assert expect("times[0]", lambda: run(cont, [2.5])).param == "times[0]"
     # scenario construction: named phase errors
     expect("phase[1].buffer", lambda: aqmchain.Scenario([aqmchain.Phase(10, model(alpha=0.5)),
                                                          aqmchain.Phase(10, model(alpha=0.5, buffer=12))]))

@@ -164,9 +164,11 @@ def class_model(buffer=10):
 
 
 def test_auto_chooses_by_structure_and_reports_the_order():
-    chain = aqmchain.build_chain(class_model())
+    # classes with drop spacing: the count and avg both index the blocks (the class contents
+    # are inside them), a coupled structure
+    chain = aqmchain.build_chain(model_of(small(buffer=10), classes=CLASSES, spacing="count"))
     ref = aqmchain.solve_stationary(chain, method="direct", response="none")
-    # as large: a coupled chain (classes) starts with multilevel, a plain one with krylov
+    # as large: a coupled chain starts with multilevel, a plain one with krylov
     r = aqmchain.solve_stationary(chain, response="none", auto_krylov_min_states=100)
     assert r.info.methods_tried[0]["method"] == "multilevel" and r.info.extra["auto_coupled_structure"] == 1
     assert r.info.methods_tried[-1]["status"] == "converged" and r.info.method == r.info.methods_tried[-1]["method"]
@@ -204,7 +206,7 @@ def test_auto_fails_fast_when_a_method_stays_behind():
 
 
 def test_auto_skips_direct_whose_lu_plainly_does_not_fit():
-    chain = aqmchain.build_chain(class_model(16))
+    chain = aqmchain.build_chain(model_of(small(buffer=16), classes=CLASSES, spacing="count"))  # coupled
     with pytest.raises(aqmchain.NonConvergenceError) as e:  # max_iter = 1: every iterative method stops
         aqmchain.solve_stationary(chain, response="none", auto_krylov_min_states=100, direct_max_gb=1e-6, max_iter=1)
     tried = e.value.result.info.methods_tried

@@ -59,8 +59,9 @@ struct EnsembleResult {
   double seconds = 0.0;
 };
 
-/// Simulate `replications` runs of `scenario` (discrete time only) and report the ensemble
-/// at `times`: whole numbers of slots, strictly increasing, in [1, total duration].
+/// Simulate `replications` runs of `scenario` and report the ensemble at `times`: whole
+/// numbers of slots (continuous time: of time units, the event engine of
+/// simulation/event_engine.hpp running the phases), strictly increasing, in [0, total duration].
 /// Throws ModelError naming the parameter ("times[i]", "phase[i]...", an option) on bad
 /// input, StateSpaceTooLarge over the memory budget, Interrupted when asked to stop.
 EnsembleResult simulate_scenario(const Scenario& scenario, const std::vector<double>& times,

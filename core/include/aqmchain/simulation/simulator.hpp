@@ -1,4 +1,6 @@
-// Slotted Monte Carlo simulator of the same model (SPEC section 7).
+// Monte Carlo simulator of the same model (SPEC section 7): slotted models by the slot loop
+// (simulation/engine.hpp), continuous-time models (model.time = "continuous") by the event
+// engine (simulation/event_engine.hpp), with the same options and result.
 //
 // Real packets in a FIFO (so front/random discard the right packet and every
 // served packet's response time R = D - A is measured), continuous avg by
@@ -63,6 +65,8 @@ struct SimLimits {
   static constexpr int64_t max_response = 1000000000LL;  ///< response-histogram bins
 };
 
+/// Continuous-time models read `slots`, `warmup` and `sample_every` as times in the model's
+/// time unit (the horizon of a replication, its warm-up, the time-series period).
 struct SimOptions {
   int64_t slots = 10000000;  ///< slots per replication, warm-up included, in [1, 1e13]
   int64_t warmup = -1;       ///< slots discarded at the start (-1: slots / 10)
@@ -146,11 +150,15 @@ struct SimResult {
   Estimate mean_count, mean_p_max, mean_max_th;
   bool stateful = false;
   PmfEstimate system_pmf, queue_pmf, response_pmf;
-  int64_t measured_slots = 0;   ///< post-warm-up slots over all replications
+  int64_t measured_slots = 0;   ///< post-warm-up slots over all replications (continuous time: time units)
   int64_t served_packets = 0;
   int observations = 0;         ///< batches used for the intervals
   double seconds = 0.0;
-  double slots_per_second = 0.0;  ///< all slots (warm-up included) / wall time
+  double slots_per_second = 0.0;  ///< all slots (warm-up included) / wall time (continuous time: time units)
+  /// Continuous time: events simulated (arrivals, departures, modulator and grid moves; warm-up
+  /// included) and their number per second of wall time; 0 for slotted models.
+  int64_t events = 0;
+  double events_per_second = 0.0;
   int threads = 0;
   TimeSeries series;
 };
