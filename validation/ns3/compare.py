@@ -195,12 +195,15 @@ def solve_chain(sc: Scenario, grid: dict | None = None, tol: float | None = None
     return out
 
 
-def simulate_chain(sc: Scenario) -> dict:
+def simulate_chain(sc: Scenario, scale: float) -> dict:
+    """aqmchain's event-driven simulator on the model (continuous avg: no grid), 4 replications of
+    about 1.1e6 x scale arrivals each (at least 2500 s: the simulator's 20 batches need 100 time
+    units each), a tenth of them warmup (the time unit is the second)."""
     import aqmchain
     t0 = time.perf_counter()
     try:
         model, _ = aqmchain.model_from_dict(chain_document(sc))
-        res = aqmchain.simulate(model)
+        res = aqmchain.simulate(model, slots=max(2500, int(1.1e6 * scale / arrival_rate(sc))), replications=4)
     except Exception as e:  # noqa: BLE001
         return {"error": f"{type(e).__name__}: {e}"}
     names = {"mean_sojourn": "mean_response"}
@@ -328,7 +331,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=10, help="independent ns-3 replications (default 10)")
     ap.add_argument("--jobs", type=int, default=2, help="ns-3 runs in parallel (default 2)")
     ap.add_argument("--no-chain", action="store_true", help="ns-3 (and closed forms) only")
-    ap.add_argument("--sim", action="store_true", help="also aqmchain's event-driven simulator")
+    ap.add_argument("--sim", action="store_true", help="also aqmchain's event-driven simulator (4 replications "
+                    "of about 1.1e6 x scale arrivals, continuous avg)")
     ap.add_argument("--grid-k", type=int, help="the chain on the uniform grid of step 1/K (refine = none) "
                     "instead of the automatic grid")
     ap.add_argument("--tol", type=float, help="the chain's residual target (default: solve_stationary's)")
@@ -358,7 +362,9 @@ def main(argv=None) -> int:
         for path in args.from_json:
             saved = json.loads(path.read_text())
             reps.add(saved["reps"])
-            rows.update({r["scenario"]["name"]: r for r in saved["rows"]})
+            for r in saved["rows"]:  # a later file's fields replace an earlier one's (a run without
+                name = r["scenario"]["name"]  # the chain keeps the chain of an earlier file)
+                rows[name] = {**rows.get(name, {}), **r}
         order = [s.name for s in SCENARIOS]
         rows = sorted(rows.values(), key=lambda r: order.index(r["scenario"]["name"])
                       if r["scenario"]["name"] in order else len(order))
@@ -387,10 +393,11 @@ def main(argv=None) -> int:
                           file=sys.stderr)
                 if "error" in row["chain"]:
                     print(f"{sc.name}: chain: {row['chain']['error']}", file=sys.stderr)
-                if args.sim:
-                    row["simulator"] = simulate_chain(sc)
-                    if "error" in row["simulator"]:
-                        print(f"{sc.name}: simulator: {row['simulator']['error']}", file=sys.stderr)
+
+            if sc.chain and args.sim:
+                row["simulator"] = simulate_chain(sc, args.scale)
+                if "error" in row["simulator"]:
+                    print(f"{sc.name}: simulator: {row['simulator']['error']}", file=sys.stderr)
             if sc.name.startswith("pmax0"):
                 row["closed_form"] = mm1n(sc)
             row["ns3"] = futures[sc.name].result()
