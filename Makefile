@@ -8,8 +8,8 @@ VPY      := $(VENV)/bin/python
 JOBS     ?= 2
 APT_PKGS := g++ make cmake ninja-build pkg-config libsuitesparse-dev libarpack2-dev libeigen3-dev libgtest-dev libopenblas0-pthread
 # nbclient, ipykernel and nbformat: the tests (and the docs site) execute the notebooks in a real kernel
-PY_MODS  := numpy scipy pybind11 scikit_build_core pytest matplotlib hypothesis dask distributed pandas tqdm nbclient ipykernel nbformat
-PIP_PKGS := numpy scipy pybind11 scikit-build-core pytest matplotlib hypothesis dask distributed pandas tqdm nbclient ipykernel nbformat
+PY_MODS  := numpy scipy pybind11 scikit_build_core pytest matplotlib hypothesis dask distributed pandas tqdm nbclient ipykernel nbformat dpkt
+PIP_PKGS := numpy scipy pybind11 scikit-build-core pytest matplotlib hypothesis dask distributed pandas tqdm nbclient ipykernel nbformat dpkt
 # the documentation site (`make docs`, part of `make test`): import names and PyPI names
 DOC_MODS := mkdocs material mkdocstrings mkdocstrings_handlers.python
 DOC_PKGS := mkdocs mkdocs-material 'mkdocstrings[python]'

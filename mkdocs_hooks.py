@@ -173,7 +173,7 @@ API_SECTIONS = [
     ("Chain size and memory", "",
      ["model_info", "solve_estimate", "estimate_chain", "count_reachable", "stateful_info"]),
     ("Stationary analysis", "",
-     ["solve_stationary", "StationaryResult", "SolverInfo", "ErrorEstimate", "DirectSolver", "build_chain",
+     ["solve_stationary", "StationaryResult", "SolverInfo", "ErrorEstimate", "DirectSolver", "WarmStart", "build_chain",
       "Chain", "refine_grid", "transition_matrix", "state_labels", "stateful_observables", "ClassMetrics",
       "CLASS_METRICS", "set_num_threads", "num_threads"]),
     ("Response times under the drop policies", "", ["compare_policies", "PolicyComparison"]),
@@ -185,10 +185,14 @@ API_SECTIONS = [
       "TRANSIENT_METHODS", "TRANSIENT_METRICS"]),
     ("Sweeps and exports", "", ["sweep", "SweepResult", "export_matrix", "export_prism", "export_stationary",
                                 "stationary_table"]),
+    ("Sensitivities", "", ["sensitivities", "Sensitivities", "sensitivity_parameters"]),
     ("Coefficient search", "", ["optimize", "OptimizeResult", "OPTIMIZE_METHODS"]),
     ("Self-similarity and the Hurst parameter", "",
      ["estimate_hurst", "HurstEstimate", "HURST_ESTIMATORS", "hurst", "HurstReport", "hurst_from_trace",
       "arrival_trace", "aggregated_variance", "rescaled_range", "expected_rs"]),
+    ("Fitting sources to traces", "docs/trace-fitting.md: from a packet trace to a `[source]` table, and the "
+     "trace replayed through a model's queue.",
+     ["fit_source", "FitResult", "FIT_KINDS", "read_trace", "simulate_trace"]),
     ("Plots", "", ["plots"]),
 ]
 

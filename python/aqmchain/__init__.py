@@ -47,6 +47,7 @@ from ._classes import CLASS_METRICS, ClassMetrics
 from .export import export_matrix, export_prism, export_stationary, stationary_table
 from .modelfile import apply_overrides, load_config, load_model, model_from_dict, model_to_dict, replace, solver_options
 from .modelinfo import model_info, solve_estimate
+from .fit import FIT_KINDS, FitResult, fit_source, read_trace, simulate_trace
 from .optimize import OPTIMIZE_METHODS, OptimizeResult, optimize
 from . import plots  # noqa: E402  (matplotlib is imported by the plot functions, not here)
 from .policies import PolicyComparison, compare_policies
@@ -69,6 +70,7 @@ from .stationary import (
     NonConvergenceError,
     SolverInfo,
     StationaryResult,
+    WarmStart,
     build_chain,
     refine_grid,
     solve_stationary,
@@ -76,6 +78,7 @@ from .stationary import (
     stateful_observables,
     transition_matrix,
 )
+from .sensitivity import Sensitivities, sensitivities, sensitivity_parameters
 from .sweep import sweep
 from .transient import TRANSIENT_METHODS, TRANSIENT_METRICS, TransientInfo, TransientResult, solve_transient, time_grid
 
@@ -85,7 +88,7 @@ __all__ = [
     "Aqm", "Chain", "DropFunction", "GridSpec", "HurstReport", "Model", "Service", "Source", "TrafficClass",
     "ClassMetrics", "CLASS_METRICS",
     "ModelError", "OptionError", "ReducibleChainError", "SolverError", "StateSpaceTooLarge",
-    "NonConvergenceError", "CountTruncationError", "SolverInfo", "StationaryResult", "DirectSolver",
+    "NonConvergenceError", "CountTruncationError", "SolverInfo", "StationaryResult", "DirectSolver", "WarmStart",
     "build_chain", "estimate_chain", "hurst", "ssmp_q_for_mean", "redwm_s_grid", "stateful_info", "stateful_observables",
     "load_config", "load_model", "model_from_dict", "model_to_dict",
     "solve_stationary", "state_labels", "transition_matrix", "refine_grid", "ErrorEstimate",
@@ -94,11 +97,13 @@ __all__ = [
     "solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS",
     "simulate_scenario", "EnsembleOptions", "EnsembleResult",
     "optimize", "OptimizeResult", "OPTIMIZE_METHODS",
+    "sensitivities", "Sensitivities", "sensitivity_parameters",
     "plots", "HURST_ESTIMATORS", "HurstEstimate", "estimate_hurst", "hurst_from_trace", "arrival_trace",
     "aggregated_variance", "rescaled_range", "expected_rs",
     "sweep", "SweepResult", "model_info", "solve_estimate", "count_reachable", "set_num_threads", "num_threads",
     "export_matrix", "export_prism", "export_stationary", "stationary_table",
     "apply_overrides", "replace", "solver_options",
+    "fit_source", "FitResult", "FIT_KINDS", "read_trace", "simulate_trace",
 ]
 
 

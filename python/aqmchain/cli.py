@@ -30,6 +30,7 @@ from .policies import compare_policies
 from .simulation import SCALARS as SIM_SCALARS
 from .simulation import Comparison, simulate
 from .scenario import load_scenario
+from .fit import FIT_KINDS, MULTIPLE_RULES
 from .selfsim import HURST_ESTIMATORS
 from .stationary import CLASS_CHAINS, METHODS, SCALAR_METRICS, NonConvergenceError, solve_stationary
 from .transient import TRANSIENT_METHODS, solve_transient, time_grid
@@ -81,6 +82,11 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
     "hurst": ("Hurst parameter of a model's arrival source by several estimators (docs/hurst.md)", [
         "aqmchain hurst examples/dsred_ssmp.toml --slots 262144 --replications 4",
         "aqmchain hurst examples/dsred_ssmp.toml --estimator exact --range 2^6:2^16 --plot vt.png --json h.json",
+    ]),
+    "fit": ("fit a bernoulli, mmbp, ssmp or mmpp source to a packet trace (pcap, CSV, NumPy; docs/trace-fitting.md)", [
+        "aqmchain fit examples/traces/mmpp.csv --kind mmbp --slot 0.0005 --output source.toml --json fit.json",
+        "aqmchain fit examples/traces/mmpp.csv --kind mmpp --output source.toml --model-file model.toml --plot fit.png",
+        "aqmchain fit examples/traces/mmpp.csv --kind ssmp --slot 0.0005 --compare examples/small_ecn.toml --json cmp.json",
     ]),
     "info": ("states (exact when cheap), transitions, memory and the tagged-chain cost, without solving", [
         "aqmchain info examples/red_geo.toml",
@@ -202,7 +208,8 @@ def _capped_dict(result) -> dict:
 
 def _summary_stream(args: argparse.Namespace):
     """The summary goes to stdout unless an output does (``--json -`` / ``--csv -``)."""
-    return sys.stderr if "-" in (getattr(args, "json", None), getattr(args, "csv", None)) else sys.stdout
+    outs = (getattr(args, "json", None), getattr(args, "csv", None), getattr(args, "output", None))
+    return sys.stderr if "-" in outs else sys.stdout
 
 
 def _say(args: argparse.Namespace, text: str) -> None:
@@ -324,8 +331,15 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     if result.error_estimate is not None:
         _say(args, "\ndiscretisation error estimate (grids with 4x, 2x, 1x the steps):\n"
              + result.error_estimate.table())
+    sens = None
+    if args.sensitivities:
+        with _progress.activity(_progress_on(args), "aqmchain: sensitivities"):
+            sens = result.sensitivities()
+        _say(args, f"\nsensitivities ({sens.info['method']} adjoint, {sens.info['seconds']['total']:.3g} s; "
+             "all metrics in the JSON output):\n" + "\n\n".join(
+                 sens.table(m) for m in ("mean_queue", "loss", "mean_response") if m in sens.values))
     if args.json:
-        _write_json(args, _capped_dict(result))
+        _write_json(args, {**_capped_dict(result), **(sens.to_dict() if sens is not None else {})})
     if args.csv:
         _write("--csv", args.csv, _csv_text(["metric", "value"], _scalar_rows(result)
                                             + [["states", result.states], ["nnz", result.nnz]]))
@@ -509,7 +523,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
             raise _opt_error("--bounds", "NAME=LO:HI", b)
         bounds[name.strip()] = tuple(_floats("--bounds", f"{lo},{hi}"))
     kwargs: dict = {"params": params, "objective": args.objective, "method": args.method, "starts": starts,
-                    "solver": solver}
+                    "solver": solver, "warm": not args.cold}
     if bounds:
         kwargs["bounds"] = bounds
     if args.step:
@@ -661,7 +675,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     solver_opts = {k: v for k, v in solver.items()}
     try:
         result = sweep(args.doc, params, simulate=args.simulate, sim_options=sim_opts, solver=solver_opts,
-                       scheduler=scheduler, workers=args.workers, keep_results=False, progress=progress)
+                       scheduler=scheduler, workers=args.workers, keep_results=False, progress=progress,
+                       warm=not args.cold)
     finally:
         bar.close()
     if args.csv:
@@ -739,6 +754,64 @@ def _cmd_hurst(args: argparse.Namespace) -> int:
         variance_time(first, ax=left)
         local_hurst(out, ax=right)
         _save_figure("--plot", fig, args.plot)
+    return EXIT_OK
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    from .fit import fit_source
+
+    _check_outputs(args, "--output", "--model-file", "--json", "--plot")
+    if args.compare and args.kind == "mmpp":
+        raise _opt_error("--compare", "used with a slotted --kind (bernoulli, mmbp, ssmp: the trace replay is "
+                         "slotted)", args.compare)
+    base = None
+    if args.compare:
+        from .modelfile import load_model
+
+        base = load_model(args.compare)  # read before the fit: a bad model file fails fast
+    if args.multiple == "batch" and args.kind != "bernoulli":
+        raise _opt_error("--multiple", f"clip or refuse for --kind {args.kind} (batch: --kind bernoulli only)",
+                         args.multiple)
+    names = {"slot": "--slot", "states": "--states", "lags": "--lags", "column": "--column", "multiple": "--multiple",
+             "counts": "--counts", "kind": "--kind"}
+    with _progress.activity(_progress_on(args), "aqmchain: fitting the source"):
+        try:
+            fit = fit_source(args.trace, args.kind, slot=args.slot, states=args.states, counts=args.counts,
+                             multiple=args.multiple, lags=args.lags, column=args.column)
+        except _core.ModelError as exc:  # the library names its arguments; say the options
+            p = getattr(exc, "param", None)
+            if p in names:
+                msg = str(exc).replace(f"parameter '{p}'", f"option '{names[p]}'")
+                e = _core.ModelError(msg)
+                e.param = names[p]
+                raise e from None
+            raise
+    _say(args, fit.summary())
+    comparison = None
+    if base is not None:
+        from .fit import simulate_trace
+        from .modelfile import replace
+        from .simulation import Comparison
+        from .stationary import solve_stationary
+
+        model = replace(base, source=fit.source_table())
+        with _progress.activity(_progress_on(args), "aqmchain: solving the chain, replaying the trace"):
+            comparison = Comparison(solve_stationary(model), simulate_trace(model, fit.counts, seed=args.seed))
+        _say(args, f"\nthe fitted chain in {args.compare}'s queue against the trace replayed through it:\n"
+                   + comparison.table())
+    if args.output:
+        _write("--output", args.output, fit.to_toml())
+    if args.model_file:
+        _write("--model-file", args.model_file, fit.model_section())
+    if args.json:
+        payload = {"fit": fit.to_dict(), "source_toml": fit.to_toml(), "trace": str(args.trace)}
+        if comparison is not None:
+            payload["comparison"] = comparison.to_dict()
+        _write_json(args, payload)
+    if args.plot:
+        _save_figure("--plot", fit.plot(), args.plot)
+    if not (args.output or args.json or args.model_file or args.compare) and not args.quiet:
+        print(fit.to_toml(), end="", file=_summary_stream(args))
     return EXIT_OK
 
 
@@ -863,6 +936,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--classes", choices=list(CLASS_CHAINS), default="approx",
                    help="chain of a model with traffic classes: 'approx' (two classes, random-order approximation) "
                         "or 'exact' (the FIFO's class sequence, small buffers); docs/classes.md")
+    s.add_argument("--sensitivities", action="store_true",
+                   help="also d(metric)/d(parameter) of every scalar metric by every continuous parameter (model-file "
+                        "keys), one adjoint solve per metric (JSON keys sensitivities, elasticities; "
+                        "docs/sensitivities.md)")
     s.set_defaults(func=_cmd_solve)
 
     si = _sub(sub, "simulate")
@@ -923,6 +1000,8 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--scheduler", metavar="ADDRESS",
                     help="run the starts on Dask: 'local' (a LocalCluster), 'sync' or a scheduler address; "
                          "default: one after the other in this process")
+    op.add_argument("--cold", action="store_true",
+                    help="solve every point from scratch (default: from the nearest previous solution)")
     op.add_argument("--json", metavar="OUT", help="write the result, the starts and the trace ('-': stdout)")
     op.add_argument("--csv", metavar="OUT", help="write the trace, one row per evaluated or refused point")
     op.set_defaults(func=_cmd_optimize)
@@ -939,6 +1018,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="'local' (a LocalCluster on this machine), 'sync' (in this process, no cluster) or the "
                          "address of a Dask scheduler; default $AQMCHAIN_SCHEDULER, else local")
     sw.add_argument("--workers", type=_int_arg, help="worker processes of the local cluster (default: cores, at most 4)")
+    sw.add_argument("--cold", action="store_true",
+                    help="solve every point from scratch (default: each from the previous point's solution)")
     sw.add_argument("--metric", default="mean_queue", help="metric of the --plot curves (mean_queue)")
     sw.add_argument("--json", metavar="OUT", help="write one object per point ('-': stdout)")
     sw.add_argument("--csv", metavar="OUT", help="write one row per point ('-': stdout)")
@@ -962,6 +1043,35 @@ def build_parser() -> argparse.ArgumentParser:
     hu.add_argument("--plot", metavar="PNG", help="write the variance-time (or R/S) curve of the first estimator "
                                                   "and the local H(m) of all")
     hu.set_defaults(func=_cmd_hurst)
+
+    fi = _sub(sub, "fit")
+    fi.add_argument("trace", help="the trace: .pcap/.pcapng (arrival timestamps), .csv/.txt/.tsv or .npy "
+                                  "(timestamps in seconds, or per-slot counts with --counts)")
+    fi.add_argument("--kind", default="mmbp", choices=list(FIT_KINDS), help="the source kind fitted (mmbp)")
+    fi.add_argument("--slot", type=float, metavar="SECONDS",
+                    help="slot length (slotted kinds; default the 1%% quantile of the inter-arrival times); "
+                         "mmpp: the width of the count bins of the variance-time curve (default the mean "
+                         "inter-arrival time)")
+    fi.add_argument("--states", type=_int_arg, metavar="K",
+                    help="modulator states: mmbp/mmpp 2..6 (2); ssmp: its n (default the best n in 2..8)")
+    fi.add_argument("--counts", action="store_true", help="the trace holds per-slot packet counts, not timestamps")
+    fi.add_argument("--multiple", default="clip", choices=list(MULTIPLE_RULES),
+                    help="a slot with several packets: clip (count one, report the fraction), refuse, or batch "
+                         "(a batch Bernoulli source with the trace's count pmf; --kind bernoulli) (clip)")
+    fi.add_argument("--lags", type=_int_arg, default=10, help="autocorrelation lags matched, 1..1000 (10)")
+    fi.add_argument("--column", help="CSV column (header name or 0-based index; default the first)")
+    fi.add_argument("--output", metavar="OUT.toml", help="write the [source] table ('-' for stdout)")
+    fi.add_argument("--model-file", dest="model_file", metavar="OUT.toml",
+                    help="write a complete model file around the fitted source (RED queue at load 0.8)")
+    fi.add_argument("--compare", metavar="MODEL.toml",
+                    help="put the fitted source into this model file's queue (slotted kinds; its service "
+                         "probability is per slot of --slot) and compare the chain with the trace replayed "
+                         "through the same queue")
+    fi.add_argument("--seed", type=_int_arg, default=1, help="seed of the replay's AQM and service draws (1)")
+    fi.add_argument("--json", metavar="OUT", help="write the fit, its statistics and errors ('-' for stdout)")
+    fi.add_argument("--plot", metavar="PNG", help="write the trace's and the model's variance-time curves")
+    fi.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors; no progress bars")
+    fi.set_defaults(func=_cmd_fit)
 
     e = _sub(sub, "info")
     _common(e)

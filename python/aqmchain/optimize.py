@@ -69,6 +69,33 @@ def triple_of(model: _core.Model) -> list[float]:
 
 
 _FAILURES = (SolverError, ReducibleChainError, StateSpaceTooLarge)
+#: Warm starts: the solutions kept (the most recent), each evaluation starting from the nearest
+WARM_KEEP = 4
+
+
+class _WarmSolve:
+    """The default evaluation with warm starts: :func:`aqmchain.solve_stationary` from the
+    nearest of the last :data:`WARM_KEEP` solutions (distance in the search's coordinates,
+    each divided by its first step), with the ``solver`` options."""
+
+    takes_point = True  # _Objective passes the point
+
+    def __init__(self, solver: dict, scale: np.ndarray):
+        self.solver, self.scale = dict(solver), np.asarray(scale, dtype=float)
+        self.kept: list[tuple[np.ndarray, Any]] = []
+
+    def __call__(self, model: _core.Model, x: np.ndarray | None = None) -> Any:
+        from .stationary import WarmStart, _solve_warm
+
+        near = None
+        if x is not None and self.kept:
+            dist = [float(np.linalg.norm((x - y) / self.scale)) for y, _ in self.kept]
+            near = self.kept[int(np.argmin(dist))][1]
+        result = _solve_warm(model, near, **self.solver)
+        if x is not None:
+            self.kept.append((np.array(x, dtype=float), WarmStart.of(result)))
+            del self.kept[:-WARM_KEEP]
+        return result
 
 
 @dataclasses.dataclass(repr=False)
@@ -296,7 +323,7 @@ class _Objective:
         self.evaluations += 1
         states = None
         try:
-            result = self.evaluate(model)
+            result = self.evaluate(model, x) if getattr(self.evaluate, "takes_point", False) else self.evaluate(model)
             states = getattr(result, "states", None)
             value = self.metric(result)
             status, message = "ok", ""
@@ -406,7 +433,7 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
              min_step: Sequence[float] | float | None = None, max_evals: int = 10**9,
              evaluate: Callable[[_core.Model], Any] | None = None, solver: dict | None = None,
              callback: Callable[[dict], Any] | None = None, scheduler: Any = None,
-             workers: int | None = None) -> OptimizeResult:
+             workers: int | None = None, warm: bool = True) -> OptimizeResult:
     """Minimise ``objective`` over model parameters by direct search.
 
     ``params``: ``"triple"`` (REDwM's [x, y, z], the default; an EWMA model starts from
@@ -422,7 +449,10 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     the search stops below it (default step / 64).  ``max_evals``: budget of solves over all
     starts.  ``evaluate``: ``model -> result`` (default: :func:`solve_stationary` with the
     ``solver`` options).  ``callback(record)`` is called with each trace record; returning
-    True stops the search.
+    True stops the search.  ``warm``: the default evaluation starts each solve from the nearest
+    of the last few solutions of the same start (coordinates divided by their first steps;
+    ``solve_stationary(..., warm=...)``, docs/solvers.md): the values are the cold ones to
+    the solver's tolerance; ``warm=False`` solves every point cold.
 
     Infeasible points (outside the bounds, or refused by the model: negative coefficients,
     x + y + z > 1, ...) get +inf and are never evaluated; a failed evaluation (non-convergence,
@@ -458,11 +488,13 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     else:
         raise _checks.model_error("objective", "a metric name or a callable", objective)
     custom_evaluate = evaluate is not None
+    if not isinstance(warm, bool):
+        raise _checks.model_error("warm", "True or False", warm)
     if evaluate is None:
         from .stationary import solve_stationary
 
         opts = dict(solver or {})
-        evaluate = lambda m: solve_stationary(m, **opts)  # noqa: E731
+        evaluate = None if warm else (lambda m: solve_stationary(m, **opts))  # noqa: E731  (warm: below, with h)
     elif solver:
         raise _checks.model_error("solver", "absent when evaluate is given (evaluate solves)", solver)
     # bounds
@@ -508,7 +540,9 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     if scheduler is not None:
         return _optimize_distributed(model, space, obj_name, objective, evaluate if custom_evaluate else None,
                                      dict(solver or {}), method, b, points, h, hmin, max_evals, callback,
-                                     scheduler, workers)
+                                     scheduler, workers, warm)
+    if evaluate is None:  # warm starts, distances in units of the first steps
+        evaluate = _WarmSolve(dict(solver or {}), h)
     f = _Objective(space, b, evaluate, metric, max_evals, callback)
     f.objective_name = obj_name if isinstance(objective, str) else None
     run = _hooke_jeeves if method == "hooke_jeeves" else _nelder_mead
@@ -555,12 +589,14 @@ def _run_start(f: Any, run: Callable, names: list[str], x0: np.ndarray, h: np.nd
 
 def _start_task(model: _core.Model, params: list[str], objective: Any, evaluate: Callable | None, solver: dict,
                 method: str, bounds: np.ndarray, x0: np.ndarray, h: np.ndarray, hmin: np.ndarray, budget: int,
-                start: int) -> dict[str, Any]:
+                start: int, warm: bool = True) -> dict[str, Any]:
     """One start of the search, run on a worker: its record, trace and counts."""
     space = _Space(model, params)
     space.names = list(params)  # already resolved by the caller
     metric = (lambda r: getattr(r, objective)) if isinstance(objective, str) else objective  # noqa: E731
-    if evaluate is None:
+    if evaluate is None and warm:
+        evaluate = _WarmSolve(solver, h)
+    elif evaluate is None:
         from .stationary import solve_stationary
 
         evaluate = lambda m: solve_stationary(m, **solver)  # noqa: E731
@@ -577,11 +613,11 @@ def _start_task(model: _core.Model, params: list[str], objective: Any, evaluate:
 
 
 def _optimize_distributed(model, space, obj_name, objective, evaluate, solver, method, bounds, points, h, hmin,
-                          max_evals, callback, scheduler, workers) -> OptimizeResult:
+                          max_evals, callback, scheduler, workers, warm=True) -> OptimizeResult:
     from .sweep import run_tasks
 
     budget = max(1, max_evals // len(points))
-    args = [(model, list(space.names), objective, evaluate, solver, method, bounds, x0, h, hmin, budget, i)
+    args = [(model, list(space.names), objective, evaluate, solver, method, bounds, x0, h, hmin, budget, i, warm)
             for i, x0 in enumerate(points)]
     stopped = [False]
 

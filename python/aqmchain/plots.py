@@ -11,7 +11,9 @@ is displayed when it is the value of a cell.
 - ``heatmap``: the stationary joint law of (q, avg), log colour scale;
 - ``transient``: metrics over time, phase boundaries marked;
 - ``variance_time``: the variance-time curve of a source (Hurst estimation);
-- ``local_hurst``: the local Hurst parameter against the time scale.
+- ``local_hurst``: the local Hurst parameter against the time scale;
+- ``fit_quality``: a fitted source against its trace: variance-time curves and autocorrelations.
+- ``sensitivities``: a tornado chart of one metric's elasticities by the model's parameters.
 
 Conventions: the x-axes are in packets (queue length q = waiting packets, avg) or
 slots (response time, time); probabilities use log scales wherever tails matter, and
@@ -28,7 +30,8 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["queue_pmf", "response_pmf", "heatmap", "joint_pmf", "transient", "variance_time", "local_hurst",
+__all__ = ["queue_pmf", "response_pmf", "heatmap", "joint_pmf", "transient", "variance_time", "local_hurst", "fit_quality",
+           "sensitivities",
            "model_label", "threshold_band", "figure_format", "save"]
 
 #: default depth of the log y-axes, in powers of ten below the largest value shown
@@ -401,4 +404,63 @@ def local_hurst(estimates: Any, *, ax: Any = None, title: str | None = None) -> 
     ax.set_title(title or f"local Hurst parameter, {estimates[0].source}", fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(loc="best", fontsize=8)
+    return fig
+
+
+def fit_quality(fit: Any, *, ax: Any = None, title: str | None = None) -> Any:
+    """A :class:`~aqmchain.fit.FitResult`: the trace's and the fitted model's variance-time
+    curves overlaid (log-log, with the variance-time Hurst estimate of each) and, on a
+    second axis when no ``ax`` is given, their autocorrelations at lags 1..L."""
+    if ax is None:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(11.0, 4.2), layout="constrained")
+        ax, ax2 = fig.subplots(1, 2)
+    else:
+        fig, ax2 = ax.figure, None
+    tr, md = fit.trace, fit.model
+    cont = fit.kind == "mmpp"
+    unit = f"bins of {fit.trace.bin:.3g} s" if cont else "slots"
+    ax.loglog(tr.levels, tr.variance, "o", ms=4, label=f"trace (H = {fit.hurst_trace:.3f})")
+    ax.loglog(md.levels, md.variance, "-", lw=1.8, label=f"fitted {fit.kind} (H = {fit.hurst_model:.3f})")
+    ax.set_xlabel(f"aggregation level m ({unit})")
+    ax.set_ylabel("Var N(m bins)" if cont else "Var X^(m) (arrivals per slot, squared)")
+    ax.set_title(title or f"variance-time curves, max rel. error {fit.errors['variance_time_max']:.2g}", fontsize=9)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(loc="best", fontsize=8)
+    if ax2 is not None:
+        lags = np.arange(1, tr.acf.size + 1)
+        what = "inter-arrival times" if cont else "per-slot counts"
+        ax2.plot(lags, tr.acf, "o", ms=4, label="trace")
+        ax2.plot(lags, md.acf, "-", lw=1.8, label=f"fitted {fit.kind}")
+        ax2.set_xlabel("lag")
+        ax2.set_ylabel(f"autocorrelation of the {what}")
+        ax2.set_title(f"autocorrelations, max abs. error {fit.errors['acf_max']:.2g}", fontsize=9)
+        ax2.grid(True, alpha=0.25)
+        ax2.legend(loc="best", fontsize=8)
+    return fig
+
+
+def sensitivities(sens: Any, metric: str = "mean_queue", *, ax: Any = None, top: int | None = None,
+                  title: str | None = None) -> Any:
+    """A tornado chart of one metric's elasticities (theta / F dF/dtheta: the metric's relative
+    change per relative change of each parameter) from :class:`aqmchain.Sensitivities`, largest
+    magnitude on top (``top``: only the largest ones).  Parameters whose derivative is one-sided
+    (P not smooth there) are hatched; parameters at 0 (no elasticity) are left out."""
+    if metric not in sens.elasticities:
+        raise ValueError(f"no sensitivities of '{metric}' (they cover: {', '.join(sens.elasticities)})")
+    el = {p: e for p, e in sens.elasticities[metric].items() if math.isfinite(e)}
+    order = sorted(el, key=lambda p: abs(el[p]), reverse=True)[:top]
+    fig, ax = _axes(ax, (7.0, max(2.0, 0.32 * len(order) + 1.0)))
+    y = np.arange(len(order))[::-1]
+    values = [el[p] for p in order]
+    bars = ax.barh(y, values, color=["tab:red" if v > 0 else "tab:blue" for v in values], height=0.7)
+    for bar, p in zip(bars, order):
+        if p in sens.notes and "bound" not in sens.notes[p]:
+            bar.set_hatch("//")
+    ax.set_yticks(y, order, fontsize=8)
+    ax.axvline(0.0, color="0.3", lw=0.8)
+    ax.set_xlabel(f"elasticity of {metric} (relative change per relative change of the parameter)")
+    ax.set_title(title or f"{metric} = {sens.metrics[metric]:.4g}: elasticities", fontsize=9)
+    ax.grid(True, axis="x", alpha=0.25)
     return fig

@@ -17,7 +17,8 @@ from ._classes import CLASS_METRICS, ClassMetrics
 from ._core import OptionError
 
 __all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "CountTruncationError",
-           "build_chain", "DirectSolver", "refine_grid", "ErrorEstimate", "ERROR_ESTIMATE_FACTORS"]
+           "build_chain", "DirectSolver", "refine_grid", "ErrorEstimate", "ERROR_ESTIMATE_FACTORS", "WarmStart",
+           "WARM_GRIDS"]
 
 GIB = 1024.0**3
 #: Scalar metric names, defined once in the bindings: (name, exists only with response times).
@@ -192,6 +193,14 @@ class StationaryResult:
         self.response_method = metrics.response_method or None
         self.time_unit = "slots" if chain.time == "discrete" else "time units"
         self.grid: dict[str, Any] | None = None  #: what the automatic grid did (refine_grid's report)
+        #: what a warm start reused (``solve_stationary(..., warm=previous)``; None for a cold solve):
+        #: ``x0`` (True when a starting vector was made from the previous solution), ``grid``
+        #: ("reused": the previous resolved grid, no pre-solve; "refined": a pre-solve of its own;
+        #: "explicit": the model's grid is not automatic), ``previous_states``, ``matched_states``
+        #: (states of this chain found among the previous one's labels), ``matched_mass`` (the
+        #: previous solution's mass on them), ``previous_iterations``
+        self.warm: dict[str, Any] | None = None
+        self._input_model = None  # the model as given to solve_stationary (a warm start's grid reuse)
         self.error_estimate: ErrorEstimate | None = None
         if metrics.response_available:
             # continuous time: R has a density, not a pmf (mean and variance only)
@@ -232,6 +241,15 @@ class StationaryResult:
             self.max_th_values = np.array([hi, hi * (1 + model.aqm.max_th_growth)])
             self.max_th_pmf = np.bincount(np.asarray(labels[maxth]), weights=pi, minlength=2)
             self.mean_max_th = float(np.dot(self.max_th_values, self.max_th_pmf))
+
+    def sensitivities(self, metrics=None, params=None, **options: Any):
+        """d(metric)/d(parameter) for the scalar metrics (or ``metrics``) and the model's
+        continuous parameters by their model-file keys (or ``params``), by one adjoint solve
+        per metric: an :class:`aqmchain.Sensitivities` (values, elasticities,
+        notes); docs/sensitivities.md."""
+        from .sensitivity import sensitivities
+
+        return sensitivities(self, metrics=metrics, params=params, **options)
 
     def component_pmf(self, name: str) -> np.ndarray:
         """Stationary law of one state component (by its index values), e.g. ``"count"``."""
@@ -304,7 +322,7 @@ class StationaryResult:
                 "iterations": int(self.info.iterations), "matvecs": int(self.info.matvecs),
                 "operator_applications": int(self.info.matvecs),
                 "seconds": self.info.seconds, "tol": self.info.tol, "note": self.info.note,
-                "methods_tried": self.info.methods_tried,
+                "methods_tried": self.info.methods_tried, "warm": self.warm,
             },
         }
 
@@ -339,6 +357,11 @@ class StationaryResult:
                        f"{i.iterations} iterations, {i.matvecs} matvecs"),
             ("time", ", ".join(f"{k} {v:.3g}s" for k, v in i.seconds.items())),
         ]
+        if self.warm:
+            w = self.warm
+            rows.insert(-1, ("warm start", (f"from {w['previous_states']} states ({w['matched_states']} matched, "
+                                            f"{w['matched_mass']:.6g} of the mass)" if w.get("x0") else
+                                            "no state matched: cold") + f"; grid {w['grid']}"))
         if len(i.methods_tried) > 1:
             rows.insert(-1, ("methods tried", ", ".join(
                 f"{a['method']} ({'converged' if not a['why'] else 'skipped' if a['why'].startswith('skipped') else 'failed'}"
@@ -541,7 +564,8 @@ def _error_estimate(result: StationaryResult, options: dict, memory_limit_gb, re
 
 def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float | None = None,
                      response: str = "auto", response_tail: float = 1e-12, error_estimate: bool = False,
-                     classes: str = "approx", **options: Any) -> StationaryResult:
+                     classes: str = "approx", warm: "StationaryResult | WarmStart | None" = None,
+                     warm_grid: str = "auto", **options: Any) -> StationaryResult:
     """Stationary distribution and metrics of ``model`` (or of an already built chain).
 
     Options (all keyword): ``method`` (one of :data:`METHODS`), ``tol`` (target for ||pi P - pi||_1, default 1e-12),
@@ -572,6 +596,14 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     the grids with 2x and 4x the steps and extrapolates every scalar metric to step 0
     (``result.error_estimate``, an :class:`ErrorEstimate`).
 
+    Warm starts (docs/solvers.md): ``warm=previous`` (a :class:`StationaryResult` of the same
+    kind of model, e.g. before a small parameter change) starts the iterative methods from
+    the previous solution carried to this chain's states by their labels (states not in the
+    previous chain start at 0; the average's index goes to the nearest point when the grid
+    moved), normalised; the answer is the cold one to the solver's tolerance.  An automatic
+    grid is reused as ``warm_grid`` says (:data:`WARM_GRIDS`).  ``result.warm`` says what was
+    reused.
+
     Raises :class:`NonConvergenceError` (with ``.result``) when the residual target
     is not met, :class:`ReducibleChainError` when there is no unique stationary
     vector, :class:`ModelError` / :class:`OptionError` on bad input.
@@ -579,6 +611,13 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     if not isinstance(error_estimate, bool):
         raise _checks.option_error("error_estimate", "True or False", error_estimate)
     _class_chain(classes)
+    if warm_grid not in WARM_GRIDS:
+        raise _checks.option_error("warm_grid", "one of " + ", ".join(WARM_GRIDS), warm_grid)
+    ws = None if warm is None else WarmStart.of(warm)
+    if ws is not None and "x0" in options:
+        raise _checks.option_error("warm", "None when solver option 'x0' is given (both are starting vectors)",
+                                   "a result")
+    warm_info: dict[str, Any] = {}
     carried = _carried_options(model)
     if carried:  # the model file's [solver] table (load_model), under the options given here
         if memory_limit_gb is None:
@@ -587,24 +626,55 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
         options = {**carried, **options}
     opts = _options(options)
     caps: list[dict[str, Any]] = []
+    input_model = None
     if isinstance(model, _core.Chain):
         chain, grid = model, None
         raw = None
     else:
-        # the pre-solve runs with the default solver options: it only has to locate avg's mass
-        model, grid = refine_grid(model, memory_limit_gb=memory_limit_gb)
+        input_model = model
+        if ws is not None and model.grid.refine == "auto" and ws.grid_report and ws.grid_report.get("refined") \
+                and ws.resolved_grid.refine != "auto" and (
+                warm_grid == "same" or (warm_grid == "auto" and _same_model(model, ws.input_model))):
+            # the previous resolved grid: no pre-solve
+            model = model.with_grid(ws.resolved_grid)
+            grid = dict(ws.grid_report, presolve_seconds=0.0, presolve_states=0, reused=True)
+            warm_info["grid"] = "reused"
+        else:
+            # the pre-solve runs with the default solver options: it only has to locate avg's mass
+            warm_info["grid"] = "refined" if model.grid.refine == "auto" else "explicit"
+            model, grid = refine_grid(model, memory_limit_gb=memory_limit_gb)
         if model.aqm.spacing != "none" and (model.time == "discrete" or model.aqm.semantics == "ns3"):
-            chain, raw, opts = _solve_count_truncated(model, options, opts, memory_limit_gb, classes, response, caps)
+            chain, raw, opts = _solve_count_truncated(model, options, opts, memory_limit_gb, classes, response, caps,
+                                                      ws, warm_info)
         else:
             chain, raw = build_chain(model, memory_limit_gb, classes, opts.max_states), None
         grid["states"] = int(chain.n)
     if raw is None:
-        opts = _prepare(chain, options, opts, memory_limit_gb, response)
+        x0 = None
+        if ws is not None:
+            x0, info = ws.x0(chain)
+            warm_info.update(info, x0=x0 is not None)
+        opts = _prepare(chain, options, opts, memory_limit_gb, response, x0)
         raw = _core.solve_stationary(chain, opts)
-    result = _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid, caps)
+    result = _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid, caps,
+                     warm_info if ws is not None else None)
+    result._input_model = input_model
     if error_estimate:
         result.error_estimate = _error_estimate(result, options, memory_limit_gb, response, response_tail, classes)
     return result
+
+
+def _solve_warm(model, warm: "WarmStart | None", **kwargs: Any) -> StationaryResult:
+    """:func:`solve_stationary` from ``warm`` when it fits the model's chain, else cold (sweeps and
+    searches: a key that changes the chain's kind, e.g. its state components, or an ``x0`` given)."""
+    if warm is None or "x0" in kwargs or (isinstance(model, _core.Model) and model.time != warm.time):
+        return solve_stationary(model, **kwargs)
+    try:
+        return solve_stationary(model, warm=warm, **kwargs)
+    except OptionError as exc:
+        if getattr(exc, "param", None) != "warm":
+            raise
+    return solve_stationary(model, **kwargs)
 
 
 def _prepare(chain, options: dict, opts, memory_limit_gb, response, x0=None):
@@ -632,10 +702,10 @@ def _cap_masses(chain, pi) -> np.ndarray:
     return np.bincount(g[at], weights=np.asarray(pi)[at], minlength=G)
 
 
-def _warm_start(old, old_pi, new_chain) -> np.ndarray:
-    """The previous caps' solution (``old``: its chain's labels) on the larger caps' states
-    (matched by their labels; the new states start at 0), normalised: the next solve's x0."""
-    new = new_chain.labels
+def _map_by_labels(old: dict, old_pi, new: dict, n: int) -> tuple[np.ndarray, int, float]:
+    """``old_pi`` (on the states labelled ``old``) carried to the ``n`` states labelled ``new``:
+    states matched by their labels (all components of ``new``), the others 0.  Returns
+    (x, matched states, matched mass); x is not normalised."""
     names = list(new)
     dims = [int(max(np.max(old[k]), np.max(new[k]))) + 1 for k in names]
     key_old = np.ravel_multi_index([np.asarray(old[k], dtype=np.int64) for k in names], dims)
@@ -644,9 +714,111 @@ def _warm_start(old, old_pi, new_chain) -> np.ndarray:
     pos = np.searchsorted(key_new[order], key_old)
     pos = np.minimum(pos, len(order) - 1)
     hit = key_new[order][pos] == key_old
-    x0 = np.zeros(new_chain.n)
-    x0[order[pos[hit]]] = np.asarray(old_pi)[hit]
+    old_pi = np.asarray(old_pi, dtype=float)
+    # several old states may land on one new state (a coarser grid): their masses add up
+    x = np.bincount(order[pos[hit]], weights=old_pi[hit], minlength=n)
+    return x, int(np.count_nonzero(x)), float(old_pi[hit].sum())
+
+
+def _warm_start(old, old_pi, new_chain) -> np.ndarray:
+    """The previous caps' solution (``old``: its chain's labels) on the larger caps' states
+    (matched by their labels; the new states start at 0), normalised: the next solve's x0."""
+    x0 = _map_by_labels(old, old_pi, new_chain.labels, new_chain.n)[0]
     return x0 / x0.sum()
+
+
+#: ``warm_grid`` of :func:`solve_stationary`, what a warm start does with an automatic grid
+#: (``grid.refine = "auto"``): "auto" reuses the previous resolved grid only when the model is
+#: the one solved before (the pre-solve would find the same grid: a re-solve with other solver
+#: options), "same" always reuses it (no pre-solve; the answer is then the one on the previous
+#: grid), "refine" always runs the pre-solve
+WARM_GRIDS: tuple[str, ...] = ("auto", "same", "refine")
+
+
+class WarmStart:
+    """What a warm start keeps of a solved model (no matrix: a sweep or a search keeps a few):
+    the chain's time kind and state labels, the stationary vector, the values of the average's
+    grid and of REDwM's s grid (to carry an index to the nearest point when a grid moved), the
+    model as given (to tell whether an automatic grid can be reused), its resolved grid and
+    the solve's iterations.  :meth:`of` makes one from a :class:`StationaryResult`."""
+
+    __slots__ = ("time", "labels", "pi", "grid", "s_grid", "input_model", "resolved_grid", "grid_report",
+                 "iterations")
+
+    @classmethod
+    def of(cls, result: "StationaryResult | WarmStart", param: str = "warm") -> "WarmStart":
+        """The warm start of ``result`` (itself when it is one); a clear error naming ``param``
+        when it is neither a result nor a warm start, or a result that lost its chain."""
+        if isinstance(result, WarmStart):
+            return result
+        if not isinstance(result, StationaryResult):
+            raise _checks.option_error(param, "a StationaryResult of an earlier solve_stationary (or None)", result)
+        chain = result.chain
+        if chain is None:
+            raise _checks.option_error(param, "a result with its chain (a result pickled, e.g. back from a Dask "
+                                       "worker, has none: solve again in this process)", "a result without its chain")
+        w = cls()
+        w.time = chain.time
+        w.labels = {k: np.asarray(v) for k, v in chain.labels.items()}
+        w.pi = np.asarray(result.pi, dtype=float)
+        w.grid = np.asarray(chain.grid, dtype=float)
+        w.s_grid = (np.asarray(_core.redwm_s_grid(chain.model), dtype=float)
+                    if COMPONENTS["s"] in w.labels else None)
+        w.input_model = getattr(result, "_input_model", None)
+        w.resolved_grid = chain.model.grid
+        w.grid_report = dict(result.grid) if result.grid else None
+        w.iterations = int(result.info.iterations)
+        return w
+
+    def describe(self) -> str:
+        """"a discrete-time chain with components level, avg_index, modulator"."""
+        return f"a {self.time}-time chain with components {', '.join(self.labels)}"
+
+    def x0(self, chain: _core.Chain, param: str = "warm") -> tuple[np.ndarray | None, dict[str, Any]]:
+        """The starting vector on ``chain`` (None when no state matches) and the accounts.
+        The chain must be of the same kind (time, state components), else an error naming ``param``."""
+        names = list(chain.labels)
+        if chain.time != self.time or sorted(names) != sorted(self.labels):
+            raise _checks.option_error(param, f"a result of the same kind of model as the one solved ("
+                                       f"a {chain.time}-time chain with components {', '.join(names)})",
+                                       f"a result of {self.describe()}")
+        old = dict(self.labels)
+        new_grid = np.asarray(chain.grid, dtype=float)
+        avg = COMPONENTS["avg"]
+        if avg in old and not (len(new_grid) == len(self.grid) and np.array_equal(new_grid, self.grid)):
+            old[avg] = _nearest(new_grid, self.grid[old[avg]])  # the grid moved: its nearest point
+        if self.s_grid is not None:
+            s_new = np.asarray(_core.redwm_s_grid(chain.model), dtype=float)
+            if not (len(s_new) == len(self.s_grid) and np.array_equal(s_new, self.s_grid)):
+                old[COMPONENTS["s"]] = _nearest(s_new, self.s_grid[old[COMPONENTS["s"]]])
+        x, matched, mass = _map_by_labels(old, self.pi, chain.labels, chain.n)
+        info = {"previous_states": int(len(self.pi)), "matched_states": matched, "matched_mass": mass,
+                "previous_iterations": self.iterations}
+        total = float(x.sum())
+        if not total > 0.0:
+            return None, info
+        return x / total, info
+
+
+def _nearest(points: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Index of the nearest of the sorted ``points`` to each value."""
+    i = np.clip(np.searchsorted(points, values), 1, max(len(points) - 1, 1))
+    if len(points) == 1:
+        return np.zeros(len(values), dtype=np.int64)
+    left = values - points[i - 1] <= points[i] - values
+    return np.where(left, i - 1, i).astype(np.int64)
+
+
+def _same_model(a: Any, b: Any) -> bool:
+    """Whether two models (as given to solve_stationary) are the same model."""
+    if a is None or b is None:
+        return False
+    from .modelfile import model_to_dict
+
+    try:
+        return model_to_dict(a) == model_to_dict(b)
+    except (ValueError, TypeError, _core.ModelError):
+        return False
 
 
 #: drop spacing: a chain with the exact cap of at most this many states is solved as it is (no
@@ -664,7 +836,8 @@ NS3_FIRST_CAP_FACTOR = 8
 _FAST_GROWTH_TAIL = 1e-6
 
 
-def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes, response, caps: list):
+def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes, response, caps: list,
+                           warm: WarmStart | None = None, warm_info: dict | None = None):
     """Drop spacing (docs/stateful-aqm.md): solve with the count truncated at a cap per avg
     point (stateful_info's count_start_at first), growing the caps (up to the exact cap and
     aqm.count_max) at the points whose mass at the cap is above aqm.count_tail / points, until
@@ -701,7 +874,7 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         except (_core.StateSpaceTooLarge, _core.ModelError):
             chain = None
         if chain is not None:
-            o = _prepare(chain, options, opts, memory_limit_gb, response)
+            o = _prepare(chain, options, opts, memory_limit_gb, response, _first_x0(warm, chain, warm_info))
             raw = _core.solve_stationary(chain, o)
             caps.append({"cap": exact, "points_truncated": 0, "states": int(chain.n), "tail_mass": 0.0,
                          "iterations": int(raw.iterations), "seconds": time.perf_counter() - t0})
@@ -711,9 +884,11 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         t0 = time.perf_counter()
         m = model.with_count_cap(0) if cap_at is None else model.with_count_caps(cap_at.tolist())
         chain = build_chain(m, memory_limit_gb, classes, opts.max_states)
-        warm = _warm_start(prev[0], prev[1], chain) if prev is not None and "x0" not in options else None
+        x0 = _warm_start(prev[0], prev[1], chain) if prev is not None and "x0" not in options else None
+        if prev is None and not caps:  # the first caps: from the warm start, if any
+            x0 = _first_x0(warm, chain, warm_info)
         prev = None
-        o = _prepare(chain, options, opts, memory_limit_gb, response, warm)
+        o = _prepare(chain, options, opts, memory_limit_gb, response, x0)
         raw = _core.solve_stationary(chain, o)
         mass = _cap_masses(chain, raw.pi)
         tail = float(mass.sum())
@@ -738,6 +913,16 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         chain = raw = None
 
 
+def _first_x0(warm: WarmStart | None, chain, warm_info: dict | None) -> np.ndarray | None:
+    """The warm start's vector on the first chain of the count truncation (accounts into warm_info)."""
+    if warm is None:
+        return None
+    x0, info = warm.x0(chain)
+    if warm_info is not None:
+        warm_info.update(info, x0=x0 is not None)
+    return x0
+
+
 def _carried_options(model: Any) -> dict:
     from .modelfile import solver_options
 
@@ -753,7 +938,8 @@ def _options(options: dict) -> _core.StationaryOptions:
     return _core.StationaryOptions(**options)
 
 
-def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=None, caps=None) -> StationaryResult:
+def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=None, caps=None,
+            warm_info=None) -> StationaryResult:
     rep = chain.report
     build_seconds = {"build_explore": rep["seconds_explore"], "build_assemble": rep["seconds_assemble"],
                      "build_classes": rep["seconds_classes"]}
@@ -761,7 +947,8 @@ def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=Non
                                     memory_limit=_limit_bytes(memory_limit_gb), tagged_max_states=opts.tagged_max_states)
     result = StationaryResult(chain.model, chain, raw, metrics, opts.tol, build_seconds)
     result.grid = grid
-    if grid is not None and grid.get("refined"):
+    result.warm = warm_info
+    if grid is not None and grid.get("refined") and not grid.get("reused"):
         result.info.seconds["grid_presolve"] = grid["presolve_seconds"]
     if not raw.converged:
         raise NonConvergenceError(

@@ -138,16 +138,29 @@ def _grid(params: Any) -> tuple[list[str], list[tuple]]:
 # ------------------------------------------------------------------ one point (runs on a worker)
 
 
+def _evaluate_run(doc: dict, keys: Sequence[str], points: Sequence[Sequence[Any]], solver: dict, sim: dict | None,
+                  keep_results: bool, warm: bool) -> list[dict]:
+    """Solve (and simulate) the points of one run of consecutive grid points in order; with
+    ``warm``, each point starts from the previous point's solution (see :func:`sweep`)."""
+    out, previous = [], None
+    for values in points:
+        rec, previous = _evaluate_point(doc, keys, values, solver, sim, keep_results, previous if warm else None)
+        out.append(rec)
+    return out
+
+
 def _evaluate_point(doc: dict, keys: Sequence[str], values: Sequence[Any], solver: dict, sim: dict | None,
-                    keep_results: bool) -> dict:
-    """Solve (and simulate) the model of one point; never raises except on interruption."""
+                    keep_results: bool, warm: Any = None) -> tuple[dict, Any]:
+    """Solve (and simulate) the model of one point, from the warm start ``warm`` (a
+    :class:`aqmchain.stationary.WarmStart`) if given; never raises except on interruption.
+    Returns the point's record and its warm start (None when it did not converge)."""
     from .modelfile import model_from_dict, set_key
     from .simulation import simulate
-    from .stationary import NonConvergenceError, solve_stationary
+    from .stationary import NonConvergenceError, WarmStart, _solve_warm
 
     t0 = time.perf_counter()
     rec: dict[str, Any] = {"status": "ok", "error": "", "result": None, "simulation": None}
-    stage = "model"
+    stage, state = "model", None
     try:
         d = copy.deepcopy(doc)
         for k, v in zip(keys, values):
@@ -160,7 +173,8 @@ def _evaluate_point(doc: dict, keys: Sequence[str], values: Sequence[Any], solve
         rec["warnings"] = "; ".join(str(w.message) for w in caught)
         stage = "solve"
         try:
-            r = solve_stationary(model, **{**file_solver, **solver})
+            r = _solve_warm(model, warm, **{**file_solver, **solver})
+            state = WarmStart.of(r)
         except NonConvergenceError as exc:
             r = exc.result
             rec.update(status="failed", error=" ".join(str(exc).split()))
@@ -180,7 +194,7 @@ def _evaluate_point(doc: dict, keys: Sequence[str], values: Sequence[Any], solve
         rec["result_dict"] = None if rec["result"] is None else _scalars(rec["result"])
         rec["sim_dict"] = None if rec["simulation"] is None else _sim_scalars(rec["simulation"])
         rec["result"] = rec["simulation"] = None
-    return rec
+    return rec, state
 
 
 def _scalars(r: Any) -> dict[str, Any]:
@@ -188,6 +202,7 @@ def _scalars(r: Any) -> dict[str, Any]:
 
     out = {name: getattr(r, name, None) for name, _ in SCALAR_METRICS}
     out.update(states=int(r.states), nnz=int(r.nnz), solver_method=r.info.method, residual=float(r.info.residual),
+               iterations=int(r.info.iterations), warm_started=bool(r.warm and r.warm.get("x0")),
                solve_seconds=float(sum(r.info.seconds.get(k, 0.0) for k in r.info.seconds
                                        if k == "solve" or k.startswith("build_"))))
     return out
@@ -348,7 +363,7 @@ def _client(scheduler: Any, workers: int | None):
         yield scheduler
         return
     if scheduler == "local":
-        n = workers or max(1, min(os.cpu_count() or 1, 4))
+        n = _local_workers(workers)
         # the workers never see SIGINT; this process does, during the start too
         cluster = _start_local_cluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                                        silence_logs=50, preload=["aqmchain._dask_worker"])
@@ -611,9 +626,41 @@ class _SweepMethods:
 # ------------------------------------------------------------------ sweep
 
 
+def _runs(total: int, scheduler: Any, workers: int | None, warm: bool) -> list[range]:
+    """The grid's points (0..total-1, grid order) cut into runs of consecutive points, one task
+    each: one per point without warm starts; with them one run in this process ("sync"), else
+    about ``WARM_RUNS_PER_WORKER`` runs per worker and at most about ``WARM_RUN_POINTS`` points
+    per run (the first point of each run is solved cold)."""
+    if not warm:
+        return [range(i, i + 1) for i in range(total)]
+    if scheduler == "sync":
+        tasks = 1
+    else:
+        n = workers or (_local_workers(None) if scheduler == "local" else os.cpu_count() or 1)
+        tasks = max(WARM_RUNS_PER_WORKER * n, math.ceil(total / WARM_RUN_POINTS))
+    tasks = max(1, min(total, tasks))
+    edges = [round(i * total / tasks) for i in range(tasks + 1)]
+    return [range(a, b) for a, b in zip(edges, edges[1:]) if b > a]
+
+
+#: With warm starts, the points are cut into about this many runs per worker (a run's points are
+#: solved one after the other, each from the previous one's solution): a few runs per worker
+#: keep the workers busy when the points differ in cost
+WARM_RUNS_PER_WORKER = 2
+#: ... and runs of at most about this many points (a run reports its points when it ends: the
+#: progress of a long sweep moves in steps of a run)
+WARM_RUN_POINTS = 10
+
+
+def _local_workers(workers: int | None) -> int:
+    """The worker processes of a local cluster: ``workers``, else the cores (at most 4)."""
+    return workers or max(1, min(os.cpu_count() or 1, 4))
+
+
 def sweep(model: Any, params: Any, *, simulate: bool = False, sim_options: dict | None = None,
           solver: dict | None = None, scheduler: Any = None, workers: int | None = None,
-          keep_results: bool = True, progress: Callable[[int, int, dict], None] | None = None) -> Any:
+          keep_results: bool = True, progress: Callable[[int, int, dict], None] | None = None,
+          warm: bool = True) -> Any:
     """Solve ``model`` at every point of a grid over model-file keys.
 
     ``model``: an :class:`aqmchain.Model`, a model-file path, or a parsed model document.
@@ -626,6 +673,13 @@ def sweep(model: Any, params: Any, *, simulate: bool = False, sim_options: dict 
     LocalCluster of ``workers`` processes).  ``keep_results=False`` keeps only the scalar
     columns (no objects travel back from the workers).  ``progress(done, total, row)`` is
     called as points complete.
+
+    Warm starts (``warm=True``, the default; docs/solvers.md): the points are cut into runs of
+    consecutive grid points (the last key varying fastest), one task per run, and each point of
+    a run starts from the previous point's solution (``solve_stationary(..., warm=...)``; a
+    point whose chain is of another kind, or after a failed point, is solved cold).  The
+    answers are the cold ones to the solver's tolerance; the ``warm_started`` and
+    ``iterations`` columns say what happened.  ``warm=False``: every point cold, one task each.
 
     Returns a :class:`SweepResult` (a pandas DataFrame, one row per point, in grid order).
     """
@@ -673,8 +727,19 @@ def sweep(model: Any, params: Any, *, simulate: bool = False, sim_options: dict 
         return {"status": "failed", "error": f"{type(exc).__name__}: {' '.join(str(exc).split())}", "result": None,
                 "simulation": None, "seconds": float("nan")}
 
-    run_tasks(_evaluate_point, [(doc, keys, p, solver, sim, keep_results) for p in points], scheduler=scheduler,
-              workers=workers, on_done=on_done, on_error=on_error)
+    if not isinstance(warm, bool):
+        raise _checks.model_error("warm", "True or False", warm)
+    runs = _runs(total, resolve_scheduler(scheduler), workers, warm)
+
+    def on_run_done(j: int, out: list[dict]) -> None:
+        for i, rec in zip(runs[j], out):
+            on_done(i, rec)
+
+    def on_run_error(j: int, exc: BaseException) -> list[dict]:
+        return [on_error(i, exc) for i in runs[j]]
+
+    run_tasks(_evaluate_run, [(doc, keys, [points[i] for i in r], solver, sim, keep_results, warm) for r in runs],
+              scheduler=scheduler, workers=workers, on_done=on_run_done, on_error=on_run_error)
     rows = []
     for p, rec in zip(points, recs):
         row: dict[str, Any] = dict(zip(keys, p))

@@ -162,6 +162,32 @@ void define_simulator(py::module_& m) {
       "Arrival indicators (0/1, uint8; a batch source: the number of arrivals) of a slotted source over `slots` "
       "slots, modulator started from its stationary law; xoshiro256** stream of `seed`.");
 
+  m.def(
+      "simulate_trace",
+      [](const Model& model, py::array_t<int32_t, py::array::c_style | py::array::forcecast> counts, int64_t warmup,
+         int batches, uint64_t seed) {
+        if (counts.ndim() != 1) fail_param("trace", "a one-dimensional array of per-slot counts", counts.ndim());
+        std::vector<int32_t> c(counts.data(), counts.data() + counts.size());
+        TraceSimResult r;
+        {
+          InterruptGuard interrupt;
+          py::gil_scoped_release release;
+          r = simulate_trace(model, c, warmup, batches, seed);
+        }
+        auto i64 = [](const std::vector<int64_t>& v) { return py::array_t<int64_t>(static_cast<py::ssize_t>(v.size()), v.data()); };
+        auto f64 = [](const std::vector<double>& v) { return py::array_t<double>(static_cast<py::ssize_t>(v.size()), v.data()); };
+        py::dict d;
+        d["slots"] = r.slots, d["warmup"] = r.warmup, d["batches"] = r.batches;
+        d["arrivals"] = i64(r.arrivals), d["aqm"] = i64(r.aqm), d["marks"] = i64(r.marks);
+        d["overflow"] = i64(r.overflow), d["departures"] = i64(r.departures), d["length"] = i64(r.length);
+        d["sum_n"] = f64(r.sum_n), d["sum_n2"] = f64(r.sum_n2), d["sum_q"] = f64(r.sum_q), d["sum_q2"] = f64(r.sum_q2);
+        d["sum_avg"] = f64(r.sum_avg), d["hist_n"] = i64(r.hist_n);
+        return d;
+      },
+      py::arg("model"), py::arg("counts"), py::arg("warmup"), py::arg("batches"), py::arg("seed"),
+      "Trace-driven simulation: the model's queue fed by per-slot packet counts (a slot with k packets is a batch "
+      "of k); per-batch sums (aqmchain.simulate_trace builds the estimates).");
+
   py::class_<EnsembleOptions> ensembleoptions_class(m, "EnsembleOptions",
                               "Options of simulate_scenario; keyword arguments set the fields (each checked, then "
                               "validated).");

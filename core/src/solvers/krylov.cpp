@@ -163,6 +163,12 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
     };
     r.extra.push_back({"coarse_groups", static_cast<double>(slow.G)});
     r.extra.push_back({"coarse_rate_ratio", slow.rate_ratio});
+    // a starting vector (a warm start from a previous solution) already has the shape inside
+    // each group: it weighs the coarse space from the first cycle on
+    if (!o.x0.empty() && o.x0[k] > 0.0) {
+      test.at_restart(x);
+      r.extra.push_back({"coarse_from_x0", 1.0});
+    }
   }
   const Gmres::Outcome g = gmres.solve(R, R.b.data(), x, test, limits);
   if (far_state >= 0) {
@@ -208,7 +214,10 @@ void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, 
   const auto blocks = c.block_partition();
   // The fixed state must be recurrent (on a chain with transient states, fixing one of
   // them makes the reduced system singular): the most probable state of x0 among the
-  // states in recurrent_state's closed class, else recurrent_state.
+  // states in recurrent_state's closed class, else recurrent_state.  (Keeping the cold
+  // solve's fixed state under a warm start, so that only the start differs, was tried:
+  // after a 1 % change of p_max GMRES took 13 iterations instead of 16, after one of mu 27
+  // instead of 19, on GEO K = 4.)
   int32_t k = c.recurrent_state();
   if (!o.x0.empty()) {
     const std::vector<int32_t> keep = closed_class(c);  // empty: every state is recurrent

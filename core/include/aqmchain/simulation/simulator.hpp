@@ -56,6 +56,25 @@ std::vector<Xoshiro256> replication_streams(uint64_t seed, int replications);
 /// refused (ModelError naming the parameter).  Polls for interruption.
 std::vector<uint8_t> arrival_trace(const Source& source, int64_t slots, uint64_t seed);
 
+/// Trace-driven simulation (docs/trace-fitting.md): the model's queue (buffer, service,
+/// EWMA filter, drop function, ECN) fed by the per-slot packet counts `counts` instead of
+/// its source.  A slot with k packets is a batch of k (docs/batch-arrivals.md): filter
+/// update, the k packets one after another (overflow, else the AQM test with avg_t), the
+/// departure of the packet in service at the start of the slot.  One pass over the trace;
+/// the first `warmup` slots are not measured, the rest is cut into `batches` contiguous
+/// batches whose sums are returned (batch means give the confidence intervals).  The AQM
+/// and service draws use the xoshiro256** stream of `seed`.  Refused (ModelError naming
+/// the key): continuous time, REDwM, a stateful AQM, traffic classes.
+struct TraceSimResult {
+  int64_t slots = 0, warmup = 0;
+  int batches = 0;
+  std::vector<int64_t> arrivals, aqm, marks, overflow, departures, length;  ///< per batch
+  std::vector<double> sum_n, sum_n2, sum_q, sum_q2, sum_avg;                 ///< per batch, at slot ends
+  std::vector<int64_t> hist_n;  ///< n at the end of each measured slot, 0..N
+};
+TraceSimResult simulate_trace(const Model& model, const std::vector<int32_t>& counts, int64_t warmup, int batches,
+                              uint64_t seed);
+
 /// Bounds checked by SimOptions::validate() (ModelError naming the option).
 struct SimLimits {
   static constexpr int64_t max_slots = 10000000000000LL;  ///< 1e13 slots per replication

@@ -1,0 +1,203 @@
+"""Warm starts: solve_stationary(..., warm=previous) against cold solves of the same model
+(within the distance the two residuals guarantee), the starting vector carried by state labels
+when states are added or removed or the grid moves, the automatic grid's reuse, bad input, and
+the warm sweeps and searches against cold ones."""
+
+import re
+
+import numpy as np
+import pytest
+
+import aqmchain
+from conftest import BASE_DOC, solution_distance_bound
+
+#: RED on a Bernoulli source, 2,000-odd states: big enough for GMRES to need several iterations
+DOC = {**BASE_DOC, "model": {"buffer": 60}, "aqm": {**BASE_DOC["aqm"], "min_th": 15, "max_th": 45, "w": 0.05},
+       "grid": {"k": 4, "refine": "none"}}
+KRYLOV = {"method": "krylov", "tol": 1e-12}
+
+
+def model(**changes):
+    m = aqmchain.model_from_dict(DOC)[0]
+    return m.replace(**changes) if changes else m
+
+
+def assert_same_law(a, b):
+    """Two converged solves of one chain: their vectors within the distance their residuals allow,
+    the mean queue within N times it (q <= N), the loss within (1 + loss) / arrival rate times it."""
+    P = a.transition_matrix()
+    d = solution_distance_bound(P, a.pi, a.info.residual, b.info.residual)
+    assert np.abs(np.asarray(a.pi) - np.asarray(b.pi)).sum() <= d
+    assert abs(a.mean_queue - b.mean_queue) <= a.model.buffer * d
+    assert abs(a.loss - b.loss) <= (1 + a.loss) * d / a.arrival_rate
+    return d
+
+
+def test_warm_after_a_parameter_change_equals_cold_and_reports_what_it_reused():
+    prev = aqmchain.solve_stationary(model(), **KRYLOV)
+    assert prev.warm is None  # a cold solve
+    m = model(aqm={"p_max": 0.101})
+    cold = aqmchain.solve_stationary(m, **KRYLOV)
+    warm = aqmchain.solve_stationary(m, warm=prev, **KRYLOV)
+    assert warm.info.status == "converged" and warm.info.residual <= 1e-12
+    assert_same_law(cold, warm)
+    assert warm.states == cold.states
+    w = warm.warm
+    assert w["x0"] is True and w["grid"] == "explicit"
+    # p_max changes no transition's support: every state is matched, all the previous mass carried
+    assert w["matched_states"] == warm.states == w["previous_states"]
+    assert w["matched_mass"] == pytest.approx(1.0, abs=1e-12)
+    assert w["previous_iterations"] == prev.info.iterations
+    assert warm.to_dict()["solver"]["warm"] == w
+    assert re.search(rf"warm start +from {prev.states} states \({prev.states} matched", warm.summary())
+    assert "warm start" not in cold.summary()
+
+
+def test_warm_from_the_solution_itself_needs_fewer_iterations():
+    # the same model again: the starting vector already meets the tolerance, so GMRES has
+    # nothing (or next to nothing) left to do, where the cold solve iterates
+    m = model()
+    cold = aqmchain.solve_stationary(m, **KRYLOV)
+    assert cold.info.iterations >= 3
+    warm = aqmchain.solve_stationary(m, warm=cold, **KRYLOV)
+    assert warm.info.iterations < cold.info.iterations
+    assert warm.info.residual <= 1e-12
+    assert_same_law(cold, warm)
+
+
+@pytest.mark.parametrize("changes", [{"model": {"buffer": 70}}, {"model": {"buffer": 50}},
+                                     {"grid": {"k": 3}}, {"aqm": {"w": 0.2}}])
+def test_warm_when_states_are_added_or_removed(changes):
+    prev = aqmchain.solve_stationary(model(), **KRYLOV)
+    m = aqmchain.model_from_dict({**DOC, **{k: {**DOC[k], **v} for k, v in changes.items()}})[0]
+    cold = aqmchain.solve_stationary(m, **KRYLOV)
+    warm = aqmchain.solve_stationary(m, warm=prev, **KRYLOV)
+    assert warm.states == cold.states and warm.info.residual <= 1e-12
+    assert_same_law(cold, warm)
+    w = warm.warm
+    assert w["x0"] is True and 0 < w["matched_states"] <= warm.states
+    assert 0.0 < w["matched_mass"] <= 1.0 + 1e-12
+    if "model" in changes:  # a state space that grew or shrank: some states on one side only
+        assert w["matched_states"] < max(warm.states, prev.states)
+
+
+def test_warm_on_a_built_chain_and_from_a_warm_start_object():
+    prev = aqmchain.solve_stationary(model(), **KRYLOV)
+    chain = aqmchain.build_chain(model(service={"mu": 0.505}))
+    ws = aqmchain.WarmStart.of(prev)
+    warm = aqmchain.solve_stationary(chain, warm=ws, **KRYLOV)
+    cold = aqmchain.solve_stationary(chain, **KRYLOV)
+    assert_same_law(cold, warm)
+    assert warm.warm["x0"] is True
+
+
+def test_bad_warm_input_names_the_parameter():
+    prev = aqmchain.solve_stationary(model(), **KRYLOV)
+    m = model(aqm={"p_max": 0.11})
+    with pytest.raises(aqmchain.OptionError, match="'warm'.*StationaryResult.*got 'previous'"):
+        aqmchain.solve_stationary(m, warm="previous")
+    # a result of another kind of model: continuous time
+    ctmc = aqmchain.load_model(aqmchain_root() / "examples" / "red_ctmc.toml")
+    other = aqmchain.solve_stationary(ctmc)
+    with pytest.raises(aqmchain.OptionError, match="'warm'.*same kind of model.*discrete-time.*continuous-time"):
+        aqmchain.solve_stationary(m, warm=other)
+    # ... and another state space (REDwM's second variable)
+    redwm = m.replace(aqm={"filter": "redwm", "triple": [0.05, 0.0, 0.0]})
+    with pytest.raises(aqmchain.OptionError, match="'warm'.*same kind of model"):
+        aqmchain.solve_stationary(redwm, warm=prev)
+    with pytest.raises(aqmchain.OptionError, match="'warm'.*x0"):
+        aqmchain.solve_stationary(m, warm=prev, x0=np.ones(prev.states))
+    with pytest.raises(aqmchain.OptionError, match="'warm_grid'.*auto, same, refine.*'never'"):
+        aqmchain.solve_stationary(m, warm=prev, warm_grid="never")
+    import pickle
+
+    lost = pickle.loads(pickle.dumps(prev))  # the chain stays behind
+    with pytest.raises(aqmchain.OptionError, match="'warm'.*chain"):
+        aqmchain.solve_stationary(m, warm=lost)
+
+
+def aqmchain_root():
+    from conftest import ROOT
+
+    return ROOT
+
+
+def test_automatic_grid_reused_only_when_asked_or_unchanged():
+    auto = aqmchain.model_from_dict({**DOC, "grid": {"k": 2, "refine": "auto"}})[0]
+    prev = aqmchain.solve_stationary(auto, **KRYLOV)
+    assert prev.grid["refined"]
+    # the same model (other solver options): the pre-solve would find the same grid
+    again = aqmchain.solve_stationary(auto, warm=prev, method="krylov", tol=1e-13)
+    assert again.warm["grid"] == "reused" and again.grid["reused"]
+    assert "grid_presolve" not in again.info.seconds
+    assert np.array_equal(again.avg_grid, prev.avg_grid)
+    # another model: refined again by default (the cold answer) ...
+    m = auto.replace(aqm={"p_max": 0.101})
+    refined = aqmchain.solve_stationary(m, warm=prev, **KRYLOV)
+    assert refined.warm["grid"] == "refined"
+    cold = aqmchain.solve_stationary(m, **KRYLOV)
+    assert np.array_equal(refined.avg_grid, cold.avg_grid)
+    assert_same_law(cold, refined)
+    # ... or on the previous grid when asked: the answer of the model on that grid
+    same = aqmchain.solve_stationary(m, warm=prev, warm_grid="same", **KRYLOV)
+    assert same.warm["grid"] == "reused" and np.array_equal(same.avg_grid, prev.avg_grid)
+    on_prev = aqmchain.solve_stationary(m.with_grid(prev.model.grid), **KRYLOV)
+    assert_same_law(on_prev, same)
+
+
+def test_warm_sweep_equals_cold_sweep():
+    m = model()
+    grid = {"aqm.p_max": [0.1, 0.102, 0.104], "service.mu": [0.5, 0.51]}
+    warm = aqmchain.sweep(m, grid, solver=KRYLOV, scheduler="sync")
+    cold = aqmchain.sweep(m, grid, solver=KRYLOV, scheduler="sync", warm=False)
+    assert (warm["status"] == "ok").all() and (cold["status"] == "ok").all()
+    assert list(warm["warm_started"]) == [False] + [True] * 5  # one run in this process
+    assert not cold["warm_started"].any()
+    for (_, a), (_, b) in zip(cold.iterrows(), warm.iterrows()):
+        assert_same_law(a["result"], b["result"])
+    with pytest.raises(aqmchain.ModelError, match="'warm'"):
+        aqmchain.sweep(m, grid, scheduler="sync", warm="yes")
+
+
+def test_warm_sweep_runs_on_workers_cut_into_runs():
+    from importlib import import_module
+
+    runs = import_module("aqmchain.sweep")._runs
+    assert runs(10, "sync", None, True) == [range(0, 10)]
+    assert runs(3, "local", 2, False) == [range(0, 1), range(1, 2), range(2, 3)]
+    cut = runs(10, "local", 2, True)  # 2 runs per worker, consecutive, covering every point once
+    assert len(cut) == 4 and [i for r in cut for i in r] == list(range(10))
+    long = runs(100, "local", 2, True)  # runs of at most 10 points
+    assert len(long) == 10 and [i for r in long for i in r] == list(range(100))
+
+
+def test_warm_search_evaluates_the_same_values_as_a_cold_one():
+    m = model()
+    kw = dict(params=["aqm.p_max"], objective="mean_queue", bounds={"aqm.p_max": (0.05, 0.5)}, max_evals=8,
+              solver=KRYLOV)
+    warm = aqmchain.optimize(m, **kw)
+    cold = aqmchain.optimize(m, warm=False, **kw)
+    assert [t["x"] for t in warm.trace] == [t["x"] for t in cold.trace]
+    for a, b in zip(warm.trace, cold.trace):
+        # both solves converged (residual <= tol): the mean queue within N times the distance
+        # the two residuals allow
+        ref = aqmchain.solve_stationary(m.replace(aqm={"p_max": a["x"]["aqm.p_max"]}), **KRYLOV)
+        d = solution_distance_bound(ref.transition_matrix(), ref.pi, KRYLOV["tol"], KRYLOV["tol"])
+        assert abs(a["value"] - b["value"]) <= m.buffer * d
+    assert warm.x == cold.x
+
+
+def test_warm_on_a_nearly_decomposable_chain_weighs_krylov_coarse_space_from_the_start():
+    # adaptive RED: p_max moves every 5000 slots, krylov adds a coarse correction over its
+    # values whose weights a cold solve takes from its first GMRES cycle and a warm solve from
+    # the previous solution (measured: 56 iterations cold, 20 warm after service.mu + 1 %)
+    m = aqmchain.Model(buffer=20, source=aqmchain.Source.bernoulli(0.5), service=aqmchain.Service(0.5),
+                       aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.red(5, 15, 0.1), w=0.07, adaptive=True,
+                                        interval=5000, p_max_step=0.01), grid=aqmchain.GridSpec(k=1))
+    prev = aqmchain.solve_stationary(m, **KRYLOV)
+    m2 = m.replace(service={"mu": 0.505})
+    cold = aqmchain.solve_stationary(m2, **KRYLOV)
+    warm = aqmchain.solve_stationary(m2, warm=prev, **KRYLOV)
+    assert cold.info.extra["coarse_groups"] > 1 and warm.info.extra["coarse_from_x0"] == 1.0
+    assert warm.info.iterations < cold.info.iterations
+    assert_same_law(cold, warm)
