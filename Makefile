@@ -16,7 +16,7 @@ DOC_PKGS := mkdocs mkdocs-material 'mkdocstrings[python]'
 # `make notebooks` only (never for `make test`); the kernel (ipykernel) is in PIP_PKGS
 NB_PKGS  := jupyterlab
 
-.PHONY: all deps sysdeps pydeps docdeps build build-py build-cpp test test-cpp test-py docs notebooks sanitize demo bench clean
+.PHONY: all deps sysdeps pydeps docdeps ns3deps build build-py build-cpp test test-cpp test-py docs notebooks sanitize demo bench clean
 
 all: build
 
@@ -38,6 +38,17 @@ pydeps: sysdeps
 
 deps: sysdeps pydeps
 
+# ns-3 3.44 (the PyPI wheel `ns3`: headers and shared libraries, manylinux x86_64, CPython 3.11) for
+# the validation test against ns-3's own RedQueueDisc (tests/python/simulation/test_ns3.py, which
+# compiles validation/ns3/red_harness.cc against it).  --no-deps: the harness links the C++
+# libraries; the wheel's Python bindings (cppyy) are not used.  A failed install does not stop
+# `make test`: the test is then skipped, and both this line on stderr and pytest's summary say so.
+NS3_PKG  := ns3==3.44.*
+ns3deps: pydeps
+	@$(VPY) -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("ns3") is None)' 2>/dev/null || \
+	  { echo "pip install: $(NS3_PKG)"; $(VPY) -m pip install -q --no-deps '$(NS3_PKG)' || \
+	    echo "WARNING: the ns3 wheel ($(NS3_PKG)) could not be installed from PyPI: the ns-3 validation test (tests/python/simulation/test_ns3.py) will be SKIPPED" >&2; }
+
 build-py: deps
 	$(VPY) -m pip install -q --no-build-isolation --no-deps .
 
@@ -50,7 +61,7 @@ build: build-py build-cpp
 test-cpp: build-cpp
 	ctest --test-dir build/cpp --output-on-failure --no-tests=error -j $(JOBS)
 
-test-py: build-py
+test-py: build-py ns3deps
 	$(VPY) -m pytest tests/python
 
 test: test-cpp test-py docs
