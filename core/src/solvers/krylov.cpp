@@ -40,6 +40,8 @@ namespace {
 constexpr double kSlowRate = 1e-2;
 /// At most this many groups (the coarse matrix is dense).
 constexpr int32_t kMaxGroups = 400;
+/// GMRES steps when max_iter is 0 (the default).
+constexpr long kDefaultSteps = 2000;
 
 struct SlowGroups {
   std::vector<int32_t> group;  ///< state -> group (empty: no slow component)
@@ -142,7 +144,7 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   };
   test.scale = [](double sum) { return std::max(1.0 + sum, 1.0); };
   Gmres::Limits limits;
-  limits.max_iter = o.max_iter > 0 ? o.max_iter : 2000;
+  limits.max_iter = o.max_iter > 0 ? o.max_iter : kDefaultSteps;
   if (fail_fast) {
     limits.fail_fast = true;
     limits.stall_restarts = 3;
@@ -287,6 +289,36 @@ void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, 
                                " fixed an iterate had non-positive mass)") + (again.note.empty() ? "" : "; " + again.note);
       r = std::move(again);
       k = k2;
+    }
+  }
+  const long steps_left = (o.max_iter > 0 ? o.max_iter : kDefaultSteps) - static_cast<long>(r.iterations);
+  if (!r.converged() && o.krylov_basis < kStallBasis && r.residual > kStallRetryResidual && steps_left > 0 &&
+      static_cast<double>(c.rows()) * kStallBasis * sizeof(double) <= kStallBasisBytes) {
+    // Restarted GMRES stalls (or loses the iterate's sign) where a longer basis does not (ns-3's
+    // RED at overload: GMRES(50) stalled at 5.9e-7, GMRES(150) converged in 79 steps): once more
+    // with the longer basis, from the last iterate, its most probable state fixed
+    StationaryOptions o3 = o;
+    o3.krylov_basis = kStallBasis;
+    o3.max_iter = static_cast<int>(steps_left);  // within the caller's max_iter
+    o3.x0 = r.pi;
+    const std::vector<int32_t> keep = closed_class(c);
+    int32_t k3 = k;
+    for (int32_t s2 = 0; s2 < c.rows(); ++s2)
+      if ((keep.empty() || std::binary_search(keep.begin(), keep.end(), s2)) && o3.x0[s2] > o3.x0[k3]) k3 = s2;
+    if (o3.x0[k3] > 0.0) {
+      StationaryResult again;
+      again.requested = r.requested;
+      solve_krylov(c, blocks, k3, o3, again, fail_fast);
+      finish(c, again, o.tol);
+      again.iterations += r.iterations;
+      again.operator_applications += r.operator_applications;
+      for (auto it = r.seconds.rbegin(); it != r.seconds.rend(); ++it)
+        again.seconds.insert(again.seconds.begin(), {"first_" + it->first, it->second});
+      again.note = detail::cat("GMRES(", o.krylov_basis, ") did not converge (residual ", r.residual,
+                               "): re-solved with basis ", kStallBasis, " from its iterate") +
+                   (again.note.empty() ? "" : "; " + again.note);
+      r = std::move(again);
+      k = k3;
     }
   }
   const auto it = std::max_element(r.pi.begin(), r.pi.end());

@@ -22,5 +22,11 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
 
 /// A fixed state below this fraction of the most probable state's probability is replaced.
 constexpr double kFixedStateRatio = 1e-8;
+/// A stalled GMRES is run once more with this basis, when its vectors fit kStallBasisBytes.
+constexpr int kStallBasis = 150;
+constexpr double kStallBasisBytes = 2e9;
+/// ... and only when its residual is above this (below, the target is at round-off: a longer
+/// basis cannot help).
+constexpr double kStallRetryResidual = 1e-13;
 
 }  // namespace aqm::detail
