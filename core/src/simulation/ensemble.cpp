@@ -168,6 +168,16 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
     std::map<int, Record> pending;  // finished replications waiting for their turn in the sums
     int next_merge = 0;
     std::mutex merge_mutex;
+    // a finished replication joins the sums in replication order (results independent of threads)
+    auto merge = [&](int r, Record&& rec) {
+      std::lock_guard<std::mutex> lock(merge_mutex);
+      pending.emplace(r, std::move(rec));
+      for (auto it = pending.find(next_merge); it != pending.end(); it = pending.find(next_merge)) {
+        sums.add(it->second);
+        pending.erase(it);
+        ++next_merge;
+      }
+    };
     std::atomic<bool> stop{false};
 
     // continuous time: the event engine, phase after phase; the state at each output time
@@ -199,13 +209,7 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
         if (k < T) rep.run_until(*CP[i], rng, end, stop);
         if (stop.load(std::memory_order_relaxed)) return false;
       }
-      std::lock_guard<std::mutex> lock(merge_mutex);
-      pending.emplace(r, std::move(rec));
-      for (auto it = pending.find(next_merge); it != pending.end(); it = pending.find(next_merge)) {
-        sums.add(it->second);
-        pending.erase(it);
-        ++next_merge;
-      }
+      merge(r, std::move(rec));
       return true;
     };
     auto replicate = [&](int r) -> bool {
@@ -241,13 +245,7 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
           check_interrupt();
         }
       }
-      std::lock_guard<std::mutex> lock(merge_mutex);
-      pending.emplace(r, std::move(rec));
-      for (auto it = pending.find(next_merge); it != pending.end(); it = pending.find(next_merge)) {
-        sums.add(it->second);
-        pending.erase(it);
-        ++next_merge;
-      }
+      merge(r, std::move(rec));
       return true;
     };
     sim::run_replications(threads, o.replications, stop, replicate);

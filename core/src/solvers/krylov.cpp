@@ -52,6 +52,17 @@ struct SlowGroups {
 /// The groups of states sharing the values of the slow components (e.g. adaptive RED's
 /// p_max, which moves every few thousand slots): a nearly decomposable chain, whose mass
 /// between the groups is the mode the block sweeps leave slow.
+/// `again` continues `first`: their counts add up, and first's phases come first, named
+/// "first_<phase>".
+void carry(const StationaryResult& first, StationaryResult& again) {
+  again.iterations += first.iterations;
+  again.operator_applications += first.operator_applications;
+  auto phases = again.seconds;
+  again.seconds.clear();
+  for (const auto& [phase, sec] : first.seconds) again.seconds.push_back({"first_" + phase, sec});
+  again.seconds.insert(again.seconds.end(), phases.begin(), phases.end());
+}
+
 SlowGroups slow_groups(const MarkovOperator& c) {
   SlowGroups a;
   const auto& space = c.space();
@@ -310,10 +321,7 @@ void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, 
       again.requested = r.requested;
       solve_krylov(c, blocks, k3, o3, again, fail_fast);
       finish(c, again, o.tol);
-      again.iterations += r.iterations;
-      again.operator_applications += r.operator_applications;
-      for (auto it = r.seconds.rbegin(); it != r.seconds.rend(); ++it)
-        again.seconds.insert(again.seconds.begin(), {"first_" + it->first, it->second});
+      carry(r, again);
       again.note = detail::cat("GMRES(", o.krylov_basis, ") did not converge (residual ", r.residual,
                                "): re-solved with basis ", kStallBasis, " from its iterate") +
                    (again.note.empty() ? "" : "; " + again.note);
@@ -330,9 +338,7 @@ void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, 
   again.requested = r.requested;
   solve_krylov(c, blocks, best, o2, again, fail_fast);
   finish(c, again, o.tol);
-  again.iterations += r.iterations;
-  again.operator_applications += r.operator_applications;
-  for (const auto& [phase, sec] : r.seconds) again.seconds.insert(again.seconds.begin(), {"first_" + phase, sec});
+  carry(r, again);
   again.note = detail::cat("re-solved with the most probable state fixed (the first had pi_k / max pi = ",
                            r.pi[k] / *it, ")") + (again.note.empty() ? "" : "; " + again.note);
   r = std::move(again);
