@@ -124,7 +124,7 @@ def translate(doc: dict) -> dict:
         model["buffer"] = _packets("MaxSize", given["MaxSize"]) + 1
     if "drop" not in out:
         kind = ("gentle_" if flag("Gentle") else "") + ("nlred" if flag("NLRED") else "red")
-        out["drop"] = "red" if kind == "red" else kind
+        out["drop"] = kind
         lo = _checks.real("aqm.MinTh", get("MinTh")) if "min_th" not in out else out["min_th"]
         hi = _checks.real("aqm.MaxTh", get("MaxTh")) if "max_th" not in out else out["max_th"]
         out.setdefault("min_th", lo)

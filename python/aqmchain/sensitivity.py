@@ -529,6 +529,17 @@ def _adjoint_solver(A, k: int, method: str, opts: dict):
     return keep, A_red, solve
 
 
+def _chosen(option: str, given: Any, allowed: list, what: str) -> list:
+    """``given`` (one name or a list; None: all of ``allowed``), each checked against ``allowed``."""
+    if given is None:
+        return list(allowed)
+    given = [given] if isinstance(given, str) else list(given)
+    for g in given:
+        if g not in allowed:
+            raise _checks.option_error(option, f"{what}: " + ", ".join(allowed), g)
+    return given
+
+
 def sensitivity_metrics(result) -> list[str]:
     """The metrics of a :class:`StationaryResult` that have sensitivities: every scalar metric
     but the diagnostics and the tagged-packet chain's response times (not a ratio of pi's
@@ -581,21 +592,8 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
     response_method = result.response_method if result.response_available else None
 
     vectors = _metric_vectors(chain, response_method)
-    names = sensitivity_metrics(result)
-    if metrics is not None:
-        metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-        for m in metrics:
-            if m not in names:
-                raise _checks.option_error("metrics", "metrics of this result with a sensitivity: " + ", ".join(names), m)
-        names = metrics
-    all_params = sensitivity_parameters(base_model)
-    if params is not None:
-        params = [params] if isinstance(params, str) else list(params)
-        for p in params:
-            if p not in all_params:
-                raise _checks.option_error("params", "continuous parameters of this model: " + ", ".join(all_params), p)
-    else:
-        params = all_params
+    names = _chosen("metrics", metrics, sensitivity_metrics(result), "metrics of this result with a sensitivity")
+    params = _chosen("params", params, sensitivity_parameters(base_model), "continuous parameters of this model")
 
     # the metric values from the vectors must be the result's (the same vectors as the metrics)
     values, ratios, skipped = {}, {}, {}
