@@ -48,7 +48,7 @@ from .export import export_matrix, export_prism, export_stationary, stationary_t
 from .modelfile import apply_overrides, load_config, load_model, model_from_dict, model_to_dict, replace, solver_options
 from .modelinfo import model_info, solve_estimate
 from .fit import FIT_KINDS, FitResult, fit_source, read_trace, simulate_trace
-from .optimize import OPTIMIZE_METHODS, OptimizeResult, optimize
+from .optimize import GRADIENT_METHODS, OPTIMIZE_METHODS, OptimizeResult, optimize
 from . import plots  # noqa: E402  (matplotlib is imported by the plot functions, not here)
 from .policies import PolicyComparison, compare_policies
 from .selfsim import (

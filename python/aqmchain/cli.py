@@ -33,6 +33,7 @@ from .scenario import load_scenario
 from .fit import FIT_KINDS, MULTIPLE_RULES
 from .selfsim import HURST_ESTIMATORS
 from .stationary import CLASS_CHAINS, METHODS, SCALAR_METRICS, NonConvergenceError, solve_stationary
+from .optimize import OPTIMIZE_METHODS
 from .transient import TRANSIENT_METHODS, solve_transient, time_grid
 
 EXIT_OK, EXIT_INPUT, EXIT_SOLVE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 2, 3, 130, 141
@@ -40,7 +41,8 @@ GIB = 1024.0**3
 
 # optimize()'s arguments -> command-line names (for messages)
 _OPTIMIZE_NAMES = {"starts": "--starts", "bounds": "--bounds", "objective": "--objective", "params": "--params",
-                   "step": "--step", "min_step": "--min-step", "max_evals": "--max-evals"}
+                   "step": "--step", "min_step": "--min-step", "max_evals": "--max-evals",
+                   "constraints": "--constraint", "method": "--method"}
 # simulation option -> command-line name (for messages)
 _SIM_NAMES = {"slots": "--slots", "replications": "--replications", "seed": "--seed", "warmup": "--warmup",
               "batches": "--batches", "discretised": "--discretised", "threads": "--threads"}
@@ -69,9 +71,11 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
         "--times lin:0:10000:101 --csv tr.csv --plot tr.png",
         "aqmchain transient examples/red_ctmc.toml --times log:1:1000:20 --json tr.json",
     ]),
-    "optimize": ("direct search (Hooke-Jeeves, Nelder-Mead) over model parameters minimising a metric", [
+    "optimize": ("search over model parameters minimising a metric (direct or gradient-based)", [
         "aqmchain optimize examples/small_ecn.toml --params aqm.w --objective mean_response --bounds aqm.w=0.01:0.5 "
         "--max-evals 15 --json opt.json",
+        "aqmchain optimize examples/small_ecn.toml --params aqm.p_max,aqm.w --objective loss --method slsqp "
+        "--constraint 'mean_queue<=4' --bounds aqm.p_max=0.01:1 --bounds aqm.w=0.01:1",
     ]),
     "sweep": ("solve (and simulate) a model over a grid of model-file keys, on Dask", [
         "aqmchain sweep examples/small_ecn.toml --param aqm.w=0.05,0.1,0.2 --param service.mu=0.4:0.6:3 "
@@ -524,6 +528,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         bounds[name.strip()] = tuple(_floats("--bounds", f"{lo},{hi}"))
     kwargs: dict = {"params": params, "objective": args.objective, "method": args.method, "starts": starts,
                     "solver": solver, "warm": not args.cold}
+    if args.constraint:
+        kwargs["constraints"] = args.constraint
     if bounds:
         kwargs["bounds"] = bounds
     if args.step:
@@ -988,7 +994,12 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--params", default="triple",
                     help="'triple' (REDwM's [x, y, z]; default) or comma-separated model-file keys, e.g. aqm.w")
     op.add_argument("--objective", default="mean_response", help="scalar metric to minimise (mean_response)")
-    op.add_argument("--method", choices=["hooke_jeeves", "nelder_mead"], default="hooke_jeeves")
+    op.add_argument("--method", choices=list(OPTIMIZE_METHODS), default="hooke_jeeves",
+                    help="direct search (hooke_jeeves, nelder_mead) or a gradient method driven by the "
+                         "sensitivities (lbfgsb, slsqp)")
+    op.add_argument("--constraint", action="append", metavar="METRIC<=BOUND",
+                    help="a bound on a metric, e.g. 'loss<=0.02' (repeatable; slsqp takes it with its gradient, "
+                         "the other methods treat a violating point as infeasible)")
     op.add_argument("--starts", default="current",
                     help="'current' (the model's values), 'paper' (the 10 x 10 x 10 grid of triples of \"A RED "
                          "modified weighted moving average for soft real-time application\"; also 'paper-grid') or "

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import aqmchain
-from aqmchain.optimize import PAPER_GRID_STARTS, triple_of
+from aqmchain.optimize import CONSTRAINT_RTOL, GRADIENT_METHODS, PAPER_GRID_STARTS, triple_of
 from cli_helpers import run_cli
 
 DOC = {"model": {"buffer": 20}, "source": {"kind": "bernoulli", "alpha": 0.55}, "service": {"mu": 0.5},
@@ -41,15 +41,22 @@ class Counting:
         return model
 
 
+def quadratic_gradient(model, names):
+    assert names == ["aqm.triple[0]", "aqm.triple[1]", "aqm.triple[2]"]
+    return 2.0 * (np.array(triple_of(model)) - TARGET) / SCALE**2
+
+
 @pytest.mark.parametrize("method", aqmchain.OPTIMIZE_METHODS)
 def test_finds_the_minimum_of_a_smooth_function(method):
     ev = Counting()
+    grad = quadratic_gradient if method in GRADIENT_METHODS else None
     res = aqmchain.optimize(MODEL, "triple", quadratic, method=method, starts=[[0.06, 0.0, 0.006]], evaluate=ev,
-                            min_step=[1e-5, 1e-6, 1e-6])
+                            min_step=[1e-5, 1e-6, 1e-6], gradient=grad)
     assert res.success and res.value == pytest.approx(1.0, abs=1e-3)
     assert np.all(np.abs(np.array(list(res.x.values())) - TARGET) <= [1e-4, 1e-5, 1e-5]), res.x
     assert ev.calls == res.evaluations == sum(r["status"] == "ok" for r in res.trace)
-    assert res.cache_hits > 0 or method == "nelder_mead"  # pattern search revisits its base points
+    assert res.cache_hits > 0 or method != "hooke_jeeves"  # pattern search revisits its base points
+    assert res.gradients == (0 if grad is None else len({tuple(r["x"].values()) for r in res.trace}))
 
 
 def test_respects_constraints_and_never_evaluates_infeasible_points():
@@ -167,3 +174,90 @@ def test_trace_csv_and_json_and_the_cli(tmp_path, root):
     assert code == 2 and "objective" in err
     code, _, err = run_cli("optimize", path, "--starts", "0.9,0.9,0.9", "-q")
     assert code == 3  # the only start is infeasible: nothing evaluated
+
+
+# ------------------------------------------------------------------ gradient methods on real chains
+
+RED = {"model": {"buffer": 30}, "source": {"kind": "bernoulli", "alpha": 0.5}, "service": {"mu": 0.5},
+       "aqm": {"drop": "red", "min_th": 5, "max_th": 15, "p_max": 0.1, "w": 0.2}, "grid": {"k": 2, "refine": "none"}}
+
+
+def red_at(**aqm):
+    doc = copy.deepcopy(RED)
+    doc["aqm"].update(aqm)
+    return aqmchain.model_from_dict(doc)[0]
+
+
+def test_gradient_methods_find_the_constrained_optimum_of_a_red_chain():
+    """Minimise the loss over p_max subject to mean_queue <= 5: the loss grows and the mean queue
+    falls with p_max, so the optimum is the p_max where mean_queue = 5, found here independently by
+    bisection on the chain's solves."""
+    from scipy.optimize import brentq
+
+    root = brentq(lambda p: aqmchain.solve_stationary(red_at(p_max=p), tol=1e-13).mean_queue - 5.0, 0.01, 1.0,
+                  xtol=1e-12)
+    for method, start in (("slsqp", 0.9), ("slsqp", 0.05), ("hooke_jeeves", 0.9)):
+        res = aqmchain.optimize(red_at(), ["aqm.p_max"], "loss", method=method, starts=[[start]],
+                                bounds={"aqm.p_max": (0.01, 1.0)}, constraints="mean_queue<=5",
+                                min_step=1e-6)
+        assert res.success, res.summary()
+        best = aqmchain.solve_stationary(res.model)
+        assert best.mean_queue <= 5.0 * (1 + CONSTRAINT_RTOL)
+        tol = 1e-6 if method == "slsqp" else 2e-6  # SLSQP ends on the constraint, the pattern search within a step
+        assert res.x["aqm.p_max"] == pytest.approx(root, abs=tol), (method, start, res.x)
+        assert res.value == best.loss
+        if method == "slsqp":
+            assert res.gradients >= 1 and res.gradient_seconds > 0 and "successfully" in res.starts[0]["message"]
+            assert res.evaluations <= 30  # the exact gradients: tens of solves, not hundreds
+    # the direct search never takes a violating point as its best: every 'ok' record better than the
+    # best violates the constraint
+    viol = [r for r in res.trace if r["status"] == "infeasible" and "violates" in r["message"]]
+    assert viol and all(r["x"]["aqm.p_max"] < root for r in viol)
+
+
+def test_lbfgsb_ends_on_the_bound_where_the_metric_is_monotone():
+    # the loss grows with p_max: the minimum over [0.02, 0.8] is at 0.02
+    res = aqmchain.optimize(red_at(p_max=0.5), ["aqm.p_max", "aqm.w"], "loss", method="lbfgsb",
+                            bounds={"aqm.p_max": (0.02, 0.8), "aqm.w": (0.2, 0.2)})
+    assert res.success and res.x["aqm.p_max"] == pytest.approx(0.02, abs=1e-9)
+    assert res.value == pytest.approx(aqmchain.solve_stationary(red_at(p_max=0.02)).loss, rel=1e-9)
+
+
+def test_gradient_methods_refuse_what_has_no_gradient():
+    m = red_at()
+    cases = [({"objective": lambda r: r.loss}, "gradient"),  # a callable objective needs its gradient
+             ({"params": ["model.buffer"]}, "params"),  # not a continuous parameter
+             ({"evaluate": lambda mm: aqmchain.solve_stationary(mm)}, "gradient"),
+             ({"constraints": "loss<0.1"}, "constraints[0]"), ({"constraints": "nothing<=1"}, "constraints[0]"),
+             ({"constraints": "loss<=0.1", "gradient": lambda r, n: [0.0], "objective": lambda r: r.loss},
+              "constraints")]
+    for kwargs, param in cases:
+        kwargs = {"params": ["aqm.p_max"], "objective": "loss", "method": "slsqp", **kwargs}
+        with pytest.raises(aqmchain.ModelError) as exc:
+            aqmchain.optimize(m, **kwargs)
+        assert exc.value.param == param, (kwargs, str(exc.value))
+    with pytest.raises(aqmchain.ModelError) as exc:  # a gradient for a direct search is a mistake
+        aqmchain.optimize(m, ["aqm.p_max"], "loss", gradient=lambda r, n: [0.0])
+    assert exc.value.param == "gradient"
+    # front drop's response time comes from the tagged-packet chain: no sensitivity, so no gradient
+    front = aqmchain.model_from_dict({**RED, "aqm": {**RED["aqm"], "policy": "front"}})[0]
+    with pytest.raises(aqmchain.ModelError) as exc:
+        aqmchain.optimize(front, ["aqm.p_max"], "mean_response", method="slsqp", bounds={"aqm.p_max": (0.01, 1)})
+    assert exc.value.param == "objective"
+
+
+def test_the_cli_runs_a_constrained_gradient_search(tmp_path):
+    path = tmp_path / "red.toml"
+    path.write_text('[model]\nbuffer = 30\n[source]\nkind = "bernoulli"\nalpha = 0.5\n[service]\nmu = 0.5\n'
+                    '[aqm]\ndrop = "red"\nmin_th = 5\nmax_th = 15\np_max = 0.1\nw = 0.2\n'
+                    '[grid]\nk = 2\nrefine = "none"\n')
+    out = tmp_path / "o.json"
+    code, _, err = run_cli("optimize", path, "--params", "aqm.p_max", "--objective", "loss", "--method", "slsqp",
+                           "--constraint", "mean_queue<=5", "--bounds", "aqm.p_max=0.01:1", "--json", out, "-q")
+    assert code == 0, err
+    d = json.loads(out.read_text())
+    again = aqmchain.solve_stationary(red_at(p_max=d["x"]["aqm.p_max"]))
+    assert again.mean_queue <= 5 * (1 + 1e-9) and d["value"] == again.loss and d["gradients"] >= 1
+    code, _, err = run_cli("optimize", path, "--params", "aqm.p_max", "--objective", "loss", "--method", "slsqp",
+                           "--constraint", "mean_queue=5", "-q")
+    assert code == 2 and "--constraint" in err
