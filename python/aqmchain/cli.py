@@ -42,7 +42,7 @@ GIB = 1024.0**3
 # optimize()'s arguments -> command-line names (for messages)
 _OPTIMIZE_NAMES = {"starts": "--starts", "bounds": "--bounds", "objective": "--objective", "params": "--params",
                    "step": "--step", "min_step": "--min-step", "max_evals": "--max-evals",
-                   "constraints": "--constraint", "method": "--method"}
+                   "constraints": "--constraint", "method": "--method", "fidelity": "--fidelity", "keep": "--keep"}
 # simulation option -> command-line name (for messages)
 _SIM_NAMES = {"slots": "--slots", "replications": "--replications", "seed": "--seed", "warmup": "--warmup",
               "batches": "--batches", "discretised": "--discretised", "threads": "--threads"}
@@ -530,6 +530,22 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                     "solver": solver, "warm": not args.cold}
     if args.constraint:
         kwargs["constraints"] = args.constraint
+    if args.fidelity:
+        from .modelfile import parse_value
+
+        levels = []
+        for level in args.fidelity.split(";"):
+            over = {}
+            for item in level.split(","):
+                key, sep, value = item.partition("=")
+                if not sep or not key.strip():
+                    raise _opt_error("--fidelity", "levels 'KEY=VALUE,KEY=VALUE;KEY=VALUE' (e.g. 'grid.k=1;grid.k=2')",
+                                     args.fidelity)
+                over[key.strip()] = parse_value(value, key.strip())
+            levels.append(over)
+        kwargs["fidelity"] = levels
+        if args.keep is not None:
+            kwargs["keep"] = args.keep
     if bounds:
         kwargs["bounds"] = bounds
     if args.step:
@@ -1011,6 +1027,10 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--scheduler", metavar="ADDRESS",
                     help="run the starts on Dask: 'local' (a LocalCluster), 'sync' or a scheduler address; "
                          "default: one after the other in this process")
+    op.add_argument("--fidelity", metavar="LEVELS",
+                    help="multi-fidelity: coarser models searched first, as model-file overrides per level, "
+                         "coarsest first, e.g. 'grid.k=1,grid.refine=none;grid.k=2' (the model itself is the last level)")
+    op.add_argument("--keep", type=_int_arg, help="multi-fidelity: end points of a level that start the next (3)")
     op.add_argument("--cold", action="store_true",
                     help="solve every point from scratch (default: from the nearest previous solution)")
     op.add_argument("--json", metavar="OUT", help="write the result, the starts and the trace ('-': stdout)")

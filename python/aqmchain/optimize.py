@@ -49,6 +49,8 @@ and the gradient methods :data:`GRADIENT_METHODS`."""
 #: the search's names of the triple -> the sensitivities' names of the same directions
 #: (b_0 = x, b_1 = y, a_2 = z, each moved against a_1)
 _SENSITIVITY_KEY = {"aqm.triple[0]": "aqm.b[0]", "aqm.triple[1]": "aqm.b[1]", "aqm.triple[2]": "aqm.a[1]"}
+#: multi-fidelity search: the end points of one level that start the next
+FIDELITY_KEEP = 3
 #: a metric within this relative distance beyond its constraint's bound satisfies it (the
 #: gradient methods end on the active constraint up to their own tolerance)
 CONSTRAINT_RTOL = 1e-9
@@ -143,6 +145,9 @@ class OptimizeResult:
     message: str = ""
     gradients: int = 0
     gradient_seconds: float = 0.0
+    levels: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    value_error: float | None = None
+    min_step: list[float] | None = None
 
     def __repr__(self) -> str:
         where = "none" if self.x is None else ", ".join(f"{k}={v:.6g}" for k, v in self.x.items())
@@ -172,6 +177,7 @@ class OptimizeResult:
                 "cache_hits": self.cache_hits, "infeasible": self.infeasible, "failed": self.failed,
                 "seconds": self.seconds, "evaluations_per_minute": fin(self.evaluations_per_minute),
                 "stopped": self.stopped, "message": self.message, "gradients": self.gradients,
+                "levels": self.levels, "value_error": fin(self.value_error),
                 "gradient_seconds": self.gradient_seconds,
                 "model": model_to_dict(self.model) if self.model is not None else None,
                 "starts": [{**s, "value": fin(s["value"])} for s in self.starts],
@@ -196,9 +202,15 @@ class OptimizeResult:
                  f"{self.infeasible} infeasible, {self.failed} failed"
                  + (f", {self.gradients} gradients in {self.gradient_seconds:.1f} s" if self.gradients else "")
                  + f") in {self.seconds:.1f} s"]
+        for lv in self.levels:
+            lines.append(f"level {lv['level']} ({lv['overrides'] or 'the model as given'}): {lv['starts']} start(s), "
+                         f"{lv['evaluations']} evaluations, best {lv['value']:.8g}"
+                         + (f", improvement {lv['improvement']:.3g} vs discretisation error "
+                            f"{lv['discretisation_error']:.3g}" if lv.get("discretisation_error") is not None else ""))
         if self.success:
-            lines.append(f"best {self.objective} = {self.value:.8g} at "
-                         + ", ".join(f"{p} = {v:.6g}" for p, v in self.x.items()))
+            lines.append(f"best {self.objective} = {self.value:.8g}"
+                         + (f" +- {self.value_error:.2g} (discretisation)" if self.value_error is not None else "")
+                         + " at " + ", ".join(f"{p} = {v:.6g}" for p, v in self.x.items()))
         else:
             lines.append("no point was evaluated successfully" + (f": {self.message}" if self.message else ""))
         if self.stopped:
@@ -629,7 +641,8 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
              evaluate: Callable[[_core.Model], Any] | None = None, solver: dict | None = None,
              callback: Callable[[dict], Any] | None = None, scheduler: Any = None,
              workers: int | None = None, warm: bool = True, constraints: Any = None,
-             gradient: Callable[[Any, list[str]], Sequence[float]] | None = None) -> OptimizeResult:
+             gradient: Callable[[Any, list[str]], Sequence[float]] | None = None,
+             fidelity: Sequence[dict[str, Any]] | None = None, keep: int = FIDELITY_KEEP) -> OptimizeResult:
     """Minimise ``objective`` over model parameters by direct search.
 
     ``params``: ``"triple"`` (REDwM's [x, y, z], the default; an EWMA model starts from
@@ -665,6 +678,17 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     as infeasible (+inf, after its solve).  ``gradient(result, params) -> values``: the
     gradient of a callable objective for a gradient method.
 
+    ``fidelity``: multi-fidelity search.  A list of model-file overrides, coarsest first (e.g.
+    ``[{"grid.k": 1, "grid.refine": "none"}, {"grid.k": 2, "grid.refine": "none"}]``); the model
+    as given is the last, finest level.  Every start runs on the coarsest level; the best
+    ``keep`` distinct end points start the search on the next level, with first steps of 4
+    ``min_step``; and so on.  At each finer level the objective's discretisation error at the
+    level's best start point is the difference of its values on this level and the one below;
+    when the search's improvement on a level is smaller than that error, finer searching
+    cannot be told from the grid's error: the search stops there and the point is evaluated
+    on the finest level.  ``value_error`` is the difference of the optimum's objective on the
+    two finest levels evaluated, the discretisation error bar; ``levels`` has one record per level.
+
     ``scheduler``: ``None`` runs the starts one after the other in this process, sharing one
     cache of evaluated points and one budget.  Otherwise the starts run as independent tasks
     through the machinery of :func:`aqmchain.sweep` (``run_tasks`` in its module: ``"local"`` a Dask
@@ -679,6 +703,11 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
         raise _checks.model_error("model", "an aqmchain.Model", model)
     if method not in OPTIMIZE_METHODS:
         raise _checks.model_error("method", "one of " + ", ".join(OPTIMIZE_METHODS), method)
+    if fidelity is not None:
+        return _optimize_levels(model, fidelity, keep, dict(
+            params=params, objective=objective, bounds=bounds, method=method, starts=starts, step=step,
+            min_step=min_step, max_evals=max_evals, evaluate=evaluate, solver=solver, callback=callback,
+            scheduler=scheduler, workers=workers, warm=warm, constraints=constraints, gradient=gradient))
     space = _Space(model, params)
     d = len(space.names)
     if isinstance(objective, str):
@@ -793,7 +822,7 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
                           x=None if xb is None else dict(zip(space.names, map(float, xb))), value=float(value),
                           model=mb, evaluations=f.evaluations, cache_hits=f.cache_hits, infeasible=f.infeasible,
                           failed=f.failed, seconds=seconds, starts=per_start, trace=f.trace, stopped=stopped,
-                          gradients=f.gradients, gradient_seconds=f.gradient_seconds,
+                          gradients=f.gradients, gradient_seconds=f.gradient_seconds, min_step=list(map(float, hmin)),
                           message=f.stop_message if stopped else ("" if xb is not None else
                                                                    "every evaluated point failed or was infeasible"))
 
@@ -903,4 +932,104 @@ def _optimize_distributed(model, space, obj_name, objective, evaluate, solver, m
                           x=None if best_x is None else dict(zip(space.names, best_x)), value=float(best_value),
                           model=best_model, seconds=seconds, starts=starts, trace=trace, stopped=False,
                           message="" if best_x is not None else "every evaluated point failed or was infeasible",
-                          **counts)
+                          min_step=list(map(float, hmin)), **counts)
+
+
+# ------------------------------------------------------------------ multi-fidelity
+
+
+def _optimize_levels(model: _core.Model, fidelity: Any, keep: Any, kw: dict[str, Any]) -> OptimizeResult:
+    """optimize() over a sequence of models, coarsest first (see ``fidelity`` in :func:`optimize`)."""
+    from .modelfile import apply_overrides
+
+    if isinstance(fidelity, (str, dict)) or not isinstance(fidelity, (list, tuple)) or not fidelity:
+        raise _checks.model_error("fidelity", "a non-empty list of model-file overrides (dicts), coarsest first",
+                                  fidelity)
+    keep = _checks.integer("keep", keep, 1, 10**6)
+    base = model_to_dict(model)
+    models, labels = [], []
+    for i, over in enumerate(list(fidelity) + [{}]):
+        if not isinstance(over, dict):
+            raise _checks.model_error(f"fidelity[{i}]", "a dict of model-file overrides", over)
+        try:
+            models.append(model_from_dict(apply_overrides(base, over))[0])
+        except ModelError as exc:
+            raise _checks.model_error(f"fidelity[{i}]", f"overrides giving a valid model ({exc})", over) from None
+        labels.append(", ".join(f"{k}={v}" for k, v in over.items()))
+    budget = _checks.integer("max_evals", kw.pop("max_evals"), 1, 10**9)
+    callback = kw.pop("callback")
+    starts = kw.pop("starts")
+    t0 = time.perf_counter()
+    levels: list[dict[str, Any]] = []
+    trace: list[dict[str, Any]] = []
+    starts_all: list[dict[str, Any]] = []
+    totals = {"evaluations": 0, "cache_hits": 0, "infeasible": 0, "failed": 0, "gradients": 0,
+              "gradient_seconds": 0.0}
+    final = len(models) - 1
+
+    def run(lv: int, points: Any, limit: int | None = None, **over: Any) -> OptimizeResult:
+        left = budget - totals["evaluations"]
+        if left < 1:
+            raise _Stop
+        cb = None if callback is None else (lambda rec: callback({**rec, "level": lv}))
+        r = optimize(models[lv], starts=points, max_evals=min(left, limit or left), callback=cb, **{**kw, **over})
+        for k in totals:
+            totals[k] += getattr(r, k)
+        trace.extend({**t, "index": len(trace) + j, "level": lv} for j, t in enumerate(r.trace))
+        return r
+
+    def value_at(lv: int, x: dict[str, float]) -> float:
+        """The objective at x on level lv (one solve, recorded in the trace)."""
+        r = run(lv, [[x[p] for p in x]], 1, method="hooke_jeeves", gradient=None)
+        return r.trace[0]["value"] if r.trace else math.inf
+
+    res: OptimizeResult | None = None
+    stopped, message, value_error = False, "", None
+    try:
+        for lv in range(len(models)):
+            over = {} if lv == 0 else {"step": list(4.0 * np.asarray(res.min_step)), "min_step": list(res.min_step)}
+            res_lv = run(lv, starts, **over)
+            starts_all.extend({**r, "level": lv} for r in res_lv.starts)
+            rec = {"level": lv, "overrides": labels[lv], "starts": len(res_lv.starts),
+                   "evaluations": res_lv.evaluations, "value": res_lv.value, "x": res_lv.x,
+                   "seconds": res_lv.seconds, "improvement": None, "discretisation_error": None, "note": ""}
+            levels.append(rec)
+            if not res_lv.success or res_lv.stopped:
+                res = res_lv if res_lv.success or res is None else res
+                stopped, message = res_lv.stopped, res_lv.message
+                break
+            if lv > 0:  # the best start of this level: its value here and on the level below
+                firsts = {tuple(map(float, p)) for p in starts}
+                begun = [r for r in res_lv.trace if r["status"] == "ok" and tuple(r["x"].values()) in firsts]
+                if begun:
+                    b = min(begun, key=lambda r: r["value"])
+                    rec["improvement"] = b["value"] - res_lv.value
+                    rec["discretisation_error"] = abs(b["value"] - value_at(lv - 1, b["x"]))
+            res = res_lv
+            if lv == final:
+                value_error = abs(res.value - value_at(lv - 1, res.x)) if lv > 0 else None
+                break
+            if rec["discretisation_error"] is not None and rec["improvement"] < rec["discretisation_error"]:
+                rec["note"] = ("the search's improvement is within the discretisation error: the point is evaluated "
+                               "on the finest level, not searched further")
+                fin = run(final, [[res.x[p] for p in res.params]], 1, method="hooke_jeeves", gradient=None)
+                levels.append({"level": final, "overrides": labels[final], "starts": 1,
+                               "evaluations": fin.evaluations, "value": fin.value, "x": fin.x,
+                               "seconds": fin.seconds, "improvement": None, "discretisation_error": None,
+                               "note": "evaluated only"})
+                if fin.success:
+                    value_error = abs(fin.value - res.value)
+                    res = fin
+                break
+            ends = sorted((r["value"], tuple(r["end"][p] for p in res_lv.params)) for r in res_lv.starts
+                          if r["end"] is not None and math.isfinite(r["value"]))
+            starts = [list(x) for x in dict.fromkeys(x for _, x in ends)][:keep]
+    except _Stop:
+        stopped, message = True, f"max_evals = {budget} evaluations reached"
+    seconds = time.perf_counter() - t0
+    ok = res is not None and res.success
+    return OptimizeResult(params=res.params if res else [], objective=res.objective if res else "",
+                          method=kw["method"], x=res.x if ok else None, value=res.value if ok else math.inf,
+                          model=res.model if ok else None, seconds=seconds, starts=starts_all, trace=trace,
+                          stopped=stopped, message=message or ("" if ok else "no point was evaluated successfully"),
+                          levels=levels, value_error=value_error, min_step=res.min_step if res else None, **totals)

@@ -261,3 +261,57 @@ def test_the_cli_runs_a_constrained_gradient_search(tmp_path):
     code, _, err = run_cli("optimize", path, "--params", "aqm.p_max", "--objective", "loss", "--method", "slsqp",
                            "--constraint", "mean_queue=5", "-q")
     assert code == 2 and "--constraint" in err
+    code, _, err = run_cli("optimize", path, "--params", "aqm.p_max", "--objective", "loss", "--method", "slsqp",
+                           "--constraint", "mean_queue<=5", "--bounds", "aqm.p_max=0.01:1", "--fidelity",
+                           "grid.k=1,grid.refine=none", "--json", out, "-q")
+    assert code == 0, err
+    multi = json.loads(out.read_text())
+    assert [lv["level"] for lv in multi["levels"]] == [0, 1] and multi["value_error"] > 0
+    assert multi["x"]["aqm.p_max"] == pytest.approx(d["x"]["aqm.p_max"], abs=1e-7)
+    code, _, err = run_cli("optimize", path, "--params", "aqm.p_max", "--fidelity", "grid.k", "-q")
+    assert code == 2 and "--fidelity" in err
+
+
+# ------------------------------------------------------------------ multi-fidelity
+
+def test_multi_fidelity_levels_error_bar_and_early_stop():
+    """A smooth objective plus a 'discretisation error' 0.3 / k that shrinks with the grid's k."""
+    coarse = [{"grid.k": 1}, {"grid.k": 2}]
+    model = aqmchain.model_from_dict({**DOC, "grid": {"k": 4, "refine": "none"}})[0]
+
+    def objective(m):
+        return quadratic(m) + 0.3 / m.grid.k
+
+    res = aqmchain.optimize(model, "triple", objective, starts=[[0.06, 0.0, 0.006], [0.01, 0.008, 0.0]],
+                            evaluate=lambda m: m, fidelity=coarse, min_step=[1e-5, 1e-6, 1e-6])
+    assert res.success and [lv["level"] for lv in res.levels][:2] == [0, 1]
+    assert res.levels[0]["starts"] == 2 and res.levels[1]["starts"] <= 2  # the distinct best end points go on
+    # level 1 starts at level 0's optimum: the search improves by less than the error 0.3/1 - 0.3/2 = 0.15, so
+    # the point is evaluated on the finest level only, and the error bar is 0.3/2 - 0.3/4
+    assert res.levels[1]["discretisation_error"] == pytest.approx(0.15, abs=1e-9)
+    assert res.levels[1]["improvement"] < 0.15 and "evaluated" in res.levels[-1]["note"]
+    assert res.levels[-1]["level"] == 2 and res.levels[-1]["evaluations"] == 1
+    assert res.value == pytest.approx(1.0 + 0.3 / 4, abs=1e-3) and res.value_error == pytest.approx(0.075, abs=1e-9)
+    assert np.all(np.abs(np.array(list(res.x.values())) - TARGET) <= [1e-4, 1e-5, 1e-5])
+    assert {r["level"] for r in res.trace} == {0, 1, 2} and res.evaluations == sum(
+        r["status"] == "ok" for r in res.trace)
+    assert "+- 0.075" in res.summary()
+    json.dumps(res.to_dict(), allow_nan=False)
+    # bad fidelity lists name the parameter
+    for bad, param in (({"grid.k": 1}, "fidelity"), ([], "fidelity"), ([{"grid.k": -1}], "fidelity[0]"),
+                       (["grid.k=1"], "fidelity[0]")):
+        with pytest.raises(aqmchain.ModelError) as exc:
+            aqmchain.optimize(model, "triple", objective, evaluate=lambda m: m, fidelity=bad)
+        assert exc.value.param == param
+
+
+def test_multi_fidelity_on_a_red_chain_matches_the_single_level_search():
+    model = red_at()
+    kw = dict(method="slsqp", bounds={"aqm.p_max": (0.01, 1.0)}, constraints="mean_queue<=5", starts=[[0.9]])
+    single = aqmchain.optimize(model, ["aqm.p_max"], "loss", **kw)
+    multi = aqmchain.optimize(model, ["aqm.p_max"], "loss", fidelity=[{"grid.k": 1}], **kw)
+    assert multi.x["aqm.p_max"] == pytest.approx(single.x["aqm.p_max"], abs=1e-7)
+    assert multi.value == pytest.approx(single.value, rel=1e-9)
+    coarse = aqmchain.solve_stationary(aqmchain.replace(model, grid={"k": 1}).replace(aqm={"p_max": multi.x["aqm.p_max"]}))
+    assert multi.value_error == pytest.approx(abs(multi.value - coarse.loss), rel=1e-6)
+    assert multi.levels[0]["evaluations"] > multi.levels[1]["evaluations"]  # the coarse level did the searching
