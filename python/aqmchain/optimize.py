@@ -319,6 +319,7 @@ class _Objective:
         self.objective_name: str | None = None  # a metric name (None: a callable objective)
         self.stop_message = ""
         self.constraints: list[tuple[str, str, float]] = []  # (metric, "<=" | ">=", bound)
+        self.linear: list[tuple[np.ndarray, str, float, str]] = []  # (coefficients, op, bound, text)
         self.enforce_constraints = True  # direct searches: a violating point is infeasible
         self.gradients, self.gradient_seconds = 0, 0.0  # gradient methods: sensitivity computations
         self.run_message = ""  # a gradient method's own account of how it ended
@@ -346,6 +347,14 @@ class _Objective:
             self._record(x, math.inf, "infeasible", f"{self.space.names[i]} = {x[i]:.6g} outside "
                          f"[{self.bounds[i, 0]:.6g}, {self.bounds[i, 1]:.6g}]", 0.0, None)
             return math.inf
+        for coef, op, bound, text in self.linear:
+            v = float(coef @ x)
+            slack = CONSTRAINT_RTOL * max(abs(bound), 1.0)
+            if v > bound + slack if op == "<=" else v < bound - slack:
+                self.infeasible += 1
+                self.cache[key] = math.inf
+                self._record(x, math.inf, "infeasible", f"{text} does not hold ({v:.6g})", 0.0, None)
+                return math.inf
         try:
             model = self.space.model_at(x)
         except ModelError as exc:
@@ -410,32 +419,76 @@ def _violated(result: Any, constraints: list[tuple[str, str, float]]) -> str:
     return ""
 
 
-def _parse_constraints(constraints: Any) -> list[tuple[str, str, float]]:
-    """``"loss<=0.02"`` or ``("loss", "<=", 0.02)`` (or a list of them) -> [(metric, op, bound)]."""
+_LINEAR_TERM = re.compile(r"\s*([+-])?\s*(?:([0-9.eE+-]+)\s*\*\s*)?([a-z_]+\.[a-z_0-9]+(?:\[\d+\])?|triple)\s*")
+
+
+def _parse_linear(text: str, where: str, space: "_Space") -> tuple[np.ndarray, str, float]:
+    """``"aqm.max_th - aqm.min_th >= 5"`` -> (coefficients over the searched parameters, op, bound)."""
+    m = re.match(r"^(.*?)(<=|>=)\s*([-+0-9.eE]+)\s*$", text)
+    if not m:
+        raise _checks.model_error(where, "'a*PARAM + b*PARAM <= BOUND' (or >=)", text)
+    lhs, op, bound = m.group(1), m.group(2), m.group(3)
+    coef = np.zeros(len(space.names))
+    pos, first = 0, True
+    while pos < len(lhs.rstrip()):
+        t = _LINEAR_TERM.match(lhs, pos)
+        if not t or t.end() == pos or (not first and t.group(1) is None):
+            raise _checks.model_error(where, "'a*PARAM + b*PARAM <= BOUND' (or >=) over the searched parameters", text)
+        sign = -1.0 if t.group(1) == "-" else 1.0
+        try:
+            a = float(t.group(2)) if t.group(2) else 1.0
+        except ValueError:
+            raise _checks.model_error(where, "numeric coefficients", text) from None
+        name = t.group(3)
+        full = name if name in space.names else space._resolve(name)
+        if full not in space.names:
+            raise _checks.model_error(where, "a linear constraint on the searched parameters ("
+                                      + ", ".join(space.names) + ")", name)
+        coef[space.names.index(full)] += sign * a
+        pos, first = t.end(), False
+    try:
+        b = float(bound)
+    except ValueError:
+        raise _checks.model_error(where, "a numeric bound", text) from None
+    return coef, op, _checks.real(where, b)
+
+
+def _parse_constraints(constraints: Any, space: "_Space | None" = None
+                       ) -> tuple[list[tuple[str, str, float]], list[tuple[np.ndarray, str, float, str]]]:
+    """Constraints -> (on metrics: [(metric, op, bound)], on parameters: [(coefficients, op, bound, text)]).
+
+    ``"loss<=0.02"`` or ``("loss", "<=", 0.02)`` bounds a metric; ``"aqm.max_th - aqm.min_th >= 5"``
+    (a linear combination of the searched parameters) bounds the parameters."""
     from .stationary import SCALAR_METRICS
 
     if constraints is None:
-        return []
+        return [], []
     if isinstance(constraints, (str, tuple)):
         constraints = [constraints]
     names = [n for n, _ in SCALAR_METRICS]
-    out = []
+    out, linear = [], []
     for i, c in enumerate(constraints):
+        where = f"constraints[{i}]"
         if isinstance(c, str):
             m = _CONSTRAINT.match(c)
             if not m:
-                raise _checks.model_error(f"constraints[{i}]", "'METRIC<=BOUND' or 'METRIC>=BOUND'", c)
+                if "." in c.split("<")[0].split(">")[0] and space is not None:
+                    coef, op, bound = _parse_linear(c, where, space)
+                    linear.append((coef, op, bound, " ".join(c.split())))
+                    continue
+                raise _checks.model_error(where, "'METRIC<=BOUND', 'METRIC>=BOUND' or a linear bound on the "
+                                          "parameters ('aqm.max_th - aqm.min_th >= 5')", c)
             metric, op, bound = m.group(1), m.group(2), m.group(3)
         elif isinstance(c, (tuple, list)) and len(c) == 3:
             metric, op, bound = c
         else:
-            raise _checks.model_error(f"constraints[{i}]", "'METRIC<=BOUND' or (metric, op, bound)", c)
+            raise _checks.model_error(where, "'METRIC<=BOUND' or (metric, op, bound)", c)
         if metric not in names:
-            raise _checks.model_error(f"constraints[{i}]", "a scalar metric (" + ", ".join(names) + ")", metric)
+            raise _checks.model_error(where, "a scalar metric (" + ", ".join(names) + ")", metric)
         if op not in ("<=", ">="):
-            raise _checks.model_error(f"constraints[{i}]", "'<=' or '>='", op)
-        out.append((metric, op, _checks.real(f"constraints[{i}]", float(bound) if isinstance(bound, str) else bound)))
-    return out
+            raise _checks.model_error(where, "'<=' or '>='", op)
+        out.append((metric, op, _checks.real(where, float(bound) if isinstance(bound, str) else bound)))
+    return out, linear
 
 
 class _Gradients:
@@ -524,16 +577,17 @@ def _gradient_search(method: str, grads: _Gradients, bounds: np.ndarray, linear:
                 return sign * g[metric] * h if g else np.zeros_like(x)
 
             cons.append((c, jac))
+        sc = [{"type": "ineq", "fun": c, "jac": j} for c, j in cons]
+        for a, op, bound, _ in linear:  # a.x <= bound: bound - a.x >= 0; >=: a.x - bound >= 0
+            sg = -1.0 if op == "<=" else 1.0
+            sc.append({"type": "ineq", "fun": lambda u, a=a, sg=sg, bound=bound: sg * (a @ (u * h) - bound),
+                       "jac": lambda u, a=a, sg=sg: sg * a * h})
         with np.errstate(invalid="ignore", over="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SciPy's notes (e.g. a clipped bound); its message is kept
             if method == "lbfgsb":
                 res = minimize(fun, x0 / h, jac=True, method="L-BFGS-B", bounds=ub,
                                options={"ftol": 1e-12, "gtol": 1e-9 * scale, "maxiter": 500})
             else:  # slsqp
-                sc = [{"type": "ineq", "fun": c, "jac": j} for c, j in cons]
-                if linear is not None:
-                    A, lo, hi = linear
-                    sc.append({"type": "ineq", "fun": lambda u: hi - A @ (u * h), "jac": lambda u: -A * h})
                 res = minimize(fun, x0 / h, jac=True, method="SLSQP", bounds=ub, constraints=sc,
                                options={"ftol": 1e-12 * scale, "maxiter": 500})
         f.run_message = f"{method}: {res.message}"
@@ -551,9 +605,9 @@ def _runner(method: str, f: _Objective, names: list[str], gradient: Callable | N
         return _nelder_mead
     f.keep_results = 8
     f.enforce_constraints = method == "lbfgsb"  # SLSQP takes the constraints itself
-    linear = None
+    linear = list(f.linear)
     if any(n in TRIPLE for n in names):  # the triple's coefficients: x + y + z <= 1 (a_1 >= 0)
-        linear = (np.array([1.0 if n in TRIPLE else 0.0 for n in names]), -np.inf, 1.0)
+        linear.append((np.array([1.0 if n in TRIPLE else 0.0 for n in names]), "<=", 1.0, "x + y + z <= 1"))
     return _gradient_search(method, _Gradients(f, names, f.objective_name, gradient), bounds, linear)
 
 
@@ -676,7 +730,9 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     them with their exact Jacobians (and the triple's x + y + z <= 1 as a
     linear constraint); the direct searches and L-BFGS-B (bounds only) treat a violating point
     as infeasible (+inf, after its solve).  ``gradient(result, params) -> values``: the
-    gradient of a callable objective for a gradient method.
+    gradient of a callable objective for a gradient method.  A constraint may also bound a
+    linear combination of the searched parameters, ``"aqm.max_th - aqm.min_th >= 5"``: SLSQP takes
+    it as a linear constraint, the other methods never build a point that breaks it.
 
     ``fidelity``: multi-fidelity search.  A list of model-file overrides, coarsest first (e.g.
     ``[{"grid.k": 1, "grid.refine": "none"}, {"grid.k": 2, "grid.refine": "none"}]``); the model
@@ -724,7 +780,7 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     else:
         raise _checks.model_error("objective", "a metric name or a callable", objective)
     custom_evaluate = evaluate is not None
-    cons = _parse_constraints(constraints)
+    cons, linear = _parse_constraints(constraints, space)
     if method in GRADIENT_METHODS:
         if gradient is None and not isinstance(objective, str):
             raise _checks.model_error("gradient", f"a callable (result, params) -> gradient for method {method!r} "
@@ -798,12 +854,12 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     if scheduler is not None:
         return _optimize_distributed(model, space, obj_name, objective, evaluate if custom_evaluate else None,
                                      dict(solver or {}), method, b, points, h, hmin, max_evals, callback,
-                                     scheduler, workers, warm, cons, gradient)
+                                     scheduler, workers, warm, constraints, gradient)
     if evaluate is None:  # warm starts, distances in units of the first steps
         evaluate = _WarmSolve(dict(solver or {}), h)
     f = _Objective(space, b, evaluate, metric, max_evals, callback)
     f.objective_name = obj_name if isinstance(objective, str) else None
-    f.constraints = cons
+    f.constraints, f.linear = cons, linear
     run = _runner(method, f, space.names, gradient, b)
     t0 = time.perf_counter()
     per_start: list[dict[str, Any]] = []
@@ -865,7 +921,7 @@ def _start_task(model: _core.Model, params: list[str], objective: Any, evaluate:
     f = _Objective(space, bounds, evaluate, metric, budget, None)
     f.objective_name = objective if isinstance(objective, str) else None
     f.start = start
-    f.constraints = list(constraints or [])
+    f.constraints, f.linear = _parse_constraints(constraints, space)
     run = _runner(method, f, space.names, gradient, bounds)
     rec, _ = _run_start(f, run, space.names, x0, h, hmin)
     rec["evaluations"] = f.evaluations

@@ -315,3 +315,26 @@ def test_multi_fidelity_on_a_red_chain_matches_the_single_level_search():
     coarse = aqmchain.solve_stationary(aqmchain.replace(model, grid={"k": 1}).replace(aqm={"p_max": multi.x["aqm.p_max"]}))
     assert multi.value_error == pytest.approx(abs(multi.value - coarse.loss), rel=1e-6)
     assert multi.levels[0]["evaluations"] > multi.levels[1]["evaluations"]  # the coarse level did the searching
+
+
+@pytest.mark.parametrize("method", ["slsqp", "hooke_jeeves"])
+def test_linear_constraints_on_the_parameters(method):
+    """min sum(((x - T) / S)^2) subject to a.x <= b has the closed form x* = T - lam S^2 a,
+    lam = (a.T - b) / (a.S^2 a), when the constraint cuts T off."""
+    a, b = np.array([1.0, 10.0, 0.0]), 0.05
+    lam = (a @ TARGET - b) / (a @ (SCALE**2 * a))
+    expect = TARGET - lam * SCALE**2 * a
+    ev = Counting()
+    res = aqmchain.optimize(MODEL, "triple", quadratic, method=method, starts=[[0.01, 0.001, 0.0]], evaluate=ev,
+                            constraints=["aqm.triple[0] + 10*aqm.triple[1] <= 0.05"], min_step=[1e-6, 1e-7, 1e-7],
+                            gradient=quadratic_gradient if method == "slsqp" else None)
+    got = np.array(list(res.x.values()))
+    assert a @ got <= b * (1 + 1e-9)
+    assert got == pytest.approx(expect, abs=1e-5 if method == "slsqp" else 2e-4)
+    cut = [r for r in res.trace if r["status"] == "infeasible"]
+    assert all("does not hold" in r["message"] or "x + y + z" in r["message"] for r in cut)
+    assert ev.calls == res.evaluations  # a point off the linear constraint is never built
+    for bad in ("aqm.triple[0] + service.mu <= 1", "2 * <= 1", "aqm.triple[0] + aqm.triple[1] <= x"):
+        with pytest.raises(aqmchain.ModelError) as exc:
+            aqmchain.optimize(MODEL, "triple", quadratic, evaluate=ev, constraints=[bad])
+        assert exc.value.param == "constraints[0]", bad
