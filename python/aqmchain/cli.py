@@ -42,7 +42,8 @@ GIB = 1024.0**3
 # optimize()'s arguments -> command-line names (for messages)
 _OPTIMIZE_NAMES = {"starts": "--starts", "bounds": "--bounds", "objective": "--objective", "params": "--params",
                    "step": "--step", "min_step": "--min-step", "max_evals": "--max-evals",
-                   "constraints": "--constraint", "method": "--method", "fidelity": "--fidelity", "keep": "--keep"}
+                   "constraints": "--constraint", "method": "--method", "fidelity": "--fidelity", "keep": "--keep",
+                   "screen": "--screen"}
 # simulation option -> command-line name (for messages)
 _SIM_NAMES = {"slots": "--slots", "replications": "--replications", "seed": "--seed", "warmup": "--warmup",
               "batches": "--batches", "discretised": "--discretised", "threads": "--threads"}
@@ -546,6 +547,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         kwargs["fidelity"] = levels
         if args.keep is not None:
             kwargs["keep"] = args.keep
+    if args.screen is not None:
+        kwargs["screen"] = args.screen
     if bounds:
         kwargs["bounds"] = bounds
     if args.step:
@@ -1031,6 +1034,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="multi-fidelity: coarser models searched first, as model-file overrides per level, "
                          "coarsest first, e.g. 'grid.k=1,grid.refine=none;grid.k=2' (the model itself is the last level)")
     op.add_argument("--keep", type=_int_arg, help="multi-fidelity: end points of a level that start the next (3)")
+    op.add_argument("--screen", type=_int_arg, metavar="N",
+                    help="evaluate every start once (on the coarsest level) and search from the best N only")
     op.add_argument("--cold", action="store_true",
                     help="solve every point from scratch (default: from the nearest previous solution)")
     op.add_argument("--json", metavar="OUT", help="write the result, the starts and the trace ('-': stdout)")

@@ -696,7 +696,8 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
              callback: Callable[[dict], Any] | None = None, scheduler: Any = None,
              workers: int | None = None, warm: bool = True, constraints: Any = None,
              gradient: Callable[[Any, list[str]], Sequence[float]] | None = None,
-             fidelity: Sequence[dict[str, Any]] | None = None, keep: int = FIDELITY_KEEP) -> OptimizeResult:
+             fidelity: Sequence[dict[str, Any]] | None = None, keep: int = FIDELITY_KEEP,
+             screen: int | None = None) -> OptimizeResult:
     """Minimise ``objective`` over model parameters by direct search.
 
     ``params``: ``"triple"`` (REDwM's [x, y, z], the default; an EWMA model starts from
@@ -744,6 +745,9 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     cannot be told from the grid's error: the search stops there and the point is evaluated
     on the finest level.  ``value_error`` is the difference of the optimum's objective on the
     two finest levels evaluated, the discretisation error bar; ``levels`` has one record per level.
+    ``screen``: evaluate every start once (on the coarsest level) and search only from the best
+    ``screen`` of them: a global design of many starts (``starts="paper"``) at the cost of one
+    solve per start.
 
     ``scheduler``: ``None`` runs the starts one after the other in this process, sharing one
     cache of evaluated points and one budget.  Otherwise the starts run as independent tasks
@@ -759,8 +763,8 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
         raise _checks.model_error("model", "an aqmchain.Model", model)
     if method not in OPTIMIZE_METHODS:
         raise _checks.model_error("method", "one of " + ", ".join(OPTIMIZE_METHODS), method)
-    if fidelity is not None:
-        return _optimize_levels(model, fidelity, keep, dict(
+    if fidelity is not None or screen is not None:
+        return _optimize_levels(model, fidelity or [], keep, screen, dict(
             params=params, objective=objective, bounds=bounds, method=method, starts=starts, step=step,
             min_step=min_step, max_evals=max_evals, evaluate=evaluate, solver=solver, callback=callback,
             scheduler=scheduler, workers=workers, warm=warm, constraints=constraints, gradient=gradient))
@@ -994,14 +998,21 @@ def _optimize_distributed(model, space, obj_name, objective, evaluate, solver, m
 # ------------------------------------------------------------------ multi-fidelity
 
 
-def _optimize_levels(model: _core.Model, fidelity: Any, keep: Any, kw: dict[str, Any]) -> OptimizeResult:
-    """optimize() over a sequence of models, coarsest first (see ``fidelity`` in :func:`optimize`)."""
+def _optimize_levels(model: _core.Model, fidelity: Any, keep: Any, screen: Any,
+                     kw: dict[str, Any]) -> OptimizeResult:
+    """optimize() over a sequence of models, coarsest first (see ``fidelity`` and ``screen`` in
+    :func:`optimize`)."""
     from .modelfile import apply_overrides
 
-    if isinstance(fidelity, (str, dict)) or not isinstance(fidelity, (list, tuple)) or not fidelity:
+    if isinstance(fidelity, (str, dict)) or not isinstance(fidelity, (list, tuple)):
+        raise _checks.model_error("fidelity", "a non-empty list of model-file overrides (dicts), coarsest first",
+                                  fidelity)
+    if not fidelity and screen is None:
         raise _checks.model_error("fidelity", "a non-empty list of model-file overrides (dicts), coarsest first",
                                   fidelity)
     keep = _checks.integer("keep", keep, 1, 10**6)
+    if screen is not None:
+        screen = _checks.integer("screen", screen, 1, 10**9)
     base = model_to_dict(model)
     models, labels = [], []
     for i, over in enumerate(list(fidelity) + [{}]):
@@ -1042,6 +1053,27 @@ def _optimize_levels(model: _core.Model, fidelity: Any, keep: Any, kw: dict[str,
     res: OptimizeResult | None = None
     stopped, message, value_error = False, "", None
     try:
+        if screen is not None:  # one solve per start on the coarsest level, the best `screen` go on
+            t_screen = time.perf_counter()
+            space = _Space(models[0], kw["params"])
+            values = []
+            for p in _starts(starts, space):
+                try:
+                    r = run(0, [list(p)], 1, method="hooke_jeeves", gradient=None)
+                except ModelError as exc:
+                    if getattr(exc, "param", None) != "starts":
+                        raise
+                    continue  # a start of the grid outside the bounds
+                values.append((r.trace[0]["value"] if r.trace else math.inf, tuple(map(float, p))))
+            if not values:
+                raise _checks.model_error("starts", "at least one start inside the bounds", starts)
+            ranked = [p for v, p in sorted(values) if math.isfinite(v)]
+            levels.append({"level": 0, "overrides": labels[0], "starts": len(values), "evaluations": len(values),
+                           "value": min((v for v, _ in values), default=math.inf), "x": None,
+                           "seconds": time.perf_counter() - t_screen, "improvement": None,
+                           "discretisation_error": None,
+                           "note": f"screening: every start evaluated once, the best {screen} searched"})
+            starts = [list(p) for p in ranked[:screen]] or [list(values[0][1])]
         for lv in range(len(models)):
             over = {} if lv == 0 else {"step": list(4.0 * np.asarray(res.min_step)), "min_step": list(res.min_step)}
             res_lv = run(lv, starts, **over)

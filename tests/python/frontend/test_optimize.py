@@ -338,3 +338,17 @@ def test_linear_constraints_on_the_parameters(method):
         with pytest.raises(aqmchain.ModelError) as exc:
             aqmchain.optimize(MODEL, "triple", quadratic, evaluate=ev, constraints=[bad])
         assert exc.value.param == "constraints[0]", bad
+
+
+def test_screening_a_global_design_searches_from_its_best_points():
+    ev = Counting()
+    res = aqmchain.optimize(MODEL, "triple", quadratic, evaluate=ev, starts="paper", screen=3,
+                            bounds={"aqm.triple[0]": (0.001, 0.05)}, min_step=[1e-5, 1e-6, 1e-6])
+    inside = [p for p in PAPER_GRID_STARTS if p[0] <= 0.05]
+    screen = res.levels[0]
+    assert screen["starts"] == screen["evaluations"] == len(inside) == 500 and "screening" in screen["note"]
+    # the three best grid points by the objective start the searches
+    best3 = sorted(inside, key=lambda p: float(np.sum(((np.array(p) - TARGET) / SCALE) ** 2)))[:3]
+    assert [tuple(s["start"].values()) for s in res.starts] == best3
+    assert np.all(np.abs(np.array(list(res.x.values())) - TARGET) <= [1e-4, 1e-5, 1e-5])
+    assert ev.calls == res.evaluations
