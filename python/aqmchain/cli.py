@@ -547,6 +547,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         kwargs["fidelity"] = levels
         if args.keep is not None:
             kwargs["keep"] = args.keep
+        if args.search_every_level:
+            kwargs["fidelity_stop"] = False
     if args.screen is not None:
         kwargs["screen"] = args.screen
     if bounds:
@@ -1034,6 +1036,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="multi-fidelity: coarser models searched first, as model-file overrides per level, "
                          "coarsest first, e.g. 'grid.k=1,grid.refine=none;grid.k=2' (the model itself is the last level)")
     op.add_argument("--keep", type=_int_arg, help="multi-fidelity: end points of a level that start the next (3)")
+    op.add_argument("--search-every-level", dest="search_every_level", action="store_true",
+                    help="multi-fidelity: search on every level, also when a level's improvement is within its "
+                         "discretisation error (default: stop and evaluate the point on the finest level)")
     op.add_argument("--screen", type=_int_arg, metavar="N",
                     help="evaluate every start once (on the coarsest level) and search from the best N only")
     op.add_argument("--cold", action="store_true",

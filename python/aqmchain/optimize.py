@@ -697,7 +697,7 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
              workers: int | None = None, warm: bool = True, constraints: Any = None,
              gradient: Callable[[Any, list[str]], Sequence[float]] | None = None,
              fidelity: Sequence[dict[str, Any]] | None = None, keep: int = FIDELITY_KEEP,
-             screen: int | None = None) -> OptimizeResult:
+             screen: int | None = None, fidelity_stop: bool = True) -> OptimizeResult:
     """Minimise ``objective`` over model parameters by direct search.
 
     ``params``: ``"triple"`` (REDwM's [x, y, z], the default; an EWMA model starts from
@@ -743,7 +743,7 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     level's best start point is the difference of its values on this level and the one below;
     when the search's improvement on a level is smaller than that error, finer searching
     cannot be told from the grid's error: the search stops there and the point is evaluated
-    on the finest level.  ``value_error`` is the difference of the optimum's objective on the
+    on the finest level (``fidelity_stop=False`` searches every level).  ``value_error`` is the difference of the optimum's objective on the
     two finest levels evaluated, the discretisation error bar; ``levels`` has one record per level.
     ``screen``: evaluate every start once (on the coarsest level) and search only from the best
     ``screen`` of them: a global design of many starts (``starts="paper"``) at the cost of one
@@ -764,7 +764,9 @@ def optimize(model: _core.Model, params: str | Sequence[str] = "triple", objecti
     if method not in OPTIMIZE_METHODS:
         raise _checks.model_error("method", "one of " + ", ".join(OPTIMIZE_METHODS), method)
     if fidelity is not None or screen is not None:
-        return _optimize_levels(model, fidelity or [], keep, screen, dict(
+        if not isinstance(fidelity_stop, bool):
+            raise _checks.model_error("fidelity_stop", "True or False", fidelity_stop)
+        return _optimize_levels(model, fidelity or [], keep, screen, fidelity_stop, dict(
             params=params, objective=objective, bounds=bounds, method=method, starts=starts, step=step,
             min_step=min_step, max_evals=max_evals, evaluate=evaluate, solver=solver, callback=callback,
             scheduler=scheduler, workers=workers, warm=warm, constraints=constraints, gradient=gradient))
@@ -998,7 +1000,7 @@ def _optimize_distributed(model, space, obj_name, objective, evaluate, solver, m
 # ------------------------------------------------------------------ multi-fidelity
 
 
-def _optimize_levels(model: _core.Model, fidelity: Any, keep: Any, screen: Any,
+def _optimize_levels(model: _core.Model, fidelity: Any, keep: Any, screen: Any, fidelity_stop: bool,
                      kw: dict[str, Any]) -> OptimizeResult:
     """optimize() over a sequence of models, coarsest first (see ``fidelity`` and ``screen`` in
     :func:`optimize`)."""
@@ -1097,7 +1099,8 @@ def _optimize_levels(model: _core.Model, fidelity: Any, keep: Any, screen: Any,
             if lv == final:
                 value_error = abs(res.value - value_at(lv - 1, res.x)) if lv > 0 else None
                 break
-            if rec["discretisation_error"] is not None and rec["improvement"] < rec["discretisation_error"]:
+            if (fidelity_stop and rec["discretisation_error"] is not None
+                    and rec["improvement"] < rec["discretisation_error"]):
                 rec["note"] = ("the search's improvement is within the discretisation error: the point is evaluated "
                                "on the finest level, not searched further")
                 fin = run(final, [[res.x[p] for p in res.params]], 1, method="hooke_jeeves", gradient=None)

@@ -296,6 +296,10 @@ def test_multi_fidelity_levels_error_bar_and_early_stop():
     assert {r["level"] for r in res.trace} == {0, 1, 2} and res.evaluations == sum(
         r["status"] == "ok" for r in res.trace)
     assert "+- 0.075" in res.summary()
+    every = aqmchain.optimize(model, "triple", objective, starts=[[0.06, 0.0, 0.006]], evaluate=lambda m: m,
+                              fidelity=coarse, min_step=[1e-5, 1e-6, 1e-6], fidelity_stop=False)
+    assert [lv["level"] for lv in every.levels] == [0, 1, 2] and not any(lv["note"] for lv in every.levels)
+    assert every.value_error == pytest.approx(0.075, abs=1e-9)
     json.dumps(res.to_dict(), allow_nan=False)
     # bad fidelity lists name the parameter
     for bad, param in (({"grid.k": 1}, "fidelity"), ([], "fidelity"), ([{"grid.k": -1}], "fidelity[0]"),
