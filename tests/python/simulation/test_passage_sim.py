@@ -232,3 +232,61 @@ def test_bad_input_names_the_parameter():
     with pytest.raises(aqmchain.ModelError, match="'p0'"):
         aqmchain.simulate_passage(spaced, "queue>3", p0={"level": 2}, horizon=10)
     assert aqmchain.simulate_passage(spaced, "queue>3", horizon=10, replications=2).replications == 2
+
+
+def test_discretised_modulated_from_stationary_cdf_and_marks_are_the_chain():
+    # MMBP arrivals, per-arrival updates, ECN marks; start from the model's stationary law
+    src = aqmchain.Source.mmbp([[0.9, 0.1], [0.2, 0.8]], [0.2, 0.7])
+    m = aqmchain.Model(buffer=10, source=src, service=aqmchain.Service(0.5),
+                       aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.red(2, 7, 0.3), w=0.3, ecn=0.5,
+                                        update="per_arrival"), grid=aqmchain.GridSpec(k=2))
+    st = aqmchain.solve_stationary(m)
+    chain = st.chain
+    labels = chain.labels
+    target = "queue>=6 and modulator==1"
+    mask = np.asarray(aqmchain._targets.parse_target(target).holds(labels["level"], 0.0, labels["modulator"]))
+    n = chain.n
+    P = np.zeros((n, n))
+    rows = np.repeat(np.arange(n), np.diff(chain.indptr))
+    np.add.at(P, (rows, np.asarray(chain.indices)), np.asarray(chain.data))
+    P[mask] = 0.0
+    P[mask, mask] = 1.0
+    mark = np.where(mask, 0.0, np.asarray(chain.events["mark"]))  # expected marks in the next slot, outside the target
+    times = np.array([0, 2, 5, 10, 20, 40, 80])
+    p, cdf, marks, acc = np.asarray(st.pi, dtype=float), [], [], 0.0
+    for t in range(times[-1] + 1):
+        if t in times:
+            cdf.append(p[mask].sum())
+            marks.append(acc)
+        acc += p @ mark
+        p = p @ P
+    res = aqmchain.simulate_passage(m, target, p0=st, horizon=80, replications=4000, discretised=True, times=times,
+                                    rewards=("mark",))
+    assert 0.05 < cdf[1] and cdf[-1] < 0.99
+    within_cdf(res, np.array(cdf))
+    r = res.rewards["mark"]
+    for i in range(1, len(times)):
+        within_mean(r["at_times"][i], r["at_times_hw"][i], marks[i])
+
+
+def test_continuous_discretised_cdf_is_the_absorbing_generator():
+    from scipy.linalg import expm
+
+    m = continuous(N=10, lam=0.8, mu=1.0, w=0.5, drop=aqmchain.DropFunction.red(2, 7, 0.3), k=2)
+    chain = aqmchain.build_chain(m)
+    labels = chain.labels
+    grid = np.asarray(chain.grid)
+    target = "queue>=6 and avg>=1.5"
+    mask = np.asarray(aqmchain._targets.parse_target(target).holds(labels["level"], grid[labels["avg_index"]]))
+    n = chain.n
+    G = np.zeros((n, n))
+    rows = np.repeat(np.arange(n), np.diff(chain.indptr))
+    np.add.at(G, (rows, np.asarray(chain.indices)), np.asarray(chain.data))
+    G[mask] = 0.0
+    p0 = np.zeros(n)
+    p0[chain.index_of([0, 0, 0])] = 1.0
+    times = np.array([0.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0])
+    exact = np.array([(p0 @ expm(G * t))[mask].sum() for t in times])
+    res = aqmchain.simulate_passage(m, target, horizon=80.0, replications=4000, discretised=True, times=times)
+    assert 0.05 < exact[3] and exact[-1] < 0.99
+    within_cdf(res, exact)
