@@ -22,8 +22,9 @@ from .stationary import StationaryResult, refine_grid
 
 __all__ = ["simulate_passage", "PassageSimulation", "PASSAGE_REWARDS"]
 
-#: Names of the rewards a run can accumulate (the chain's event names), defined once in the core.
 PASSAGE_REWARDS: tuple[str, ...] = tuple(_core.passage_reward_names())
+"""Names of the rewards a hitting-time run can accumulate (counts of the chain's events of those
+names: arrival, aqm_drop, mark, overflow, admit, depart), defined once in the C++ core."""
 
 _Z = 1.959963984540054  # standard normal 0.975 quantile
 _SETTABLE = ("level", "avg_index", "avg", "modulator")  # start-state components the simulator sets
