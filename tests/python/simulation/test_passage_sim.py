@@ -290,3 +290,36 @@ def test_continuous_discretised_cdf_is_the_absorbing_generator():
     res = aqmchain.simulate_passage(m, target, horizon=80.0, replications=4000, discretised=True, times=times)
     assert 0.05 < exact[3] and exact[-1] < 0.99
     within_cdf(res, exact)
+
+
+ENDLESS = r"""
+import aqmchain
+m = aqmchain.Model(buffer=10, source=aqmchain.Source.bernoulli(0.3), service=aqmchain.Service(0.5))
+c = aqmchain.Model(buffer=10, time="continuous", source=aqmchain.Source.poisson(0.3),
+                   service=aqmchain.Service.exponential(0.5))
+print("started", flush=True)
+try:
+    # never in the target (queue > buffer), 1e13 slots / time units: only Ctrl-C ends them
+    aqmchain.simulate_passage(m if {ct} == 0 else c, "queue>=11", horizon=1e13, replications=2, threads=1)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+@pytest.mark.parametrize("ct", [0, 1])
+def test_ctrl_c_stops_a_run(ct):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    p = subprocess.Popen([sys.executable, "-c", ENDLESS.format(ct=ct)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "started"
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    try:
+        out, _ = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError("still running 60 s after SIGINT")
+    assert out.strip() == "interrupted"
