@@ -173,11 +173,15 @@ PassageSimResult simulate_passage(const Model& model, const std::vector<PassageC
                                             passage_reward_names().begin()));
 
   // memory, before anything is allocated
-  const double need = static_cast<double>(R) * (8.0 + 4.0 + 32.0 + 8.0 * K * (1.0 + static_cast<double>(T))) +
-                      static_cast<double>(S) * (8.0 * 3 + 8.0) + threads * (48.0 * (T + 1) + 24.0 * (N + 8.0)) +
+  // per replication its hitting time, start entry and stream, its rewards until T and at the
+  // output times; the start law; per thread the counts at the output times and the FIFO; the
+  // discretised grid's table of targets
+  const double per_times = static_cast<double>(R) * 8.0 * K * static_cast<double>(T) + threads * 48.0 * T;
+  const double per_rep = static_cast<double>(R) * (8.0 + 4.0 + 32.0 + 8.0 * K);
+  const double need = per_times + per_rep + static_cast<double>(S) * (8.0 * 3 + 8.0) + threads * 24.0 * (N + 8.0) +
                       (o.discretised ? 16.0 * static_cast<double>(model.grid.size(N)) * std::max(N, 1) : 0.0);
   if (need > o.memory_limit_bytes) {
-    const std::string largest = K * T > 4 ? "times" : "replications";
+    const std::string largest = per_times > per_rep ? "times" : "replications";
     throw StateSpaceTooLarge(largest, detail::cat("simulate_passage: needs about ", need / 1e9, " GB (", R,
                                                   " replications, ", T, " output times, ", K,
                                                   " rewards), above memory_limit_bytes = ", o.memory_limit_bytes / 1e9,

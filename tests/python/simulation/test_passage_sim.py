@@ -227,6 +227,10 @@ def test_bad_input_names_the_parameter():
     for kwargs, param in cases:
         with pytest.raises(aqmchain.ModelError, match=rf"'{re.escape(param)}['\s]"):
             aqmchain.simulate_passage(m, **kwargs)
+    # over the memory budget: refused before anything is allocated, naming what needs the most
+    with pytest.raises(aqmchain.StateSpaceTooLarge, match="times"):
+        aqmchain.simulate_passage(m, "queue>3", horizon=10**4, replications=10**6, times=np.arange(10**4 + 1),
+                                  rewards=("arrival",))
     # a stateful AQM's count cannot be set: only the empty start
     spaced = slotted(10, drop=aqmchain.DropFunction.red(2, 8, 0.1), spacing="count")
     with pytest.raises(aqmchain.ModelError, match="'p0'"):
