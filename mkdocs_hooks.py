@@ -179,7 +179,7 @@ API_SECTIONS = [
     ("Response times under the drop policies", "", ["compare_policies", "PolicyComparison"]),
     ("Simulation", "",
      ["simulate", "SimulationResult", "compare", "Comparison", "simulate_scenario", "EnsembleOptions",
-      "EnsembleResult"]),
+      "EnsembleResult", "simulate_passage", "PassageSimulation", "PASSAGE_REWARDS"]),
     ("Transient analysis", "",
      ["solve_transient", "TransientResult", "TransientInfo", "time_grid", "make_scenario", "load_scenario",
       "TRANSIENT_METHODS", "TRANSIENT_METRICS"]),

@@ -48,6 +48,7 @@ from .export import export_matrix, export_prism, export_stationary, stationary_t
 from .modelfile import apply_overrides, load_config, load_model, model_from_dict, model_to_dict, replace, solver_options
 from .modelinfo import model_info, solve_estimate
 from .fit import FIT_KINDS, FitResult, fit_source, read_trace, simulate_trace
+from .hitting import PASSAGE_REWARDS, PassageSimulation, simulate_passage
 from .optimize import GRADIENT_METHODS, OPTIMIZE_METHODS, OptimizeResult, optimize
 from . import plots  # noqa: E402  (matplotlib is imported by the plot functions, not here)
 from .policies import PolicyComparison, compare_policies
@@ -104,6 +105,7 @@ __all__ = [
     "export_matrix", "export_prism", "export_stationary", "stationary_table",
     "apply_overrides", "replace", "solver_options",
     "fit_source", "FitResult", "FIT_KINDS", "read_trace", "simulate_trace",
+    "simulate_passage", "PassageSimulation", "PASSAGE_REWARDS",
 ]
 
 
