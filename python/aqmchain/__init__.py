@@ -97,7 +97,7 @@ __all__ = [
     "Phase", "Scenario", "load_scenario", "make_scenario",
     "solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS",
     "simulate_scenario", "EnsembleOptions", "EnsembleResult",
-    "optimize", "OptimizeResult", "OPTIMIZE_METHODS",
+    "optimize", "OptimizeResult", "OPTIMIZE_METHODS", "GRADIENT_METHODS",
     "sensitivities", "Sensitivities", "sensitivity_parameters",
     "plots", "HURST_ESTIMATORS", "HurstEstimate", "estimate_hurst", "hurst_from_trace", "arrival_trace",
     "aggregated_variance", "rescaled_range", "expected_rs",
