@@ -31,7 +31,8 @@ StateSpace queue_state_space(const Model& model) {
     GridSpec g = model.grid;
     if (g.refine == Refine::Auto && g.points.empty()) g.refine = Refine::None;
     const detail::StatefulLayout L(model, g.resolve(model.buffer));
-    s.add(component::count, static_cast<int32_t>(L.spacing == Spacing::None ? 2 : L.count_size()), /*coarsen=*/false);
+    s.add(component::count, static_cast<int32_t>(L.spacing == Spacing::None ? 2 : L.count_size()),
+          /*coarsen=*/L.spacing != Spacing::None);  // an ordinal count: multilevel merges its pairs
     if (model.source.states() > 1)
       s.add(component::idle, model.source.states(), /*coarsen=*/false, /*in_block=*/true);
     return s;
