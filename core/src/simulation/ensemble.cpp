@@ -19,13 +19,16 @@
 
 namespace aqm {
 
-void EnsembleOptions::validate() const {
-  if (replications < 2 || replications > EnsembleLimits::max_replications)
-    fail_param("replications",
-               detail::cat("in [2, ", EnsembleLimits::max_replications, "] (two or more for a confidence interval)"),
+void EnsembleLimits::check(int replications, int threads) {
+  if (replications < 2 || replications > max_replications)
+    fail_param("replications", detail::cat("in [2, ", max_replications, "] (two or more for a confidence interval)"),
                replications);
-  if (threads < 0 || threads > EnsembleLimits::max_threads)
-    fail_param("threads", detail::cat("in [0, ", EnsembleLimits::max_threads, "] (0: all cores)"), threads);
+  if (threads < 0 || threads > max_threads)
+    fail_param("threads", detail::cat("in [0, ", max_threads, "] (0: all cores)"), threads);
+}
+
+void EnsembleOptions::validate() const {
+  EnsembleLimits::check(replications, threads);
   if (!(memory_limit_bytes > 0.0) || !std::isfinite(memory_limit_bytes))
     fail_param("memory_limit_bytes", "> 0 and finite", memory_limit_bytes);
 }

@@ -24,12 +24,7 @@ const std::vector<std::string>& passage_reward_names() {
 }
 
 void PassageOptions::validate() const {
-  if (replications < 2 || replications > EnsembleLimits::max_replications)
-    fail_param("replications",
-               detail::cat("in [2, ", EnsembleLimits::max_replications, "] (two or more for a confidence interval)"),
-               replications);
-  if (threads < 0 || threads > EnsembleLimits::max_threads)
-    fail_param("threads", detail::cat("in [0, ", EnsembleLimits::max_threads, "] (0: all cores)"), threads);
+  EnsembleLimits::check(replications, threads);
   if (!std::isfinite(horizon) || horizon < 0.0 || horizon > static_cast<double>(SimLimits::max_slots))
     fail_param("horizon", detail::cat("finite, in [0, ", static_cast<double>(SimLimits::max_slots), "]"), horizon);
   const auto& known = passage_reward_names();

@@ -122,14 +122,21 @@ def test_stationary_start_after_a_load_step():
     assert abs(zero - p) <= 4 * math.sqrt(p * (1 - p) / res.replications) + 1e-12
 
 
-def absorbed(chain, start, target_mask, times):
-    """P(T <= t): the chain's law stepped with the target absorbing (dense matrix)."""
+def dense_absorbing(chain, target_mask):
+    """The chain's transition matrix, dense, with the target's states made absorbing."""
     n = chain.n
     P = np.zeros((n, n))
     rows = np.repeat(np.arange(n), np.diff(chain.indptr))
     np.add.at(P, (rows, np.asarray(chain.indices)), np.asarray(chain.data))
     P[target_mask] = 0.0
     P[target_mask, target_mask] = 1.0
+    return P
+
+
+def absorbed(chain, start, target_mask, times):
+    """P(T <= t): the chain's law stepped with the target absorbing (dense matrix)."""
+    n = chain.n
+    P = dense_absorbing(chain, target_mask)
     p = np.zeros(n)
     p[start] = 1.0
     out, t = [], 0
@@ -250,11 +257,7 @@ def test_discretised_modulated_from_stationary_cdf_and_marks_are_the_chain():
     target = "queue>=6 and modulator==1"
     mask = np.asarray(aqmchain._targets.parse_target(target).holds(labels["level"], 0.0, labels["modulator"]))
     n = chain.n
-    P = np.zeros((n, n))
-    rows = np.repeat(np.arange(n), np.diff(chain.indptr))
-    np.add.at(P, (rows, np.asarray(chain.indices)), np.asarray(chain.data))
-    P[mask] = 0.0
-    P[mask, mask] = 1.0
+    P = dense_absorbing(chain, mask)
     mark = np.where(mask, 0.0, np.asarray(chain.events["mark"]))  # expected marks in the next slot, outside the target
     times = np.array([0, 2, 5, 10, 20, 40, 80])
     p, cdf, marks, acc = np.asarray(st.pi, dtype=float), [], [], 0.0

@@ -24,6 +24,9 @@ struct EnsembleLimits {
   static constexpr int max_replications = 1000000;
   static constexpr int max_threads = 1024;
   static constexpr int64_t max_times = 100000000;  ///< output times
+  /// The checks of a run of independent replications: 2 <= replications <= max_replications,
+  /// 0 <= threads <= max_threads (ModelError naming the field).
+  static void check(int replications, int threads);
 };
 
 struct EnsembleOptions {
