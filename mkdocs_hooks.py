@@ -186,7 +186,7 @@ API_SECTIONS = [
     ("Sweeps and exports", "", ["sweep", "SweepResult", "export_matrix", "export_prism", "export_stationary",
                                 "stationary_table"]),
     ("Sensitivities", "", ["sensitivities", "Sensitivities", "sensitivity_parameters"]),
-    ("Coefficient search", "", ["optimize", "OptimizeResult", "OPTIMIZE_METHODS"]),
+    ("Coefficient search", "", ["optimize", "OptimizeResult", "OPTIMIZE_METHODS", "GRADIENT_METHODS"]),
     ("Self-similarity and the Hurst parameter", "",
      ["estimate_hurst", "HurstEstimate", "HURST_ESTIMATORS", "hurst", "HurstReport", "hurst_from_trace",
       "arrival_trace", "aggregated_variance", "rescaled_range", "expected_rs"]),
