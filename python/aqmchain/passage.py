@@ -277,7 +277,7 @@ def passage(model: Any, to: Any, *, times: Iterable[float] | None = None, p0: An
     time, as :func:`solve_transient` chooses).  ``tol``: target on the cdf's absolute error
     (default :data:`PASSAGE_DEFAULTS` ["tol"]).  ``max_steps``: budget of slots stepped.
     ``solve_tol``: relative L1 residual of the linear solves.  rational_krylov on a slotted
-    model: ``exact_slots`` slots are stepped exactly first (default max(1024, last time / 64)),
+    model: ``exact_slots`` slots are stepped exactly first (default 1024),
     ``shift`` is the Krylov space's shift (default: those slots), ``krylov_dim`` its largest size.  ``threads``: threads for this
     call (default: :func:`num_threads`).  ``cumulative``: also the rewards over [0, t)
     (slotted models).  A budget that runs out raises :class:`NonConvergenceError` carrying

@@ -61,6 +61,9 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 constexpr double kEps = std::numeric_limits<double>::epsilon();
 /// quasi_stationary: the quasi-stationary law is computed once this many slots are stepped.
 constexpr int64_t kQsdAfter = 1024;
+/// rational_krylov (slotted): slots stepped exactly before the Krylov space takes over
+/// (they damp every mode with 1 - |lambda| above about 30 / 1024).
+constexpr int64_t kExactSlots = 1024;
 /// Auto (continuous time): uniformization up to this many products (about Lambda t),
 /// rational Krylov above, as the transient analysis chooses.
 constexpr double kAutoUniformizationProducts = 1e4;
@@ -520,8 +523,7 @@ PassageAnalysis analyse_passage(const QueueChain& c, const std::vector<char>& ta
 
     bool qs = method == PassageMethod::QuasiStationary;
     const bool rk = method == PassageMethod::RationalKrylov;
-    const int64_t t_exact = o.exact_slots > 0 ? o.exact_slots
-                                              : std::max<int64_t>(1024, static_cast<int64_t>(times.back()) / 64);
+    const int64_t t_exact = o.exact_slots > 0 ? o.exact_slots : kExactSlots;
     if (rk && t_exact >= static_cast<int64_t>(times.back()))
       r.note = (r.note.empty() ? "" : r.note + "; ") +
                detail::cat("rational_krylov: every output is within the ", t_exact, " exact slots (stepped)");
@@ -586,34 +588,41 @@ PassageAnalysis analyse_passage(const QueueChain& c, const std::vector<char>& ta
         const auto tk = Clock::now();
         std::vector<int64_t> svec;
         for (size_t j = k; j < times.size(); ++j) svec.push_back(static_cast<int64_t>(times[j]) - t);
+        // the survival 1^T u P_NN^s, and the cdf's increment as the sum of the flows into the
+        // target (no cancellation when P(T <= t) is small)
         const std::vector<double> ones(u.size(), 1.0);
         const double gamma = o.shift > 0.0 ? o.shift : static_cast<double>(t);
         r.gamma = gamma;
         const detail::PowerKrylovResult pk = detail::power_krylov(
-            MN.n, MN.rowptr.data(), MN.col.data(), MN.val.data(), blocks_of(c, statesN), u, {&ones}, {1.0}, svec,
-            false, gamma, o.tol, o.krylov_dim, o.solve_tol, o.solve_max_iter);
+            MN.n, MN.rowptr.data(), MN.col.data(), MN.val.data(), blocks_of(c, statesN), u, {&ones, &bN}, {1.0, 1.0},
+            {0, 1}, {1.0, 1.0}, svec, gamma, o.tol, o.krylov_dim, o.solve_tol, o.solve_max_iter);
         r.basis = pk.basis;
         r.solves += pk.solves;
         r.gmres_iterations += pk.gmres_iterations;
         r.operator_applications += pk.gmres_iterations;
         r.extra.push_back({"krylov_setup_seconds", pk.seconds_setup});
         r.extra.push_back({"krylov_solve_seconds", pk.seconds_solves});
+        r.extra.push_back({"krylov_ritz_max", pk.ritz_max});
+        r.extra.push_back({"krylov_clamped", static_cast<double>(pk.clamped)});
         // the unstopped chain's rewards over the tail, from its law at t, by its own basis
         detail::PowerKrylovResult pc;
         if (cumulative) {
           advance_p(t);
           if (!frozen) {
+            // error target: tol relative to the largest possible sum, sup|r| times the last step
             std::vector<const std::vector<double>*> fs;
             std::vector<double> sc;
             for (const auto& rv : o.rewards) {
               fs.push_back(&rv);
               double m = 0.0;
               for (double v : rv) m = std::max(m, std::abs(v));
-              sc.push_back(m > 0.0 ? m : 1.0);
+              sc.push_back((m > 0.0 ? m : 1.0) * static_cast<double>(std::max<int64_t>(svec.back(), 1)));
             }
             pc = detail::power_krylov(n, c.rowptr.data(), c.col.data(), c.val.data(),
-                                      in_block_partition(c.space, c.labels, n), p, fs, sc, svec, true, gamma, o.tol,
-                                      o.krylov_dim, o.solve_tol, o.solve_max_iter);
+                                      in_block_partition(c.space, c.labels, n), p, fs, sc,
+                                      std::vector<char>(fs.size(), 1),
+                                      std::vector<double>(fs.size(), std::numeric_limits<double>::infinity()), svec, gamma, o.tol, o.krylov_dim, o.solve_tol,
+                                      o.solve_max_iter);
             r.solves += pc.solves;
             r.gmres_iterations += pc.gmres_iterations;
             r.operator_applications += pc.gmres_iterations;
@@ -634,16 +643,18 @@ PassageAnalysis analyse_passage(const QueueChain& c, const std::vector<char>& ta
         const double S0 = S;
         const long double cdf0 = cdf;
         for (size_t j = 0; j < svec.size(); ++j, ++k) {
-          const double Sk = pk.values[0][j];
-          r.survival[k] = std::clamp(Sk, 0.0, 1.0);
-          r.cdf[k] = std::clamp(static_cast<double>(cdf0) + (S0 - Sk), 0.0, 1.0);
+          r.survival[k] = std::clamp(pk.values[0][j], 0.0, 1.0);
+          r.cdf[k] = std::clamp(static_cast<double>(cdf0) + pk.sums[1][j], 0.0, 1.0);
+          (void)S0;
           r.error_bound[k] = pk.estimate[j] + 4.0 * kEps * static_cast<double>(t + 1);
           if (cumulative) {
             for (size_t q = 0; q < nr; ++q)
               r.rewards_cumulative[q][k] =
                   static_cast<double>(cum[q]) + (frozen ? static_cast<double>(svec[j]) * static_cast<double>(dot(p, o.rewards[q]))
                                                         : pc.sums[q][j]);
-            if (!frozen) r.cumulative_error = std::max(r.cumulative_error, pc.estimate[j] * static_cast<double>(std::max<int64_t>(svec[j], 1)));
+            if (!frozen)
+              r.cumulative_error = std::max(r.cumulative_error,
+                                            pc.estimate[j] * static_cast<double>(std::max<int64_t>(svec.back(), 1)));
             else r.cumulative_error = std::max(r.cumulative_error, (times[k] - static_cast<double>(frozen_at)) * frozen_change);
           }
           emitted(k);

@@ -19,11 +19,20 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-/// For sorted steps s_k: X_k = M^{s_k} e1 and (optionally) Y_k = sum_{i < s_k} M^i e1, by
-/// advancing from the previous step with binary powering of the increment.
+/// For sorted steps s_k: X_k = M^{s_k} e1 and (optionally) Y_k = sum_{i < s_k} M^i e1.  The
+/// pairs (M^(2^b), sum_{i < 2^b} M^i) are formed once by doubling; each increment between
+/// outputs is then applied to the vectors bit by bit (matrix-vector products only).
 void powers(const Eigen::MatrixXd& M, const std::vector<int64_t>& steps, bool sums, std::vector<Eigen::VectorXd>& X,
             std::vector<Eigen::VectorXd>& Y) {
   const int m = static_cast<int>(M.rows());
+  int64_t largest = 0;
+  for (size_t k = 0; k < steps.size(); ++k) largest = std::max(largest, steps[k] - (k ? steps[k - 1] : 0));
+  std::vector<Eigen::MatrixXd> Pb{M}, Sb{Eigen::MatrixXd::Identity(m, m)};
+  while ((int64_t{1} << Pb.size()) <= largest) {
+    const Eigen::MatrixXd& P = Pb.back();
+    if (sums) Sb.push_back(Sb.back() + P * Sb.back());
+    Pb.push_back(P * P);
+  }
   Eigen::VectorXd x = Eigen::VectorXd::Zero(m), y = Eigen::VectorXd::Zero(m);
   x(0) = 1.0;
   int64_t at = 0;
@@ -31,23 +40,11 @@ void powers(const Eigen::MatrixXd& M, const std::vector<int64_t>& steps, bool su
   Y.assign(steps.size(), Eigen::VectorXd());
   for (size_t k = 0; k < steps.size(); ++k) {
     int64_t d = steps[k] - at;
-    // (P, S) for the increment d: P = M^d, S = sum_{i<d} M^i, by doubling over d's bits
-    Eigen::MatrixXd Pb = M, Sb = Eigen::MatrixXd::Identity(m, m);  // the current bit's (M^b, sum_{i<b})
-    Eigen::MatrixXd P = Eigen::MatrixXd::Identity(m, m), S = Eigen::MatrixXd::Zero(m, m);
-    while (d > 0) {
-      if (d & 1) {
-        // (P, S) <- (P Pb, S + P Sb): the increment so far followed by the bit
-        if (sums) S += P * Sb;
-        P = P * Pb;
-      }
-      d >>= 1;
-      if (d > 0) {
-        if (sums) Sb = Sb + Pb * Sb;
-        Pb = Pb * Pb;
-      }
+    for (size_t b = 0; d > 0; ++b, d >>= 1) {
+      if (!(d & 1)) continue;
+      if (sums) y += Sb[b] * x;  // the sums over this chunk, from the current power
+      x = Pb[b] * x;
     }
-    if (sums) y += S * x;
-    x = P * x;
     at = steps[k];
     X[k] = x;
     if (sums) Y[k] = y;
@@ -58,9 +55,11 @@ void powers(const Eigen::MatrixXd& M, const std::vector<int64_t>& steps, bool su
 PowerKrylovResult power_krylov(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
                                const std::vector<int32_t>& block_of, const std::vector<double>& w,
                                const std::vector<const std::vector<double>*>& f, const std::vector<double>& scale,
-                               const std::vector<int64_t>& steps, bool want_sums, double gamma, double tol, int mmax,
+                               const std::vector<char>& sum_of, const std::vector<double>& sum_cap,
+                               const std::vector<int64_t>& steps, double gamma, double tol, int mmax,
                                double solve_tol, long solve_max_iter) {
   PowerKrylovResult r;
+  const bool want_sums = std::any_of(sum_of.begin(), sum_of.end(), [](char c) { return c != 0; });
   const size_t nq = f.size(), ns = steps.size();
   r.values.assign(nq, std::vector<double>(ns, 0.0));
   if (want_sums) r.sums.assign(nq, std::vector<double>(ns, 0.0));
@@ -85,6 +84,9 @@ PowerKrylovResult power_krylov(int32_t n, const int32_t* rowptr, const int32_t* 
     for (size_t q = 0; q < nq; ++q) C(static_cast<Eigen::Index>(q), j) = V.col(j).dot(Eigen::Map<const Eigen::VectorXd>(f[q]->data(), n));
   };
   project_f(0);
+  std::vector<double> fmax(nq, 0.0);  // ||f_q||_inf: the inexact solves' L1 error times it bounds their effect
+  for (size_t q = 0; q < nq; ++q)
+    for (double v : *f[q]) fmax[q] = std::max(fmax[q], std::abs(v));
   std::vector<double> inner(static_cast<size_t>(mmax), 0.0);
   std::vector<double> rhs(static_cast<size_t>(n)), xb(static_cast<size_t>(n));
   std::vector<std::vector<double>> prev_values, prev_sums;
@@ -96,8 +98,28 @@ PowerKrylovResult power_krylov(int32_t n, const int32_t* rowptr, const int32_t* 
     Eigen::FullPivLU<Eigen::MatrixXd> lu(Hm);
     if (!lu.isInvertible()) return false;
     const Eigen::MatrixXd Hinv = lu.inverse();
-    const Eigen::MatrixXd Mm = Eigen::MatrixXd::Identity(m, m) + (Eigen::MatrixXd::Identity(m, m) - Hinv) / gamma;
+    Eigen::MatrixXd Mm = Eigen::MatrixXd::Identity(m, m) + (Eigen::MatrixXd::Identity(m, m) - Hinv) / gamma;
     if (!Mm.allFinite()) return false;
+    // The matrix is substochastic: its spectral radius is at most 1, but Ritz values of a
+    // non-normal operator may fall outside its spectrum, and their powers then grow.  Such
+    // values are pulled back to the unit circle (the estimate judges the result).
+    {
+      Eigen::ComplexEigenSolver<Eigen::MatrixXd> es(Mm);
+      if (es.info() == Eigen::Success) {
+        Eigen::VectorXcd lam = es.eigenvalues();
+        double worst = 0.0;
+        for (int i = 0; i < m; ++i) worst = std::max(worst, std::abs(lam(i)));
+        r.ritz_max = worst;
+        if (worst > 1.0) {
+          for (int i = 0; i < m; ++i)
+            if (std::abs(lam(i)) > 1.0) lam(i) /= std::abs(lam(i));
+          const Eigen::MatrixXcd W = es.eigenvectors();
+          const Eigen::MatrixXcd R = W * lam.asDiagonal() * W.inverse();
+          if (R.allFinite()) Mm = R.real();
+          ++r.clamped;
+        }
+      }
+    }
     std::vector<Eigen::VectorXd> X, Y;
     powers(Mm, steps, want_sums, X, Y);
     vals.assign(nq, std::vector<double>(ns, 0.0));
@@ -175,12 +197,14 @@ PowerKrylovResult power_krylov(int32_t n, const int32_t* rowptr, const int32_t* 
       for (size_t k = 0; k < ns; ++k) {
         double e = 0.0;
         for (size_t q = 0; q < nq; ++q) {
-          const double change = happy ? 0.0 : std::abs(vals[q][k] - prev_values[q][k]);
-          e = std::max(e, (change + inner_est[k] * scale[q]) / scale[q]);
-          if (want_sums) {
+          if (sum_of[q]) {
             const double cs = happy ? 0.0 : std::abs(sms[q][k] - prev_sums[q][k]);
-            const double sscale = scale[q] * std::max<double>(1.0, static_cast<double>(steps[k]));
-            e = std::max(e, (cs + inner_est[k] * scale[q] * static_cast<double>(steps[k])) / sscale);
+            // the solves' effect on a sum: at most s times the effect on one value
+            const double reach = std::min(sum_cap[q], fmax[q] * static_cast<double>(std::max<int64_t>(steps[k], 1)));
+            e = std::max(e, (cs + inner_est[k] * reach) / scale[q]);
+          } else {
+            const double change = happy ? 0.0 : std::abs(vals[q][k] - prev_values[q][k]);
+            e = std::max(e, (change + inner_est[k] * fmax[q]) / scale[q]);
           }
         }
         r.estimate[k] = e;

@@ -31,16 +31,23 @@ struct PowerKrylovResult {
   bool converged = false, breakdown = false;
   std::string note;
   double seconds_setup = 0, seconds_solves = 0;
+  double ritz_max = 0.0;  ///< largest |eigenvalue| of the last projected matrix (before pulling back)
+  long clamped = 0;       ///< evaluations whose projected matrix had eigenvalues outside the unit disk
 };
 
 /// w (n entries), M in CSR (rows = from-state, n x n), blocks for the preconditioner,
-/// functionals f_q (n entries each) with their error scales scale_q (the estimate for
-/// values is divided by scale_q, for sums by scale_q * max(s, 1)), sorted steps s_k >= 0.
-/// Stops when the scaled estimate is <= tol at every s_k, or at mmax vectors.
+/// functionals f_q (n entries each), for each whether its sums (sum_of[q]) or its values
+/// are wanted (and estimated), with the error scales scale_q (the estimate is the error
+/// divided by scale_q), sorted steps s_k >= 0.  sum_cap[q] bounds sum_{i<s} |f_q^T A^i x| over
+/// ||x||_1 <= 1 and every s (e.g. 1 for the flow into an absorbing set: absorption
+/// probabilities); infinity when only s ||f_q||_inf is known.  Stops when the scaled estimate is <= tol
+/// at every s_k, or at mmax vectors.
 PowerKrylovResult power_krylov(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
                                const std::vector<int32_t>& block_of, const std::vector<double>& w,
                                const std::vector<const std::vector<double>*>& f, const std::vector<double>& scale,
-                               const std::vector<int64_t>& steps, bool want_sums, double gamma, double tol, int mmax,
+                               const std::vector<char>& sum_of, const std::vector<double>& sum_cap,
+                               const std::vector<int64_t>& steps, double gamma,
+                               double tol, int mmax,
                                double solve_tol, long solve_max_iter);
 
 }  // namespace aqm::detail

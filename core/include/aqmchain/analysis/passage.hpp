@@ -75,7 +75,7 @@ struct PassageOptions {
   /// quasi_stationary: inverse iterations for v at most, in [1, 1000].
   int max_inverse_iterations = 60;
   /// rational_krylov (slotted): slots stepped exactly before the Krylov tail (0: automatic,
-  /// max(1024, last time / 64)), in [0, 1e12].
+  /// 1024), in [0, 1e12].
   int64_t exact_slots = 0;
   /// rational_krylov (slotted): the shift gamma of (I - gamma (P - I))^{-1} (0: automatic,
   /// the slots stepped exactly), in [0, 1e12].
