@@ -76,7 +76,7 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
     "passage": ("first passage into a target set: time to overflow, drain time, P(reach within t), rewards", [
         "aqmchain passage examples/small_ecn.toml --to 'queue>=25' --times log:1:1e5:41 --rewards drops,marks "
         "--json passage.json --plot passage.png",
-        "aqmchain passage examples/small_ecn.toml --to 'queue==0' --p0 level=30 --times lin:0:2000:21 --csv drain.csv",
+        "aqmchain passage examples/small_ecn.toml --to 'queue==0' --p0 level=30,avg_index=40,modulator=1 --times lin:0:2000:21 --csv drain.csv",
         "aqmchain passage examples/red_ctmc.toml --to 'queue>=50' --p0 stationary --times log:0.1:1e4:41",
     ]),
     "optimize": ("direct search (Hooke-Jeeves, Nelder-Mead) over model parameters minimising a metric", [
