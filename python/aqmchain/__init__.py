@@ -48,7 +48,8 @@ from .export import export_matrix, export_prism, export_stationary, stationary_t
 from .modelfile import apply_overrides, load_config, load_model, model_from_dict, model_to_dict, replace, solver_options
 from .modelinfo import model_info, solve_estimate
 from .fit import FIT_KINDS, FitResult, fit_source, read_trace, simulate_trace
-from .optimize import OPTIMIZE_METHODS, OptimizeResult, optimize
+from .hitting import PASSAGE_REWARDS, PassageSimulation, simulate_passage
+from .optimize import GRADIENT_METHODS, OPTIMIZE_METHODS, OptimizeResult, optimize
 from . import plots  # noqa: E402  (matplotlib is imported by the plot functions, not here)
 from .policies import PolicyComparison, compare_policies
 from .selfsim import (
@@ -80,7 +81,7 @@ from .stationary import (
 )
 from .sensitivity import Sensitivities, sensitivities, sensitivity_parameters
 from .sweep import sweep
-from .passage import PASSAGE_METHODS, PASSAGE_REWARDS, PassageInfo, PassageResult, passage
+from .passage import PASSAGE_METHODS, REWARD_SUMS, PassageInfo, PassageResult, passage
 from .transient import TRANSIENT_METHODS, TRANSIENT_METRICS, TransientInfo, TransientResult, solve_transient, time_grid
 
 __version__ = "0.1.0"
@@ -95,10 +96,10 @@ __all__ = [
     "solve_stationary", "state_labels", "transition_matrix", "refine_grid", "ErrorEstimate",
     "simulate", "SimulationResult", "compare", "Comparison", "compare_policies", "PolicyComparison",
     "Phase", "Scenario", "load_scenario", "make_scenario",
-    "passage", "PassageResult", "PassageInfo", "PASSAGE_METHODS", "PASSAGE_REWARDS",
+    "passage", "PassageResult", "PassageInfo", "PASSAGE_METHODS", "REWARD_SUMS",
     "solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS",
     "simulate_scenario", "EnsembleOptions", "EnsembleResult",
-    "optimize", "OptimizeResult", "OPTIMIZE_METHODS",
+    "optimize", "OptimizeResult", "OPTIMIZE_METHODS", "GRADIENT_METHODS",
     "sensitivities", "Sensitivities", "sensitivity_parameters",
     "plots", "HURST_ESTIMATORS", "HurstEstimate", "estimate_hurst", "hurst_from_trace", "arrival_trace",
     "aggregated_variance", "rescaled_range", "expected_rs",
@@ -106,6 +107,7 @@ __all__ = [
     "export_matrix", "export_prism", "export_stationary", "stationary_table",
     "apply_overrides", "replace", "solver_options",
     "fit_source", "FitResult", "FIT_KINDS", "read_trace", "simulate_trace",
+    "simulate_passage", "PassageSimulation", "PASSAGE_REWARDS",
 ]
 
 

@@ -33,15 +33,18 @@ from .scenario import load_scenario
 from .fit import FIT_KINDS, MULTIPLE_RULES
 from .selfsim import HURST_ESTIMATORS
 from .stationary import CLASS_CHAINS, METHODS, SCALAR_METRICS, NonConvergenceError, solve_stationary
+from .optimize import OPTIMIZE_METHODS
 from .transient import TRANSIENT_METHODS, solve_transient, time_grid
-from .passage import PASSAGE_DEFAULTS, PASSAGE_METHODS, PASSAGE_REWARDS
+from .passage import PASSAGE_DEFAULTS, PASSAGE_METHODS, REWARD_SUMS
 
 EXIT_OK, EXIT_INPUT, EXIT_SOLVE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 2, 3, 130, 141
 GIB = 1024.0**3
 
 # optimize()'s arguments -> command-line names (for messages)
 _OPTIMIZE_NAMES = {"starts": "--starts", "bounds": "--bounds", "objective": "--objective", "params": "--params",
-                   "step": "--step", "min_step": "--min-step", "max_evals": "--max-evals"}
+                   "step": "--step", "min_step": "--min-step", "max_evals": "--max-evals",
+                   "constraints": "--constraint", "method": "--method", "fidelity": "--fidelity", "keep": "--keep",
+                   "screen": "--screen"}
 # simulation option -> command-line name (for messages)
 # passage()'s arguments -> command-line names (for messages)
 _PASSAGE_NAMES = {"to": "--to", "times": "--times", "p0": "--p0", "rewards": "--rewards", "method": "--method",
@@ -79,9 +82,11 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
         "aqmchain passage examples/small_ecn.toml --to 'queue==0' --p0 level=30,avg_index=40,modulator=1 --times lin:0:2000:21 --csv drain.csv",
         "aqmchain passage examples/red_ctmc.toml --to 'queue>=50' --p0 stationary --times log:0.1:1e4:41",
     ]),
-    "optimize": ("direct search (Hooke-Jeeves, Nelder-Mead) over model parameters minimising a metric", [
+    "optimize": ("search over model parameters minimising a metric (direct or gradient-based)", [
         "aqmchain optimize examples/small_ecn.toml --params aqm.w --objective mean_response --bounds aqm.w=0.01:0.5 "
         "--max-evals 15 --json opt.json",
+        "aqmchain optimize examples/small_ecn.toml --params aqm.p_max,aqm.w --objective loss --method slsqp "
+        "--constraint 'mean_queue<=4' --bounds aqm.p_max=0.01:1 --bounds aqm.w=0.01:1",
     ]),
     "sweep": ("solve (and simulate) a model over a grid of model-file keys, on Dask", [
         "aqmchain sweep examples/small_ecn.toml --param aqm.w=0.05,0.1,0.2 --param service.mu=0.4:0.6:3 "
@@ -534,6 +539,28 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         bounds[name.strip()] = tuple(_floats("--bounds", f"{lo},{hi}"))
     kwargs: dict = {"params": params, "objective": args.objective, "method": args.method, "starts": starts,
                     "solver": solver, "warm": not args.cold}
+    if args.constraint:
+        kwargs["constraints"] = args.constraint
+    if args.fidelity:
+        from .modelfile import parse_value
+
+        levels = []
+        for level in args.fidelity.split(";"):
+            over = {}
+            for item in level.split(","):
+                key, sep, value = item.partition("=")
+                if not sep or not key.strip():
+                    raise _opt_error("--fidelity", "levels 'KEY=VALUE,KEY=VALUE;KEY=VALUE' (e.g. 'grid.k=1;grid.k=2')",
+                                     args.fidelity)
+                over[key.strip()] = parse_value(value, key.strip())
+            levels.append(over)
+        kwargs["fidelity"] = levels
+        if args.keep is not None:
+            kwargs["keep"] = args.keep
+        if args.search_every_level:
+            kwargs["fidelity_stop"] = False
+    if args.screen is not None:
+        kwargs["screen"] = args.screen
     if bounds:
         kwargs["bounds"] = bounds
     if args.step:
@@ -1082,7 +1109,7 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("--p0", help="initial law: 'empty' (default), 'stationary', 'stationary:FILE' (another model "
                                  "file's stationary law, e.g. before a load step) or 'level=200,modulator=1'")
     pa.add_argument("--rewards", help="expected rewards accumulated before T and over [0, t): comma-separated, of "
-                                      + ", ".join(PASSAGE_REWARDS) + " or the chain's event names")
+                                      + ", ".join(REWARD_SUMS) + " or the chain's event names (arrival, aqm_drop, mark, ...)")
     pa.add_argument("--method", choices=list(PASSAGE_METHODS), default="auto",
                     help="auto (quasi_stationary for slotted models; for continuous-time ones uniformization up to "
                          "about 1e4 products, rational_krylov above), step, quasi_stationary, krylov, "
@@ -1102,7 +1129,12 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--params", default="triple",
                     help="'triple' (REDwM's [x, y, z]; default) or comma-separated model-file keys, e.g. aqm.w")
     op.add_argument("--objective", default="mean_response", help="scalar metric to minimise (mean_response)")
-    op.add_argument("--method", choices=["hooke_jeeves", "nelder_mead"], default="hooke_jeeves")
+    op.add_argument("--method", choices=list(OPTIMIZE_METHODS), default="hooke_jeeves",
+                    help="direct search (hooke_jeeves, nelder_mead) or a gradient method driven by the "
+                         "sensitivities (lbfgsb, slsqp)")
+    op.add_argument("--constraint", action="append", metavar="METRIC<=BOUND",
+                    help="a bound on a metric, e.g. 'loss<=0.02' (repeatable; slsqp takes it with its gradient, "
+                         "the other methods treat a violating point as infeasible)")
     op.add_argument("--starts", default="current",
                     help="'current' (the model's values), 'paper' (the 10 x 10 x 10 grid of triples of \"A RED "
                          "modified weighted moving average for soft real-time application\"; also 'paper-grid') or "
@@ -1114,6 +1146,15 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--scheduler", metavar="ADDRESS",
                     help="run the starts on Dask: 'local' (a LocalCluster), 'sync' or a scheduler address; "
                          "default: one after the other in this process")
+    op.add_argument("--fidelity", metavar="LEVELS",
+                    help="multi-fidelity: coarser models searched first, as model-file overrides per level, "
+                         "coarsest first, e.g. 'grid.k=1,grid.refine=none;grid.k=2' (the model itself is the last level)")
+    op.add_argument("--keep", type=_int_arg, help="multi-fidelity: end points of a level that start the next (3)")
+    op.add_argument("--search-every-level", dest="search_every_level", action="store_true",
+                    help="multi-fidelity: search on every level, also when a level's improvement is within its "
+                         "discretisation error (default: stop and evaluate the point on the finest level)")
+    op.add_argument("--screen", type=_int_arg, metavar="N",
+                    help="evaluate every start once (on the coarsest level) and search from the best N only")
     op.add_argument("--cold", action="store_true",
                     help="solve every point from scratch (default: from the nearest previous solution)")
     op.add_argument("--json", metavar="OUT", help="write the result, the starts and the trace ('-': stdout)")

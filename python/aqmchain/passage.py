@@ -22,16 +22,14 @@ from . import _checks, _core
 from ._targets import Target, parse_target
 from .stationary import NonConvergenceError, StationaryResult, build_chain, refine_grid
 
-__all__ = ["passage", "PassageResult", "PassageInfo", "PASSAGE_METHODS", "PASSAGE_REWARDS", "PASSAGE_DEFAULTS"]
+__all__ = ["passage", "PassageResult", "PassageInfo", "PASSAGE_METHODS", "REWARD_SUMS", "PASSAGE_DEFAULTS"]
 
 PASSAGE_METHODS: tuple[str, ...] = tuple(_core.passage_methods())
 """The ``method`` names of :func:`passage`, defined once in the C++ core."""
 #: The options of the analysis with their defaults (the C++ core's).
-PASSAGE_DEFAULTS: dict[str, Any] = {k: v for k, v in _core.PassageOptions.defaults().items()
+PASSAGE_DEFAULTS: dict[str, Any] = {k: v for k, v in _core.PassageAnalysisOptions.defaults().items()
                                     if k not in ("kernel", "reward_names", "rewards", "progress", "method")}
-#: Named rewards: each is a sum of the chain's per-state event weights (probability per slot,
-#: or rate per unit time).  Any event name of the chain (``chain.events``) is accepted too.
-PASSAGE_REWARDS: dict[str, tuple[str, ...]] = {
+REWARD_SUMS: dict[str, tuple[str, ...]] = {
     "drops": ("aqm_drop", "overflow", "flow_compare", "pushed_out"),
     "aqm_drops": ("aqm_drop",),
     "overflows": ("overflow",),
@@ -40,6 +38,10 @@ PASSAGE_REWARDS: dict[str, tuple[str, ...]] = {
     "admissions": ("admit",),
     "departures": ("depart",),
 }
+"""Rewards of :func:`passage` named by what they count, each the sum of the chain's per-state event
+weights listed (probability per slot, or rate per unit time).  The event names themselves
+(``chain.events``; the simulator's :data:`PASSAGE_REWARDS`: arrival, aqm_drop, mark, ...) are
+accepted too."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,13 +247,13 @@ def _reward_vectors(chain: _core.Chain, rewards: Any) -> dict[str, np.ndarray]:
                                           f"shape {arr.shape}")
             out[str(name)] = arr
             continue
-        if name in PASSAGE_REWARDS:
-            parts = [e for e in PASSAGE_REWARDS[name] if e in events]
+        if name in REWARD_SUMS:
+            parts = [e for e in REWARD_SUMS[name] if e in events]
             out[name] = np.sum([np.asarray(events[e]) for e in parts], axis=0) if parts else np.zeros(chain.n)
         elif name in events:
             out[name] = np.asarray(events[name], dtype=float)
         else:
-            raise _checks.model_error("rewards", "names in " + ", ".join(list(PASSAGE_REWARDS) + sorted(events))
+            raise _checks.model_error("rewards", "names in " + ", ".join(list(REWARD_SUMS) + sorted(events))
                                       + " (or a dict name -> one value per state)", name)
     return out
 
@@ -271,7 +273,7 @@ def passage(model: Any, to: Any, *, times: Iterable[float] | None = None, p0: An
     stationary), a dict of component values (``{"level": 200}``; the rest 0), a
     :class:`StationaryResult` (of this chain, or of another model's chain with the same
     components, e.g. the model before a load step) or a probability vector.  ``rewards``:
-    names of :data:`PASSAGE_REWARDS` or of the chain's events ("drops,marks"), or a dict
+    names of :data:`REWARD_SUMS` or of the chain's events ("drops,marks"), or a dict
     ``{name: one value per state}``.  ``method``: one of :data:`PASSAGE_METHODS` ("auto":
     quasi_stationary for slotted models; uniformization or rational_krylov for continuous
     time, as :func:`solve_transient` chooses).  ``tol``: target on the cdf's absolute error
@@ -294,7 +296,7 @@ def passage(model: Any, to: Any, *, times: Iterable[float] | None = None, p0: An
     if t.size and np.any(np.diff(t) < 0):
         k = int(np.flatnonzero(np.diff(t) < 0)[0])
         raise _checks.model_error("times", "sorted (non-decreasing)", f"{t[k + 1]:g} after {t[k]:g}")
-    opts = _core.PassageOptions()
+    opts = _core.PassageAnalysisOptions()
     opts.method = method
     if tol is not None:
         opts.tol = _checks.real("tol", tol)

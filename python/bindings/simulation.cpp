@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "aqmchain/simulation/ensemble.hpp"
+#include "aqmchain/simulation/passage.hpp"
 #include "aqmchain/simulation/simulator.hpp"
 
 namespace aqmpy {
@@ -260,6 +261,50 @@ void define_simulator(py::module_& m) {
         return simulate_scenario(scenario, t, options);
       },
       py::arg("scenario"), py::arg("times"), py::arg("options"));
+
+  m.def("passage_reward_names", &passage_reward_names,
+        "Names of the rewards a hitting-time run accumulates (the chain's event names).");
+  m.def(
+      "simulate_passage",
+      [](const Model& model, const std::vector<std::tuple<std::string, std::string, double>>& target,
+         const std::vector<int>& level, const std::vector<int>& modulator, const std::vector<int>& avg_index,
+         const std::vector<double>& avg, const std::vector<double>& weight, const std::vector<double>& times,
+         int replications, uint64_t seed, int threads, bool discretised, double horizon,
+         const std::vector<std::string>& rewards, double memory_limit_bytes) {
+        std::vector<PassageClause> clauses;
+        for (const auto& [q, op, v] : target) clauses.push_back(PassageClause{q, op, v});
+        PassageStart start{level, modulator, avg_index, avg, weight};
+        PassageOptions o;
+        o.replications = replications, o.seed = seed, o.threads = threads, o.discretised = discretised;
+        o.horizon = horizon, o.rewards = rewards, o.memory_limit_bytes = memory_limit_bytes;
+        PassageSimResult r;
+        {
+          InterruptGuard interrupt;
+          py::gil_scoped_release release;
+          r = simulate_passage(model, clauses, start, times, o);
+        }
+        const py::ssize_t R = static_cast<py::ssize_t>(r.hit.size()), T = static_cast<py::ssize_t>(r.times.size());
+        py::dict d;
+        d["hit"] = py::array_t<double>(R, r.hit.data());
+        d["start"] = py::array_t<int32_t>(R, r.start.data());
+        py::dict at_hit, at_times;
+        for (size_t k = 0; k < r.rewards.size(); ++k) {
+          at_hit[py::str(r.rewards[k])] = py::array_t<double>(R, r.at_hit[k].data());
+          at_times[py::str(r.rewards[k])] = py::array_t<double>(std::vector<py::ssize_t>{R, T}, r.at_times[k].data());
+        }
+        d["at_hit"] = at_hit;
+        d["at_times"] = at_times;
+        d["replications"] = r.replications, d["threads"] = r.threads, d["steps"] = r.steps, d["seconds"] = r.seconds;
+        return d;
+      },
+      py::arg("model"), py::arg("target"), py::arg("level"), py::arg("modulator"), py::arg("avg_index"),
+      py::arg("avg"), py::arg("weight"), py::arg("times"), py::arg("replications"), py::arg("seed"),
+      py::arg("threads"), py::arg("discretised"), py::arg("horizon"), py::arg("rewards"),
+      py::arg("memory_limit_bytes") = PassageOptions{}.memory_limit_bytes,
+      "Hitting times of the target (clauses (quantity, op, value)) from a start law (entries level, modulator, "
+      "avg_index or avg, weight; none: the empty system) up to `horizon`: per replication T (inf when not hit), "
+      "the start entry drawn, and the requested rewards until min(T, horizon) and up to min(times[i], T) "
+      "(aqmchain.simulate_passage builds the estimates).");
 }
 
 }  // namespace aqmpy

@@ -100,27 +100,27 @@ void define_transient_analysis(py::module_& m) {
     for (PassageMethod x : kAllPassageMethods) out.push_back(to_string(x));
     return out;
   }, "The method names of analyse_passage, in order.");
-  py::class_<PassageOptions> passage_options(m, "PassageOptions", "Options of analyse_passage.");
+  py::class_<PassageAnalysisOptions> passage_options(m, "PassageAnalysisOptions", "Options of analyse_passage (the chain's first passage).");
   passage_options.def(py::init<>())
       .def_property(
-          "method", [](const PassageOptions& o) { return to_string(o.method); },
-          [](PassageOptions& o, py::object v) { o.method = passage_method_from(py::str(v).cast<std::string>()); })
-      .def_readwrite("tol", &PassageOptions::tol)
-      .def_readwrite("max_steps", &PassageOptions::max_steps)
-      .def_readwrite("solve_tol", &PassageOptions::solve_tol)
-      .def_readwrite("solve_max_iter", &PassageOptions::solve_max_iter)
-      .def_readwrite("check_every", &PassageOptions::check_every)
-      .def_readwrite("max_inverse_iterations", &PassageOptions::max_inverse_iterations)
-      .def_readwrite("exact_slots", &PassageOptions::exact_slots)
-      .def_readwrite("shift", &PassageOptions::shift)
-      .def_readwrite("krylov_dim", &PassageOptions::krylov_dim)
-      .def_readwrite("kernel", &PassageOptions::kernel)
-      .def_readwrite("reward_names", &PassageOptions::reward_names)
-      .def_readwrite("rewards", &PassageOptions::rewards)
-      .def_readwrite("cumulative", &PassageOptions::cumulative)
+          "method", [](const PassageAnalysisOptions& o) { return to_string(o.method); },
+          [](PassageAnalysisOptions& o, py::object v) { o.method = passage_method_from(py::str(v).cast<std::string>()); })
+      .def_readwrite("tol", &PassageAnalysisOptions::tol)
+      .def_readwrite("max_steps", &PassageAnalysisOptions::max_steps)
+      .def_readwrite("solve_tol", &PassageAnalysisOptions::solve_tol)
+      .def_readwrite("solve_max_iter", &PassageAnalysisOptions::solve_max_iter)
+      .def_readwrite("check_every", &PassageAnalysisOptions::check_every)
+      .def_readwrite("max_inverse_iterations", &PassageAnalysisOptions::max_inverse_iterations)
+      .def_readwrite("exact_slots", &PassageAnalysisOptions::exact_slots)
+      .def_readwrite("shift", &PassageAnalysisOptions::shift)
+      .def_readwrite("krylov_dim", &PassageAnalysisOptions::krylov_dim)
+      .def_readwrite("kernel", &PassageAnalysisOptions::kernel)
+      .def_readwrite("reward_names", &PassageAnalysisOptions::reward_names)
+      .def_readwrite("rewards", &PassageAnalysisOptions::rewards)
+      .def_readwrite("cumulative", &PassageAnalysisOptions::cumulative)
       .def_property(
-          "progress", [](const PassageOptions&) { return py::none(); },
-          [](PassageOptions& o, py::object f) {
+          "progress", [](const PassageAnalysisOptions&) { return py::none(); },
+          [](PassageAnalysisOptions& o, py::object f) {
             if (f.is_none()) {
               o.progress = nullptr;
               return;
@@ -131,7 +131,7 @@ void define_transient_analysis(py::module_& m) {
               (*holder)(t, end);
             };
           })
-      .def("validate", &PassageOptions::validate);
+      .def("validate", &PassageAnalysisOptions::validate);
   def_option_statics(passage_options);
 
   py::class_<PassageAnalysis> passage(m, "PassageAnalysis", "First-passage distribution, mean and rewards, with accounts.");
@@ -164,12 +164,12 @@ void define_transient_analysis(py::module_& m) {
   m.def(
       "analyse_passage",
       [](const QueueChain& c, const std::vector<int32_t>& target, const std::vector<double>& p0,
-         const std::vector<double>& times, const PassageOptions& options) {
+         const std::vector<double>& times, const PassageAnalysisOptions& options) {
         std::vector<char> t(target.size());
         for (size_t i = 0; i < target.size(); ++i) t[i] = target[i] != 0;
         return analyse_passage(c, t, p0, times, options);
       },
-      py::arg("chain"), py::arg("target"), py::arg("p0"), py::arg("times"), py::arg("options") = PassageOptions{},
+      py::arg("chain"), py::arg("target"), py::arg("p0"), py::arg("times"), py::arg("options") = PassageAnalysisOptions{},
       py::call_guard<InterruptGuard, py::gil_scoped_release>(),
       "First passage into the states with target[s] != 0 from the law p0 at the sorted times.");
 }

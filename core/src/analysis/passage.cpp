@@ -33,7 +33,7 @@ std::string to_string(PassageMethod m) {
 
 PassageMethod passage_method_from(const std::string& s) { return detail::enum_from("passage", s, kAllPassageMethods); }
 
-void PassageOptions::validate() const {
+void PassageAnalysisOptions::validate() const {
   if (!(tol > 0.0 && tol <= 0.1)) throw OptionError(detail::cat("passage option 'tol' must be in (0, 0.1], got ", tol), "tol");
   detail::require_option_in<int64_t>("passage", "max_steps", max_steps, 1, 1000000000000LL);
   detail::require_option_in<double>("passage", "solve_tol", solve_tol, 1e-16, 1e-4);
@@ -125,7 +125,7 @@ struct RowSolver {
   long solves = 0, iterations = 0;
   double setup_seconds = 0.0, solve_seconds = 0.0;
 
-  RowSolver(const QueueChain& c, const SubMatrix& M, bool continuous, double rate, const PassageOptions& o)
+  RowSolver(const QueueChain& c, const SubMatrix& M, bool continuous, double rate, const PassageAnalysisOptions& o)
       : solve_tol(o.solve_tol), max_iter(o.solve_max_iter) {
     const auto t0 = Clock::now();
     const std::vector<int32_t> block_of = blocks_of(c, M.states);
@@ -205,7 +205,7 @@ long double total(const std::vector<double>& a) {
 }  // namespace
 
 PassageAnalysis analyse_passage(const QueueChain& c, const std::vector<char>& target, const std::vector<double>& p0,
-                                const std::vector<double>& times, const PassageOptions& o) {
+                                const std::vector<double>& times, const PassageAnalysisOptions& o) {
   const auto t_start = Clock::now();
   o.validate();
   const int32_t n = c.n;

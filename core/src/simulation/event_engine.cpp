@@ -243,6 +243,42 @@ inline void arrival_ns3(const Params& P, State& s, Xoshiro256& rng, Batch& B) {
   admit(s, B);
 }
 
+/// The pending event, at the current time s.t (the state already advanced to it): its kind,
+/// its effect, the rates of the new state and the time of the next event.
+template <Mode K, bool Mod>
+inline void event(const Params& P, State& s, Xoshiro256& rng, Batch& B) {
+  ++s.events;
+  const double x = rng.uniform() * s.R;
+  if (x < s.c1) {
+    if constexpr (K == Mode::Ns3)
+      arrival_ns3(P, s, rng, B);
+    else
+      arrival<K>(P, s, rng, B);
+  } else if (x < s.c2) {
+    const double r = s.t - s.fifo[s.head & s.mask];
+    ++s.head;
+    --s.n;
+    B.sum_r += r;
+    B.sum_r2 += r * r;
+    ++B.departures;
+    if constexpr (K == Mode::Ns3)
+      if (s.n == 0) s.idle = true, s.idle_time = s.t;
+  } else if (K == Mode::Grid && x < s.c3) {
+    ++s.g;
+  } else if (K == Mode::Grid && x < s.c4) {
+    --s.g;
+  } else if constexpr (Mod) {
+    const double y = x - s.c4;
+    const auto& cum = P.qcum[static_cast<size_t>(s.m)];
+    const auto& to = P.qto[static_cast<size_t>(s.m)];
+    size_t i = 0;
+    while (i + 1 < cum.size() && !(y < cum[i])) ++i;
+    s.m = to[i];
+  }
+  rates<K, Mod>(P, s);
+  schedule(s, rng);
+}
+
 /// Events until the pending one lies at or beyond `until` (the state is then advanced to
 /// `until`: true) or `max_events` have happened (false).
 template <Mode K, bool Mod>
@@ -255,36 +291,7 @@ bool step(const Params& P, State& s, Xoshiro256& rng, double until, Batch& B, in
     }
     advance<K>(P, s, s.next - s.t, B);
     s.t = s.next;
-    ++s.events;
-    const double x = rng.uniform() * s.R;
-    if (x < s.c1) {
-      if constexpr (K == Mode::Ns3)
-        arrival_ns3(P, s, rng, B);
-      else
-        arrival<K>(P, s, rng, B);
-    } else if (x < s.c2) {
-      const double r = s.t - s.fifo[s.head & s.mask];
-      ++s.head;
-      --s.n;
-      B.sum_r += r;
-      B.sum_r2 += r * r;
-      ++B.departures;
-      if constexpr (K == Mode::Ns3)
-        if (s.n == 0) s.idle = true, s.idle_time = s.t;
-    } else if (K == Mode::Grid && x < s.c3) {
-      ++s.g;
-    } else if (K == Mode::Grid && x < s.c4) {
-      --s.g;
-    } else if constexpr (Mod) {
-      const double y = x - s.c4;
-      const auto& cum = P.qcum[static_cast<size_t>(s.m)];
-      const auto& to = P.qto[static_cast<size_t>(s.m)];
-      size_t i = 0;
-      while (i + 1 < cum.size() && !(y < cum[i])) ++i;
-      s.m = to[i];
-    }
-    rates<K, Mod>(P, s);
-    schedule(s, rng);
+    event<K, Mod>(P, s, rng, B);
   }
   return false;
 }
@@ -327,7 +334,82 @@ void start_state(const Params& P, State& s, Xoshiro256& rng) {
   schedule(s, rng);
 }
 
+/// run_passage for one mode: stretches of constant n and modulator between events; in each
+/// the time the state enters the target (exact avg: in closed form along its trajectory).
+template <Mode K, bool Mod>
+double passage_loop(const Params& P, const Target& X, State& s, Xoshiro256& rng, double horizon,
+                    const std::vector<double>& out, std::vector<Counts>& at_out, Counts& at_hit, Batch& B,
+                    const std::atomic<bool>& stop) {
+  size_t k = 0;
+  auto counts = [&B]() { return Counts{B.arrivals, B.aqm, B.marks, B.overflow, B.admitted, B.departures}; };
+  const bool avg_free = X.avg.whole();
+  for (int64_t e = 1;; ++e) {
+    // the state is constant on [s.t, end) but for the exact avg
+    const double end = std::min(s.next, horizon);
+    double entry = INFINITY;
+    if (X.queue.holds(s.n) && X.modulator.holds(Mod ? s.m : 0)) {
+      if (avg_free) entry = 0.0;
+      else if constexpr (K == Mode::Exact) entry = avg_entry(X.avg, s.avg, s.queue(), P.w);
+      else entry = X.avg.holds(K == Mode::Grid ? P.points[static_cast<size_t>(s.g)] : s.avg) ? 0.0 : INFINITY;
+    }
+    if (entry < INFINITY && s.t + entry <= end) {  // no event before the hit: the counts are final
+      at_hit = counts();
+      while (k < out.size()) at_out[k++] = at_hit;
+      return s.t + entry;
+    }
+    while (k < out.size() && out[k] < end) at_out[k++] = counts();
+    if (!(s.next < horizon)) {
+      advance<K>(P, s, horizon - s.t, B);
+      s.t = horizon;
+      at_hit = counts();
+      while (k < out.size()) at_out[k++] = at_hit;
+      return INFINITY;
+    }
+    advance<K>(P, s, s.next - s.t, B);
+    s.t = s.next;
+    event<K, Mod>(P, s, rng, B);
+    if (e % kEventsPerPoll == 0) {
+      if (stop.load(std::memory_order_relaxed)) return NAN;
+      check_interrupt();
+    }
+  }
+}
+
 }  // namespace
+
+double run_passage(const Params& P, const Target& target, const PassageStart& start, Xoshiro256 rng,
+                   double horizon, const std::vector<double>& out, std::vector<Counts>& at_out, Counts& at_hit,
+                   int64_t& events, const std::atomic<bool>& stop) {
+  State s(P.N);
+  Batch B;
+  B.time_n.assign(static_cast<size_t>(P.N) + 1, 0.0);
+  if (start.empty) {
+    start_state(P, s, rng);
+  } else {
+    s.n = start.n, s.m = start.m, s.g = start.g, s.avg = start.avg;
+    if (P.mode == Mode::Grid) s.avg = P.points[static_cast<size_t>(s.g)];
+    s.idle = s.n == 0;
+    start_rates(P, s);
+    schedule(s, rng);
+  }
+  const bool mod = P.M > 1;
+  double T;
+  switch (P.mode) {
+    case Mode::Exact:
+      T = mod ? passage_loop<Mode::Exact, true>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop)
+              : passage_loop<Mode::Exact, false>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop);
+      break;
+    case Mode::Grid:
+      T = mod ? passage_loop<Mode::Grid, true>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop)
+              : passage_loop<Mode::Grid, false>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop);
+      break;
+    default:
+      T = mod ? passage_loop<Mode::Ns3, true>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop)
+              : passage_loop<Mode::Ns3, false>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop);
+  }
+  events += s.events;
+  return T;
+}
 
 struct Replica::Impl {
   State s;

@@ -44,6 +44,7 @@
 
 #include "aqmchain/model/model.hpp"
 #include "aqmchain/simulation/simulator.hpp"
+#include "simulation/passage_target.hpp"
 
 namespace aqm::sim::ct {
 
@@ -93,6 +94,23 @@ struct Params {
 /// Returns the number of events simulated (warm-up included).  Polls `stop` and interrupts.
 int64_t run(const Params& P, double horizon, double warmup, int64_t sample_every, Xoshiro256 rng,
             std::vector<Batch>& out, TimeSeries* ts, const std::atomic<bool>& stop);
+
+/// The start of a hitting-time run: the empty system (avg 0, the modulator from its
+/// stationary law; `empty`) or n packets, the modulator state m, avg (grid index g when the
+/// run is discretised).
+struct PassageStart {
+  bool empty = true;
+  int n = 0, m = 0, g = 0;
+  double avg = 0.0;
+};
+
+/// One hitting-time run (simulation/passage.hpp): from `start` until the state is in
+/// `target` or `horizon`.  Returns T (+infinity: not by the horizon; NaN: stopped).
+/// at_out[i] = the counts up to min(out[i], T); at_hit = the counts up to min(T, horizon);
+/// `events` grows by the events simulated.  Polls `stop` and interrupts.
+double run_passage(const Params& P, const Target& target, const PassageStart& start, Xoshiro256 rng,
+                   double horizon, const std::vector<double>& out, std::vector<Counts>& at_out, Counts& at_hit,
+                   int64_t& events, const std::atomic<bool>& stop);
 
 /// One replication of a scenario (simulate_scenario): the system carried across phases.
 /// Every phase's Params must have the first one's N, modulator size and grid size.

@@ -57,7 +57,7 @@ std::string to_string(PassageMethod);
 /// The method called `name`; OptionError otherwise.
 PassageMethod passage_method_from(const std::string& name);
 
-struct PassageOptions {
+struct PassageAnalysisOptions {
   PassageMethod method = PassageMethod::Auto;
   /// Target on the absolute error of cdf(t) at every output time, in (0, 0.1]
   /// (quasi_stationary: its bound; the kernels: their tol).
@@ -123,6 +123,6 @@ struct PassageAnalysis : ConvergenceReport<PassageMethod> {
 /// reached from p0.  Non-convergence is the status, with the outputs produced so far.
 PassageAnalysis analyse_passage(const QueueChain& chain, const std::vector<char>& target,
                                 const std::vector<double>& p0, const std::vector<double>& times,
-                                const PassageOptions& options = {});
+                                const PassageAnalysisOptions& options = {});
 
 }  // namespace aqm
