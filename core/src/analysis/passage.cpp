@@ -161,7 +161,7 @@ struct RowSolver {
     test.fac0 = 1.0 / rhs_l1;
     test.learn_ratio = true;
     // What double precision allows: the residual of a rounded solution is about
-    // eps (||B||_1 ||x||_1 + ||rhs||_1) with ||B||_1 <= 2 here; the target is never below 64 times that.
+    // eps (||B||_1 ||x||_1 + ||rhs||_1) with ||B||_1 <= 2 here; the target is never below 4 eps ||B|| ||x||.
     double last_res = 0.0;
     const double want = solve_tol * rhs_l1;
     test.measure = [n, &last_res, want](const std::vector<double>& xv, const std::vector<double>& res) {
@@ -171,7 +171,7 @@ struct RowSolver {
         sx += std::abs(xv[static_cast<size_t>(i)]);
       }
       last_res = static_cast<double>(s);
-      const double floor = 64.0 * kEps * (2.0 * static_cast<double>(sx));
+      const double floor = 4.0 * kEps * (2.0 * static_cast<double>(sx));
       return floor > want ? last_res * want / floor : last_res;
     };
     detail::Gmres::Limits limits;
