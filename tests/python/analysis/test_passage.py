@@ -253,10 +253,13 @@ def test_chain_cdf_and_mean_within_the_simulators_intervals():
     times = [5, 20, 50, 100, 300]
     r = aqmchain.passage(model, "queue>=7", times=times, rewards=["mark"])
     sim = aqmchain.simulate_passage(model, "queue>=7", horizon=5000, replications=4000, seed=11, discretised=True,
-                                    times=times)
+                                    times=times, rewards=["mark"])
     for k, t in enumerate(times):
         lo, hi = sim.cdf_lo[k], sim.cdf_hi[k]
         half = 0.5 * (hi - lo)
         assert lo - half <= r.cdf[k] <= hi + half, (t, r.cdf[k], lo, hi)
-    if sim.censored == 0:
-        assert abs(r.mean - sim.mean) <= 2 * sim.mean_hw, (r.mean, sim.mean, sim.mean_hw)
+    assert sim.censored == 0
+    assert abs(r.mean - sim.mean) <= 2 * sim.mean_hw, (r.mean, sim.mean, sim.mean_hw)
+    # the marks before T: the chain's r(X_0) + ... + r(X_{T-1}), the simulator's count up to T
+    marks = sim.rewards["mark"]
+    assert abs(r.rewards_until["mark"] - marks["until_hit"]) <= 2 * marks["until_hit_hw"], (r.rewards_until, marks)
