@@ -183,6 +183,9 @@ API_SECTIONS = [
     ("Transient analysis", "",
      ["solve_transient", "TransientResult", "TransientInfo", "time_grid", "make_scenario", "load_scenario",
       "TRANSIENT_METHODS", "TRANSIENT_METRICS"]),
+    ("First passage", "docs/passage.md: time to overflow, drain time, P(reach a level within t), rewards up to T "
+     "or t, on the chain (the simulator's hitting times are `simulate_passage` above).",
+     ["passage", "PassageResult", "PassageInfo", "PASSAGE_METHODS", "REWARD_SUMS"]),
     ("Sweeps and exports", "", ["sweep", "SweepResult", "export_matrix", "export_prism", "export_stationary",
                                 "stationary_table"]),
     ("Sensitivities", "", ["sensitivities", "Sensitivities", "sensitivity_parameters"]),

@@ -81,6 +81,7 @@ from .stationary import (
 )
 from .sensitivity import Sensitivities, sensitivities, sensitivity_parameters
 from .sweep import sweep
+from .passage import PASSAGE_METHODS, REWARD_SUMS, PassageInfo, PassageResult, passage
 from .transient import TRANSIENT_METHODS, TRANSIENT_METRICS, TransientInfo, TransientResult, solve_transient, time_grid
 
 __version__ = "0.1.0"
@@ -95,6 +96,7 @@ __all__ = [
     "solve_stationary", "state_labels", "transition_matrix", "refine_grid", "ErrorEstimate",
     "simulate", "SimulationResult", "compare", "Comparison", "compare_policies", "PolicyComparison",
     "Phase", "Scenario", "load_scenario", "make_scenario",
+    "passage", "PassageResult", "PassageInfo", "PASSAGE_METHODS", "REWARD_SUMS",
     "solve_transient", "TransientResult", "TransientInfo", "time_grid", "TRANSIENT_METHODS", "TRANSIENT_METRICS",
     "simulate_scenario", "EnsembleOptions", "EnsembleResult",
     "optimize", "OptimizeResult", "OPTIMIZE_METHODS", "GRADIENT_METHODS",

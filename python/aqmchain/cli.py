@@ -1,6 +1,6 @@
 """Command line: ``aqmchain COMMAND MODEL.toml [options]``.
 
-Commands (one function ``_cmd_<name>`` each): solve, simulate, compare, policies, transient,
+Commands (one function ``_cmd_<name>`` each): solve, simulate, compare, policies, transient, passage,
 optimize, sweep, info (alias estimate), export.  Every command takes ``--set KEY=VALUE``
 (override a model-file key), ``--threads N`` and ``-q/--quiet``; ``aqmchain --version``.
 
@@ -35,6 +35,7 @@ from .selfsim import HURST_ESTIMATORS
 from .stationary import CLASS_CHAINS, METHODS, SCALAR_METRICS, NonConvergenceError, solve_stationary
 from .optimize import OPTIMIZE_METHODS
 from .transient import TRANSIENT_METHODS, solve_transient, time_grid
+from .passage import PASSAGE_DEFAULTS, PASSAGE_METHODS, REWARD_SUMS
 
 EXIT_OK, EXIT_INPUT, EXIT_SOLVE, EXIT_INTERRUPTED, EXIT_PIPE = 0, 2, 3, 130, 141
 GIB = 1024.0**3
@@ -45,6 +46,9 @@ _OPTIMIZE_NAMES = {"starts": "--starts", "bounds": "--bounds", "objective": "--o
                    "constraints": "--constraint", "method": "--method", "fidelity": "--fidelity", "keep": "--keep",
                    "screen": "--screen"}
 # simulation option -> command-line name (for messages)
+# passage()'s arguments -> command-line names (for messages)
+_PASSAGE_NAMES = {"to": "--to", "times": "--times", "p0": "--p0", "rewards": "--rewards", "method": "--method",
+                  "tol": "--tol", "max_steps": "--max-steps"}
 _SIM_NAMES = {"slots": "--slots", "replications": "--replications", "seed": "--seed", "warmup": "--warmup",
               "batches": "--batches", "discretised": "--discretised", "threads": "--threads"}
 
@@ -71,6 +75,12 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
         "aqmchain transient examples/load_step/sred.toml --scenario examples/load_step/scenario.toml "
         "--times lin:0:10000:101 --csv tr.csv --plot tr.png",
         "aqmchain transient examples/red_ctmc.toml --times log:1:1000:20 --json tr.json",
+    ]),
+    "passage": ("first passage into a target set: time to overflow, drain time, P(reach within t), rewards", [
+        "aqmchain passage examples/small_ecn.toml --to 'queue>=25' --times log:1:1e5:41 --rewards drops,marks "
+        "--json passage.json --plot passage.png",
+        "aqmchain passage examples/small_ecn.toml --to 'queue==0' --p0 level=30,avg_index=40,modulator=1 --times lin:0:2000:21 --csv drain.csv",
+        "aqmchain passage examples/red_ctmc.toml --to 'queue>=50' --p0 stationary --times log:0.1:1e4:41",
     ]),
     "optimize": ("search over model parameters minimising a metric (direct or gradient-based)", [
         "aqmchain optimize examples/small_ecn.toml --params aqm.w --objective mean_response --bounds aqm.w=0.01:0.5 "
@@ -659,6 +669,85 @@ def _cmd_transient(args: argparse.Namespace) -> int:
     return status
 
 
+def _passage_p0(text: str | None, model: _core.Model, solver: dict, args: argparse.Namespace) -> object:
+    """--p0: 'empty', 'stationary' (the model's stationary law), 'stationary:FILE' (the stationary
+    law of another model file, e.g. the load before a step) or component values 'level=200,modulator=1'."""
+    if text is None or text == "empty":
+        return None
+    if text == "stationary" or text.startswith("stationary:"):
+        other = model
+        if text.startswith("stationary:"):
+            other = model_from_dict(apply_overrides(load_document(text.split(":", 1)[1]), args.set))[0]
+        with _progress.activity(_progress_on(args), "aqmchain: stationary law for --p0"):
+            return solve_stationary(other, **{k: v for k, v in solver.items()
+                                              if k not in ("memory_limit_gb", "max_states")})
+    values: dict[str, int] = {}
+    for part in text.split(","):
+        key, eq, val = part.partition("=")
+        try:
+            if not eq:
+                raise ValueError
+            values[key.strip()] = int(float(val))
+        except ValueError:
+            raise _opt_error("--p0", "'empty', 'stationary', 'stationary:FILE' or component values "
+                             "'level=200,modulator=1'", text) from None
+    return values
+
+
+def _cmd_passage(args: argparse.Namespace) -> int:
+    from .passage import passage
+
+    _check_outputs(args, "--json", "--csv", "--plot")
+    model, solver = _config(args)
+    _threads(args)
+    discrete = model.time == "discrete"
+    times = _parse_times(args.times, integer=discrete) if args.times else []
+    p0 = _passage_p0(args.p0, model, solver, args)
+    end = max(times) if times else 0.0
+    bar = _progress.bar(_progress_on(args), float(end) if end > 0 else None, "aqmchain: passage", unit="t")
+
+    def progress(t: float, end_: float) -> None:
+        bar.update(max(0.0, float(t) - bar.n))
+
+    kwargs = {"method": args.method, "progress": progress, "p0": p0, "rewards": args.rewards or (),
+              "memory_limit_gb": solver.get("memory_limit_gb"), "max_states": solver.get("max_states")}
+    if args.tol is not None:
+        kwargs["tol"] = args.tol
+    if args.max_steps is not None:
+        kwargs["max_steps"] = args.max_steps
+    _announce(args, model, solver, response="none")
+    status = EXIT_OK
+    try:
+        # the stationary law of this model comes with its chain: no second build
+        result = passage(p0 if args.p0 == "stationary" else model, args.to, times=times, **kwargs)
+    except NonConvergenceError as exc:
+        print(f"aqmchain: {exc}", file=sys.stderr)
+        result, status = exc.result, EXIT_SOLVE
+    finally:
+        bar.close()
+    payload = result.to_dict()
+    if status != EXIT_OK:
+        payload["error"] = result.info.note
+    if args.json:
+        _write_json(args, payload)
+    if args.csv:
+        head, rows = result.csv_rows()
+        _write("--csv", args.csv, _csv_text(head, rows))
+    if args.plot:
+        fig = result.plot(name=Path(args.model).name, survival=args.survival)
+        _save_figure("--plot", fig, args.plot)
+    if not args.quiet:
+        i = result.info
+        _say(args, f"passage to {result.target} ({i.method}): {result.states} states ({i.target_states} in the "
+                   f"target), {len(result.times)} output times, {i.iterations} steps, {i.matvecs} products, "
+                   f"{i.seconds.get('passage_total', 0.0):.2f} s, cdf error bound {i.error_bound:.2g}")
+        _say(args, f"  P(T < inf) = {result.reach_probability:.10g}, E[T] = {result.mean:.10g}"
+                   + "".join(f", E[{k} before T] = {v:.6g}" for k, v in result.rewards_until.items()))
+        if len(result.times):
+            _say(args, f"  P(T <= {result.times[-1]:g}) = {result.cdf[-1]:.6g}")
+    return status
+
+
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from .sweep import parse_values, resolve_scheduler, sweep
 
@@ -1010,6 +1099,31 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--plot", metavar="PNG", help="mean queue and mean avg over time, phase boundaries marked")
     tr.set_defaults(func=_cmd_transient)
 
+    pa = _sub(sub, "passage")
+    _common(pa)
+    pa.add_argument("--to", required=True,
+                    help="target set: clauses QUANTITY OP NUMBER joined by 'and', QUANTITY in queue, avg, modulator "
+                         "(e.g. 'queue>=200', 'queue==0', 'avg>=150 and modulator==1')")
+    pa.add_argument("--times", help="output times: '10,100,1000', 'log:1:1e6:61' or 'lin:0:9000:91' (slots are "
+                                    "rounded); without it only P(T < inf), E[T] and the rewards")
+    pa.add_argument("--p0", help="initial law: 'empty' (default), 'stationary', 'stationary:FILE' (another model "
+                                 "file's stationary law, e.g. before a load step) or 'level=200,modulator=1'")
+    pa.add_argument("--rewards", help="expected rewards accumulated before T and over [0, t): comma-separated, of "
+                                      + ", ".join(REWARD_SUMS) + " or the chain's event names (arrival, aqm_drop, mark, ...)")
+    pa.add_argument("--method", choices=list(PASSAGE_METHODS), default="auto",
+                    help="auto (quasi_stationary for slotted models; for continuous-time ones uniformization up to "
+                         "about 1e4 products, rational_krylov above), step, quasi_stationary, krylov, "
+                         "rational_krylov, uniformization")
+    pa.add_argument("--tol", type=float,
+                    help=f"target on the absolute error of P(T <= t) (default {PASSAGE_DEFAULTS['tol']:g})")
+    pa.add_argument("--max-steps", dest="max_steps", type=_int_arg, help="budget of slots stepped")
+    pa.add_argument("--survival", action="store_true", help="plot P(T > t) instead of P(T <= t)")
+    pa.add_argument("--json", metavar="OUT", help="write target, times, cdf, survival, mean, rewards and the "
+                                                  "accounts ('-': stdout)")
+    pa.add_argument("--csv", metavar="OUT", help="write one row per output time ('-': stdout)")
+    pa.add_argument("--plot", metavar="PNG", help="P(T <= t) over time, log-log, E[T] marked")
+    pa.set_defaults(func=_cmd_passage)
+
     op = _sub(sub, "optimize")
     _common(op)
     op.add_argument("--params", default="triple",
@@ -1146,6 +1260,9 @@ def _message(exc: BaseException, args: argparse.Namespace) -> str:
         msg = re.sub(r"(?<![\w.-])memory_limit_gb\b", mem_key, msg)
     for internal, user in _SIM_NAMES.items():
         msg = msg.replace(f"parameter '{internal}'", f"option '{user}'")
+    if getattr(args, "command", None) == "passage":
+        for internal, user in _PASSAGE_NAMES.items():
+            msg = re.sub(rf"(parameter|passage option) '{internal}(?=['.\[ ])", f"option '{user}", msg)
     if getattr(args, "command", None) == "optimize":
         for internal, user in _OPTIMIZE_NAMES.items():
             msg = re.sub(rf"parameter '{internal}(?=[\['])", f"option '{user}", msg)

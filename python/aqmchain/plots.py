@@ -464,3 +464,33 @@ def sensitivities(sens: Any, metric: str = "mean_queue", *, ax: Any = None, top:
     ax.set_title(title or f"{metric} = {sens.metrics[metric]:.4g}: elasticities", fontsize=9)
     ax.grid(True, axis="x", alpha=0.25)
     return fig
+
+
+def passage(result: Any, *, ax: Any = None, survival: bool = False, name: str | None = None,
+            label: str | None = None, simulated: Any = None) -> Any:
+    """P(T <= t) (``survival``: P(T > t)) of a :class:`PassageResult` over time on log-log axes,
+    with E[T] marked when finite.  ``simulated``: an object with ``times``, ``cdf`` and
+    ``cdf_lo`` / ``cdf_hi`` (95 % band) drawn around it."""
+    fig, ax = _axes(ax)
+    t = np.asarray(result.times, float)
+    y = np.asarray(result.survival if survival else result.cdf, float)
+    keep = (t > 0) & (y > 0)
+    what = "P(T > t)" if survival else "P(T <= t)"
+    line, = ax.loglog(t[keep], y[keep], lw=1.6, label=label or f"{what}, T = first time {result.target}")
+    if simulated is not None:
+        st = np.asarray(simulated.times, float)
+        lo, hi = np.asarray(simulated.cdf_lo, float), np.asarray(simulated.cdf_hi, float)
+        if survival:
+            lo, hi = 1.0 - hi, 1.0 - lo
+        ax.fill_between(st, np.maximum(lo, 1e-300), np.maximum(hi, 1e-300), color=line.get_color(), alpha=0.25,
+                        lw=0, label="simulation ± 95 % CI")
+    if np.isfinite(result.mean) and result.mean > 0:
+        ax.axvline(result.mean, color="0.4", lw=0.8, ls="--", label=f"E[T] = {result.mean:.4g}")
+    unit = "time units" if result.continuous else "slots"
+    ax.set_xlabel(f"t ({unit})")
+    ax.set_ylabel(what)
+    if name:
+        ax.set_title(name)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig

@@ -2,6 +2,7 @@
 // options, analysis options and result, analyse_transient, initial laws.
 #include "common.hpp"
 
+#include "aqmchain/analysis/passage.hpp"
 #include "aqmchain/analysis/transient_analysis.hpp"
 
 namespace aqmpy {
@@ -92,6 +93,85 @@ void define_transient_analysis(py::module_& m) {
         "The empty system with the modulator in its stationary law.");
   m.def("point_law", [](const QueueChain& c, const std::vector<int32_t>& v) { return copy(point_law(c, v)); },
         py::arg("chain"), py::arg("values"), "All mass on one state (component values).");
+
+  // first passage (analysis/passage.hpp)
+  m.def("passage_methods", []() {
+    std::vector<std::string> out;
+    for (PassageMethod x : kAllPassageMethods) out.push_back(to_string(x));
+    return out;
+  }, "The method names of analyse_passage, in order.");
+  py::class_<PassageAnalysisOptions> passage_options(m, "PassageAnalysisOptions", "Options of analyse_passage (the chain's first passage).");
+  passage_options.def(py::init<>())
+      .def_property(
+          "method", [](const PassageAnalysisOptions& o) { return to_string(o.method); },
+          [](PassageAnalysisOptions& o, py::object v) { o.method = passage_method_from(py::str(v).cast<std::string>()); })
+      .def_readwrite("tol", &PassageAnalysisOptions::tol)
+      .def_readwrite("max_steps", &PassageAnalysisOptions::max_steps)
+      .def_readwrite("solve_tol", &PassageAnalysisOptions::solve_tol)
+      .def_readwrite("solve_max_iter", &PassageAnalysisOptions::solve_max_iter)
+      .def_readwrite("check_every", &PassageAnalysisOptions::check_every)
+      .def_readwrite("max_inverse_iterations", &PassageAnalysisOptions::max_inverse_iterations)
+      .def_readwrite("exact_slots", &PassageAnalysisOptions::exact_slots)
+      .def_readwrite("shift", &PassageAnalysisOptions::shift)
+      .def_readwrite("krylov_dim", &PassageAnalysisOptions::krylov_dim)
+      .def_readwrite("kernel", &PassageAnalysisOptions::kernel)
+      .def_readwrite("reward_names", &PassageAnalysisOptions::reward_names)
+      .def_readwrite("rewards", &PassageAnalysisOptions::rewards)
+      .def_readwrite("cumulative", &PassageAnalysisOptions::cumulative)
+      .def_property(
+          "progress", [](const PassageAnalysisOptions&) { return py::none(); },
+          [](PassageAnalysisOptions& o, py::object f) {
+            if (f.is_none()) {
+              o.progress = nullptr;
+              return;
+            }
+            auto holder = std::make_shared<py::object>(f);
+            o.progress = [holder](double t, double end) {
+              py::gil_scoped_acquire gil;
+              (*holder)(t, end);
+            };
+          })
+      .def("validate", &PassageAnalysisOptions::validate);
+  def_option_statics(passage_options);
+
+  py::class_<PassageAnalysis> passage(m, "PassageAnalysis", "First-passage distribution, mean and rewards, with accounts.");
+  def_report(passage)
+      .def_readonly("outputs", &PassageAnalysis::outputs)
+      .def_readonly("reach_probability", &PassageAnalysis::reach_probability)
+      .def_readonly("never_probability", &PassageAnalysis::never_probability)
+      .def_readonly("mean", &PassageAnalysis::mean)
+      .def_readonly("mean_residual", &PassageAnalysis::mean_residual)
+      .def_readonly("reward_names", &PassageAnalysis::reward_names)
+      .def_readonly("rewards_until", &PassageAnalysis::rewards_until)
+      .def_readonly("rewards_cumulative", &PassageAnalysis::rewards_cumulative)
+      .def_readonly("cumulative_error", &PassageAnalysis::cumulative_error)
+      .def_readonly("states", &PassageAnalysis::states)
+      .def_readonly("target_states", &PassageAnalysis::target_states)
+      .def_readonly("never_states", &PassageAnalysis::never_states)
+      .def_readonly("rho", &PassageAnalysis::rho)
+      .def_readonly("qsd_residual", &PassageAnalysis::qsd_residual)
+      .def_readonly("switch_time", &PassageAnalysis::switch_time)
+      .def_readonly("inverse_iterations", &PassageAnalysis::inverse_iterations)
+      .def_readonly("solves", &PassageAnalysis::solves)
+      .def_readonly("gmres_iterations", &PassageAnalysis::gmres_iterations)
+      .def_readonly("steps", &PassageAnalysis::steps)
+      .def_readonly("basis", &PassageAnalysis::basis)
+      .def_readonly("gamma", &PassageAnalysis::gamma)
+      .def_readonly("times", &PassageAnalysis::times)
+      .def_readonly("cdf", &PassageAnalysis::cdf)
+      .def_readonly("survival", &PassageAnalysis::survival)
+      .def_readonly("error_bound", &PassageAnalysis::error_bound);
+  m.def(
+      "analyse_passage",
+      [](const QueueChain& c, const std::vector<int32_t>& target, const std::vector<double>& p0,
+         const std::vector<double>& times, const PassageAnalysisOptions& options) {
+        std::vector<char> t(target.size());
+        for (size_t i = 0; i < target.size(); ++i) t[i] = target[i] != 0;
+        return analyse_passage(c, t, p0, times, options);
+      },
+      py::arg("chain"), py::arg("target"), py::arg("p0"), py::arg("times"), py::arg("options") = PassageAnalysisOptions{},
+      py::call_guard<InterruptGuard, py::gil_scoped_release>(),
+      "First passage into the states with target[s] != 0 from the law p0 at the sorted times.");
 }
 
 }  // namespace aqmpy

@@ -408,3 +408,60 @@ TEST(Transient, ExactBreakdownWithZeroThreshold) {
   EXPECT_EQ(r.breakdown_dim, 1);
   for (const auto& p : out) EXPECT_NEAR(p[0], 0.5, 1e-15);
 }
+
+TEST(Passage, BirthDeathMeanHittingTimesAndNamedErrors) {
+  // M/M/1/N without AQM drops: E[time from 0 to N] = sum_n u_n, u_0 = 1/lam,
+  // u_n = 1/lam + (mu/lam) u_{n-1} (gambler's ruin); the drain time from k is sum of the
+  // down-crossings m_n = 1/mu + (lam/mu) m_{n+1}, m_N = 1/mu.
+  const double lam = 0.4, mu = 0.7;
+  const int N = 12;
+  Model m;
+  m.buffer = N;
+  m.time = TimeKind::Continuous;
+  m.source = Source::poisson(lam);
+  m.service = Service::exponential(mu);
+  m.aqm.w = 0.5;
+  m.grid.k = 1;
+  const QueueChain c = build_chain(m);
+  const auto& level = c.component(component::level);
+  std::vector<char> full(c.n), empty(c.n);
+  for (int32_t s = 0; s < c.n; ++s) {
+    full[s] = level[s] == N;
+    empty[s] = level[s] == 0;
+  }
+  double up = 0.0, u = 0.0;
+  for (int n = 0; n < N; ++n) {
+    u = 1.0 / lam + (n ? (mu / lam) * u : 0.0);
+    up += u;
+  }
+  std::vector<double> p0 = empty_system_law(c);
+  PassageAnalysisOptions o;
+  const PassageAnalysis a = analyse_passage(c, full, p0, {0.0, 10.0}, o);
+  ASSERT_TRUE(a.converged()) << a.note;
+  EXPECT_NEAR(a.mean, up, 1e-10 * up);
+  EXPECT_EQ(a.reach_probability, 1.0);
+  EXPECT_EQ(a.cdf[0], 0.0);
+  // drain from the full buffer
+  std::vector<double> q0(c.n, 0.0);
+  for (int32_t s = 0; s < c.n; ++s)
+    if (level[s] == N) q0[s] = 1.0;
+  double total = 0.0;
+  for (double v : q0) total += v;
+  for (double& v : q0) v /= total;
+  double down = 0.0, next = 0.0;
+  for (int n = N; n >= 1; --n) {
+    next = 1.0 / mu + (n < N ? (lam / mu) * next : 0.0);
+    down += next;
+  }
+  const PassageAnalysis d = analyse_passage(c, empty, q0, {1.0}, o);
+  EXPECT_NEAR(d.mean, down, 1e-10 * down);
+  // an empty target and unsorted times are named
+  const std::vector<char> none(c.n, 0);
+  try {
+    analyse_passage(c, none, p0, {1.0}, o);
+    FAIL() << "an empty target was accepted";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("'to'"), std::string::npos);
+  }
+  EXPECT_THROW(analyse_passage(c, full, p0, {3.0, 1.0}, o), ModelError);
+}

@@ -18,6 +18,7 @@
 #include "aqmchain/analysis/metrics.hpp"
 #include "aqmchain/analysis/response.hpp"
 #include "aqmchain/analysis/transient_analysis.hpp"
+#include "aqmchain/analysis/passage.hpp"
 #include "aqmchain/analysis/grid_refinement.hpp"
 #include "aqmchain/analysis/extrapolation.hpp"
 #include "aqmchain/simulation/simulator.hpp"

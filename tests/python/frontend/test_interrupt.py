@@ -43,6 +43,9 @@ COMMANDS: dict[str, list[str]] = {
     "policies": ["policies", "examples/red_geo.toml", *SMALL, *ENDLESS_GS],
     "transient": ["transient", "examples/red_geo.toml", *SMALL, "--method", "uniformization",
                   "--times", "1e12"],
+    # exact stepping towards t = 1e12 (its budget: 1e8 slots)
+    "passage": ["passage", "examples/red_geo.toml", *SMALL, "--to", "queue>=200", "--method", "step",
+                "--times", "1e12"],
     "optimize": ["optimize", "examples/red_geo.toml", *SMALL, *ENDLESS_GS],
     # the cluster starts (two worker processes), then each point simulates 2e9 slots
     "sweep": ["sweep", "examples/red_geo.toml", "--param", "aqm.w=0.002,0.003,0.004,0.005", "--workers", "2",

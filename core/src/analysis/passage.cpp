@@ -1,0 +1,805 @@
+// First passage into a target set (analysis/passage.hpp): absorbing-chain
+// quantities by stepping, the quasi-stationary tail, the transient kernels and
+// preconditioned GMRES solves.
+#include "aqmchain/analysis/passage.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <numeric>
+
+#include "aqmchain/analysis/transient_analysis.hpp"
+#include "aqmchain/errors.hpp"
+#include "aqmchain/interrupt.hpp"
+#include "aqmchain/operators/operator.hpp"
+#include "solvers/block_system.hpp"
+#include "solvers/power_krylov.hpp"
+
+namespace aqm {
+
+std::string to_string(PassageMethod m) {
+  switch (m) {
+    case PassageMethod::Auto: return "auto";
+    case PassageMethod::Step: return "step";
+    case PassageMethod::QuasiStationary: return "quasi_stationary";
+    case PassageMethod::Krylov: return "krylov";
+    case PassageMethod::RationalKrylov: return "rational_krylov";
+    case PassageMethod::Uniformization: return "uniformization";
+  }
+  return "?";
+}
+
+PassageMethod passage_method_from(const std::string& s) { return detail::enum_from("passage", s, kAllPassageMethods); }
+
+void PassageAnalysisOptions::validate() const {
+  if (!(tol > 0.0 && tol <= 0.1)) throw OptionError(detail::cat("passage option 'tol' must be in (0, 0.1], got ", tol), "tol");
+  detail::require_option_in<int64_t>("passage", "max_steps", max_steps, 1, 1000000000000LL);
+  detail::require_option_in<double>("passage", "solve_tol", solve_tol, 1e-16, 1e-4);
+  detail::require_option_in<long>("passage", "solve_max_iter", solve_max_iter, 1, 10000000);
+  detail::require_option_in<int64_t>("passage", "check_every", check_every, 1, 1000000);
+  detail::require_option_in<int>("passage", "max_inverse_iterations", max_inverse_iterations, 1, 1000);
+  detail::require_option_in<int64_t>("passage", "exact_slots", exact_slots, 0, 1000000000000LL);
+  detail::require_option_in<double>("passage", "shift", shift, 0.0, 1e12);
+  detail::require_option_in<int>("passage", "krylov_dim", krylov_dim, 2, 1000);
+  kernel.validate();
+  if (reward_names.size() != rewards.size())
+    throw OptionError(detail::cat("passage option 'rewards' must have one name per vector: ", reward_names.size(),
+                                  " names, ", rewards.size(), " vectors"), "rewards");
+  for (size_t i = 0; i < rewards.size(); ++i)
+    for (double v : rewards[i])
+      if (!std::isfinite(v))
+        throw OptionError(detail::cat("passage option 'rewards' ('", reward_names[i], "') must hold finite values, got ", v),
+                          "rewards");
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+constexpr double kEps = std::numeric_limits<double>::epsilon();
+/// quasi_stationary: the quasi-stationary law is computed once this many slots are stepped.
+constexpr int64_t kQsdAfter = 1024;
+/// rational_krylov (slotted): slots stepped exactly before the Krylov space takes over
+/// (they damp every mode with 1 - |lambda| above about 30 / 1024).
+constexpr int64_t kExactSlots = 1024;
+/// Auto (continuous time): uniformization up to this many products (about Lambda t),
+/// rational Krylov above, as the transient analysis chooses.
+constexpr double kAutoUniformizationProducts = 1e4;
+
+/// A CSR matrix over a subset of the states, renumbered (local index = position in `states`).
+struct SubMatrix {
+  int32_t n = 0;
+  std::vector<int32_t> states;  // local -> global
+  std::vector<int32_t> rowptr, col;
+  std::vector<double> val;
+};
+
+/// The rows and columns of `keep` (global local[] >= 0) of the chain's matrix; continuous:
+/// every row's diagonal set to minus the sum of the full row's off-diagonal entries.
+SubMatrix restrict_matrix(const QueueChain& c, const std::vector<int32_t>& local, const std::vector<int32_t>& states,
+                          bool continuous) {
+  SubMatrix S;
+  S.n = static_cast<int32_t>(states.size());
+  S.states = states;
+  S.rowptr.assign(static_cast<size_t>(S.n) + 1, 0);
+  for (int32_t li = 0; li < S.n; ++li) {
+    const int32_t i = states[static_cast<size_t>(li)];
+    double out = 0.0;
+    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) {
+      const int32_t j = c.col[e];
+      if (continuous && j == i) continue;
+      if (continuous) out += c.val[e];
+      const int32_t lj = local[static_cast<size_t>(j)];
+      if (lj < 0) continue;
+      S.col.push_back(lj);
+      S.val.push_back(c.val[e]);
+    }
+    if (continuous) {
+      S.col.push_back(li);
+      S.val.push_back(-out);
+    }
+    S.rowptr[static_cast<size_t>(li) + 1] = static_cast<int32_t>(S.col.size());
+  }
+  return S;
+}
+
+/// Labels of the states of a submatrix (for the preconditioner's blocks).
+std::vector<int32_t> blocks_of(const QueueChain& c, const std::vector<int32_t>& states) {
+  std::vector<std::vector<int32_t>> labels(c.labels.size());
+  for (size_t k = 0; k < c.labels.size(); ++k) {
+    labels[k].resize(states.size());
+    for (size_t i = 0; i < states.size(); ++i) labels[k][i] = c.labels[k][static_cast<size_t>(states[i])];
+  }
+  return in_block_partition(c.space, labels, static_cast<int32_t>(states.size()));
+}
+
+/// Solves x (a I - b M / divisor) = rhs (row vectors) for the submatrix M.
+struct RowSolver {
+  std::unique_ptr<detail::BlockSystem> sys;
+  std::unique_ptr<detail::Gmres> gmres;
+  double scale = 1.0;  // x is returned times it (continuous: 1 / Lambda)
+  double solve_tol = 1e-13;
+  long max_iter = 1000;
+  long solves = 0, iterations = 0;
+  double setup_seconds = 0.0, solve_seconds = 0.0;
+
+  RowSolver(const QueueChain& c, const SubMatrix& M, bool continuous, double rate, const PassageAnalysisOptions& o)
+      : solve_tol(o.solve_tol), max_iter(o.solve_max_iter) {
+    const auto t0 = Clock::now();
+    const std::vector<int32_t> block_of = blocks_of(c, M.states);
+    if (continuous) {
+      // x (-G / Lambda) = rhs: a = 0, b = 1, M read as G / Lambda (diagonal included)
+      sys = std::make_unique<detail::BlockSystem>(detail::block_system(
+          M.n, M.rowptr.data(), M.col.data(), M.val.data(), block_of, 0.0, 1.0, -1, 0, std::nan(""), rate));
+      scale = 1.0 / rate;
+    } else {
+      sys = std::make_unique<detail::BlockSystem>(detail::block_system(M.n, M.rowptr.data(), M.col.data(),
+                                                                       M.val.data(), block_of, 1.0, 1.0, -1));
+    }
+    gmres = std::make_unique<detail::Gmres>(M.n, 40);
+    setup_seconds = since(t0);
+  }
+
+  /// x (global-free, local order) for rhs (local order); returns the L1 residual relative
+  /// to ||rhs||_1, or -1 when GMRES did not reach solve_tol.
+  double solve(const std::vector<double>& rhs, std::vector<double>& x, std::string& note) {
+    const auto t0 = Clock::now();
+    const int32_t n = sys->n;
+    std::vector<double> r(static_cast<size_t>(n)), xb(static_cast<size_t>(n));
+    double rhs_l1 = 0.0;
+    for (int32_t i = 0; i < n; ++i) {
+      r[sys->inv[i]] = rhs[static_cast<size_t>(i)];
+      rhs_l1 += std::abs(rhs[static_cast<size_t>(i)]);
+    }
+    x.assign(static_cast<size_t>(n), 0.0);
+    if (!(rhs_l1 > 0.0)) return 0.0;
+    sys->precond(r.data(), xb.data());
+    detail::Gmres::Test test;
+    test.target = solve_tol * rhs_l1;
+    test.fac0 = 1.0 / rhs_l1;
+    test.learn_ratio = true;
+    // What double precision allows: the residual of a rounded solution is about
+    // eps (||B||_1 ||x||_1 + ||rhs||_1) with ||B||_1 <= 2 here; the target is never below 4 eps ||B|| ||x||.
+    double last_res = 0.0;
+    const double want = solve_tol * rhs_l1;
+    test.measure = [n, &last_res, want](const std::vector<double>& xv, const std::vector<double>& res) {
+      long double s = 0.0L, sx = 0.0L;
+      for (int32_t i = 0; i < n; ++i) {
+        s += std::abs(res[static_cast<size_t>(i)]);
+        sx += std::abs(xv[static_cast<size_t>(i)]);
+      }
+      last_res = static_cast<double>(s);
+      const double floor = 4.0 * kEps * (2.0 * static_cast<double>(sx));
+      return floor > want ? last_res * want / floor : last_res;
+    };
+    detail::Gmres::Limits limits;
+    limits.max_iter = max_iter;
+    const detail::Gmres::Outcome g = gmres->solve(*sys, r.data(), xb, test, limits);
+    ++solves;
+    iterations += g.iterations;
+    for (int32_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = xb[sys->inv[i]] * scale;
+    solve_seconds += since(t0);
+    if (!g.converged) {
+      note = detail::cat("a linear solve with the non-target block did not converge: relative L1 residual ",
+                         last_res / rhs_l1, " > solve_tol = ", solve_tol, " after ", g.iterations,
+                         " GMRES steps (solve_max_iter = ", max_iter, g.stalled ? ", stalled" : "", ")");
+      return -1.0;
+    }
+    return last_res / rhs_l1;
+  }
+};
+
+long double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  long double s = 0.0L;
+  for (size_t i = 0; i < a.size(); ++i) s += static_cast<long double>(a[i]) * b[i];
+  return s;
+}
+long double total(const std::vector<double>& a) {
+  long double s = 0.0L;
+  for (double v : a) s += v;
+  return s;
+}
+
+}  // namespace
+
+PassageAnalysis analyse_passage(const QueueChain& c, const std::vector<char>& target, const std::vector<double>& p0,
+                                const std::vector<double>& times, const PassageAnalysisOptions& o) {
+  const auto t_start = Clock::now();
+  o.validate();
+  const int32_t n = c.n;
+  const bool continuous = c.time == TimeKind::Continuous;
+  if (static_cast<int32_t>(target.size()) != n)
+    throw ModelError("to", detail::cat("parameter 'to' must mark ", n, " states (one per state), got ", target.size()));
+  if (static_cast<int32_t>(p0.size()) != n)
+    throw ModelError("p0", detail::cat("parameter 'p0' must have ", n, " entries (one per state), got ", p0.size()));
+  {
+    long double s = 0.0L;
+    for (size_t i = 0; i < p0.size(); ++i) {
+      if (!std::isfinite(p0[i]) || p0[i] < 0.0)
+        throw ModelError("p0", detail::cat("parameter 'p0' must be a probability vector: entry ", i, " is ", p0[i]));
+      s += p0[i];
+    }
+    if (std::abs(static_cast<double>(s) - 1.0) > 1e-8)
+      throw ModelError("p0", detail::cat("parameter 'p0' must sum to 1 (within 1e-8), got ", static_cast<double>(s)));
+  }
+  if (times.empty()) throw ModelError("times", "parameter 'times' must hold at least one time");
+  for (size_t k = 0; k < times.size(); ++k) {
+    if (!std::isfinite(times[k]) || times[k] < 0.0)
+      throw ModelError("times", detail::cat("parameter 'times' must hold finite times >= 0, got ", times[k]));
+    if (k > 0 && times[k] < times[k - 1])
+      throw ModelError("times", detail::cat("parameter 'times' must be sorted: ", times[k], " after ", times[k - 1]));
+    if (!continuous && (times[k] != std::floor(times[k]) || times[k] > 9e15))
+      throw ModelError("times", detail::cat("parameter 'times' must hold whole numbers of slots for a slotted model, got ",
+                                            times[k]));
+  }
+  for (size_t i = 0; i < o.rewards.size(); ++i)
+    if (static_cast<int32_t>(o.rewards[i].size()) != n)
+      throw OptionError(detail::cat("passage option 'rewards' ('", o.reward_names[i], "') must give one value per state (",
+                                    n, "), got ", o.rewards[i].size()), "rewards");
+
+  PassageMethod method = o.method;
+  if (!continuous && (method == PassageMethod::Krylov || method == PassageMethod::Uniformization))
+    throw OptionError(detail::cat("passage method '", to_string(method),
+                                  "' needs a continuous-time model; a slotted one takes step, quasi_stationary or "
+                                  "rational_krylov"),
+                      "method");
+  if (continuous && (method == PassageMethod::Step || method == PassageMethod::QuasiStationary))
+    throw OptionError(detail::cat("passage method '", to_string(method),
+                                  "' needs a slotted model; a continuous-time one takes krylov, rational_krylov or "
+                                  "uniformization"),
+                      "method");
+  const double rate = exit_rate(c);
+  std::string auto_note;
+  if (method == PassageMethod::Auto) {
+    if (!continuous) {
+      method = PassageMethod::RationalKrylov;
+    } else {
+      const double products = rate * times.back();
+      method = products <= kAutoUniformizationProducts ? PassageMethod::Uniformization : PassageMethod::RationalKrylov;
+      auto_note = detail::cat("auto: ", to_string(method), " (uniformization needs about ", products,
+                              " products; it is chosen up to ", kAutoUniformizationProducts, ")");
+    }
+  }
+
+  PassageAnalysis r;
+  r.requested = o.method;
+  r.method = method;
+  r.note = auto_note;
+  r.times = times;
+  r.reward_names = o.reward_names;
+  r.states = n;
+
+  // ---- the target, the states that can reach it (backward search), the rest
+  const auto t_setup = Clock::now();
+  std::vector<int32_t> rrp(static_cast<size_t>(n) + 1, 0), rci(c.col.size());
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e)
+      if (c.val[e] > 0.0) ++rrp[static_cast<size_t>(c.col[e]) + 1];
+  for (int32_t j = 0; j < n; ++j) rrp[j + 1] += rrp[j];
+  {
+    std::vector<int32_t> fill(rrp.begin(), rrp.end() - 1);
+    for (int32_t i = 0; i < n; ++i)
+      for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e)
+        if (c.val[e] > 0.0) rci[static_cast<size_t>(fill[c.col[e]]++)] = i;
+  }
+  std::vector<char> reach(static_cast<size_t>(n), 0);
+  std::vector<int32_t> queue;
+  for (int32_t i = 0; i < n; ++i)
+    if (target[static_cast<size_t>(i)]) {
+      reach[static_cast<size_t>(i)] = 1;
+      queue.push_back(i);
+      ++r.target_states;
+    }
+  if (r.target_states == 0)
+    throw ModelError("to", "parameter 'to' selects no state of this chain (the target set is empty)");
+  for (size_t q = 0; q < queue.size(); ++q) {
+    const int32_t j = queue[q];
+    for (int32_t e = rrp[j]; e < rrp[j + 1]; ++e) {
+      const int32_t i = rci[static_cast<size_t>(e)];
+      if (!reach[static_cast<size_t>(i)]) {
+        reach[static_cast<size_t>(i)] = 1;
+        queue.push_back(i);
+      }
+    }
+  }
+  long double p_target = 0.0L, p_reach = 0.0L;
+  for (int32_t i = 0; i < n; ++i) {
+    if (target[static_cast<size_t>(i)]) p_target += p0[static_cast<size_t>(i)];
+    if (reach[static_cast<size_t>(i)]) p_reach += p0[static_cast<size_t>(i)];
+    if (!reach[static_cast<size_t>(i)]) ++r.never_states;
+  }
+  if (!(p_reach > 0.0L))
+    throw ModelError("to", "parameter 'to': the target cannot be reached from the initial law p0 (no path leads there)");
+
+  // N: the non-target states (stepping); A: those that can reach the target (solves)
+  std::vector<int32_t> localN(static_cast<size_t>(n), -1), localA(static_cast<size_t>(n), -1), statesN, statesA;
+  for (int32_t i = 0; i < n; ++i) {
+    if (target[static_cast<size_t>(i)]) continue;
+    localN[static_cast<size_t>(i)] = static_cast<int32_t>(statesN.size());
+    statesN.push_back(i);
+    if (reach[static_cast<size_t>(i)]) {
+      localA[static_cast<size_t>(i)] = static_cast<int32_t>(statesA.size());
+      statesA.push_back(i);
+    }
+  }
+  const bool never_empty = r.never_states == 0;
+  // flow into the target from each non-target state (per slot, or a rate)
+  auto flow_into_target = [&](const std::vector<int32_t>& states) {
+    std::vector<double> b(states.size(), 0.0);
+    for (size_t li = 0; li < states.size(); ++li) {
+      const int32_t i = states[li];
+      long double s = 0.0L;
+      for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e)
+        if (target[static_cast<size_t>(c.col[e])] && c.col[e] != i) s += c.val[e];
+      b[li] = static_cast<double>(s);
+    }
+    return b;
+  };
+  r.seconds.push_back({"setup", since(t_setup)});
+
+  // ---- mean, reach probability, rewards before T: z (I - P_AA) = p0_A
+  std::unique_ptr<RowSolver> solverA;
+  SubMatrix MA;
+  bool failed = false;
+  {
+    const auto t0 = Clock::now();
+    MA = restrict_matrix(c, localA, statesA, continuous);
+    std::vector<double> rhs(statesA.size());
+    for (size_t li = 0; li < statesA.size(); ++li) rhs[li] = p0[static_cast<size_t>(statesA[li])];
+    r.reach_probability = static_cast<double>(p_target);
+    r.mean = 0.0;
+    r.rewards_until.assign(o.rewards.size(), 0.0);
+    if (!statesA.empty()) {
+      solverA = std::make_unique<RowSolver>(c, MA, continuous, rate, o);
+      std::vector<double> z;
+      std::string note;
+      double res = solverA->solve(rhs, z, note);
+      if (res < 0.0) {
+        failed = true;
+        r.status = Status::NotConverged;
+        r.note = (r.note.empty() ? "" : r.note + "; ") + "mean: " + note;
+      }
+      // Iterative refinement with the residual formed in extended precision: the solve's own
+      // residual cannot fall below about eps ||B|| ||z||, which for a rare target (E[T] of
+      // 1e12) is far above the right-hand side's round-off.  Two corrections at most.
+      auto residual = [&](std::vector<double>& out) {  // rhs - z (I - M) (continuous: rhs - z (-G))
+        std::vector<long double> acc(statesA.size(), 0.0L);
+        for (size_t li = 0; li < statesA.size(); ++li) acc[li] = rhs[li];
+        for (int32_t li = 0; li < MA.n; ++li) {
+          const long double zi = z[static_cast<size_t>(li)];
+          if (zi == 0.0L) continue;
+          if (!continuous) acc[static_cast<size_t>(li)] -= zi;
+          for (int32_t e = MA.rowptr[li]; e < MA.rowptr[li + 1]; ++e)
+            acc[static_cast<size_t>(MA.col[e])] += zi * MA.val[e];
+        }
+        long double l1 = 0.0L;
+        out.resize(statesA.size());
+        for (size_t li = 0; li < statesA.size(); ++li) {
+          out[li] = static_cast<double>(acc[li]);
+          l1 += std::abs(acc[li]);
+        }
+        return static_cast<double>(l1);
+      };
+      long double rhs_l1 = 0.0L;
+      for (double v : rhs) rhs_l1 += std::abs(v);
+      std::vector<double> rres, dz;
+      for (int pass = 0; pass < 2 && res >= 0.0 && rhs_l1 > 0.0L; ++pass) {
+        const double before = residual(rres) / static_cast<double>(rhs_l1);
+        if (pass == 0) r.extra.push_back({"mean_residual_before_refinement", before});
+        if (!(before > 1e3 * kEps)) {
+          res = before;
+          break;
+        }
+        std::string n2;
+        if (solverA->solve(rres, dz, n2) < 0.0) break;  // a correction that does not converge is not applied
+        std::vector<double> z_old = z;
+        for (size_t li = 0; li < z.size(); ++li) z[li] += dz[li];
+        const double after = residual(rres) / static_cast<double>(rhs_l1);
+        if (!(after < before)) {
+          z = z_old;
+          res = before;
+          break;
+        }
+        res = after;
+      }
+      r.mean_residual = std::max(res, 0.0);
+      const std::vector<double> b = flow_into_target(statesA);
+      r.reach_probability = static_cast<double>(p_target + dot(z, b));
+      r.mean = static_cast<double>(total(z));
+      for (size_t k = 0; k < o.rewards.size(); ++k) {
+        long double s = 0.0L;
+        for (size_t li = 0; li < statesA.size(); ++li) s += static_cast<long double>(z[li]) * o.rewards[k][statesA[li]];
+        r.rewards_until[k] = static_cast<double>(s);
+      }
+    }
+    r.reach_probability = std::min(1.0, r.reach_probability);
+    // every state can reach the target: a finite chain then enters it with probability 1
+    // (the solve's value is kept as a check of its accuracy)
+    r.extra.push_back({"reach_probability_from_solve", r.reach_probability});
+    if (never_empty) r.reach_probability = 1.0;
+    r.never_probability = never_empty ? 0.0 : std::max(0.0, 1.0 - r.reach_probability);
+    if (!never_empty) {
+      r.mean = std::numeric_limits<double>::infinity();
+      for (size_t k = 0; k < o.rewards.size(); ++k) {
+        // rewards keep accumulating on the paths that never reach the target
+        bool positive = false;
+        for (int32_t i = 0; i < n; ++i)
+          if (!reach[static_cast<size_t>(i)] && o.rewards[k][static_cast<size_t>(i)] != 0.0) positive = true;
+        if (positive) r.rewards_until[k] = std::numeric_limits<double>::infinity();
+      }
+      r.note = (r.note.empty() ? "" : r.note + "; ") +
+               detail::cat(r.never_states, " states cannot reach the target: P(T = inf) = ", r.never_probability,
+                           ", so E[T] = inf");
+    }
+    r.seconds.push_back({"mean", since(t0)});
+  }
+
+  // ---- cdf at the output times
+  r.cdf.assign(times.size(), 0.0);
+  r.survival.assign(times.size(), 0.0);
+  r.error_bound.assign(times.size(), 0.0);
+  const size_t nr = o.rewards.size();
+  const bool cumulative = o.cumulative && nr > 0 && !continuous;
+  if (cumulative) r.rewards_cumulative.assign(nr, std::vector<double>(times.size(), 0.0));
+  auto emitted = [&](size_t k) {
+    r.outputs = k + 1;
+    if (o.progress) o.progress(times[k], times.back());
+  };
+
+  if (continuous) {
+    const auto t0 = Clock::now();
+    // G' with the target absorbing (empty rows), diagonal explicit
+    std::vector<int32_t> all(static_cast<size_t>(n)), id(static_cast<size_t>(n));
+    std::iota(all.begin(), all.end(), 0);
+    std::iota(id.begin(), id.end(), 0);
+    SubMatrix F = restrict_matrix(c, id, all, true);
+    {
+      SubMatrix K;
+      K.n = n;
+      K.rowptr.assign(static_cast<size_t>(n) + 1, 0);
+      for (int32_t i = 0; i < n; ++i) {
+        if (!target[static_cast<size_t>(i)])
+          for (int32_t e = F.rowptr[i]; e < F.rowptr[i + 1]; ++e) {
+            K.col.push_back(F.col[e]);
+            K.val.push_back(F.val[e]);
+          }
+        K.rowptr[static_cast<size_t>(i) + 1] = static_cast<int32_t>(K.col.size());
+      }
+      F = std::move(K);
+    }
+    GeneratorOperator G = GeneratorOperator::from_csr(n, F.rowptr.data(), F.col.data(), F.val.data(), 1e-9);
+    G.matrix.space = &c.space;
+    G.matrix.labels = &c.labels;
+    TransientOptions ko = o.kernel;
+    ko.tol = o.tol;
+    ko.project = false;
+    const TransientMethod tm = method == PassageMethod::Krylov           ? TransientMethod::Krylov
+                               : method == PassageMethod::RationalKrylov ? TransientMethod::RationalKrylov
+                                                                         : TransientMethod::Uniformization;
+    TransientResult x = expm_multiply(G, p0, times, tm, ko, [&](size_t k, double, const double* p) {
+      long double s = 0.0L, a = 0.0L;
+      for (int32_t i = 0; i < n; ++i) (target[static_cast<size_t>(i)] ? a : s) += p[i];
+      r.cdf[k] = std::clamp(static_cast<double>(a), 0.0, 1.0);
+      r.survival[k] = std::clamp(static_cast<double>(s), 0.0, 1.0);
+      emitted(k);
+    });
+    for (size_t k = 0; k < times.size(); ++k) r.error_bound[k] = x.error_sum + x.roundoff;
+    r.steps = x.steps;
+    r.operator_applications += x.operator_applications;
+    r.residual = x.error_sum;
+    for (const auto& e : x.extra) r.extra.push_back({"kernel_" + e.first, e.second});
+    if (!x.converged()) {
+      failed = true;
+      r.status = x.status;
+      r.note = (r.note.empty() ? "" : r.note + "; ") + x.note;
+    }
+    r.seconds.push_back({"kernel", since(t0)});
+    if (o.cumulative && nr > 0)
+      r.note = (r.note.empty() ? "" : r.note + "; ") +
+               "rewards accumulated over [0, t) are computed for slotted models only";
+  } else {
+    // slotted: u_t = p0_N P_NN^t
+    const auto t0 = Clock::now();
+    const SubMatrix MN = restrict_matrix(c, localN, statesN, false);
+    const TransposedCsr PNT(CsrOperator(MN.n, MN.rowptr.data(), MN.col.data(), MN.val.data()));
+    const std::vector<double> bN = flow_into_target(statesN);
+    std::vector<double> u(statesN.size()), w(statesN.size());
+    for (size_t li = 0; li < statesN.size(); ++li) u[li] = p0[static_cast<size_t>(statesN[li])];
+    long double cdf = p_target;
+    double S = static_cast<double>(total(u));
+    // the unstopped chain for the cumulative rewards
+    std::unique_ptr<TransposedCsr> PT;
+    std::vector<double> p, q, snap;
+    std::vector<long double> cum(nr, 0.0L);
+    int64_t tp = 0, next_check = 1024;
+    bool frozen = false;
+    double frozen_change = 0.0;
+    int64_t frozen_at = 0;
+    double reward_sup = 0.0;
+    if (cumulative) {
+      PT = std::make_unique<TransposedCsr>(CsrOperator(n, c.rowptr.data(), c.col.data(), c.val.data()));
+      p = p0;
+      q.resize(p.size());
+      for (const auto& rv : o.rewards)
+        for (double v : rv) reward_sup = std::max(reward_sup, std::abs(v));
+    }
+    auto advance_p = [&](int64_t to) {  // the unstopped law to slot `to`, accumulating r(X_s), s < to
+      while (tp < to) {
+        if (frozen) {
+          for (size_t k = 0; k < nr; ++k) cum[k] += static_cast<long double>(to - tp) * dot(p, o.rewards[k]);
+          tp = to;
+          break;
+        }
+        for (size_t k = 0; k < nr; ++k) cum[k] += dot(p, o.rewards[k]);
+        PT->apply(p.data(), q.data());
+        p.swap(q);
+        ++tp;
+        ++r.operator_applications;
+        if ((tp & 1023) == 0) check_interrupt();
+        if (tp == next_check) {
+          if (!snap.empty()) {
+            long double d = 0.0L, d1 = 0.0L;
+            for (size_t i = 0; i < p.size(); ++i) {
+              d += std::abs(p[i] - snap[i]);
+              d1 += std::abs(p[i] - q[i]);
+            }
+            if (d <= 1e-13 && d1 <= 1e-13) {
+              frozen = true;
+              frozen_change = static_cast<double>(std::max(d, d1));
+              frozen_at = tp;
+            }
+          }
+          snap = p;
+          next_check = 2 * tp;
+        }
+      }
+    };
+    auto record_cum = [&](size_t k) {
+      if (!cumulative) return;
+      advance_p(static_cast<int64_t>(times[k]));
+      for (size_t j = 0; j < nr; ++j) r.rewards_cumulative[j][k] = static_cast<double>(cum[j]);
+      if (frozen && reward_sup > 0.0)
+        r.cumulative_error = std::max(r.cumulative_error, (times[k] - static_cast<double>(frozen_at)) * frozen_change);
+    };
+
+    bool qs = method == PassageMethod::QuasiStationary;
+    const bool rk = method == PassageMethod::RationalKrylov;
+    const int64_t t_exact = o.exact_slots > 0 ? o.exact_slots : kExactSlots;
+    if (rk && t_exact >= static_cast<int64_t>(times.back()))
+      r.note = (r.note.empty() ? "" : r.note + "; ") +
+               detail::cat("rational_krylov: every output is within the ", t_exact, " exact slots (stepped)");
+    if (qs && !never_empty) {
+      r.note = (r.note.empty() ? "" : r.note + "; ") +
+               "quasi_stationary: states that cannot reach the target hold the survival: stepping every slot";
+    }
+    std::vector<double> v;  // the quasi-stationary law (local over N)
+    double rho = 0.0, rres = 0.0;
+    bool switched = false;
+    int64_t t = 0, t_switch = -1;
+    double S_switch = 0.0, d_switch = 0.0;
+    long double cdf_switch = 0.0L;
+    double qsd_seconds = 0.0, tail_seconds = 0.0;
+    const int64_t last = static_cast<int64_t>(times.back());
+    size_t k = 0;
+    auto emit_stepped = [&](int64_t tt) {
+      while (k < times.size() && static_cast<int64_t>(times[k]) <= tt) {
+        r.cdf[k] = std::clamp(static_cast<double>(cdf), 0.0, 1.0);
+        r.survival[k] = std::clamp(S, 0.0, 1.0);
+        // round-off of the propagation: the defect of S + cdf = 1, and a per-product share
+        r.error_bound[k] = std::abs(static_cast<double>(cdf) + S - 1.0) + 4.0 * kEps * static_cast<double>(tt + 1);
+        record_cum(k);
+        emitted(k);
+        ++k;
+      }
+    };
+    emit_stepped(0);
+    while (k < times.size() && !failed) {
+      if (switched) {
+        const auto ts = Clock::now();
+        const double s = times[k] - static_cast<double>(t_switch);
+        const double decay = std::exp(s * std::log(rho));
+        r.survival[k] = S_switch * decay;
+        r.cdf[k] = std::clamp(static_cast<double>(cdf_switch) - S_switch * std::expm1(s * std::log(rho)), 0.0, 1.0);
+        r.error_bound[k] = S_switch * (d_switch + rres * std::min(s, 1.0 / (1.0 - rho))) +
+                           4.0 * kEps * static_cast<double>(t_switch + 1);
+        tail_seconds += since(ts);
+        record_cum(k);
+        emitted(k);
+        ++k;
+        continue;
+      }
+      if (r.steps >= o.max_steps) {
+        failed = true;
+        r.status = Status::NotConverged;
+        r.note = (r.note.empty() ? "" : r.note + "; ") +
+                 detail::cat("step budget max_steps = ", o.max_steps, " ran out at t = ", t, " (", k, " of ",
+                             times.size(), " output times produced)");
+        break;
+      }
+      cdf += dot(u, bN);
+      PNT.apply(u.data(), w.data());
+      u.swap(w);
+      ++t;
+      ++r.steps;
+      ++r.operator_applications;
+      S = static_cast<double>(total(u));
+      if ((t & 255) == 0) check_interrupt();
+      emit_stepped(t);
+      if (rk && t >= t_exact && k < times.size()) {
+        const auto tk = Clock::now();
+        std::vector<int64_t> svec;
+        for (size_t j = k; j < times.size(); ++j) svec.push_back(static_cast<int64_t>(times[j]) - t);
+        // the survival 1^T u P_NN^s, and the cdf's increment as the sum of the flows into the
+        // target (no cancellation when P(T <= t) is small)
+        const std::vector<double> ones(u.size(), 1.0);
+        const double gamma = o.shift > 0.0 ? o.shift : static_cast<double>(t);
+        r.gamma = gamma;
+        const detail::PowerKrylovResult pk = detail::power_krylov(
+            MN.n, MN.rowptr.data(), MN.col.data(), MN.val.data(), blocks_of(c, statesN), u, {&ones, &bN}, {1.0, 1.0},
+            {0, 1}, {1.0, 1.0}, svec, gamma, o.tol, o.krylov_dim, o.solve_tol, o.solve_max_iter);
+        r.basis = pk.basis;
+        r.solves += pk.solves;
+        r.gmres_iterations += pk.gmres_iterations;
+        r.operator_applications += pk.gmres_iterations;
+        r.extra.push_back({"krylov_setup_seconds", pk.seconds_setup});
+        r.extra.push_back({"krylov_solve_seconds", pk.seconds_solves});
+        r.extra.push_back({"krylov_ritz_max", pk.ritz_max});
+        r.extra.push_back({"krylov_clamped", static_cast<double>(pk.clamped)});
+        // the unstopped chain's rewards over the tail, from its law at t, by its own basis
+        detail::PowerKrylovResult pc;
+        if (cumulative) {
+          advance_p(t);
+          if (!frozen) {
+            // error target: tol relative to the largest possible sum, sup|r| times the last step
+            std::vector<const std::vector<double>*> fs;
+            std::vector<double> sc;
+            for (const auto& rv : o.rewards) {
+              fs.push_back(&rv);
+              double m = 0.0;
+              for (double v : rv) m = std::max(m, std::abs(v));
+              sc.push_back((m > 0.0 ? m : 1.0) * static_cast<double>(std::max<int64_t>(svec.back(), 1)));
+            }
+            pc = detail::power_krylov(n, c.rowptr.data(), c.col.data(), c.val.data(),
+                                      in_block_partition(c.space, c.labels, n), p, fs, sc,
+                                      std::vector<char>(fs.size(), 1),
+                                      std::vector<double>(fs.size(), std::numeric_limits<double>::infinity()), svec, gamma, o.tol, o.krylov_dim, o.solve_tol,
+                                      o.solve_max_iter);
+            r.solves += pc.solves;
+            r.gmres_iterations += pc.gmres_iterations;
+            r.operator_applications += pc.gmres_iterations;
+            if (!pc.converged) {
+              failed = true;
+              r.status = Status::NotConverged;
+              r.note = (r.note.empty() ? "" : r.note + "; ") + "rational_krylov (cumulative rewards): " + pc.note;
+            }
+          }
+        }
+        if (!pk.converged) {
+          failed = true;
+          r.status = Status::NotConverged;
+          r.note = (r.note.empty() ? "" : r.note + "; ") + "rational_krylov: " + pk.note;
+        }
+        tail_seconds += since(tk);
+        if (failed) break;
+        const double S0 = S;
+        const long double cdf0 = cdf;
+        for (size_t j = 0; j < svec.size(); ++j, ++k) {
+          r.survival[k] = std::clamp(pk.values[0][j], 0.0, 1.0);
+          r.cdf[k] = std::clamp(static_cast<double>(cdf0) + pk.sums[1][j], 0.0, 1.0);
+          (void)S0;
+          r.error_bound[k] = pk.estimate[j] + 4.0 * kEps * static_cast<double>(t + 1);
+          if (cumulative) {
+            for (size_t q = 0; q < nr; ++q)
+              r.rewards_cumulative[q][k] =
+                  static_cast<double>(cum[q]) + (frozen ? static_cast<double>(svec[j]) * static_cast<double>(dot(p, o.rewards[q]))
+                                                        : pc.sums[q][j]);
+            if (!frozen)
+              r.cumulative_error = std::max(r.cumulative_error,
+                                            pc.estimate[j] * static_cast<double>(std::max<int64_t>(svec.back(), 1)));
+            else r.cumulative_error = std::max(r.cumulative_error, (times[k] - static_cast<double>(frozen_at)) * frozen_change);
+          }
+          emitted(k);
+        }
+        r.switch_time = static_cast<double>(t);
+        break;
+      }
+      if (!qs || !never_empty || k >= times.size()) continue;
+      if (v.empty() && t >= kQsdAfter && last > t + o.check_every && S > 0.0) {
+        // the quasi-stationary law by inverse iteration from the conditioned law
+        const auto tq = Clock::now();
+        v.resize(u.size());
+        for (size_t i = 0; i < u.size(); ++i) v[i] = u[i] / S;
+        std::vector<double> x;
+        double change = 1.0;
+        for (int it = 0; it < o.max_inverse_iterations; ++it) {
+          std::string note;
+          if (solverA->solve(v, x, note) < 0.0) {
+            failed = true;
+            r.status = Status::NotConverged;
+            r.note = (r.note.empty() ? "" : r.note + "; ") + "quasi-stationary law: " + note;
+            break;
+          }
+          ++r.inverse_iterations;
+          long double sx = 0.0L;
+          for (double& xi : x) {
+            xi = std::max(xi, 0.0);
+            sx += xi;
+          }
+          change = 0.0;
+          for (size_t i = 0; i < x.size(); ++i) {
+            const double vi = static_cast<double>(x[i] / sx);
+            change += std::abs(vi - v[i]);
+            v[i] = vi;
+          }
+          if (change <= 64.0 * kEps) break;
+        }
+        if (failed) break;
+        PNT.apply(v.data(), w.data());
+        ++r.operator_applications;
+        rho = static_cast<double>(total(w));
+        long double rr = 0.0L;
+        for (size_t i = 0; i < v.size(); ++i) rr += std::abs(w[i] - rho * v[i]);
+        rres = static_cast<double>(rr);
+        r.rho = rho;
+        r.qsd_residual = rres;
+        r.extra.push_back({"qsd_last_change", change});
+        qsd_seconds += since(tq);
+        if (!(rho > 0.0 && rho < 1.0)) {
+          r.note = (r.note.empty() ? "" : r.note + "; ") +
+                   detail::cat("quasi_stationary: decay factor rho = ", rho, " not in (0, 1): stepping every slot");
+          v.clear();
+          rho = 0.0;
+          qs = false;
+          continue;
+        }
+      }
+      if (!v.empty() && t % o.check_every == 0) {
+        long double d = 0.0L;
+        for (size_t i = 0; i < u.size(); ++i) d += std::abs(u[i] / S - v[i]);
+        const double s_max = static_cast<double>(last - t);
+        const double bound = S * (static_cast<double>(d) + rres * std::min(s_max, 1.0 / (1.0 - rho)));
+        if (bound <= o.tol || S == 0.0) {
+          switched = true;
+          t_switch = t;
+          S_switch = S;
+          d_switch = static_cast<double>(d);
+          cdf_switch = cdf;
+          r.switch_time = static_cast<double>(t);
+          r.extra.push_back({"qsd_distance_at_switch", d_switch});
+        }
+      }
+    }
+    r.residual = *std::max_element(r.error_bound.begin(), r.error_bound.end());
+    r.seconds.push_back({"step", since(t0) - qsd_seconds - tail_seconds});
+    r.seconds.push_back({"quasi_stationary", qsd_seconds});
+    r.seconds.push_back({rk ? "krylov" : "tail", tail_seconds});
+    if (method == PassageMethod::QuasiStationary && r.switch_time < 0 && !failed && never_empty)
+      r.note = (r.note.empty() ? "" : r.note + "; ") + "quasi_stationary: every output was reached by stepping (exact)";
+    if (cumulative && frozen)
+      r.extra.push_back({"cumulative_steady_at", static_cast<double>(frozen_at)});
+  }
+  if (solverA) {
+    r.solves += solverA->solves;
+    r.gmres_iterations += solverA->iterations;
+    r.operator_applications += solverA->iterations;
+    r.seconds.push_back({"solve_setup", solverA->setup_seconds});
+    r.seconds.push_back({"solves", solverA->solve_seconds});
+  }
+  r.iterations = r.steps;
+  if (!failed && r.outputs == times.size()) {
+    r.status = Status::Converged;
+  } else if (r.status == Status::NotComputed || r.status == Status::Converged) {
+    r.status = Status::NotConverged;
+  }
+  r.times.resize(r.outputs);
+  r.cdf.resize(r.outputs);
+  r.survival.resize(r.outputs);
+  r.error_bound.resize(r.outputs);
+  for (auto& cv : r.rewards_cumulative) cv.resize(r.outputs);
+  r.seconds.push_back({"total", since(t_start)});
+  return r;
+}
+
+}  // namespace aqm
