@@ -293,8 +293,8 @@ std::unique_ptr<TransitionGenerator> lumped_queue_generator(const Model& model) 
   if (model.aqm.modified != Modified::None)
     fail_param("aqm.modified", "\"none\" for the lumped (n, avg, modulator) chain", "'" + to_string(model.aqm.modified) + "'");
   if (model.aqm.flow_compare) fail_param("aqm.flow_compare", "false for the lumped (n, avg, modulator) chain", "true");
-  if (model.time != TimeKind::Discrete || model.aqm.filter != FilterKind::Ewma)
-    fail_param("class", "a slotted model with the EWMA for the lumped chain", "another model");
+  if (model.time != TimeKind::Discrete)
+    fail_param("class", "a slotted model for the lumped chain", "another model");
   return std::make_unique<SlotGenerator>(model);
 }
 
