@@ -244,3 +244,15 @@ def test_class_response_times_with_redwm_under_push_out(policy):
     for name in ("a", "b"):
         c, m, hw = rx.classes[name].mean_response, sim.classes[name].mean_response, sim.classes[name].ci["mean_response"]
         assert abs(c - m) <= 4.5 * hw, (name, c, m, hw)
+
+
+def test_scenario_with_classes_and_redwm_transient_against_simulation():
+    """Scenario phases of a class model with REDwM: the transient chain and the ensemble
+    simulator on the chain's grids agree at the phase ends."""
+    m = model_of(clean(cspec(classes=two([0.2, 0.7]), buffer=8, k=2)))
+    sc = aqmchain.make_scenario(m, [{"slots": 200, "mu": 0.6}, {"slots": 200, "mu": 0.3}])
+    res = aqmchain.solve_transient(sc, [200, 400])
+    sim = aqmchain.simulate_scenario(sc, [200, 400], replications=1000, seed=3, discretised=True)
+    for k in range(2):
+        assert abs(sim.mean_queue[k] - res.mean_queue[k]) < 4.5 * sim.mean_queue_hw[k] / 1.96
+    assert res.mean_queue[1] > 3 * res.mean_queue[0]  # the load step shows
