@@ -437,15 +437,28 @@ TEST(Redwm, ValidationNamesCoefficientBoundAndValue) {
   EXPECT_NE(error_of(m).find("aqm.filter: parameter 'aqm.filter' must be ewma"), std::string::npos) << error_of(m);
 }
 
-TEST(Redwm, ChainRefusesOrdersBeyondTwoAndOne) {
+TEST(Redwm, ChainCarriesAnyOrderUpToTheSumsBound) {
   Model m = redwm_model({0.2, 0.1, 0.05});
-  m.aqm.b = {0.2, 0.05, 0.05};
+  m.aqm.b = {0.2, 0.05, 0.05};  // m = 2: two sums
+  EXPECT_NO_THROW(m.validate());
+  const RedwmFilter two(m.aqm);
+  EXPECT_EQ(two.sums(), 2);
+  // the transposed form unrolls to the recursion: s1 = a_2 A + b_1 q + s2, s2 = b_2 q
+  double s[2] = {0.5, 0.25}, s2[2], A2;
+  two.next(3.0, s, 4.0, A2, s2);
+  EXPECT_EQ(A2, m.aqm.a[0] * 3.0 + 0.2 * 4.0 + 0.5);
+  EXPECT_EQ(s2[0], m.aqm.a[1] * 3.0 + 0.05 * 4.0 + 0.25);
+  EXPECT_EQ(s2[1], 0.0 * 3.0 + 0.05 * 4.0);
+  EXPECT_EQ(redwm_s_grids(m).size(), 2u);
+  m.aqm.b = std::vector<double>(kMaxRedwmSums + 2, 0.0);  // m = kMaxRedwmSums + 1: one sum too many
+  m.aqm.b[0] = 0.2, m.aqm.b.back() = 0.15;
+  m.aqm.a = {0.65};
   EXPECT_NO_THROW(m.validate());  // a valid filter: the simulator with continuous A runs it
   try {
     RedwmFilter f(m.aqm);
-    FAIL() << "b_2 != 0 accepted by the chain's filter";
+    FAIL() << "r > kMaxRedwmSums accepted by the chain's filter";
   } catch (const ModelError& e) {
-    EXPECT_EQ(e.param(), "aqm.b[2]");
+    EXPECT_EQ(e.param(), detail::cat("aqm.b[", kMaxRedwmSums + 1, "]"));
   }
 }
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 from math import comb
 
-from oracle import (adaptive_params, count_cap, drop_prob, early_drop, explore_dense, filter_weight, grid_map,
+from oracle import (RedwmCells, adaptive_params, count_cap, drop_prob, early_drop, explore_dense, filter_weight, grid_map,
                     grid_points, maxth_rule, pmax_move, pmax_points, source_matrices)
 
 
@@ -90,7 +90,8 @@ class AqmRules:
             assert self.cap == count_cap(spec, pts, self.pmaxes)
 
 
-def class_slot(spec: dict, state, pts, M, lam, rules: AqmRules | None = None) -> dict:
+def class_slot(spec: dict, state, pts, M, lam, rules: AqmRules | None = None, filt=None) -> dict:
+    """`filt`: REDwM's filter (oracle.RedwmCells); the state's second entry is then its cell."""
     N, mu = spec["buffer"], spec["mu"]
     classes = spec["classes"]
     policy = spec.get("policy", "tail")
@@ -114,8 +115,12 @@ def class_slot(spec: dict, state, pts, M, lam, rules: AqmRules | None = None) ->
         else:
             clocks = [(True, 1 / rules.interval), (False, 1 - 1 / rules.interval)]
     # AutoRED's weight reads P_t with the slot's starting cur_max_th
-    wq = filter_weight({**spec, "max_th": rules.max_ths[j]} if rules and rules.dyn else spec, pts[g], w)
-    y = (1 - wq) * pts[g] + wq * w
+    if filt is None:
+        wq = filter_weight({**spec, "max_th": rules.max_ths[j]} if rules and rules.dyn else spec, pts[g], w)
+        y = (1 - wq) * pts[g] + wq * w
+        moves, avg_of = grid_map(pts, spec["mapping"], y), pts.__getitem__
+    else:
+        moves, avg_of = filt.moves(g, w), filt.value
     cur_max_th = rules.max_ths[j2] if rules and rules.dyn else spec["max_th"]
     same_flow = []
     for cl in classes:
@@ -187,7 +192,7 @@ def class_slot(spec: dict, state, pts, M, lam, rules: AqmRules | None = None) ->
         pm = M[m, m2]
         if pm == 0:
             continue
-        for g2, pg in grid_map(pts, spec["mapping"], y):
+        for g2, pg in moves:
             for fires, pf in clocks:
                 if pf == 0:
                     continue
@@ -232,7 +237,7 @@ def class_slot(spec: dict, state, pts, M, lam, rules: AqmRules | None = None) ->
                 if n == N:
                     policy_drop(pv)
                     continue
-                avg = pts[g2]
+                avg = avg_of(g2)
                 go = pv
                 if fc and avg >= spec["min_th"] and w >= 1:
                     wk = (w1, w2)[ci] / w * same_flow[ci]
@@ -279,5 +284,7 @@ def class_chain(spec: dict):
     M, lam = source_matrices(spec["source"])
     rules = AqmRules(spec, pts) if is_stateful(spec) else None
     tail = (0, rules.k0, 0, 0) if rules else ()
-    return explore_dense([(0, 0, m, 0, 0) + tail for m in range(len(lam))],
-                         lambda s: class_slot(spec, s, pts, M, lam, rules))
+    filt = RedwmCells(spec, pts) if spec.get("filter") == "redwm" else None
+    g0 = filt.start if filt else 0
+    return explore_dense([(0, g0, m, 0, 0) + tail for m in range(len(lam))],
+                         lambda s: class_slot(spec, s, pts, M, lam, rules, filt))

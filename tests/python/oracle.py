@@ -408,6 +408,94 @@ def redwm_reference_chain(spec: dict):
     return explore_dense([(0, 0, 0, m) for m in range(len(lam))], lambda s: redwm_slot(spec, s, pts, spts, M, lam))
 
 
+class RedwmCells:
+    """REDwM of any order in the transposed direct form of docs/redwm.md, written from its
+    text: r = max(k, m + 1) - 1 auxiliary sums (at least one),
+        A' = a_1 A + b_0 q + s1,   s_i' = a_{i+1} A + b_i q + s_{i+1}   (s_{r+1} = 0),
+    s_i on [0, (sum_{j >= i} a_{j+1} + b_j) N] with the step 1/s_k (default 4 k) or the
+    given points cut at the first one at or above that top, A and every s_i mapped on its
+    own grid independently (s under `flags` by split).  A cell is (A index, s_1 index, ...)."""
+
+    def __init__(self, spec: dict, pts: list[float]):
+        if "triple" in spec:
+            x, y, z = spec["triple"]
+            a, b = [1.0 - x - y - z, z], [x, y]
+        else:
+            a, b = list(spec["a"]), list(spec["b"])
+        k = max([j + 1 for j, v in enumerate(a) if v != 0] or [0])
+        m = max([i for i, v in enumerate(b) if v != 0] or [0])
+        self.r = max(max(k, m + 1) - 1, 1)
+        self.a = (a + [0.0] * (self.r + 2))[: self.r + 1]  # a_1 .. a_{r+1}
+        self.b = (b + [0.0] * (self.r + 2))[: self.r + 1]  # b_0 .. b_r
+        N = spec["buffer"]
+        self.pts, self.mapping = pts, spec["mapping"]
+        self.s_mapping = "split" if self.mapping == "flags" else self.mapping
+        self.grids = []
+        for i in range(1, self.r + 1):
+            top = sum(self.a[j] + self.b[j] for j in range(i, self.r + 1)) * N
+            if "s_points" in spec:
+                p = list(spec["s_points"])
+                cut = next(j for j, v in enumerate(p) if v >= top * (1 - 1e-12))
+                self.grids.append(p[: cut + 1])
+            else:
+                sk = spec.get("s_k", 4 * spec.get("k", 4))
+                g = [0.0]
+                while g[-1] < top * (1 - 1e-12):
+                    g.append(len(g) / sk)
+                self.grids.append(g)
+        self.start = (0,) * (self.r + 1)
+
+    def value(self, cell) -> float:
+        return self.pts[cell[0]]
+
+    def moves(self, cell, q) -> list:
+        A = self.pts[cell[0]]
+        s = [self.grids[i][cell[1 + i]] for i in range(self.r)] + [0.0]
+        yA = self.a[0] * A + self.b[0] * q + s[0]
+        ys = [self.a[i + 1] * A + self.b[i + 1] * q + s[i + 1] for i in range(self.r)]
+        out = [((g,), p) for g, p in grid_map(self.pts, self.mapping, yA)]
+        for i in range(self.r):
+            out = [(c + (j,), p * pj) for c, p in out for j, pj in grid_map(self.grids[i], self.s_mapping, ys[i])]
+        return out
+
+
+def redwm_cells_slot(spec: dict, state: tuple, F: RedwmCells, M, lam) -> dict:
+    """Next-state law of (n, A index, s_1 index, ..., s_r index, modulator) (SPEC 3 with the
+    filter of RedwmCells); per_arrival: no update without an arrival."""
+    N, mu, ecn = spec["buffer"], spec["mu"], spec.get("ecn", 0.0)
+    per_arrival = spec.get("update", "per_slot") == "per_arrival"
+    n, cell, m = state[0], state[1:-1], state[-1]
+    moves = F.moves(cell, max(n - 1, 0))
+    out: dict = {}
+    for m2 in range(len(lam)):
+        pm = M[m, m2]
+        if pm == 0:
+            continue
+        for arrival, pa in ((1, lam[m2]), (0, 1 - lam[m2])):
+            if pa == 0:
+                continue
+            for c2, pg in ([(cell, 1.0)] if (per_arrival and not arrival) else moves):
+                admit = 0.0 if (not arrival or n == N) else 1 - drop_prob(spec, F.value(c2), N) * (1 - ecn)
+                dep = mu if n >= 1 else 0.0
+                base = pm * pa * pg
+                for n2, p in ((n + 1, admit * (1 - dep)), (n - 1, (1 - admit) * dep),
+                              (n, admit * dep + (1 - admit) * (1 - dep))):
+                    if base * p > 0:
+                        key = (n2,) + tuple(c2) + (m2,)
+                        out[key] = out.get(key, 0.0) + base * p
+    return out
+
+
+def redwm_cells_reference_chain(spec: dict):
+    """(states sorted by (n, A index, s_1 index, ..., modulator), dense P, the filter)."""
+    pts = grid_points(spec["buffer"], spec.get("k", 4), spec["mapping"])
+    F = RedwmCells(spec, pts)
+    M, lam = source_matrices(spec["source"])
+    states, P = explore_dense([(0,) + F.start + (m,) for m in range(len(lam))],
+                              lambda s: redwm_cells_slot(spec, s, F, M, lam))
+    return states, P, F
+
+
 # ------------------------------------------------------------------ stateful AQM (docs/stateful-aqm.md)
 # Written from the rules of the docs page (Floyd & Jacobson's count, ns-3's "wait", adaptive
 # RED's p_max moves), not from the C++: the count cap, the p_max grid and the slot are

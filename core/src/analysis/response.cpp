@@ -352,8 +352,7 @@ ResponseResult tagged_response(const QueueChain& c, const std::vector<double>& p
 }
 
 bool class_blind(const Model& m) {
-  return m.aqm.modified == Modified::None && !m.aqm.flow_compare && m.time == TimeKind::Discrete &&
-         m.aqm.filter == FilterKind::Ewma;
+  return m.aqm.modified == Modified::None && !m.aqm.flow_compare && m.time == TimeKind::Discrete;
 }
 
 std::vector<ResponseResult> class_tagged_response(const QueueChain& cc, const std::vector<double>& pi,
@@ -379,9 +378,15 @@ std::vector<ResponseResult> class_tagged_response(const QueueChain& cc, const st
   };
   const auto &cnt = label(component::count), &pk = label(component::pmax), &ph = label(component::phase),
              &mt = label(component::maxth);
+  // REDwM: the filter cell spans avg and the sums s^(1..R) (s^(R) fastest, docs/redwm.md)
+  std::vector<const std::vector<int32_t>*> sums;
+  if (K.redwm)
+    for (int i = 1; i <= K.R; ++i) sums.push_back(&cc.component(redwm_s_component(i)));
   for (int32_t s = 0; s < cc.n; ++s) {
     const int64_t aqm = K.stateful ? K.keys.encode(cnt[s] - 1, pk[s], ph[s], mt[s]) : 0;
-    const int32_t i = L.index_of_key(K.id(level[s], avg[s], mod[s]) + aqm);
+    int64_t cell = avg[s];
+    for (size_t i = 0; i < sums.size(); ++i) cell = cell * K.sgrids[i].size() + (*sums[i])[static_cast<size_t>(s)];
+    const int32_t i = L.index_of_key(K.id(level[s], static_cast<int>(cell), mod[s]) + aqm);
     if (i < 0) throw std::logic_error("internal error: a class-chain state has no lumped state");
     lp[static_cast<size_t>(i)] += pi[s];
   }

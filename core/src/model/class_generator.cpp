@@ -330,9 +330,6 @@ void check_class_model(const Model& md) {
     fail_param("class", "absent in a continuous-time chain (traffic classes, modified RED and the flow comparison "
                         "are built for slotted models)",
                detail::cat(md.class_count(), " classes with model.time = \"continuous\""));
-  if (md.aqm.filter != FilterKind::Ewma)
-    fail_param("aqm.filter", "\"ewma\" in a chain with traffic classes, modified RED or the flow comparison",
-               "\"" + to_string(md.aqm.filter) + "\"");
 }
 
 template <class Content>
@@ -349,7 +346,8 @@ class ClassSlotGenerator final : public TransitionGenerator {
         fc_(md.aqm.flow_compare) {
     for (int k = 0; k < C_; ++k) mice_.push_back(md.class_mice(k));
     sn_ = space_.stride(space_.at(component::level));
-    sg_ = space_.stride(space_.at(component::avg));
+    // the filter cell's stride: avg's, or REDwM's last sum's (the cell spans avg and the sums, docs/redwm.md)
+    sg_ = space_.stride(space_.at(K_.redwm ? redwm_s_component(K_.R) : component::avg));
     sm_ = space_.stride(space_.at(component::modulator));
     const DropFunction drop = md.resolved_drop();
     // stateful AQM (docs/stateful-aqm.md): the count, p_max, the clock and cur_max_th as
@@ -375,7 +373,7 @@ class ClassSlotGenerator final : public TransitionGenerator {
     size_t row = 1;
     for (const auto& r : K_.mrows) row = std::max(row, r.size());
     // stateful: x 3 p_max targets x 3 counts (unchanged, after no decision, after a decision)
-    max_ = static_cast<int>(2 * row * 4 * X_.successor_contents() * (S_ ? 9 : 1));
+    max_ = static_cast<int>(K_.max_targets() * row * 4 * X_.successor_contents() * (S_ ? 9 : 1));
   }
   const StateSpace& space() const override { return space_; }
   TimeKind time() const override { return TimeKind::Discrete; }
@@ -394,14 +392,15 @@ class ClassSlotGenerator final : public TransitionGenerator {
     for (int n = 0; n <= K_.N; ++n) contents += X_.contents_at(n);
     const double aqm = S_ ? static_cast<double>(keys_.ncount * keys_.npmax * keys_.nphase * (S_->dyn_maxth ? 2 : 1)) : 1.0;
     return static_cast<int64_t>(std::min(static_cast<double>(space_.product()),
-                                         contents * static_cast<double>(K_.G) * K_.M * aqm));
+                                         contents * static_cast<double>(K_.G) * K_.S * K_.M * aqm));
   }
-  /// The stateful AQM's bound is loose (as for the single-class chain).
-  bool reachable_bound_tight() const override { return S_ == nullptr; }
+  /// The stateful AQM's bound is loose (as for the single-class chain), and so is REDwM's
+  /// product of the avg and s grids (A and s are tied).
+  bool reachable_bound_tight() const override { return S_ == nullptr && K_.S == 1; }
 
   void successors(int64_t key, Successors& out, double* events) const override {
     const int n = static_cast<int>((key / sn_) % (K_.N + 1));
-    const int g = static_cast<int>((key / sg_) % K_.G);
+    const int g = static_cast<int>((key / sg_) % (static_cast<int64_t>(K_.G) * K_.S));  // the filter cell
     const int m = static_cast<int>((key / sm_) % K_.M);
     using Pre = typename Content::Pre;
     const Pre x = X_.decode(key, n, space_);
@@ -454,7 +453,8 @@ class ClassSlotGenerator final : public TransitionGenerator {
           continue;
         }
         double go = pv;  // mass that reaches the drop test
-        if (fc_ && ge_min_[g2] && w >= 1) {
+        const int gi = g2 / K_.S;  // the avg grid index of the cell
+        if (fc_ && ge_min_[gi] && w >= 1) {
           double same = 0.0;
           X_.remove(x, Rule::SameFlow, v, [&](double p, int vc, const Pre& rest) {
             same += p;
@@ -496,7 +496,7 @@ class ClassSlotGenerator final : public TransitionGenerator {
           } else {
             to_policy(dec);
           }
-        } else if (!ge_max_[j2][g2]) {
+        } else if (!ge_max_[j2][gi]) {
           // modified RED below max_th (docs/classes.md): the decision takes a waiting elephant,
           // whatever the arrival; with none waiting a protected arrival is admitted (marked when
           // ECN-capable) and an elephant arrival, the only elephant, is dropped

@@ -3,6 +3,7 @@
 #include "aqmchain/model/queue_generator.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "aqmchain/interrupt.hpp"
 #include "model/ns3_generator.hpp"
@@ -23,8 +24,27 @@ StateSpace queue_state_space(const Model& model) {
   // the queue); avg and the stateful components index the blocks
   s.add(component::level, model.buffer + 1, /*coarsen=*/true, /*in_block=*/true);
   s.add(component::avg, static_cast<int32_t>(model.grid.size(model.buffer)));  // counted, not allocated
-  if (model.aqm.filter == FilterKind::Redwm)  // right after avg_index (the slot kernel's filter cell)
-    s.add(component::s, static_cast<int32_t>(redwm_s_grid_size(model)), /*coarsen=*/true, /*in_block=*/true);
+  if (model.aqm.filter == FilterKind::Redwm) {  // right after avg_index (the slot kernel's filter cell)
+    const std::vector<int64_t> sizes = redwm_s_grid_sizes(model);
+    // the keys (and the simulator's discretised cells) number avg x s^(1) x ... x s^(R):
+    // refuse, naming the s grid's step, a product the 62-bit keys cannot hold
+    double product = static_cast<double>(s.product());
+    for (int64_t z : sizes) product *= static_cast<double>(z);
+    product *= static_cast<double>(model.source.states()) * 4.0;  // modulator and the class / AQM components' room
+    if (sizes.size() > 1 && !(product < std::ldexp(1.0, 62))) {
+      std::string dims;
+      for (int64_t z : sizes) dims += detail::cat(dims.empty() ? "" : " x ", z);
+      throw StateSpaceTooLarge(
+          "grid.s_k",
+          detail::cat("REDwM with r = ", sizes.size(), " auxiliary sums multiplies the state space by the sizes of "
+                      "their grids (", dims, "): the product space has about ", detail::short_num(product / 4.0),
+                      " keys, above 2^62 (coarsen the s grids: a smaller grid.s_k or fewer grid.s_points; "
+                      "or a coarser avg grid)"));
+    }
+    for (size_t i = 0; i < sizes.size(); ++i)
+      s.add(i == 0 ? component::s : redwm_s_component(static_cast<int>(i) + 1), static_cast<int32_t>(sizes[i]),
+            /*coarsen=*/true, /*in_block=*/true);
+  }
   s.add(component::modulator, model.source.states(), /*coarsen=*/false, /*in_block=*/true);
   if (model.aqm.ns3()) {
     // docs/ns3.md: m_count + 1 with m_old (index 0: old = 0), the idle period's start state (MMPP)
@@ -84,8 +104,10 @@ namespace detail {
 /// a_2 A + b_1 q over that polygon in (A, q) (a linear programme in two variables:
 /// its extremes lie on vertices) gives the s points that can follow.
 int64_t redwm_reachable_bound(const SlotKernel& K) {
+  // r > 1 sums: the product (loose; the builder explores, reachable_bound_tight)
+  if (K.R > 1) return K.space.product();
   const auto& g = K.grid.points();
-  const auto& sg = K.sgrid.points();
+  const auto& sg = K.sgrids[0].points();
   const double a1 = K.rfilter.a1(), a2 = K.rfilter.a2(), b0 = K.rfilter.b0(), b1 = K.rfilter.b1();
   const double N = K.N, s_top = sg.back();
   const int G = K.G;
@@ -167,7 +189,7 @@ class SlotGenerator final : public TransitionGenerator {
   /// The stateful AQM's components are bounded by their product, which the dynamics reach in
   /// part only (the count stays below about 1 / p_b(avg), p_max's reachable points depend on
   /// where avg lives, cur_max_th is raised only under congestion): the builder explores.
-  bool reachable_bound_tight() const override { return !K_.stateful; }
+  bool reachable_bound_tight() const override { return !K_.stateful && K_.R == 1; }
   void successors(int64_t key, Successors& out, double* events) const override {
     detail::SlotKernel::Events ev;
     if (K_.stateful) {
@@ -272,8 +294,8 @@ std::unique_ptr<TransitionGenerator> lumped_queue_generator(const Model& model) 
   if (model.aqm.modified != Modified::None)
     fail_param("aqm.modified", "\"none\" for the lumped (n, avg, modulator) chain", "'" + to_string(model.aqm.modified) + "'");
   if (model.aqm.flow_compare) fail_param("aqm.flow_compare", "false for the lumped (n, avg, modulator) chain", "true");
-  if (model.time != TimeKind::Discrete || model.aqm.filter != FilterKind::Ewma)
-    fail_param("class", "a slotted model with the EWMA for the lumped chain", "another model");
+  if (model.time != TimeKind::Discrete)
+    fail_param("class", "a slotted model for the lumped chain", "another model");
   return std::make_unique<SlotGenerator>(model);
 }
 

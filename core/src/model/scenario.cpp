@@ -43,7 +43,7 @@ void Scenario::validate() const {
     if (m.aqm.filter != first.aqm.filter)
       throw ModelError(p + ".aqm.filter", cat(p, ".aqm.filter = \"", to_string(m.aqm.filter), "\" differs from phase[0]'s \"",
                            to_string(first.aqm.filter), "\" (the filter's state carries over between phases)"));
-    if (m.aqm.filter == FilterKind::Redwm && redwm_s_grid(m) != redwm_s_grid(first))
+    if (m.aqm.filter == FilterKind::Redwm && redwm_s_grids(m) != redwm_s_grids(first))
       throw ModelError(p + ".grid.s_points", cat(p, ": REDwM's s grid (grid.s_k / grid.s_points and (a_2 + b_1) N) must equal "
                            "phase[0]'s (the phases share one state space)"));
     if (m.aqm.update != first.aqm.update)

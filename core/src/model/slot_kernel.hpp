@@ -49,10 +49,11 @@ struct StatefulKeys {
 
 struct SlotKernel {
   // The filter's part of the state is one "cell" c: the avg grid index g for the EWMA,
-  // c = g S + j for REDwM (A on grid point g, s on s-grid point j).  Keys are
-  // n sn + c sc + m sm: the descriptor puts s_index right after avg_index, so the
-  // stride of avg is S times that of s and one stride serves both.
-  int N, G, S, M;  // buffer, avg grid points, s grid points (1 for the EWMA), modulator states
+  // c = g S + j for REDwM (A on grid point g; j the mixed-radix index of s^(1..R) on their
+  // grids, s^(R) fastest).  Keys are n sn + c sc + m sm: the descriptor puts s_index,
+  // s2_index, ... right after avg_index, so the stride of avg is S times that of s^(R) and
+  // one stride serves all.
+  int N, G, S, M;  // buffer, avg grid points, s cells (product of the s grids' sizes; 1 for the EWMA), modulator states
   double mu;
   /// ECN-capable probability of an arrival in modulator state m: sum_c share_c(m) ecn_c (one
   /// class: its ecn in every state).  The plain kernel of a class model whose dynamics do not
@@ -67,7 +68,9 @@ struct SlotKernel {
   EwmaFilter filter;
   bool redwm;
   RedwmFilter rfilter;
-  Grid grid, sgrid;
+  Grid grid;
+  std::vector<Grid> sgrids;  // s^(1..R) (REDwM; the single point 0 for the EWMA)
+  int R = 1;                 // auxiliary sums
   StateSpace space;
   int64_t sn, sc, sm;  // key strides of n, the filter cell and the modulator (from the descriptor)
   bool packed = false;  // sm = 1, sc = M, sn = G S M: the descriptor as the queue models build it
@@ -92,14 +95,17 @@ struct SlotKernel {
         redwm(m.aqm.filter == FilterKind::Redwm),
         rfilter(redwm ? RedwmFilter(m.aqm) : RedwmFilter(ewma_as_redwm(m.aqm))),
         grid(m.grid.resolve(m.buffer), m.grid.mapping),
-        sgrid(redwm ? redwm_s_grid(m) : std::vector<double>{0.0}, s_mapping(m.grid.mapping)),
         space(queue_state_space(m)),
         lam(m.source.arrival) {
     G = grid.size();
-    S = sgrid.size();
+    for (const auto& pts : redwm ? redwm_s_grids(m) : std::vector<std::vector<double>>{{0.0}})
+      sgrids.emplace_back(pts, s_mapping(m.grid.mapping));
+    R = static_cast<int>(sgrids.size());
+    S = 1;
+    for (const Grid& sg : sgrids) S *= sg.size();
     M = m.source.states();
     sn = space.stride(space.at(component::level));
-    sc = space.stride(space.at(redwm ? component::s : component::avg));
+    sc = space.stride(space.at(redwm ? redwm_s_component(R) : component::avg));
     sm = space.stride(space.at(component::modulator));
     packed = sm == 1 && sc == sm * M && sn == sc * G * S && space.product() == sn * (N + 1);
     const DropFunction drop = m.resolved_drop();
@@ -169,21 +175,49 @@ struct SlotKernel {
     return 2;
   }
   /// targets() of REDwM, out of line so that the EWMA's stays small enough to inline.
+  /// Every sum mapped independently: the targets are the products of A's (outermost) and
+  /// each s^(i)'s neighbours (s^(R) innermost); for R = 1 the order and the products of
+  /// the form with one s.
   [[gnu::noinline]] int redwm_targets(int c, int q, int* tc, double* tp) const {
-    const int g = c / S, j = c - g * S;
-    double yA, ys;
-    rfilter.next(grid.points()[g], sgrid.points()[j], q, yA, ys);
-    const GridTarget ta = grid.map(yA), ts = sgrid.map(ys);
+    const int g = c / S;
+    int J = c - g * S;
+    double sv[kMaxRedwmSums], s2[kMaxRedwmSums];
+    int stride[kMaxRedwmSums];
+    for (int i = R - 1, st = 1; i >= 0; --i) {
+      const int z = sgrids[static_cast<size_t>(i)].size();
+      stride[i] = st, st *= z;
+      sv[i] = sgrids[static_cast<size_t>(i)].points()[static_cast<size_t>(J % z)];
+      J /= z;
+    }
+    double yA;
+    rfilter.next(grid.points()[g], sv, q, yA, s2);
+    const GridTarget ta = grid.map(yA);
     int cnt = 0;
-    for (int u = 0; u < (ta.p_lo < 1.0 ? 2 : 1); ++u)
-      for (int v = 0; v < (ts.p_lo < 1.0 ? 2 : 1); ++v) {
-        tc[cnt] = (ta.lo + u) * S + ts.lo + v;
-        tp[cnt++] = (u == 0 ? ta.p_lo : 1.0 - ta.p_lo) * (v == 0 ? ts.p_lo : 1.0 - ts.p_lo);
-      }
+    for (int u = 0; u < (ta.p_lo < 1.0 ? 2 : 1); ++u) {
+      tc[cnt] = (ta.lo + u) * S;
+      tp[cnt++] = u == 0 ? ta.p_lo : 1.0 - ta.p_lo;
+    }
+    for (int i = 0; i < R; ++i) {
+      const GridTarget ts = sgrids[static_cast<size_t>(i)].map(s2[i]);
+      const int two = ts.p_lo < 1.0 ? 2 : 1;
+      // expand in place, back to front: entry e becomes entries e two .. e two + two - 1
+      for (int e = cnt - 1; e >= 0; --e)
+        for (int v = two - 1; v >= 0; --v) {
+          tc[e * two + v] = tc[e] + (ts.lo + v) * stride[i];
+          tp[e * two + v] = tp[e] * (v == 0 ? ts.p_lo : 1.0 - ts.p_lo);
+        }
+      cnt *= two;
+    }
     return cnt;
   }
-  /// Most targets targets() returns.
-  int max_targets() const { return redwm && S > 1 ? 4 : 2; }
+  /// Most targets targets() returns (kMaxTargets at most).
+  int max_targets() const {
+    if (!redwm) return 2;
+    int t = 2;
+    for (const Grid& sg : sgrids) t *= sg.size() > 1 ? 2 : 1;
+    return t;
+  }
+  static constexpr int kMaxTargets = 2 << kMaxRedwmSums;
 
   /// Steps 1-4 of a slot from (n, cell g, m), as branches f(g2, m2, weight, a, rej, mark):
   /// with probability `weight` the filter lands on cell g2 and the modulator on m2;
@@ -193,8 +227,8 @@ struct SlotKernel {
   template <class F>
   void branches(int n, int g, int m, F&& f, int maxth = 0) const {
     const int q = std::max(n - 1, 0);
-    int gt[4];
-    double pg[4];
+    int gt[kMaxTargets];
+    double pg[kMaxTargets];
     const int ng = targets(g, q, gt, pg, maxth);
     const bool per_arrival = !filter.per_slot();
     for (const auto& [m2, pm] : mrows[m]) {
@@ -222,8 +256,8 @@ struct SlotKernel {
   template <class F>
   void batch_branches(int n, int g, int m, F&& f) const {
     const int q = std::max(n - 1, 0);
-    int gt[4];
-    double pg[4];
+    int gt[kMaxTargets];
+    double pg[kMaxTargets];
     const int ng = targets(g, q, gt, pg);
     const bool per_arrival = !filter.per_slot();
     double none[kMaxBatch + 1] = {}, some[kMaxBatch + 1] = {};

@@ -43,9 +43,10 @@ SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max
     ra.assign(m.aqm.a.begin(), m.aqm.a.begin() + m.aqm.order_k());
     rb.assign(m.aqm.b.begin(), m.aqm.b.begin() + m.aqm.order_m() + 1);
     if (disc) {
-      rfilter.emplace(m.aqm);  // k <= 2, m <= 1 (ModelError naming the coefficient otherwise)
-      spoints = redwm_s_grid(m);
-      sgrid.emplace(spoints, m.grid.mapping == Mapping::Flags ? Mapping::Split : m.grid.mapping);
+      rfilter.emplace(m.aqm);  // r <= kMaxRedwmSums (ModelError naming the coefficient otherwise)
+      R = rfilter->sums();
+      spoints = redwm_s_grids(m);
+      for (const auto& pts : spoints) sgrids.emplace_back(pts, m.grid.mapping == Mapping::Flags ? Mapping::Split : m.grid.mapping);
     }
   }
   for (double l : m.source.arrival) lam53.push_back(std::min(l, 1.0) * kTwo53);
@@ -265,8 +266,9 @@ struct Features {
   static constexpr bool OneUniform = !Classes && !Batch && !Stateful;
   static constexpr bool Discretised = K == AvgKind::Grid || K == AvgKind::RedwmGrid;
   static_assert(!(Classes && Batch), "batch sources run without traffic classes");
-  static_assert(OneUniform || (!Plain && (K == AvgKind::AnyDrop || K == AvgKind::Grid)),
-                "classes, batch arrivals and the stateful AQM run with the EWMA filter, not Plain");
+  static_assert(OneUniform || (!Plain && (K == AvgKind::AnyDrop || K == AvgKind::Grid ||
+                                          (Classes && !Stateful && (K == AvgKind::Redwm || K == AvgKind::RedwmGrid)))),
+                "batch arrivals and the stateful AQM run with the EWMA filter, classes with the EWMA or REDwM, not Plain");
 };
 
 /// The slot loop: slots t..t_end of one model, the order of events of engine.hpp, the
@@ -387,15 +389,26 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
     double cand;
     [[maybe_unused]] double p = 0.0;
     int gc = 0;
-    [[maybe_unused]] int gsc = 0;
+    [[maybe_unused]] int gsc[K == AvgKind::RedwmGrid ? kMaxRedwmSums : 1];
     if constexpr (K == AvgKind::RedwmGrid) {
-      // the chain's step (SPEC 2.3): A' and s' from the grid values, each mapped on its grid
-      const uint64_t kA = rng.next() >> 11, kS = rng.next() >> 11;
-      double yA, ys;
-      P.rfilter->next(P.points[static_cast<size_t>(g)], P.spoints[static_cast<size_t>(s.gs)], q, yA, ys);
-      const GridTarget ta = P.grid->map(yA), ts = P.sgrid->map(ys);
+      // the chain's step (docs/redwm.md): A' and s^(1..R)' from the grid values, each mapped
+      // on its grid (one draw for A, then one per sum)
+      const int R = P.R;
+      const uint64_t kA = rng.next() >> 11;
+      uint64_t kS[kMaxRedwmSums];
+      double sv[kMaxRedwmSums], ys[kMaxRedwmSums];
+      for (int i = 0; i < R; ++i) {
+        kS[i] = rng.next() >> 11;
+        sv[i] = P.spoints[static_cast<size_t>(i)][static_cast<size_t>(s.gs[i])];
+      }
+      double yA;
+      P.rfilter->next(P.points[static_cast<size_t>(g)], sv, q, yA, ys);
+      const GridTarget ta = P.grid->map(yA);
       gc = ta.lo + static_cast<int>(kA >= threshold(ta.p_lo));
-      gsc = ts.lo + static_cast<int>(kS >= threshold(ts.p_lo));
+      for (int i = 0; i < R; ++i) {
+        const GridTarget ts = P.sgrids[static_cast<size_t>(i)].map(ys[i]);
+        gsc[i] = ts.lo + static_cast<int>(kS[i] >= threshold(ts.p_lo));
+      }
       cand = P.points[static_cast<size_t>(gc)];
       p = P.pdrop[static_cast<size_t>(gc)];
     } else if constexpr (K == AvgKind::Redwm) {
@@ -431,12 +444,13 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
       if constexpr (F::Plain) {
         avg = cand;
         if constexpr (Disc) g = gc;
-        if constexpr (K == AvgKind::RedwmGrid) s.gs = gsc;
+        if constexpr (K == AvgKind::RedwmGrid) std::copy_n(gsc, P.R, s.gs);
       } else {
         const bool adv = per_slot | arr;
         avg = select(adv, cand, avg);
         if constexpr (Disc) g = select(adv, gc, g);
-        if constexpr (K == AvgKind::RedwmGrid) s.gs = select(adv, gsc, s.gs);
+        if constexpr (K == AvgKind::RedwmGrid)
+          for (int i = 0; i < P.R; ++i) s.gs[i] = select(adv, gsc[i], s.gs[i]);
       }
       if constexpr (K == AvgKind::Redwm) {
         if (F::Plain || per_slot || arr) {  // the filter stepped: shift the histories
@@ -767,6 +781,15 @@ ChunkFn pick(const SlotParams& P) {
 template <bool Rec, bool Cls, bool Batch, bool Stf>
 ChunkFn pick_general(const SlotParams& P) {
   using K = AvgKind;
+  if constexpr (Cls && !Stf) {  // classes with REDwM (continuous A, or on the chain's grids)
+    if (P.redwm) {
+      if (P.M > 1)
+        return P.discretised ? &chunk<Features<true, K::RedwmGrid, Rec, false, Cls, Batch, Stf>>
+                             : &chunk<Features<true, K::Redwm, Rec, false, Cls, Batch, Stf>>;
+      return P.discretised ? &chunk<Features<false, K::RedwmGrid, Rec, false, Cls, Batch, Stf>>
+                           : &chunk<Features<false, K::Redwm, Rec, false, Cls, Batch, Stf>>;
+    }
+  }
   if (P.M > 1)
     return P.discretised ? &chunk<Features<true, K::Grid, Rec, false, Cls, Batch, Stf>>
                          : &chunk<Features<true, K::AnyDrop, Rec, false, Cls, Batch, Stf>>;

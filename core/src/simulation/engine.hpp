@@ -131,8 +131,9 @@ struct SlotParams {
   bool redwm = false;
   std::vector<double> ra, rb;
   std::optional<RedwmFilter> rfilter;
-  std::vector<double> spoints;             ///< discretised REDwM: the s grid
-  std::optional<Grid> sgrid;
+  int R = 1;                               ///< discretised REDwM: the auxiliary sums s^(1..R)
+  std::vector<std::vector<double>> spoints;  ///< discretised REDwM: the grids of s^(1..R)
+  std::vector<Grid> sgrids;
   double ecn = 0.0;
   DropPolicy policy = DropPolicy::Tail;
   DropFunction drop;
@@ -178,7 +179,7 @@ struct SlotParams {
 /// arrival slots of the packets in the system (head = the packet in service).
 struct SimState {
   int n = 0, m = 0, g = 0;
-  int gs = 0;  ///< discretised REDwM: index of s on its grid
+  int gs[kMaxRedwmSums] = {};  ///< discretised REDwM: index of s^(i + 1) on its grid
   double avg = 0.0;
   // stateful AQM: count (-1 = below min_th), p_max (its grid index when discretised), clock phase
   int64_t count = -1, phase = 0;
@@ -203,7 +204,8 @@ struct SimState {
   }
   /// Empty system, avg 0, modulator drawn from `pi` (one uniform when it has several states).
   void start(const std::vector<double>& pi, Xoshiro256& rng) {
-    n = 0, g = 0, gs = 0, avg = 0.0, head = 0, m = 0, elephants = 0;
+    std::fill(std::begin(gs), std::end(gs), 0);
+    n = 0, g = 0, avg = 0.0, head = 0, m = 0, elephants = 0;
     std::fill(in_sys.begin(), in_sys.end(), 0);
     aqm_ready = false;
     std::fill(std::begin(ha), std::end(ha), 0.0);

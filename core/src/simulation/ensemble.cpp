@@ -98,9 +98,6 @@ EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& 
     const Model& first = sc.phases.front().model;
     for (size_t i = 0; i < sc.phases.size(); ++i) {
       const Model& m = sc.phases[i].model;
-      if (sim::class_aware(m) && m.aqm.filter == FilterKind::Redwm)
-        fail_param(detail::cat("phase[", i, "].aqm.filter"), "ewma when traffic classes, modified RED or the flow "
-                   "comparison are simulated", "'redwm'");
       if (sim::class_aware(m) != sim::class_aware(first) || m.class_count() != first.class_count() ||
           m.total_flows() != first.total_flows())
         fail_param(detail::cat("phase[", i, "].class"), "the traffic classes and flows of phase[0] (packets carry "

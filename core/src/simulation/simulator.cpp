@@ -589,9 +589,6 @@ SimResult simulate(const Model& model, const SimOptions& o) {
   if (continuous && sim::class_aware(model))
     fail_param("class", "absent when a continuous-time model is simulated (traffic classes, modified RED and the "
                         "flow comparison are slotted)", detail::cat(model.class_count(), " classes"));
-  if (sim::class_aware(model) && model.aqm.filter == FilterKind::Redwm)
-    fail_param("aqm.filter", "ewma when traffic classes, modified RED or the flow comparison are simulated (the "
-                             "class-aware loop runs RED's EWMA, not REDwM)", "'redwm'");
   o.validate();
   // Everything proportional to the input is counted before anything is allocated.
   const SimMemory need = sim_memory(model, o);

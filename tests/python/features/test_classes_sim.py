@@ -238,13 +238,6 @@ def test_fdynamic_autored_with_flow_comparison_simulated_and_solved():
 
 
 def test_bad_input_names_the_key():
-    redwm = aqmchain.Model(buffer=10, source=aqmchain.Source.bernoulli(0.5), service=aqmchain.Service(0.5),
-                           aqm=aqmchain.Aqm(filter="redwm", triple=[0.1, 0.0, 0.0],
-                                            drop=aqmchain.DropFunction.red(2, 6, 0.1)),
-                           classes=[aqmchain.TrafficClass("a", 1.0)])
-    with pytest.raises(aqmchain.ModelError) as e:
-        aqmchain.simulate(redwm, **SIM)
-    assert e.value.param == "aqm.filter"
     doc = copy.deepcopy(DOC)
     doc["class"] = [{"name": "a", "share": 0.5}, {"name": "b", "share": 0.6}]
     with pytest.raises(aqmchain.ModelError) as e:
