@@ -70,7 +70,7 @@ def jain(x: Any) -> float:
     return float(np.sum(x)) ** 2 / (len(x) * s2) if s2 > 0 else 1.0
 
 
-def chain_flows(model: Any, classes: dict[str, "ClassMetrics"]) -> tuple[list[dict[str, Any]] | None, float | None, str]:
+def chain_flows(model: Any, classes: dict[str, "ClassMetrics"]) -> tuple[list | None, float | None, str]:
     """Per-flow throughput and loss and Jain's index from a chain's per-class results
     (docs/classes.md): without the flow comparison nothing reads a packet's flow, so a flow of
     weight p in its class has the class's loss and p times its throughput, exactly; with the

@@ -193,8 +193,8 @@ class StationaryResult:
         #: per flow (``class``, ``flow``, ``throughput``, ``loss``) and Jain's index over the flows'
         #: throughputs, as the simulator's ([] and None without classes; None with ``flows_note``
         #: where the chain cannot say)
-        self.flows, self.fairness, self.flows_note = ([], None, "") if not (len(model.classes) or self.class_chain != "single") \
-            else chain_flows(model, self.classes)
+        has_classes = len(model.classes) or self.class_chain != "single"
+        self.flows, self.fairness, self.flows_note = chain_flows(model, self.classes) if has_classes else ([], None, "")
         self.response_method = metrics.response_method or None
         self.time_unit = "slots" if chain.time == "discrete" else "time units"
         self.grid: dict[str, Any] | None = None  #: what the automatic grid did (refine_grid's report)
