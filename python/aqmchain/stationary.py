@@ -595,7 +595,10 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     two-class chain with the random-order approximation (``classes="approx"``, the state
     adds the class-2 count and the class of the packet in service) or on the exact chain of
     the FIFO's sequence of packet types (``classes="exact"``, small buffers only: at most
-    65536 sequences).
+    65536 sequences).  Under modified RED or the flow comparison the per-class response
+    times come from a tagged-packet chain on the two-class chain (its state and the tagged
+    packet's position; every policy, tail included; not on the exact chain), and
+    ``result.flows`` / ``result.fairness`` give per-flow throughput, loss and Jain's index.
 
     Grids: a model with ``GridSpec(refine="auto")`` is first refined (:func:`refine_grid`);
     ``result.grid`` reports what the grid became.  ``error_estimate=True`` also solves on

@@ -11,6 +11,9 @@
 //    the slot is behind all of them).  ECN capability of a waiting packet (modified RED)
 //    is its class's probability, independently; two packets of class c belong to the same
 //    flow with probability sum_f weight_f^2 (flow comparison).
+//  - Tagged (response times under modified RED and the flow comparison): the approximate
+//    content plus one tagged packet's position, class and ECN bit (TagContent), run through
+//    the same slot; class_steered_response assembles and steps that absorbing chain.
 //  - Exact (small N): the state carries the FIFO's sequence of packet types, a type being
 //    the class, plus the flow when the flow comparison needs it and the ECN bit when
 //    modified RED needs it (sum_n A^n sequences for A types, bounded).
