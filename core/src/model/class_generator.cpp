@@ -664,7 +664,9 @@ class ClassSlotGenerator final : public TransitionGenerator {
             t.lost(vc, kFc, pv * p, true);
             finish(g2, m2, pv * p, rest, c);
           });
-          go = pv * std::max(0.0, 1.0 - same);
+          // (the tagged chain splits a certain match into ahead / the tag / behind: a sum of 1 up
+          // to rounding, which must not leave a spurious admission)
+          go = same > 1.0 - 1e-12 ? 0.0 : pv * (1.0 - same);
         }
         if (!(go > 0.0)) continue;
         // the AQM test: p_b with the slot's p_max and cur_max_th, the spacing rule's decision
