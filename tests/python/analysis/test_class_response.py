@@ -40,13 +40,19 @@ def two(a: dict, b: dict, share=(0.3, 0.6)):
 
 
 # ---------------------------------------------------------------- where the search is a drop policy
+STATEFUL = dict(spacing="count", weight="autored", dynamic_max_th=True, autored_p="queue", max_th_growth=0.3,
+                p_max=0.6, k=1)
+
+
+@pytest.mark.parametrize("aqm", ["plain", "stateful"])
 @pytest.mark.parametrize("variant", ["front", "random"])
-def test_modified_red_without_protected_packets_is_the_plain_policy(variant):
+def test_modified_red_without_protected_packets_is_the_plain_policy(variant, aqm):
     """No mice, no ECN: modified front (random) drop is front (random) drop draw for draw, and
     the queue is class-blind there, where the lumped tagged chain is exact: the tagged chain on
     the two-class chain must give the same per-class response laws (classes arriving in
-    different modulator states see different queues)."""
-    s = spec(policy=variant, classes=two({}, {}))
+    different modulator states see different queues), with a stateful AQM too (drop spacing,
+    AutoRED's weight, dynamic max_th)."""
+    s = spec(policy=variant, classes=two({}, {}), **(STATEFUL if aqm == "stateful" else {}))
     plain = aqmchain.solve_stationary(model_of(s))
     mod = aqmchain.solve_stationary(model_of(dict(s, modified=variant)))
     assert mod.response_method == "tagged_chain" and mod.response_available
