@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _output
 
-__all__ = ["CLASS_METRICS", "ClassMetrics"]
+__all__ = ["CLASS_METRICS", "ClassMetrics", "chain_flows"]
 
 CLASS_METRICS = ("arrival_rate", "loss", "loss_aqm", "loss_overflow", "loss_flow_compare", "loss_pushed_out",
                  "mark_prob", "throughput", "throughput_share", "mean_response", "var_response", "mean_queue",
@@ -61,3 +61,34 @@ class ClassMetrics:
     def __repr__(self) -> str:
         return (f"ClassMetrics('{self.name}', loss={self.loss:.6g}, throughput={self.throughput:.6g}, "
                 f"mean_response={self.mean_response:.6g}, mean_queue={self.mean_queue:.6g})")
+
+
+def jain(x: Any) -> float:
+    """Jain's index (sum x)^2 / (F sum x^2) of the throughputs x of F flows."""
+    x = np.asarray(x, dtype=float)
+    s2 = float(np.sum(x * x))
+    return float(np.sum(x)) ** 2 / (len(x) * s2) if s2 > 0 else 1.0
+
+
+def chain_flows(model: Any, classes: dict[str, "ClassMetrics"]) -> tuple[list | None, float | None, str]:
+    """Per-flow throughput and loss and Jain's index from a chain's per-class results
+    (docs/classes.md): without the flow comparison nothing reads a packet's flow, so a flow of
+    weight p in its class has the class's loss and p times its throughput, exactly; with the
+    comparison the flows of a class with equal weights are exchangeable and share the class's
+    numbers equally; unequal weights under the comparison are refused (the chain does not carry
+    the flows): returns (None, None, the reason)."""
+    specs = list(model.classes) or [None]
+    if model.aqm.flow_compare:
+        for k in specs:
+            if k is not None and k.flow_weights and len(set(k.flow_weights)) > 1:
+                return None, None, (f"per-flow metrics under the flow comparison need equal flow weights (class "
+                                    f"'{k.name}' has flow_weights {list(k.flow_weights)}): the chain carries classes, "
+                                    f"not flows; the simulator measures them")
+    flows = []
+    for k, (name, c) in zip(specs, classes.items()):
+        F = 1 if k is None else k.flows
+        weights = list(k.flow_weights) if k is not None and k.flow_weights else [1.0 / F] * F
+        total = sum(weights)
+        for f, wt in enumerate(weights):
+            flows.append({"class": name, "flow": f, "throughput": c.throughput * wt / total, "loss": c.loss})
+    return flows, jain([f["throughput"] for f in flows]), ""

@@ -29,9 +29,6 @@ EXPLORE_LIMIT = 5_000_000
 def _no_tagged_chain(model) -> str | None:
     """Why the chain builds no tagged-packet chain for `model` (what the policy costs then), or
     None when it does."""
-    if len(model.classes) > 0 and (model.aqm.modified != "none" or model.aqm.flow_compare):
-        return ("modified RED / the flow comparison: the class chain computes no response times "
-                "(no tagged-packet chain is built; the simulator measures them)")
     if model.source.max_batch > 1:
         return ("batch arrivals: the chain computes no response times (no tagged-packet chain is "
                 "built; the simulator measures them)")
@@ -164,19 +161,23 @@ def solve_estimate(model: _core.Model, *, classes: str = "approx", response: str
         over.append(f"memory_limit_gb: the builder may need up to {out['bytes'] / 1e9:.3g} GB, above "
                     f"solver.memory_limit_gb = {mem_gb:g} (raise it to {math.ceil(out['bytes'] / 1024.0**3)} to "
                     "allow the bound)")
+    steered = model.aqm.modified != "none" or model.aqm.flow_compare
     tagged = response != "none" and _no_tagged_chain(model) is None and (
-        response == "tagged" or model.aqm.policy in ("front", "random"))
+        response == "tagged" or steered or model.aqm.policy in ("front", "random"))
     if tagged:
         # built on the chain without the class contents (components: level, avg, modulator and
         # a stateful AQM's); every level n holds at most product / (N + 1) of its states:
-        # sum_n n * that = product * N / 2
+        # sum_n n * that = product * N / 2.  Under modified RED or the flow comparison on the
+        # two-class chain itself: one state per position, at most N per state
         lumped = math.prod(int(v) for v in est["components"].values())
-        t = int(min(lumped, out["states_bound"]) * model.buffer // 2)
+        t = int(out["states_bound"] * model.buffer if steered else
+                min(lumped, out["states_bound"]) * model.buffer // 2)
         out["tagged_states_bound"] = t
         out["tagged_bytes_bound"] = float(_core.tagged_chain_bytes(t, 16.0))
         if t > o.tagged_max_states:
-            over.append(f"tagged_max_states: the tagged-packet chain for response times under {model.aqm.policy} "
-                        f"drop may have up to {t:,} states, above solver.tagged_max_states = "
+            under = "modified RED / the flow comparison" if steered else f"{model.aqm.policy} drop"
+            over.append(f"tagged_max_states: the tagged-packet chain for response times under {under} "
+                        f"may have up to {t:,} states, above solver.tagged_max_states = "
                         f"{o.tagged_max_states:,}: it is counted exactly after the build and refused before the "
                         "solve if it is above")
     out["over_budget"] = over

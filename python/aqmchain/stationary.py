@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import _checks, _core
-from ._classes import CLASS_METRICS, ClassMetrics
+from ._classes import CLASS_METRICS, ClassMetrics, chain_flows
 from ._core import OptionError
 
 __all__ = ["solve_stationary", "StationaryResult", "SolverInfo", "NonConvergenceError", "CountTruncationError",
@@ -190,6 +190,11 @@ class StationaryResult:
         labels = chain.labels
         self.class_chain = ("exact" if COMPONENTS["sequence"] in labels else
                             "approx" if COMPONENTS["class2"] in labels else "single")
+        #: per flow (``class``, ``flow``, ``throughput``, ``loss``) and Jain's index over the flows'
+        #: throughputs, as the simulator's ([] and None without classes; None with ``flows_note``
+        #: where the chain cannot say)
+        has_classes = len(model.classes) or self.class_chain != "single"
+        self.flows, self.fairness, self.flows_note = chain_flows(model, self.classes) if has_classes else ([], None, "")
         self.response_method = metrics.response_method or None
         self.time_unit = "slots" if chain.time == "discrete" else "time units"
         self.grid: dict[str, Any] | None = None  #: what the automatic grid did (refine_grid's report)
@@ -312,7 +317,8 @@ class StationaryResult:
                 "mean_max_th": self.mean_max_th} if self.max_th_pmf is not None else {}),
             # as simulate: per-class output for models with [[class]] tables, modified RED or the
             # flow comparison (a classless model's one class repeats the top level)
-            **({"classes": {name: k.to_dict() for name, k in self.classes.items()}, "class_chain": self.class_chain}
+            **({"classes": {name: k.to_dict() for name, k in self.classes.items()}, "class_chain": self.class_chain,
+                "flows": self.flows, "fairness": self.fairness, "flows_note": self.flows_note or None}
                if len(self.model.classes) or self.class_chain != "single" else {}),
             **({"grid": self.grid} if self.grid is not None else {}),
             **(self.error_estimate.to_json() if self.error_estimate is not None else {}),
@@ -589,7 +595,10 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     two-class chain with the random-order approximation (``classes="approx"``, the state
     adds the class-2 count and the class of the packet in service) or on the exact chain of
     the FIFO's sequence of packet types (``classes="exact"``, small buffers only: at most
-    65536 sequences).
+    65536 sequences).  Under modified RED or the flow comparison the per-class response
+    times come from a tagged-packet chain on the two-class chain (its state and the tagged
+    packet's position; every policy, tail included; not on the exact chain), and
+    ``result.flows`` / ``result.fairness`` give per-flow throughput, loss and Jain's index.
 
     Grids: a model with ``GridSpec(refine="auto")`` is first refined (:func:`refine_grid`);
     ``result.grid`` reports what the grid became.  ``error_estimate=True`` also solves on

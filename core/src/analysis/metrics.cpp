@@ -265,9 +265,9 @@ Metrics compute_metrics(const QueueChain& c, const std::vector<double>& pi, cons
     m.response_note = "response times not requested";
   } else if (c.model.source.max_batch() > 1) {
     m.response_note = "response times are not computed by the chain for batch arrivals (the simulator measures them)";
-  } else if (class_chain && steered) {
-    m.response_note = "response times are not computed by the chain under modified RED or the flow comparison "
-                      "(the queue then depends on the classes of the queued packets; the simulator measures them)";
+  } else if (class_chain && steered && c.space.find(component::class2) < 0) {
+    m.response_note = "response times under modified RED or the flow comparison are computed on the two-class chain "
+                      "(classes = \"approx\"), not on the exact chain";
   } else if (!(adm > 0)) {
     m.response_note = "no packet is ever admitted";
   } else if (c.time == TimeKind::Continuous) {
@@ -282,14 +282,14 @@ Metrics compute_metrics(const QueueChain& c, const std::vector<double>& pi, cons
       m.response_method = "closed_form";
       m.mean_sojourn = m.mean_response;
     }
-  } else if (tail && o.response != "tagged") {
+  } else if (tail && o.response != "tagged" && !(class_chain && steered)) {
     for (auto& x : admit_at) x /= adm;
     tail_response(admit_at, c.model.service.mu, o, m);
     m.response_available = true;
     m.response_method = "closed_form";
     m.mean_sojourn = m.mean_response;
   } else {
-    if (class_chain) per_class = class_tagged_response(c, pi, o.tagged);
+    if (class_chain) per_class = steered ? class_steered_response(c, pi, o.tagged) : class_tagged_response(c, pi, o.tagged);
     const ResponseResult r = class_chain ? per_class[0] : tagged_response(c, pi, o.tagged);
     m.response_method = "tagged_chain";
     m.response_steps = r.iterations;

@@ -100,10 +100,14 @@ void ResponseOptions::validate() const {
 int64_t tagged_states_needed(const QueueChain& c, const std::string& response) {
   if (response == "none" || c.time == TimeKind::Continuous || c.n == 0 || c.model.source.max_batch() > 1) return 0;
   const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0;
-  if (class_chain && !class_blind(c.model)) return 0;
-  if (c.model.aqm.policy == DropPolicy::Tail && response != "tagged") return 0;
   const auto& level = c.component(component::level);
   int64_t total = 0;
+  if (class_chain && !class_blind(c.model)) {  // class_steered_response: (s, k) on the two-class chain
+    if (c.space.find(component::class2) < 0) return 0;
+    for (int32_t s = 0; s < c.n; ++s) total += level[s];
+    return total;
+  }
+  if (c.model.aqm.policy == DropPolicy::Tail && response != "tagged") return 0;
   if (!class_chain) {
     for (int32_t s = 0; s < c.n; ++s) total += level[s];
     return total;
@@ -273,7 +277,8 @@ long double initial_law(const QueueChain& c, const detail::SlotKernel& K, DropPo
 
 /// Transient steps v_r = v_{r-1} T until the mass still in the system is below
 /// tail_mass (or max_steps); accumulates R's pmf and moments.
-void step_until_absorbed(const TaggedChain& tc, std::vector<double> v, const ResponseOptions& o, ResponseResult& res) {
+template <class TC>
+void step_until_absorbed(const TC& tc, std::vector<double> v, const ResponseOptions& o, ResponseResult& res) {
   const CsrOperator T(static_cast<int32_t>(tc.states), tc.rp.data(), tc.col.data(), tc.val.data());
   std::vector<double> y(v.size());
   res.served_pmf.assign(1, 0.0);
@@ -321,6 +326,14 @@ void step_until_absorbed(const TaggedChain& tc, std::vector<double> v, const Res
 }
 
 }  // namespace
+
+void tagged_absorption(const TaggedRows& rows, std::vector<double> v, const ResponseOptions& o, ResponseResult& res) {
+  step_until_absorbed(rows, std::move(v), o, res);
+}
+
+void require_tagged_states(int64_t states, double transitions_per_state, const ResponseOptions& o) {
+  require_tagged_budget(states, transitions_per_state, o);
+}
 
 ResponseResult tagged_response(const QueueChain& c, const std::vector<double>& pi, const ResponseOptions& o) {
   o.validate();

@@ -11,15 +11,21 @@
 //    the slot is behind all of them).  ECN capability of a waiting packet (modified RED)
 //    is its class's probability, independently; two packets of class c belong to the same
 //    flow with probability sum_f weight_f^2 (flow comparison).
+//  - Tagged (response times under modified RED and the flow comparison): the approximate
+//    content plus one tagged packet's position, class and ECN bit (TagContent), run through
+//    the same slot; class_steered_response assembles and steps that absorbing chain.
 //  - Exact (small N): the state carries the FIFO's sequence of packet types, a type being
 //    the class, plus the flow when the flow comparison needs it and the ECN bit when
 //    modified RED needs it (sum_n A^n sequences for A types, bounded).
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <vector>
 
+#include "aqmchain/analysis/response.hpp"
 #include "aqmchain/interrupt.hpp"
 #include "aqmchain/model/queue_generator.hpp"
 #include "model/slot_kernel.hpp"
@@ -240,6 +246,187 @@ struct ApproxContent {
   double contents_at(int n) const { return n == 0 ? 1.0 : 2.0 * n; }
 };
 
+/// The approximate chain with a tagged packet (response times under modified RED and the flow
+/// comparison, docs/classes.md): the content of ApproxContent plus the tagged packet's position
+/// k (packets ahead of it, 0 in service), its class and whether it is an elephant.  The other
+/// waiting packets follow ApproxContent's random-order rules; positions are exchangeable, so a
+/// victim among them is ahead of the tagged packet with probability (k - 1) / (w - 1).
+struct TagPre {
+  ApproxPre b;
+  int k;  // >= 0 the position, kPending before the tagged arrival, kGone when not the tag / lost
+};
+
+struct TagContent {
+  using Pre = TagPre;
+  static constexpr int kPending = -1, kGone = -2;
+  ApproxContent X;
+  int tc;     // the tagged packet's class
+  bool tel;   // ... and whether it is an elephant (modified RED)
+  bool mod;   // modified RED reads the elephant bit
+  std::vector<bool> mice;
+  int N, N1;
+  // by (w1, w2, r): P(no elephant among the first r of a random order of w1 class-1 and w2
+  // class-2 packets), P(the first elephant is among them and of class 1 / 2)
+  std::vector<double> Z, A1, A2;
+  // by (w1, w2) of the others: P(the three picks discard the tagged / a class-1 / class-2 packet)
+  std::vector<double> RT, R1, R2;
+
+  /// The tag component's values: 0..N-1 positions, then served, gone, pending.
+  int served_value() const { return N; }
+  int gone_value() const { return N + 1; }
+  int pending_value() const { return N + 2; }
+  static int32_t values(const Model& md) { return md.buffer + 3; }
+
+  TagContent(const Model& md, const StateSpace& space, int cls, bool elephant)
+      : X(md, space), tc(cls), tel(elephant), mod(md.aqm.modified != Modified::None), N(md.buffer), N1(md.buffer + 1) {
+    for (int k = 0; k < md.class_count(); ++k) mice.push_back(md.class_mice(k));
+    const double e1 = X.eleph[0], e2 = X.eleph[1];
+    if (md.aqm.modified == Modified::Front) {
+      const size_t sz = static_cast<size_t>(N1) * N1 * N1;
+      Z.assign(sz, 0.0), A1.assign(sz, 0.0), A2.assign(sz, 0.0);
+      for (int w1 = 0; w1 < N1; ++w1)
+        for (int w2 = 0; w1 + w2 < N1; ++w2) {
+          const int t = w1 + w2;
+          Z[at3(w1, w2, 0)] = 1.0;
+          for (int r = 1; r <= t; ++r) {
+            double z = 0.0, a1 = 0.0, a2 = 0.0;
+            if (w1 > 0) {
+              const double q = static_cast<double>(w1) / t;
+              z += q * (1.0 - e1) * Z[at3(w1 - 1, w2, r - 1)];
+              a1 += q * (e1 + (1.0 - e1) * A1[at3(w1 - 1, w2, r - 1)]);
+              a2 += q * (1.0 - e1) * A2[at3(w1 - 1, w2, r - 1)];
+            }
+            if (w2 > 0) {
+              const double q = static_cast<double>(w2) / t;
+              z += q * (1.0 - e2) * Z[at3(w1, w2 - 1, r - 1)];
+              a2 += q * (e2 + (1.0 - e2) * A2[at3(w1, w2 - 1, r - 1)]);
+              a1 += q * (1.0 - e2) * A1[at3(w1, w2 - 1, r - 1)];
+            }
+            Z[at3(w1, w2, r)] = z, A1[at3(w1, w2, r)] = a1, A2[at3(w1, w2, r)] = a2;
+          }
+        }
+    }
+    if (md.aqm.modified == Modified::Random) {
+      RT.assign(static_cast<size_t>(N1) * N1, 0.0), R1 = RT, R2 = RT;
+      auto binom = [](int w, double q) {
+        std::vector<double> b(static_cast<size_t>(w) + 1, 0.0);
+        b[0] = 1.0;
+        for (int i = 0; i < w; ++i)
+          for (int j = i + 1; j >= 0; --j) b[j] = (j ? b[j - 1] * q : 0.0) + b[j] * (1.0 - q);
+        return b;
+      };
+      for (int w1 = 0; w1 < N1; ++w1) {
+        const std::vector<double> b1 = binom(w1, e1);
+        for (int w2 = 0; w1 + w2 + 1 < N1; ++w2) {
+          const std::vector<double> b2 = binom(w2, e2);
+          const int w = w1 + w2 + 1;
+          double rt = 0.0, r1 = 0.0, r2 = 0.0;
+          for (int E1 = 0; E1 <= w1; ++E1)
+            for (int E2 = 0; E2 <= w2; ++E2) {
+              const int E = E1 + E2 + (tel ? 1 : 0);
+              const double pr = b1[E1] * b2[E2];
+              if (E == 0 || !(pr > 0.0)) continue;  // no elephant waits: no search
+              const double B = static_cast<double>(w - E) / w, f = 1.0 + B + B * B;
+              rt += pr * (tel ? f : B * B) / w;
+              r1 += pr * (E1 * f + B * B * (w1 - E1)) / w;
+              r2 += pr * (E2 * f + B * B * (w2 - E2)) / w;
+            }
+          const size_t i = static_cast<size_t>(w1) * N1 + w2;
+          RT[i] = rt, R1[i] = r1, R2[i] = r2;
+        }
+        if ((w1 & 7) == 0) check_interrupt();
+      }
+    }
+  }
+  size_t at3(int w1, int w2, int r) const { return (static_cast<size_t>(w1) * N1 + w2) * N1 + r; }
+  bool is_tag(const Variant& v) const { return v.cls == tc && (!mod || (!mice[v.cls] && !v.ecn) == tel); }
+  Pre decode(int64_t key, int n, const StateSpace& sp) const {
+    const int t = static_cast<int>(key % (N + 3));
+    return {X.decode(key, n, sp), t < N ? t : t == pending_value() ? kPending : kGone};
+  }
+  double in_system(const Pre& p, int k) const { return X.in_system(p.b, k); }
+  int head_class(const Pre& p) const { return X.head_class(p.b); }
+  Pre append(const Pre& p, const Variant& v) const {
+    Pre q{X.append(p.b, v), p.k};
+    if (p.k == kPending) q.k = is_tag(v) ? q.b.n - 1 : kGone;
+    return q;
+  }
+  template <class F>
+  void remove(const Pre& p, Rule rule, const Variant& arr, F&& f) const {
+    if (p.k < 1) {  // the tagged packet is not waiting: the chain's own rules
+      return X.remove(p.b, rule, arr, [&](double pr, int c, const ApproxPre& rest) { f(pr, c, Pre{rest, p.k}); });
+    }
+    const int w = p.b.w_old, k = p.k, wo = w - 1;  // the tagged packet waits among w
+    const int o2 = p.b.e_old - (tc == 1 ? 1 : 0), o1 = wo - o2;
+    const int oc[2] = {o1, o2};
+    auto drop = [&](double pr, int c, int k2) {
+      if (!(pr > 0.0)) return;
+      ApproxPre q = p.b;
+      q.n -= 1, q.w_old -= 1, q.e_old -= c;
+      f(pr, c, Pre{q, k2});
+    };
+    // a victim of class c among the others, with probability pc: ahead or behind the tag
+    auto other = [&](double pc, int c) {
+      if (!(pc > 0.0) || wo == 0) return;
+      drop(pc * (k - 1) / wo, c, k - 1);
+      drop(pc * (wo - (k - 1)) / wo, c, k);
+    };
+    switch (rule) {
+      case Rule::Oldest:
+        if (k == 1) return drop(1.0, tc, kGone);
+        for (int c = 0; c < 2; ++c) drop(static_cast<double>(oc[c]) / wo, c, k - 1);
+        return;
+      case Rule::Uniform:
+        drop(1.0 / w, tc, kGone);
+        for (int c = 0; c < 2; ++c) other(static_cast<double>(oc[c]) / w, c);
+        return;
+      case Rule::SameFlow:
+        if (arr.cls == tc) drop(X.sameflow[tc] / w, tc, kGone);
+        other(static_cast<double>(oc[arr.cls]) / w * X.sameflow[arr.cls], arr.cls);
+        return;
+      case Rule::ModFront: {
+        const int r = k - 1;
+        const double a[2] = {A1[at3(o1, o2, r)], A2[at3(o1, o2, r)]};
+        for (int c = 0; c < 2; ++c) drop(a[c], c, k - 1);
+        if (tel) return drop(Z[at3(o1, o2, r)], tc, kGone);
+        const double all[2] = {A1[at3(o1, o2, wo)], A2[at3(o1, o2, wo)]};
+        for (int c = 0; c < 2; ++c) drop(std::max(0.0, all[c] - a[c]), c, k);
+        return;
+      }
+      case Rule::ModRandom: {
+        const size_t i = static_cast<size_t>(o1) * N1 + o2;
+        drop(RT[i], tc, kGone);
+        other(R1[i], 0);
+        other(R2[i], 1);
+        return;
+      }
+    }
+  }
+  template <class F>
+  void depart(int n_prev, const Pre& p, double mu, F&& f) const {
+    if (p.k < 0) return f(1.0, -1, 0, int64_t{gone_value()});  // no tag (or lost): absorbed
+    const ApproxPre& b = p.b;
+    const int a2 = b.arr == 1 ? 1 : 0;
+    auto key = [&](int n2, int h, int e_w, int k2) { return X.content_key(n2, h, e_w) + k2; };
+    auto stay = [&](double pr) { f(pr, -1, b.n, key(b.n, b.h, b.e_old + a2, p.k)); };
+    if (n_prev == 0 || !(mu > 0.0)) return stay(1.0);
+    if (mu < 1.0) stay(1.0 - mu);
+    if (p.k == 0) return f(mu, b.h, 0, int64_t{served_value()});
+    const int n2 = b.n - 1, k2 = p.k - 1;
+    const bool tag_arrived = b.arr >= 0 && p.k == b.n - 1;  // the tagged packet is this slot's arrival
+    if (tag_arrived && b.w_old == 0) return f(mu, b.h, n2, key(n2, b.arr, 0, 0));  // it enters service
+    if (!tag_arrived && p.k == 1) return f(mu, b.h, n2, key(n2, tc, b.e_old + a2 - tc, 0));
+    // the packet entering service is one of the other packets that waited before the slot
+    const int wo = b.w_old - (tag_arrived ? 0 : 1);
+    const int eo = b.e_old - (!tag_arrived && tc == 1 ? 1 : 0);
+    const double q2 = static_cast<double>(eo) / wo;
+    if (q2 < 1.0) f(mu * (1.0 - q2), b.h, n2, key(n2, 0, b.e_old + a2, k2));
+    if (q2 > 0.0) f(mu * q2, b.h, n2, key(n2, 1, b.e_old + a2 - 1, k2));
+  }
+  int successor_contents() const { return 24; }
+  double contents_at(int n) const { return X.contents_at(n) * (n + 1); }
+};
+
 /// The exact chain's content: n and the sequence of the n packets' types (position 0 in
 /// service), digits of a base-A number.
 struct ExactPre {
@@ -320,6 +507,21 @@ struct ExactContent {
     f(mu, head_class(p), p.n - 1, (p.code / A) * s_seq);
   }
 };
+
+/// The approximate chain's arrival variants: (class, ECN bit), the type being the class.
+std::vector<Variant> approx_variants(const Model& md) {
+  std::vector<Variant> variants;
+  const int M = md.source.states();
+  for (int k = 0; k < md.class_count(); ++k)
+    for (int bit = 0; bit < 2; ++bit) {
+      const double pe = bit ? md.class_ecn(k) : 1.0 - md.class_ecn(k);
+      if (!(pe > 0.0)) continue;
+      Variant v{k, 0, bit == 1, k, std::vector<double>(static_cast<size_t>(M))};
+      for (int m = 0; m < M; ++m) v.p[static_cast<size_t>(m)] = md.class_share(k, m) * pe;
+      variants.push_back(std::move(v));
+    }
+  return variants;
+}
 
 /// Refuse what the class chains do not build, naming the parameter.
 void check_class_model(const Model& md) {
@@ -462,7 +664,9 @@ class ClassSlotGenerator final : public TransitionGenerator {
             t.lost(vc, kFc, pv * p, true);
             finish(g2, m2, pv * p, rest, c);
           });
-          go = pv * std::max(0.0, 1.0 - same);
+          // (the tagged chain splits a certain match into ahead / the tag / behind: a sum of 1 up
+          // to rounding, which must not leave a spurious admission)
+          go = same > 1.0 - 1e-12 ? 0.0 : pv * (1.0 - same);
         }
         if (!(go > 0.0)) continue;
         // the AQM test: p_b with the slot's p_max and cur_max_th, the spacing rule's decision
@@ -572,14 +776,7 @@ std::unique_ptr<TransitionGenerator> class_generator(const Model& md, ClassChain
   };
   if (which == ClassChain::Approx) {
     ApproxContent::add_components(space, md);
-    for (int k = 0; k < C; ++k)
-      for (int bit = 0; bit < 2; ++bit) {
-        const double pe = bit ? md.class_ecn(k) : 1.0 - md.class_ecn(k);
-        if (!(pe > 0.0)) continue;
-        Variant v{k, 0, bit == 1, k, share(k)};
-        for (double& x : v.p) x *= pe;
-        variants.push_back(std::move(v));
-      }
+    variants = approx_variants(md);
     ApproxContent x(md, space);
     return std::make_unique<ClassSlotGenerator<ApproxContent>>(md, space, std::move(variants), std::move(x));
   }
@@ -623,6 +820,195 @@ std::unique_ptr<TransitionGenerator> class_generator(const Model& md, ClassChain
   space.add(component::sequence, static_cast<int32_t>(std::llround(std::pow(A, md.buffer))), /*coarsen=*/false);
   ExactContent x(md, space, types);
   return std::make_unique<ClassSlotGenerator<ExactContent>>(md, space, std::move(variants), std::move(x));
+}
+
+}  // namespace aqm
+
+namespace aqm {
+
+std::vector<ResponseResult> class_steered_response(const QueueChain& c, const std::vector<double>& pi,
+                                                   const ResponseOptions& o) {
+  o.validate();
+  if (static_cast<int32_t>(pi.size()) != c.n)
+    throw std::invalid_argument(detail::cat("pi has ", pi.size(), " entries, the chain ", c.n, " states"));
+  if (c.space.find(component::class2) < 0)
+    throw std::invalid_argument("class_steered_response: needs the two-class chain (classes = \"approx\")");
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const Model& md = c.model;
+  const int C = md.class_count(), N = md.buffer;
+  const int32_t TV = TagContent::values(md);
+  StateSpace space = c.space;
+  space.add("tag", TV, /*coarsen=*/false);
+  const auto& level = c.component(component::level);
+  // the tagged states (s, k), k = 0..n(s)-1 packets ahead, numbered off[s] + k
+  std::vector<int64_t> off(static_cast<size_t>(c.n) + 1, 0);
+  for (int32_t s = 0; s < c.n; ++s) off[s + 1] = off[s] + level[s];
+  const int64_t T = off[c.n];
+  const double per = c.n > 0 ? 3.0 * static_cast<double>(c.nnz()) / c.n : 0.0;
+  require_tagged_states(T, per, o);
+  // one tagged chain per (class, elephant bit) of the tagged packet: the bit matters to
+  // modified RED's search only
+  const bool mod = md.aqm.modified != Modified::None;
+  const std::vector<Variant> variants = approx_variants(md);
+  std::vector<std::pair<int, bool>> tags;
+  for (const Variant& v : variants) {
+    const std::pair<int, bool> t{v.cls, mod && !md.class_mice(v.cls) && !v.ecn};
+    if (std::find(tags.begin(), tags.end(), t) == tags.end()) tags.push_back(t);
+  }
+  struct Part {
+    int cls;
+    long double admitted;
+    ResponseResult r;
+  };
+  std::vector<Part> parts;
+  Successors out;
+  int64_t from_key = 0;
+  std::vector<std::pair<int32_t, double>> row;
+  for (const auto& [cls, el] : tags) {
+    TagContent X(md, space, cls, el);
+    ClassSlotGenerator<TagContent> gen(md, space, variants, X);
+    TaggedRows tr;
+    tr.states = T;
+    tr.rp.assign(static_cast<size_t>(T) + 1, 0);
+    tr.served.assign(static_cast<size_t>(T), 0.0);
+    tr.pushed.assign(static_cast<size_t>(T), 0.0);
+    tr.col.reserve(static_cast<size_t>(T) * 12);
+    tr.val.reserve(static_cast<size_t>(T) * 12);
+    auto target = [&](int64_t key2) -> int64_t {
+      const int t = static_cast<int>(key2 % TV);
+      const int32_t s2 = c.index_of_key(key2 / TV);
+      if (s2 < 0 || t >= level[s2]) {
+        std::vector<int32_t> vals(static_cast<size_t>(space.count()));
+        space.decode(key2, vals.data());
+        std::string d;
+        for (int i = 0; i < space.count(); ++i) d += detail::cat(" ", space.component(i).name, "=", vals[i]);
+        space.decode(from_key, vals.data());
+        d += " from";
+        for (int i = 0; i < space.count(); ++i) d += detail::cat(" ", space.component(i).name, "=", vals[i]);
+        throw std::logic_error("internal error: a tagged transition leaves the chain:" + d);
+      }
+      return off[s2] + t;
+    };
+    double worst = 0.0;
+    for (int32_t s = 0; s < c.n; ++s) {
+      if ((s & 1023) == 0) check_interrupt();
+      const int64_t base = c.key_of(s) * TV;
+      for (int k = 0; k < level[s]; ++k) {
+        const int64_t i = off[s] + k;
+        out.clear();
+        // the tagged packet's class must be in the content (other pairs are never reached: empty rows)
+        const ApproxPre pre = X.X.decode(base + k, level[s], space);
+        const int of_class = k == 0 ? (pre.h == cls ? 1 : 0) : cls == 1 ? pre.e_old : pre.w_old - pre.e_old;
+        if (of_class < 1) {
+          tr.rp[static_cast<size_t>(i) + 1] = static_cast<int32_t>(tr.col.size());
+          continue;
+        }
+        from_key = base + k;
+        gen.successors(base + k, out, nullptr);
+        row.clear();
+        double sv = 0.0, pu = 0.0, sum = 0.0;
+        for (const auto& [key2, p] : out) {
+          sum += p;
+          const int t = static_cast<int>(key2 % TV);
+          if (t == X.served_value())
+            sv += p;
+          else if (t == X.gone_value())
+            pu += p;
+          else
+            row.push_back({static_cast<int32_t>(target(key2)), p});
+        }
+        std::sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        for (size_t q = 0; q < row.size(); ++q) {
+          if (q > 0 && row[q].first == row[q - 1].first) {
+            tr.val.back() += row[q].second;
+          } else {
+            tr.col.push_back(row[q].first);
+            tr.val.push_back(row[q].second);
+          }
+        }
+        if (tr.col.size() >= static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+          throw StateSpaceTooLarge("memory_limit_gb", "the tagged-packet chain has more than 2^31 - 1 transitions");
+        tr.rp[static_cast<size_t>(i) + 1] = static_cast<int32_t>(tr.col.size());
+        tr.served[static_cast<size_t>(i)] = sv;
+        tr.pushed[static_cast<size_t>(i)] = pu;
+        worst = std::max(worst, std::abs(sum - 1.0));
+      }
+    }
+    if (worst > 1e-12) throw std::logic_error(detail::cat("internal error: tagged chain rows sum to 1 +- ", worst));
+    // the tagged packet's law at the end of its arrival slot: an admitted arrival of its kind
+    std::vector<double> v(static_cast<size_t>(T), 0.0);
+    long double admitted = 0.0L;
+    for (int32_t s = 0; s < c.n; ++s) {
+      if (!(pi[s] > 0.0)) continue;
+      out.clear();
+      from_key = c.key_of(s) * TV + X.pending_value();
+      gen.successors(from_key, out, nullptr);
+      for (const auto& [key2, p] : out) {
+        if (key2 % TV >= N) continue;
+        v[static_cast<size_t>(target(key2))] += pi[s] * p;
+        admitted += static_cast<long double>(pi[s]) * p;
+      }
+    }
+    Part part{cls, admitted, {}};
+    part.r.requested = part.r.method = ResponseMethod::TaggedChain;
+    part.r.states = T;
+    part.r.nnz = static_cast<int64_t>(tr.col.size());
+    part.r.status = Status::Converged;
+    if (admitted > 0.0L) {
+      for (auto& x : v) x = static_cast<double>(x / admitted);
+      tagged_absorption(tr, std::move(v), o, part.r);
+    }
+    parts.push_back(std::move(part));
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  // mix the tagged chains by their admitted rates: all packets (entry 0), then each class
+  std::vector<ResponseResult> res;
+  for (int cls = -1; cls < C; ++cls) {
+    ResponseResult r;
+    r.requested = r.method = ResponseMethod::TaggedChain;
+    r.states = T;
+    r.seconds.push_back({"build_and_iterate", cls < 0 ? seconds : 0.0});
+    r.status = Status::Converged;
+    long double adm = 0.0L;
+    for (const Part& p : parts)
+      if (cls < 0 || p.cls == cls) adm += p.admitted;
+    r.admitted_rate = static_cast<double>(adm);
+    if (!(adm > 0.0L)) {
+      res.push_back(std::move(r));
+      continue;
+    }
+    std::vector<long double> pmf(1, 0.0L);
+    long double served = 0, pushed = 0, sojourn = 0, rem = 0;
+    for (const Part& p : parts) {
+      if (!(cls < 0 || p.cls == cls) || !(p.admitted > 0.0L)) continue;
+      const long double wgt = p.admitted / adm;
+      if (p.r.served_pmf.size() > pmf.size()) pmf.resize(p.r.served_pmf.size(), 0.0L);
+      for (size_t i = 0; i < p.r.served_pmf.size(); ++i) pmf[i] += wgt * p.r.served_pmf[i];
+      served += wgt * p.r.served_prob;
+      pushed += wgt * p.r.pushed_out_prob;
+      sojourn += wgt * p.r.mean_sojourn;
+      rem += wgt * p.r.remaining_mass;
+      r.iterations = std::max(r.iterations, p.r.iterations);
+      r.operator_applications += p.r.operator_applications;
+      r.nnz = std::max(r.nnz, p.r.nnz);
+      if (!p.r.converged()) r.status = Status::NotConverged, r.note = p.r.note;
+    }
+    long double m1 = 0, m2 = 0;
+    for (size_t i = 0; i < pmf.size(); ++i) m1 += pmf[i] * i, m2 += pmf[i] * i * i;
+    r.served_pmf.assign(pmf.begin(), pmf.end());
+    r.served_prob = static_cast<double>(served);
+    r.pushed_out_prob = static_cast<double>(pushed);
+    r.mean_sojourn = static_cast<double>(sojourn);
+    r.residual = r.remaining_mass = static_cast<double>(rem);
+    if (served > 0) {
+      const long double mean = m1 / served;
+      r.mean_response = static_cast<double>(mean);
+      r.var_response = static_cast<double>(m2 / served - mean * mean);
+    }
+    res.push_back(std::move(r));
+  }
+  return res;
 }
 
 }  // namespace aqm

@@ -295,7 +295,14 @@ def test_json_classes_and_response_note(tmp_path):
     r = aqmchain.solve_stationary(model_of(spec(modified="front", classes=two(0.5, a_mice=True))))
     d = r.to_dict()
     assert set(d["classes"]) == {"a", "b"} and d["class_chain"] == "approx"
-    assert d["classes"]["a"]["mean_response"] is None and "modified RED" in r.classes["a"].response_note
+    # modified RED: the tagged-packet chain on the two-class chain (tests/python/analysis/test_class_response.py)
+    assert d["classes"]["a"]["mean_response"] == pytest.approx(r.classes["a"].mean_response)
+    assert r.classes["a"].mean_response > 0
+    assert not r.classes["a"].response_note and r.response_method == "tagged_chain"
+    ex = aqmchain.solve_stationary(model_of(spec(buffer=5, modified="front", classes=two(0.5, a_mice=True))),
+                                   classes="exact")
+    assert ex.to_dict()["classes"]["a"]["mean_response"] is None
+    assert "two-class chain" in ex.classes["a"].response_note
     assert d["classes"]["b"]["loss"] == pytest.approx(r.classes["b"].loss)
 
 

@@ -67,6 +67,33 @@ int64_t check_tagged_budget(const QueueChain& chain, const std::string& response
 /// Tagged-packet analysis for the chain's policy (tail, front or random).
 ResponseResult tagged_response(const QueueChain& chain, const std::vector<double>& pi, const ResponseOptions& options = {});
 
+/// A tagged-packet chain's rows (sub-stochastic T in CSR, rows = from, row-vector convention) and
+/// the probabilities of absorption into "served" and "pushed out" per state.
+struct TaggedRows {
+  int64_t states = 0;
+  std::vector<int32_t> rp, col;
+  std::vector<double> val, served, pushed;
+};
+
+/// Transient steps v_r = v_{r-1} T from the tagged packet's normalised law v at the end of its
+/// arrival slot until the mass still in the system is below options.tail_mass: R's pmf, moments
+/// and the absorption probabilities into res (status NotConverged after max_steps).
+void tagged_absorption(const TaggedRows& rows, std::vector<double> v, const ResponseOptions& options,
+                       ResponseResult& res);
+
+/// Refuse (StateSpaceTooLarge naming tagged_max_states or memory_limit_gb) a tagged chain of
+/// `states` states with about `transitions_per_state` nonzeros per state beyond the budgets.
+void require_tagged_states(int64_t states, double transitions_per_state, const ResponseOptions& options);
+
+/// Response times per class on a two-class chain (classes = "approx") under modified RED or the
+/// flow comparison (docs/classes.md): the tagged packet's state is the chain's state plus its
+/// position k (packets ahead of it); the other waiting packets follow the chain's random-order
+/// rules, the tagged packet's class and ECN bit are known, and every victim of a search, a pick
+/// or a drop policy is ahead of it, the tagged packet itself (pushed out) or behind it.  Entry 0:
+/// all admitted packets, entry k + 1: class k (as class_tagged_response).
+std::vector<ResponseResult> class_steered_response(const QueueChain& class_chain, const std::vector<double>& pi,
+                                                   const ResponseOptions& options = {});
+
 /// Whether the (n, avg, modulator) part of a class model's chain is a Markov chain of its
 /// own (docs/classes.md): no modified RED, no flow comparison, nothing else that reads the
 /// classes of queued packets.  Then the class chain lumps exactly onto the plain kernel with
