@@ -23,6 +23,7 @@ import shlex
 import sys
 import warnings
 from pathlib import Path
+from typing import Any, Callable
 
 from . import _checks, _core, _output, _progress
 from .modelfile import apply_overrides, load_document, model_from_dict, model_to_dict
@@ -613,6 +614,23 @@ def _parse_times(text: str, integer: bool) -> list[float]:
     return times
 
 
+def _keeping_partial(bar: Any, compute: Callable[[], Any]) -> tuple[Any, int, dict]:
+    """``compute()``, the progress bar closed after it; a NonConvergenceError is reported and its
+    partial result kept: (result, exit status, JSON payload, with ``error`` when it did not converge)."""
+    status = EXIT_OK
+    try:
+        result = compute()
+    except NonConvergenceError as exc:
+        print(f"aqmchain: {exc}", file=sys.stderr)
+        result, status = exc.result, EXIT_SOLVE
+    finally:
+        bar.close()
+    payload = result.to_dict()
+    if status != EXIT_OK:
+        payload["error"] = result.info.note
+    return result, status, payload
+
+
 def _cmd_transient(args: argparse.Namespace) -> int:
     _check_outputs(args, "--json", "--csv", "--plot")
     model, solver = _config(args)  # read once: the model and the scenario's base (args.doc)
@@ -635,17 +653,7 @@ def _cmd_transient(args: argparse.Namespace) -> int:
         kwargs["tol"] = args.tol
     if args.steady_tol is not None:
         kwargs["steady_tol"] = args.steady_tol
-    status = EXIT_OK
-    try:
-        result = solve_transient(target, times, **kwargs)
-    except NonConvergenceError as exc:
-        print(f"aqmchain: {exc}", file=sys.stderr)
-        result, status = exc.result, EXIT_SOLVE
-    finally:
-        bar.close()
-    payload = result.to_dict()
-    if status != EXIT_OK:
-        payload["error"] = result.info.note
+    result, status, payload = _keeping_partial(bar, lambda: solve_transient(target, times, **kwargs))
     if args.json:
         _write_json(args, payload)
     if args.csv:
@@ -716,18 +724,9 @@ def _cmd_passage(args: argparse.Namespace) -> int:
     if args.max_steps is not None:
         kwargs["max_steps"] = args.max_steps
     _announce(args, model, solver, response="none")
-    status = EXIT_OK
-    try:
-        # the stationary law of this model comes with its chain: no second build
-        result = passage(p0 if args.p0 == "stationary" else model, args.to, times=times, **kwargs)
-    except NonConvergenceError as exc:
-        print(f"aqmchain: {exc}", file=sys.stderr)
-        result, status = exc.result, EXIT_SOLVE
-    finally:
-        bar.close()
-    payload = result.to_dict()
-    if status != EXIT_OK:
-        payload["error"] = result.info.note
+    # the stationary law of this model comes with its chain: no second build
+    result, status, payload = _keeping_partial(
+        bar, lambda: passage(p0 if args.p0 == "stationary" else model, args.to, times=times, **kwargs))
     if args.json:
         _write_json(args, payload)
     if args.csv:

@@ -9,6 +9,22 @@ namespace aqmpy {
 
 using namespace aqm;
 
+namespace {
+
+/// A Python callable (or None) as a progress callback (t, end).  It is called from the computing
+/// thread with the GIL released: it takes the GIL back for the call; a Python exception in the
+/// callback stops the analysis.
+std::function<void(double, double)> progress_callback(py::object f) {
+  if (f.is_none()) return nullptr;
+  auto holder = std::make_shared<py::object>(std::move(f));
+  return [holder](double t, double end) {
+    py::gil_scoped_acquire gil;
+    (*holder)(t, end);
+  };
+}
+
+}  // namespace
+
 void define_transient_analysis(py::module_& m) {
   py::class_<StepOptions> options_class(m, "StepOptions", "Options of exact slotted stepping.");
   options_class
@@ -33,19 +49,7 @@ void define_transient_analysis(py::module_& m) {
       .def_readwrite("observables", &TransientAnalysisOptions::observables)
       .def_property(
           "progress", [](const TransientAnalysisOptions&) { return py::none(); },
-          [](TransientAnalysisOptions& o, py::object f) {
-            if (f.is_none()) {
-              o.progress = nullptr;
-              return;
-            }
-            // called from the computing thread with the GIL released: take it back
-            // for the call; a Python exception in the callback stops the analysis.
-            auto holder = std::make_shared<py::object>(f);
-            o.progress = [holder](double t, double end) {
-              py::gil_scoped_acquire gil;
-              (*holder)(t, end);
-            };
-          })
+          [](TransientAnalysisOptions& o, py::object f) { o.progress = progress_callback(std::move(f)); })
       .def("validate", &TransientAnalysisOptions::validate);
 
   py::class_<TransientAnalysis> transient_analysis(m, "TransientAnalysis", "Metrics over time and the accounts of a transient analysis.");
@@ -120,17 +124,7 @@ void define_transient_analysis(py::module_& m) {
       .def_readwrite("cumulative", &PassageAnalysisOptions::cumulative)
       .def_property(
           "progress", [](const PassageAnalysisOptions&) { return py::none(); },
-          [](PassageAnalysisOptions& o, py::object f) {
-            if (f.is_none()) {
-              o.progress = nullptr;
-              return;
-            }
-            auto holder = std::make_shared<py::object>(f);
-            o.progress = [holder](double t, double end) {
-              py::gil_scoped_acquire gil;
-              (*holder)(t, end);
-            };
-          })
+          [](PassageAnalysisOptions& o, py::object f) { o.progress = progress_callback(std::move(f)); })
       .def("validate", &PassageAnalysisOptions::validate);
   def_option_statics(passage_options);
 

@@ -212,18 +212,7 @@ PassageAnalysis analyse_passage(const QueueChain& c, const std::vector<char>& ta
   const bool continuous = c.time == TimeKind::Continuous;
   if (static_cast<int32_t>(target.size()) != n)
     throw ModelError("to", detail::cat("parameter 'to' must mark ", n, " states (one per state), got ", target.size()));
-  if (static_cast<int32_t>(p0.size()) != n)
-    throw ModelError("p0", detail::cat("parameter 'p0' must have ", n, " entries (one per state), got ", p0.size()));
-  {
-    long double s = 0.0L;
-    for (size_t i = 0; i < p0.size(); ++i) {
-      if (!std::isfinite(p0[i]) || p0[i] < 0.0)
-        throw ModelError("p0", detail::cat("parameter 'p0' must be a probability vector: entry ", i, " is ", p0[i]));
-      s += p0[i];
-    }
-    if (std::abs(static_cast<double>(s) - 1.0) > 1e-8)
-      throw ModelError("p0", detail::cat("parameter 'p0' must sum to 1 (within 1e-8), got ", static_cast<double>(s)));
-  }
+  check_initial_law(p0, n);
   if (times.empty()) throw ModelError("times", "parameter 'times' must hold at least one time");
   for (size_t k = 0; k < times.size(); ++k) {
     if (!std::isfinite(times[k]) || times[k] < 0.0)

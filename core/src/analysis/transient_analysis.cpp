@@ -27,9 +27,11 @@ constexpr double kAutoUniformizationProducts = 1e4;
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-void check_law(const QueueChain& c, const std::vector<double>& p) {
-  if (static_cast<int32_t>(p.size()) != c.n)
-    throw ModelError("p0", detail::cat("parameter 'p0' must have ", c.n, " entries (one per state), got ", p.size()));
+}  // namespace
+
+void check_initial_law(const std::vector<double>& p, int32_t n) {
+  if (static_cast<int32_t>(p.size()) != n)
+    throw ModelError("p0", detail::cat("parameter 'p0' must have ", n, " entries (one per state), got ", p.size()));
   long double s = 0.0L;
   for (size_t i = 0; i < p.size(); ++i) {
     if (!std::isfinite(p[i]) || p[i] < 0.0)
@@ -39,7 +41,6 @@ void check_law(const QueueChain& c, const std::vector<double>& p) {
   if (std::abs(static_cast<double>(s) - 1.0) > 1e-8)
     throw ModelError("p0", detail::cat("parameter 'p0' must sum to 1 (within 1e-8), got ", static_cast<double>(s)));
 }
-}  // namespace
 
 void TransientAnalysisOptions::validate() const {
   kernel.validate();
@@ -148,7 +149,7 @@ TransientAnalysis analyse_transient(const std::vector<const QueueChain*>& chains
       throw OptionError(detail::cat("transient option 'pmf_times': ", t, " is not one of the output times"));
 
   std::vector<double> p = p0.empty() ? empty_system_law(c0) : p0;
-  check_law(c0, p);
+  check_initial_law(p, c0.n);
 
   TransientAnalysis r;
   r.requested = o.method;

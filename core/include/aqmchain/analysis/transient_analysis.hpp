@@ -74,6 +74,10 @@ std::vector<double> empty_system_law(const QueueChain& chain);
 /// naming 'p0' when the tuple is out of range or not a state of the chain.
 std::vector<double> point_law(const QueueChain& chain, const std::vector<int32_t>& values);
 
+/// Checks that `p` is a probability vector over n states (n entries, each finite and >= 0,
+/// summing to 1 within 1e-8); ModelError naming 'p0' otherwise.
+void check_initial_law(const std::vector<double>& p, int32_t n);
+
 /// One phase per chain (chains from build_scenario_chains, or a single chain with a
 /// one-phase scenario of duration >= the last time).  `p0` empty: empty_system_law.
 /// Non-convergence (a budget) is the status, with the outputs produced so far.
