@@ -47,6 +47,15 @@ std::string class_event(const std::string& ev, int k) { return detail::cat(ev, "
 
 namespace {
 
+/// The binomial pmf of the number of successes in w independent trials of probability q.
+std::vector<double> binomial_pmf(int w, double q) {
+  std::vector<double> b(static_cast<size_t>(w) + 1, 0.0);
+  b[0] = 1.0;
+  for (int i = 0; i < w; ++i)
+    for (int j = i + 1; j >= 0; --j) b[j] = (j ? b[j - 1] * q : 0.0) + b[j] * (1.0 - q);
+  return b;
+}
+
 // Event layout: the aggregate events in the order of their names (the queue models' six,
 // flow_compare, pushed_out), then per class k (0-based) kPer values from kBase + k kPer.
 enum Agg { aArr, aAqm, aMark, aOvf, aAdm, aDep, aFc, aPush, kBase };
@@ -125,19 +134,12 @@ struct ApproxContent {
     // none is met and the third pick, of class k, is discarded.
     rand1.assign(static_cast<size_t>(N1) * N1, 0.0);
     rand2.assign(static_cast<size_t>(N1) * N1, 0.0);
-    auto binom = [](int w, double q) {
-      std::vector<double> b(static_cast<size_t>(w) + 1, 0.0);
-      b[0] = 1.0;
-      for (int i = 0; i < w; ++i)
-        for (int j = i + 1; j >= 0; --j) b[j] = (j ? b[j - 1] * q : 0.0) + b[j] * (1.0 - q);
-      return b;
-    };
     for (int w1 = 0; w1 < N1; ++w1) {
-      const std::vector<double> b1 = binom(w1, eleph[0]);
+      const std::vector<double> b1 = binomial_pmf(w1, eleph[0]);
       for (int w2 = 0; w1 + w2 < N1; ++w2) {
         const int w = w1 + w2;
         if (w == 0) continue;
-        const std::vector<double> b2 = binom(w2, eleph[1]);
+        const std::vector<double> b2 = binomial_pmf(w2, eleph[1]);
         double r1 = 0.0, r2 = 0.0;
         for (int E1 = 0; E1 <= w1; ++E1)
           for (int E2 = 0; E2 <= w2; ++E2) {
@@ -308,17 +310,10 @@ struct TagContent {
     }
     if (md.aqm.modified == Modified::Random) {
       RT.assign(static_cast<size_t>(N1) * N1, 0.0), R1 = RT, R2 = RT;
-      auto binom = [](int w, double q) {
-        std::vector<double> b(static_cast<size_t>(w) + 1, 0.0);
-        b[0] = 1.0;
-        for (int i = 0; i < w; ++i)
-          for (int j = i + 1; j >= 0; --j) b[j] = (j ? b[j - 1] * q : 0.0) + b[j] * (1.0 - q);
-        return b;
-      };
       for (int w1 = 0; w1 < N1; ++w1) {
-        const std::vector<double> b1 = binom(w1, e1);
+        const std::vector<double> b1 = binomial_pmf(w1, e1);
         for (int w2 = 0; w1 + w2 + 1 < N1; ++w2) {
-          const std::vector<double> b2 = binom(w2, e2);
+          const std::vector<double> b2 = binomial_pmf(w2, e2);
           const int w = w1 + w2 + 1;
           double rt = 0.0, r1 = 0.0, r2 = 0.0;
           for (int E1 = 0; E1 <= w1; ++E1)
