@@ -213,12 +213,8 @@ PassageAnalysis analyse_passage(const QueueChain& c, const std::vector<char>& ta
   if (static_cast<int32_t>(target.size()) != n)
     throw ModelError("to", detail::cat("parameter 'to' must mark ", n, " states (one per state), got ", target.size()));
   check_initial_law(p0, n);
-  if (times.empty()) throw ModelError("times", "parameter 'times' must hold at least one time");
+  check_output_times(times);
   for (size_t k = 0; k < times.size(); ++k) {
-    if (!std::isfinite(times[k]) || times[k] < 0.0)
-      throw ModelError("times", detail::cat("parameter 'times' must hold finite times >= 0, got ", times[k]));
-    if (k > 0 && times[k] < times[k - 1])
-      throw ModelError("times", detail::cat("parameter 'times' must be sorted: ", times[k], " after ", times[k - 1]));
     if (!continuous && (times[k] != std::floor(times[k]) || times[k] > 9e15))
       throw ModelError("times", detail::cat("parameter 'times' must hold whole numbers of slots for a slotted model, got ",
                                             times[k]));

@@ -29,6 +29,16 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 }  // namespace
 
+void check_output_times(const std::vector<double>& times) {
+  if (times.empty()) throw ModelError("times", "parameter 'times' must hold at least one time");
+  for (size_t k = 0; k < times.size(); ++k) {
+    if (!std::isfinite(times[k]) || times[k] < 0.0)
+      throw ModelError("times", detail::cat("parameter 'times' must hold finite times >= 0, got ", times[k]));
+    if (k > 0 && times[k] < times[k - 1])
+      throw ModelError("times", detail::cat("parameter 'times' must be sorted: ", times[k], " after ", times[k - 1]));
+  }
+}
+
 void check_initial_law(const std::vector<double>& p, int32_t n) {
   if (static_cast<int32_t>(p.size()) != n)
     throw ModelError("p0", detail::cat("parameter 'p0' must have ", n, " entries (one per state), got ", p.size()));
@@ -113,12 +123,8 @@ TransientAnalysis analyse_transient(const std::vector<const QueueChain*>& chains
   const bool discrete = c0.time == TimeKind::Discrete;
   const double total = scenario.total_duration();
 
-  if (times.empty()) throw ModelError("times", "parameter 'times' must hold at least one time");
+  check_output_times(times);
   for (size_t k = 0; k < times.size(); ++k) {
-    if (!std::isfinite(times[k]) || times[k] < 0.0)
-      throw ModelError("times", detail::cat("parameter 'times' must hold finite times >= 0, got ", times[k]));
-    if (k > 0 && times[k] < times[k - 1])
-      throw ModelError("times", detail::cat("parameter 'times' must be sorted: ", times[k], " after ", times[k - 1]));
     if (times[k] > total)
       throw ModelError("times", detail::cat("parameter 'times' must end within the scenario's ", total,
                                             " time units, got ", times[k]));

@@ -74,6 +74,9 @@ std::vector<double> empty_system_law(const QueueChain& chain);
 /// naming 'p0' when the tuple is out of range or not a state of the chain.
 std::vector<double> point_law(const QueueChain& chain, const std::vector<int32_t>& values);
 
+/// Checks output times: at least one, each finite and >= 0, sorted; ModelError naming 'times'.
+void check_output_times(const std::vector<double>& times);
+
 /// Checks that `p` is a probability vector over n states (n entries, each finite and >= 0,
 /// summing to 1 within 1e-8); ModelError naming 'p0' otherwise.
 void check_initial_law(const std::vector<double>& p, int32_t n);
