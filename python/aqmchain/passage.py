@@ -282,7 +282,7 @@ def passage(model: Any, to: Any, *, times: Iterable[float] | None = None, p0: An
     model: ``exact_slots`` slots are stepped exactly first (default 1024),
     ``shift`` is the Krylov space's shift (default: those slots), ``krylov_dim`` its largest size.  ``threads``: threads for this
     call (default: :func:`num_threads`).  ``cumulative``: also the rewards over [0, t)
-    (slotted models).  A budget that runs out raises :class:`NonConvergenceError` carrying
+    (not stopped at T; continuous time: from Poisson's equation, docs/passage.md).  A budget that runs out raises :class:`NonConvergenceError` carrying
     the partial result.
     """
     t_start = _time.perf_counter()

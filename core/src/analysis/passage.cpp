@@ -14,6 +14,7 @@
 #include "aqmchain/errors.hpp"
 #include "aqmchain/interrupt.hpp"
 #include "aqmchain/operators/operator.hpp"
+#include "aqmchain/solvers/stationary.hpp"
 #include "solvers/block_system.hpp"
 #include "solvers/power_krylov.hpp"
 
@@ -202,6 +203,117 @@ long double total(const std::vector<double>& a) {
   return s;
 }
 
+
+/// Rewards accumulated over [0, t) by the unstopped continuous-time chain (generator G, full
+/// matrix F with its diagonal), for each reward vector r:
+///   E[ integral_0^t r(X_s) ds ] = t g + (p(t) - p0) h,   g = pi r,   G h = r - g 1,
+/// because y(t) = integral_0^t p(s) ds satisfies y(t) G = p(t) - p0 and y(t) 1 = t, so that
+/// y(t) r = y(t) (G h + g 1) = (p(t) - p0) h + t g.  pi is the stationary vector; h (Poisson's
+/// equation, defined up to a constant) is solved with h = 0 at the likeliest state k, from the
+/// transposed generator without row and column k, nonsingular for a chain with one closed class.
+/// Error account (per unit reward): (kernel error + t ||pi G||_1) span(h) / 2, since
+/// |(x - pi) r| = |x G h| <= ||x G||_1 span(h) / 2.
+void continuous_cumulative(const QueueChain& c, const SubMatrix& F, const std::vector<double>& p0,
+                           const std::vector<double>& times, TransientMethod tm, const TransientOptions& ko,
+                           const PassageAnalysisOptions& o, double rate, PassageAnalysis& r) {
+  const int32_t n = F.n;
+  const size_t nr = o.rewards.size();
+  auto t0 = Clock::now();
+  StationaryOptions so;
+  so.tol = std::max(o.solve_tol, 1e-14);
+  const StationaryResult st = solve_stationary(MarkovOperator(c), so);
+  r.operator_applications += st.operator_applications;
+  if (!st.converged()) {
+    r.note = (r.note.empty() ? "" : r.note + "; ") +
+             "rewards over [0, t) not computed: the stationary solve they need did not converge (" + st.note + ")";
+    r.rewards_cumulative.clear();
+    return;
+  }
+  r.seconds.push_back({"cumulative_stationary", since(t0)});
+  t0 = Clock::now();
+  const int32_t k = static_cast<int32_t>(std::max_element(st.pi.begin(), st.pi.end()) - st.pi.begin());
+  // the transposed generator without row and column k (local index: i - (i > k))
+  SubMatrix T;
+  T.n = n - 1;
+  T.rowptr.assign(static_cast<size_t>(n), 0);
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t e = F.rowptr[i]; e < F.rowptr[i + 1]; ++e)
+      if (i != k && F.col[e] != k) ++T.rowptr[static_cast<size_t>(F.col[e] - (F.col[e] > k)) + 1];
+  for (int32_t i = 0; i < T.n; ++i) T.rowptr[static_cast<size_t>(i) + 1] += T.rowptr[static_cast<size_t>(i)];
+  T.col.resize(static_cast<size_t>(T.rowptr.back()));
+  T.val.resize(T.col.size());
+  {
+    std::vector<int32_t> next(T.rowptr.begin(), T.rowptr.end() - 1);
+    for (int32_t i = 0; i < n; ++i)
+      for (int32_t e = F.rowptr[i]; e < F.rowptr[i + 1]; ++e) {
+        const int32_t j = F.col[e];
+        if (i == k || j == k) continue;
+        const int32_t at = next[static_cast<size_t>(j - (j > k))]++;
+        T.col[static_cast<size_t>(at)] = i - (i > k);
+        T.val[static_cast<size_t>(at)] = F.val[e];
+      }
+  }
+  T.states.reserve(static_cast<size_t>(T.n));
+  for (int32_t i = 0; i < n; ++i)
+    if (i != k) T.states.push_back(i);
+  RowSolver solver(c, T, true, rate, o);
+  std::vector<double> g(nr, 0.0), span(nr, 0.0), scale(nr, 0.0);
+  std::vector<std::vector<double>> h(nr, std::vector<double>(static_cast<size_t>(n), 0.0));
+  for (size_t q = 0; q < nr; ++q) {
+    long double s = 0.0L;
+    for (int32_t i = 0; i < n; ++i) s += static_cast<long double>(st.pi[static_cast<size_t>(i)]) * o.rewards[q][static_cast<size_t>(i)];
+    g[q] = static_cast<double>(s);
+    std::vector<double> rhs(static_cast<size_t>(T.n)), x;
+    for (int32_t li = 0; li < T.n; ++li) {
+      const double v = o.rewards[q][static_cast<size_t>(T.states[static_cast<size_t>(li)])];
+      rhs[static_cast<size_t>(li)] = -(v - g[q]);
+      scale[q] = std::max(scale[q], std::abs(v));
+    }
+    std::string note;
+    if (solver.solve(rhs, x, note) < 0.0) {
+      r.note = (r.note.empty() ? "" : r.note + "; ") + "rewards over [0, t) not computed: Poisson's equation: " + note;
+      r.rewards_cumulative.clear();
+      return;
+    }
+    double lo = 0.0, hi = 0.0;
+    for (int32_t li = 0; li < T.n; ++li) {
+      const double v = x[static_cast<size_t>(li)];
+      h[q][static_cast<size_t>(T.states[static_cast<size_t>(li)])] = v;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    span[q] = hi - lo;
+  }
+  r.gmres_iterations += solver.iterations;
+  r.operator_applications += solver.iterations;
+  r.seconds.push_back({"cumulative_poisson", since(t0)});
+  t0 = Clock::now();
+  GeneratorOperator G = GeneratorOperator::from_csr(n, F.rowptr.data(), F.col.data(), F.val.data(), 1e-9);
+  G.matrix.space = &c.space;
+  G.matrix.labels = &c.labels;
+  r.rewards_cumulative.assign(nr, std::vector<double>(times.size(), 0.0));
+  const TransientResult x = expm_multiply(G, p0, times, tm, ko, [&](size_t kk, double t, const double* p) {
+    for (size_t q = 0; q < nr; ++q) {
+      long double d = 0.0L;
+      for (int32_t i = 0; i < n; ++i)
+        d += static_cast<long double>(p[i] - p0[static_cast<size_t>(i)]) * h[q][static_cast<size_t>(i)];
+      r.rewards_cumulative[q][kk] = std::max(0.0, static_cast<double>(static_cast<long double>(t) * g[q] + d));
+    }
+  });
+  r.operator_applications += x.operator_applications;
+  const double pi_residual = st.residual * rate;  // ||pi G||_1
+  for (size_t q = 0; q < nr; ++q)
+    if (scale[q] > 0.0)
+      r.cumulative_error = std::max(r.cumulative_error,
+                                    (x.error_sum + x.roundoff + times.back() * pi_residual) * span[q] / 2.0 / scale[q]);
+  r.extra.push_back({"cumulative_reference_state", static_cast<double>(k)});
+  r.seconds.push_back({"cumulative_kernel", since(t0)});
+  if (!x.converged()) {
+    r.note = (r.note.empty() ? "" : r.note + "; ") + "rewards over [0, t): " + x.note;
+    r.rewards_cumulative.clear();
+  }
+}
+
 }  // namespace
 
 PassageAnalysis analyse_passage(const QueueChain& c, const std::vector<char>& target, const std::vector<double>& p0,
@@ -310,6 +422,29 @@ PassageAnalysis analyse_passage(const QueueChain& c, const std::vector<char>& ta
     }
   }
   const bool never_empty = r.never_states == 0;
+  // The states p0 can enter before T (a forward search from p0's support that stops at the
+  // target): P(T = inf) > 0 exactly when one of them cannot reach the target.
+  std::vector<char> before_t(static_cast<size_t>(n), 0);
+  bool escapes = false;
+  if (!never_empty) {
+    std::vector<int32_t> front;
+    for (int32_t i = 0; i < n; ++i)
+      if (p0[static_cast<size_t>(i)] > 0.0 && !target[static_cast<size_t>(i)]) {
+        before_t[static_cast<size_t>(i)] = 1;
+        front.push_back(i);
+      }
+    for (size_t q = 0; q < front.size(); ++q) {
+      const int32_t i = front[q];
+      escapes = escapes || !reach[static_cast<size_t>(i)];
+      for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) {
+        const int32_t j = c.col[e];
+        if (c.val[e] > 0.0 && j != i && !target[static_cast<size_t>(j)] && !before_t[static_cast<size_t>(j)]) {
+          before_t[static_cast<size_t>(j)] = 1;
+          front.push_back(j);
+        }
+      }
+    }
+  }
   // flow into the target from each non-target state (per slot, or a rate)
   auto flow_into_target = [&](const std::vector<int32_t>& states) {
     std::vector<double> b(states.size(), 0.0);
@@ -400,23 +535,25 @@ PassageAnalysis analyse_passage(const QueueChain& c, const std::vector<char>& ta
       }
     }
     r.reach_probability = std::min(1.0, r.reach_probability);
-    // every state can reach the target: a finite chain then enters it with probability 1
-    // (the solve's value is kept as a check of its accuracy)
+    // every state p0 can enter before T can reach the target: a finite chain then enters it
+    // with probability 1 (the solve's value is kept as a check of its accuracy)
     r.extra.push_back({"reach_probability_from_solve", r.reach_probability});
-    if (never_empty) r.reach_probability = 1.0;
-    r.never_probability = never_empty ? 0.0 : std::max(0.0, 1.0 - r.reach_probability);
-    if (!never_empty) {
+    if (!escapes) r.reach_probability = 1.0;
+    r.never_probability = escapes ? std::max(0.0, 1.0 - r.reach_probability) : 0.0;
+    if (escapes) {
       r.mean = std::numeric_limits<double>::infinity();
       for (size_t k = 0; k < o.rewards.size(); ++k) {
         // rewards keep accumulating on the paths that never reach the target
         bool positive = false;
         for (int32_t i = 0; i < n; ++i)
-          if (!reach[static_cast<size_t>(i)] && o.rewards[k][static_cast<size_t>(i)] != 0.0) positive = true;
+          if (before_t[static_cast<size_t>(i)] && !reach[static_cast<size_t>(i)] &&
+              o.rewards[k][static_cast<size_t>(i)] != 0.0)
+            positive = true;
         if (positive) r.rewards_until[k] = std::numeric_limits<double>::infinity();
       }
       r.note = (r.note.empty() ? "" : r.note + "; ") +
-               detail::cat(r.never_states, " states cannot reach the target: P(T = inf) = ", r.never_probability,
-                           ", so E[T] = inf");
+               detail::cat(r.never_states, " states cannot reach the target and p0 can enter some of them: P(T = inf) = ",
+                           r.never_probability, ", so E[T] = inf");
     }
     r.seconds.push_back({"mean", since(t0)});
   }
@@ -427,7 +564,7 @@ PassageAnalysis analyse_passage(const QueueChain& c, const std::vector<char>& ta
   r.error_bound.assign(times.size(), 0.0);
   const size_t nr = o.rewards.size();
   const bool cumulative = o.cumulative && nr > 0 && !continuous;
-  if (cumulative) r.rewards_cumulative.assign(nr, std::vector<double>(times.size(), 0.0));
+  if (cumulative || (o.cumulative && nr > 0)) r.rewards_cumulative.assign(nr, std::vector<double>(times.size(), 0.0));
   auto emitted = [&](size_t k) {
     r.outputs = k + 1;
     if (o.progress) o.progress(times[k], times.back());
@@ -440,6 +577,7 @@ PassageAnalysis analyse_passage(const QueueChain& c, const std::vector<char>& ta
     std::iota(all.begin(), all.end(), 0);
     std::iota(id.begin(), id.end(), 0);
     SubMatrix F = restrict_matrix(c, id, all, true);
+    const SubMatrix full = o.cumulative && nr > 0 ? F : SubMatrix{};
     {
       SubMatrix K;
       K.n = n;
@@ -481,9 +619,7 @@ PassageAnalysis analyse_passage(const QueueChain& c, const std::vector<char>& ta
       r.note = (r.note.empty() ? "" : r.note + "; ") + x.note;
     }
     r.seconds.push_back({"kernel", since(t0)});
-    if (o.cumulative && nr > 0)
-      r.note = (r.note.empty() ? "" : r.note + "; ") +
-               "rewards accumulated over [0, t) are computed for slotted models only";
+    if (o.cumulative && nr > 0) continuous_cumulative(c, full, p0, times, tm, ko, o, rate, r);
   } else {
     // slotted: u_t = p0_N P_NN^t
     const auto t0 = Clock::now();

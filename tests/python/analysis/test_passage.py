@@ -184,7 +184,29 @@ def test_continuous_time_equals_expm_of_the_absorbing_generator():
         np.testing.assert_allclose(r.cdf, ref, rtol=0, atol=1e-10)
         assert r.mean == pytest.approx(mean, rel=1e-10)
         assert r.rewards_until["marks"] == pytest.approx(p0[N] @ F @ marks[N], rel=1e-10)
-        assert r.rewards_cumulative == {} or all(len(v) == 0 for v in r.rewards_cumulative.values())
+        # rewards over [0, t) of the unstopped chain: the augmented exponential
+        # expm(t [[G, r], [0, 0]]) holds integral_0^t expm(s G) r ds in its last column
+        A = np.zeros((chain.n + 1, chain.n + 1))
+        A[:-1, :-1], A[:-1, -1] = G, marks
+        cum = np.array([(p0 @ scipy.linalg.expm(t * A)[:-1, -1]) for t in times])
+        got = r.rewards_cumulative["marks"]
+        bound = r.info.cumulative_error * marks.max() + 1e-12 * np.maximum(cum, 1.0)
+        assert np.all(np.abs(got - cum) <= bound + 1e-12), (method, got - cum, bound)
+        assert r.info.cumulative_error < 1e-8
+
+
+def test_continuous_cumulative_rewards_grow_at_the_stationary_rate():
+    # long horizon: E[integral_0^t r] = t pi r + (p(t) - p0) h, the slope the stationary law's
+    chain = chain_of(CONTINUOUS_DOC)
+    st = aqmchain.solve_stationary(chain)
+    drops = np.asarray(chain.events["aqm_drop"]) + np.asarray(chain.events["overflow"])
+    times = [1e3, 2e3, 1e4]
+    r = aqmchain.passage(chain, "queue>=10", times=times, p0={}, rewards=["drops"], method="rational_krylov",
+                         tol=1e-12)
+    c = r.rewards_cumulative["drops"]
+    slope = (c[1] - c[0]) / 1e3
+    assert slope == pytest.approx(float(st.pi @ drops), rel=1e-9)
+    assert c[2] == pytest.approx(c[0] + (times[2] - times[0]) * slope, rel=1e-9)
 
 
 def test_birth_death_closed_form_mean_hitting_times():
@@ -207,6 +229,45 @@ def test_birth_death_closed_form_mean_hitting_times():
     r = aqmchain.passage(chain, f"queue>={N}", p0={"level": 0})
     assert r.mean == pytest.approx(u.sum(), rel=1e-11)
     assert r.reach_probability == 1.0  # every state reaches the target (graph search): exactly 1
+
+
+def test_targets_that_can_be_missed():
+    # alpha = 1, w = 1: the empty state, (1, avg 0) and (2, avg 0) are transient; from (1, avg 0) the
+    # queue stays at 1 while a departure meets each arrival and reaches (2, avg 0) at the first slot
+    # without one; the closed class never returns to avg 0
+    doc = {"model": {"buffer": 4}, "source": {"kind": "bernoulli", "alpha": 1.0}, "service": {"mu": 0.5},
+           "aqm": {"drop": "red", "min_th": 1, "max_th": 3, "p_max": 0.5, "w": 1.0},
+           "grid": {"k": 1, "refine": "none"}}
+    chain = chain_of(doc)
+    P = dense(chain)
+    level, avg = (np.asarray(chain.labels[k]) for k in ("level", "avg_index"))
+    target = (level >= 2) & (avg == 0)
+    N = ~target
+    drops = np.asarray(chain.events["aqm_drop"]) + np.asarray(chain.events["overflow"])
+
+    def survival_sum(p0):  # E[T] = sum_t P(T > t), mass never leaking out of the states that reach the target
+        u, total = p0[N].copy(), 0.0
+        while u.sum() > 1e-18:
+            total += u.sum()
+            u = u @ P[np.ix_(N, N)]
+        return total
+
+    # from empty: some states cannot reach the target, but none of them can be entered before T
+    r = aqmchain.passage(chain, "queue>=2 and avg<=0", rewards=["drops"])
+    p0 = point(chain)
+    assert r.info.never_states >= 1 and r.reach_probability == 1.0
+    assert r.mean == pytest.approx(survival_sum(p0), rel=1e-12) and r.mean == pytest.approx(3.0, rel=1e-12)
+    # from a law that puts 0.3 on (1, avg 0) and 0.7 on a state of the closed class: P(T < inf) = 0.3
+    start = point(chain, level=1)
+    stuck = point(chain, level=3, avg_index=1)
+    law = 0.3 * start + 0.7 * stuck
+    big = np.linalg.matrix_power(np.where(target[:, None], np.eye(chain.n), P), 1 << 12)  # absorbed by now
+    r = aqmchain.passage(chain, "queue>=2 and avg<=0", p0=law, times=[1, 2, 64], rewards=["drops"])
+    assert r.reach_probability == pytest.approx((law @ big)[target].sum(), abs=1e-13)
+    assert r.reach_probability == pytest.approx(0.3, abs=1e-13)
+    assert r.mean == np.inf and r.rewards_until["drops"] == np.inf and "P(T = inf)" in r.info.note
+    assert drops[~target].max() > 0  # drops happen in the closed class: their sum before T is unbounded
+    assert r.cdf[-1] == pytest.approx(0.3, abs=1e-12)
 
 
 def test_bad_input_is_named():

@@ -87,7 +87,7 @@ struct PassageAnalysisOptions {
   /// Rewards: one value per state (per slot, or a rate in continuous time).
   std::vector<std::string> reward_names;
   std::vector<std::vector<double>> rewards;
-  /// Compute the unstopped accumulated rewards over [0, t) (slotted chains).
+  /// Compute the unstopped accumulated rewards over [0, t).
   bool cumulative = true;
   /// Called after each output time with (time, last time), on the computing thread.
   std::function<void(double, double)> progress;
@@ -105,7 +105,7 @@ struct PassageAnalysis : ConvergenceReport<PassageMethod> {
   double mean_residual = 0.0;         ///< L1 residual of the solve for z, relative to ||p0_N||_1
   std::vector<std::string> reward_names;
   std::vector<double> rewards_until;                ///< E[rewards accumulated before T]
-  std::vector<std::vector<double>> rewards_cumulative;  ///< [i][k]: E[rewards over [0, times[k])], slotted
+  std::vector<std::vector<double>> rewards_cumulative;  ///< [i][k]: E[rewards over [0, times[k])] (slotted: sums, continuous: integrals)
   double cumulative_error = 0.0;      ///< estimate of the cumulative rewards' error (per unit reward)
   int32_t states = 0, target_states = 0, never_states = 0;
   double rho = 0.0;                   ///< quasi_stationary: the decay factor per slot of S(t) (0 if not computed)
