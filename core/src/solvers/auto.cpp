@@ -21,6 +21,12 @@ long auto_gs_sweeps(const MarkovOperator& c, const StationaryOptions& o) {
 /// that a chain whose LU fills badly goes on to krylov soon; the full
 /// auto_direct_max_flops is tried after krylov.
 constexpr double kAutoQuickDirectFlops = 1e11;
+/// Auto's first LU on a small chain: at most this much work per stored entry of P (with a
+/// floor), about the work of the few hundred products an iterative solve of such a chain
+/// takes; a chain whose LU fills badly (REDwM's sums, several stateful components) goes on
+/// to the iterative methods, and the full auto_direct_max_flops is tried after krylov.
+constexpr double kAutoSmallDirectFlopsPerEntry = 1e4;
+constexpr double kAutoSmallDirectFlopsFloor = 1e9;
 /// Auto skips direct on a large chain, without UMFPACK's analysis (which takes a minute on a
 /// few million states), when the envelope estimate exceeds direct_max_gb this many times.
 constexpr double kEnvelopeFactor = 4.0;
@@ -58,8 +64,8 @@ bool coupled_structure(const MarkovOperator& c) { return c.components_outside_bl
 }  // namespace
 
 /// Auto, by the chain's size and structure: direct first on chains below
-/// auto_krylov_min_states states and on coupled structures (coupled_structure), krylov
-/// first on the other large chains; then the other of the two, multilevel aggregation and
+/// auto_krylov_min_states states (with a work budget proportional to the chain's entries)
+/// and on coupled structures (coupled_structure), krylov first on the other large chains; then the other of the two, multilevel aggregation and
 /// Gauss-Seidel with a bounded number of sweeps.  Direct factorises only when UMFPACK's
 /// symbolic estimates fit direct_max_gb and auto_direct_max_flops (the analysis is cheap:
 /// a refusal costs little); an iterative attempt with a method behind it fails fast
@@ -74,9 +80,14 @@ void solve_auto(Target& t, StationaryResult& r) {
   // (method, direct's work budget): a large coupled chain tries a quick LU first and the
   // full budget again after krylov; a large plain chain starts with krylov
   const double quick = std::min(o.auto_direct_max_flops, kAutoQuickDirectFlops);
+  const double quick_small =
+      std::min(o.auto_direct_max_flops, std::max(kAutoSmallDirectFlopsFloor,
+                                                 kAutoSmallDirectFlopsPerEntry * static_cast<double>(t.full().nnz())));
   std::vector<std::pair<Method, double>> order;
-  if (small)
-    order = {{Method::Direct, o.auto_direct_max_flops}, {Method::Krylov, 0.0}, {Method::Multilevel, 0.0}};
+  if (small && coupled)
+    order = {{Method::Direct, quick_small}, {Method::Multilevel, 0.0}, {Method::Krylov, 0.0}};
+  else if (small)
+    order = {{Method::Direct, quick_small}, {Method::Krylov, 0.0}, {Method::Multilevel, 0.0}};
   else if (coupled)  // aggregation over the lattice follows every component, GMRES's blocks do not
     order = {{Method::Multilevel, 0.0}, {Method::Direct, quick}, {Method::Krylov, 0.0}};
   else
@@ -128,7 +139,10 @@ void solve_auto(Target& t, StationaryResult& r) {
     }
     if (quick_refusal)
       why.replace(why.find("auto_direct_max_flops = "), std::string("auto_direct_max_flops = ").size(),
-                  "auto's first-try budget for a large coupled chain (auto_direct_max_flops applies after krylov) = ");
+                  small ? "auto's first-try budget for a small chain (10^4 flops per entry of P; auto_direct_max_flops "
+                          "applies after krylov) = "
+                        : "auto's first-try budget for a large coupled chain (auto_direct_max_flops applies after "
+                          "krylov) = ");
     tried.push_back({m, since(t0), x.pi.empty() ? Status::NotComputed : x.status, x.iterations, why});
     // the quick LU was refused for its work alone: the full budget after krylov
     if (quick_refusal) {

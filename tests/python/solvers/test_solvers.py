@@ -153,6 +153,28 @@ def test_auto_factorises_within_its_budgets_and_says_so_otherwise():
     assert r.info.method == "krylov" and "direct_max_gb" in r.info.note
 
 
+def test_auto_leaves_a_badly_filling_lu_of_a_small_chain_to_the_iterative_methods():
+    # REDwM with three sums: 8,446 states whose LU UMFPACK estimates at about 1e10 flops,
+    # over auto's first-try budget of 10^4 flops per entry of P
+    doc = {"model": {"buffer": 10}, "source": {"kind": "bernoulli", "alpha": 0.45}, "service": {"mu": 0.5},
+           "aqm": {"drop": "red", "min_th": 3, "max_th": 6, "p_max": 0.2, "filter": "redwm",
+                   "a": [0.5, 0.1, 0.05, 0.05], "b": [0.2, 0.1]},
+           "grid": {"k": 2, "refine": "none"}}
+    chain = aqmchain.build_chain(aqmchain.model_from_dict(doc)[0])
+    nnz = aqmchain.transition_matrix(chain).nnz
+    ref = aqmchain.solve_stationary(chain, method="direct", response="none")
+    assert ref.info.extra["lu_flops_estimate"] > max(1e9, 1e4 * nnz)
+    r = aqmchain.solve_stationary(chain, response="none")
+    first = r.info.methods_tried[0]
+    assert first["method"] == "direct" and "small chain" in first["why"] and r.info.method != "direct"
+    assert r.info.residual <= 1e-12
+    P = aqmchain.transition_matrix(chain)
+    assert np.abs(r.pi - ref.pi).sum() <= solution_distance_bound(P, ref.pi, r.info.residual, ref.info.residual)
+    # an LU within that budget still runs first (a plain RED chain of the same size class)
+    small = aqmchain.solve_stationary(model_of(MODELS["ssmp_dsred_arrival"]), response="none")
+    assert small.info.method == "direct" and not small.info.fallback
+
+
 def test_auto_runs_krylov_first_on_large_chains_and_transient_states_get_zero():
     # ssmp_dsred_arrival has one transient state (outside the closed class): krylov
     # solves on the whole chain, the others on the closed class; all give 0 there
