@@ -4,6 +4,7 @@
 #include "aqmchain/analysis/extrapolation.hpp"
 #include "aqmchain/analysis/grid_refinement.hpp"
 #include "aqmchain/analysis/metrics.hpp"
+#include "aqmchain/analysis/poisson.hpp"
 #include "aqmchain/analysis/response.hpp"
 
 namespace aqmpy {
@@ -145,6 +146,32 @@ void define_analysis(py::module_& m) {
       py::arg("tagged_max_states") = ResponseOptions{}.max_states,
       "States of the tagged-packet chain compute_metrics will build for `response` (0: none), exact from the "
       "chain's labels; raises StateSpaceTooLarge (tagged_max_states or memory_limit_gb) over a budget.");
+  m.def(
+      "solve_poisson",
+      [](const QueueChain& c, const std::vector<std::vector<double>>& rhs, int32_t k, double tol, long max_iter) {
+        PoissonSolution s;
+        {
+          InterruptGuard interrupt;
+          py::gil_scoped_release release;
+          s = solve_poisson(c, rhs, k, tol, max_iter);
+        }
+        py::array_t<double> h({static_cast<py::ssize_t>(s.h.size()), static_cast<py::ssize_t>(c.n)});
+        auto w = h.mutable_unchecked<2>();
+        for (size_t q = 0; q < s.h.size(); ++q)
+          for (int32_t i = 0; i < c.n; ++i) w(static_cast<py::ssize_t>(q), i) = s.h[q][static_cast<size_t>(i)];
+        py::dict d;
+        d["h"] = h, d["residuals"] = s.residuals, d["fixed_state"] = s.fixed_state, d["iterations"] = s.iterations_each;
+        d["status"] = to_string(s.status), d["note"] = s.note;
+        py::dict sec;
+        for (const auto& [name, v] : s.seconds) sec[py::str(name)] = v;
+        d["seconds"] = sec;
+        return d;
+      },
+      py::arg("chain"), py::arg("rhs"), py::arg("k") = -1, py::arg("tol") = 1e-13, py::arg("max_iter") = 2000,
+      "Poisson's equation (I - P) h = b (continuous: -G h = b) for each row b of `rhs`, with h = 0 at state k "
+      "(-1: the chain's recurrent state) and row k's equation dropped, by GMRES with the block preconditioner: "
+      "dict with h (one row per right-hand side), residuals (relative L1, reduced system), fixed_state, "
+      "iterations (GMRES steps of each right-hand side), status, note, seconds.");
 }
 
 }  // namespace aqmpy

@@ -10,11 +10,13 @@
 #include <memory>
 #include <numeric>
 
+#include "aqmchain/analysis/poisson.hpp"
 #include "aqmchain/analysis/transient_analysis.hpp"
 #include "aqmchain/errors.hpp"
 #include "aqmchain/interrupt.hpp"
 #include "aqmchain/operators/operator.hpp"
 #include "aqmchain/solvers/stationary.hpp"
+#include "analysis/row_solver.hpp"
 #include "solvers/block_system.hpp"
 #include "solvers/power_krylov.hpp"
 
@@ -57,9 +59,13 @@ void PassageAnalysisOptions::validate() const {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-constexpr double kEps = std::numeric_limits<double>::epsilon();
+using analysis_detail::Clock;
+using analysis_detail::kEps;
+using analysis_detail::RowSolver;
+using analysis_detail::since;
+using analysis_detail::SubMatrix;
+using analysis_detail::blocks_of;
+using analysis_detail::restrict_matrix;
 /// quasi_stationary: the quasi-stationary law is computed once this many slots are stepped.
 constexpr int64_t kQsdAfter = 1024;
 /// rational_krylov (slotted): slots stepped exactly before the Krylov space takes over
@@ -68,129 +74,6 @@ constexpr int64_t kExactSlots = 1024;
 /// Auto (continuous time): uniformization up to this many products (about Lambda t),
 /// rational Krylov above, as the transient analysis chooses.
 constexpr double kAutoUniformizationProducts = 1e4;
-
-/// A CSR matrix over a subset of the states, renumbered (local index = position in `states`).
-struct SubMatrix {
-  int32_t n = 0;
-  std::vector<int32_t> states;  // local -> global
-  std::vector<int32_t> rowptr, col;
-  std::vector<double> val;
-};
-
-/// The rows and columns of `keep` (global local[] >= 0) of the chain's matrix; continuous:
-/// every row's diagonal set to minus the sum of the full row's off-diagonal entries.
-SubMatrix restrict_matrix(const QueueChain& c, const std::vector<int32_t>& local, const std::vector<int32_t>& states,
-                          bool continuous) {
-  SubMatrix S;
-  S.n = static_cast<int32_t>(states.size());
-  S.states = states;
-  S.rowptr.assign(static_cast<size_t>(S.n) + 1, 0);
-  for (int32_t li = 0; li < S.n; ++li) {
-    const int32_t i = states[static_cast<size_t>(li)];
-    double out = 0.0;
-    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) {
-      const int32_t j = c.col[e];
-      if (continuous && j == i) continue;
-      if (continuous) out += c.val[e];
-      const int32_t lj = local[static_cast<size_t>(j)];
-      if (lj < 0) continue;
-      S.col.push_back(lj);
-      S.val.push_back(c.val[e]);
-    }
-    if (continuous) {
-      S.col.push_back(li);
-      S.val.push_back(-out);
-    }
-    S.rowptr[static_cast<size_t>(li) + 1] = static_cast<int32_t>(S.col.size());
-  }
-  return S;
-}
-
-/// Labels of the states of a submatrix (for the preconditioner's blocks).
-std::vector<int32_t> blocks_of(const QueueChain& c, const std::vector<int32_t>& states) {
-  std::vector<std::vector<int32_t>> labels(c.labels.size());
-  for (size_t k = 0; k < c.labels.size(); ++k) {
-    labels[k].resize(states.size());
-    for (size_t i = 0; i < states.size(); ++i) labels[k][i] = c.labels[k][static_cast<size_t>(states[i])];
-  }
-  return in_block_partition(c.space, labels, static_cast<int32_t>(states.size()));
-}
-
-/// Solves x (a I - b M / divisor) = rhs (row vectors) for the submatrix M.
-struct RowSolver {
-  std::unique_ptr<detail::BlockSystem> sys;
-  std::unique_ptr<detail::Gmres> gmres;
-  double scale = 1.0;  // x is returned times it (continuous: 1 / Lambda)
-  double solve_tol = 1e-13;
-  long max_iter = 1000;
-  long solves = 0, iterations = 0;
-  double setup_seconds = 0.0, solve_seconds = 0.0;
-
-  RowSolver(const QueueChain& c, const SubMatrix& M, bool continuous, double rate, const PassageAnalysisOptions& o)
-      : solve_tol(o.solve_tol), max_iter(o.solve_max_iter) {
-    const auto t0 = Clock::now();
-    const std::vector<int32_t> block_of = blocks_of(c, M.states);
-    if (continuous) {
-      // x (-G / Lambda) = rhs: a = 0, b = 1, M read as G / Lambda (diagonal included)
-      sys = std::make_unique<detail::BlockSystem>(detail::block_system(
-          M.n, M.rowptr.data(), M.col.data(), M.val.data(), block_of, 0.0, 1.0, -1, 0, std::nan(""), rate));
-      scale = 1.0 / rate;
-    } else {
-      sys = std::make_unique<detail::BlockSystem>(detail::block_system(M.n, M.rowptr.data(), M.col.data(),
-                                                                       M.val.data(), block_of, 1.0, 1.0, -1));
-    }
-    gmres = std::make_unique<detail::Gmres>(M.n, 40);
-    setup_seconds = since(t0);
-  }
-
-  /// x (global-free, local order) for rhs (local order); returns the L1 residual relative
-  /// to ||rhs||_1, or -1 when GMRES did not reach solve_tol.
-  double solve(const std::vector<double>& rhs, std::vector<double>& x, std::string& note) {
-    const auto t0 = Clock::now();
-    const int32_t n = sys->n;
-    std::vector<double> r(static_cast<size_t>(n)), xb(static_cast<size_t>(n));
-    double rhs_l1 = 0.0;
-    for (int32_t i = 0; i < n; ++i) {
-      r[sys->inv[i]] = rhs[static_cast<size_t>(i)];
-      rhs_l1 += std::abs(rhs[static_cast<size_t>(i)]);
-    }
-    x.assign(static_cast<size_t>(n), 0.0);
-    if (!(rhs_l1 > 0.0)) return 0.0;
-    sys->precond(r.data(), xb.data());
-    detail::Gmres::Test test;
-    test.target = solve_tol * rhs_l1;
-    test.fac0 = 1.0 / rhs_l1;
-    test.learn_ratio = true;
-    // What double precision allows: the residual of a rounded solution is about
-    // eps (||B||_1 ||x||_1 + ||rhs||_1) with ||B||_1 <= 2 here; the target is never below 4 eps ||B|| ||x||.
-    double last_res = 0.0;
-    const double want = solve_tol * rhs_l1;
-    test.measure = [n, &last_res, want](const std::vector<double>& xv, const std::vector<double>& res) {
-      long double s = 0.0L, sx = 0.0L;
-      for (int32_t i = 0; i < n; ++i) {
-        s += std::abs(res[static_cast<size_t>(i)]);
-        sx += std::abs(xv[static_cast<size_t>(i)]);
-      }
-      last_res = static_cast<double>(s);
-      const double floor = 4.0 * kEps * (2.0 * static_cast<double>(sx));
-      return floor > want ? last_res * want / floor : last_res;
-    };
-    detail::Gmres::Limits limits;
-    limits.max_iter = max_iter;
-    const detail::Gmres::Outcome g = gmres->solve(*sys, r.data(), xb, test, limits);
-    ++solves;
-    iterations += g.iterations;
-    for (int32_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = xb[sys->inv[i]] * scale;
-    solve_seconds += since(t0);
-    if (!g.converged) {
-      note = detail::cat("a linear solve with the non-target block did not converge: relative L1 residual ",
-                         last_res / rhs_l1, " > solve_tol = ", solve_tol, " after ", g.iterations,
-                         " GMRES steps (solve_max_iter = ", max_iter, g.stalled ? ", stalled" : "", ")");
-      return -1.0;
-    }
-    return last_res / rhs_l1;
-  }
-};
 
 long double dot(const std::vector<double>& a, const std::vector<double>& b) {
   long double s = 0.0L;
@@ -232,60 +115,31 @@ void continuous_cumulative(const QueueChain& c, const SubMatrix& F, const std::v
   r.seconds.push_back({"cumulative_stationary", since(t0)});
   t0 = Clock::now();
   const int32_t k = static_cast<int32_t>(std::max_element(st.pi.begin(), st.pi.end()) - st.pi.begin());
-  // the transposed generator without row and column k (local index: i - (i > k))
-  SubMatrix T;
-  T.n = n - 1;
-  T.rowptr.assign(static_cast<size_t>(n), 0);
-  for (int32_t i = 0; i < n; ++i)
-    for (int32_t e = F.rowptr[i]; e < F.rowptr[i + 1]; ++e)
-      if (i != k && F.col[e] != k) ++T.rowptr[static_cast<size_t>(F.col[e] - (F.col[e] > k)) + 1];
-  for (int32_t i = 0; i < T.n; ++i) T.rowptr[static_cast<size_t>(i) + 1] += T.rowptr[static_cast<size_t>(i)];
-  T.col.resize(static_cast<size_t>(T.rowptr.back()));
-  T.val.resize(T.col.size());
-  {
-    std::vector<int32_t> next(T.rowptr.begin(), T.rowptr.end() - 1);
-    for (int32_t i = 0; i < n; ++i)
-      for (int32_t e = F.rowptr[i]; e < F.rowptr[i + 1]; ++e) {
-        const int32_t j = F.col[e];
-        if (i == k || j == k) continue;
-        const int32_t at = next[static_cast<size_t>(j - (j > k))]++;
-        T.col[static_cast<size_t>(at)] = i - (i > k);
-        T.val[static_cast<size_t>(at)] = F.val[e];
-      }
-  }
-  T.states.reserve(static_cast<size_t>(T.n));
-  for (int32_t i = 0; i < n; ++i)
-    if (i != k) T.states.push_back(i);
-  RowSolver solver(c, T, true, rate, o);
+  // -G h = g - r with h_k = 0
   std::vector<double> g(nr, 0.0), span(nr, 0.0), scale(nr, 0.0);
-  std::vector<std::vector<double>> h(nr, std::vector<double>(static_cast<size_t>(n), 0.0));
+  std::vector<std::vector<double>> b(nr, std::vector<double>(static_cast<size_t>(n)));
   for (size_t q = 0; q < nr; ++q) {
-    long double s = 0.0L;
-    for (int32_t i = 0; i < n; ++i) s += static_cast<long double>(st.pi[static_cast<size_t>(i)]) * o.rewards[q][static_cast<size_t>(i)];
-    g[q] = static_cast<double>(s);
-    std::vector<double> rhs(static_cast<size_t>(T.n)), x;
-    for (int32_t li = 0; li < T.n; ++li) {
-      const double v = o.rewards[q][static_cast<size_t>(T.states[static_cast<size_t>(li)])];
-      rhs[static_cast<size_t>(li)] = -(v - g[q]);
-      scale[q] = std::max(scale[q], std::abs(v));
+    long double sum = 0.0L;
+    for (int32_t i = 0; i < n; ++i) sum += static_cast<long double>(st.pi[static_cast<size_t>(i)]) * o.rewards[q][static_cast<size_t>(i)];
+    g[q] = static_cast<double>(sum);
+    for (int32_t i = 0; i < n; ++i) {
+      b[q][static_cast<size_t>(i)] = g[q] - o.rewards[q][static_cast<size_t>(i)];
+      scale[q] = std::max(scale[q], std::abs(o.rewards[q][static_cast<size_t>(i)]));
     }
-    std::string note;
-    if (solver.solve(rhs, x, note) < 0.0) {
-      r.note = (r.note.empty() ? "" : r.note + "; ") + "rewards over [0, t) not computed: Poisson's equation: " + note;
-      r.rewards_cumulative.clear();
-      return;
-    }
-    double lo = 0.0, hi = 0.0;
-    for (int32_t li = 0; li < T.n; ++li) {
-      const double v = x[static_cast<size_t>(li)];
-      h[q][static_cast<size_t>(T.states[static_cast<size_t>(li)])] = v;
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-    }
-    span[q] = hi - lo;
   }
-  r.gmres_iterations += solver.iterations;
-  r.operator_applications += solver.iterations;
+  const PoissonSolution ps = solve_poisson(c, b, k, o.solve_tol, o.solve_max_iter);
+  r.gmres_iterations += ps.iterations;
+  r.operator_applications += ps.iterations;
+  if (!ps.converged()) {
+    r.note = (r.note.empty() ? "" : r.note + "; ") + "rewards over [0, t) not computed: Poisson's equation: " + ps.note;
+    r.rewards_cumulative.clear();
+    return;
+  }
+  const std::vector<std::vector<double>>& h = ps.h;
+  for (size_t q = 0; q < nr; ++q) {
+    const auto [lo, hi] = std::minmax_element(h[q].begin(), h[q].end());
+    span[q] = *hi - *lo;
+  }
   r.seconds.push_back({"cumulative_poisson", since(t0)});
   t0 = Clock::now();
   GeneratorOperator G = GeneratorOperator::from_csr(n, F.rowptr.data(), F.col.data(), F.val.data(), 1e-9);
@@ -472,7 +326,7 @@ PassageAnalysis analyse_passage(const QueueChain& c, const std::vector<char>& ta
     r.mean = 0.0;
     r.rewards_until.assign(o.rewards.size(), 0.0);
     if (!statesA.empty()) {
-      solverA = std::make_unique<RowSolver>(c, MA, continuous, rate, o);
+      solverA = std::make_unique<RowSolver>(c, MA, continuous, rate, o.solve_tol, o.solve_max_iter);
       std::vector<double> z;
       std::string note;
       double res = solverA->solve(rhs, z, note);

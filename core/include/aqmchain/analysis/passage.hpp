@@ -4,8 +4,9 @@
 //   - cdf(t) = P(T <= t) and the survival S(t) = 1 - cdf(t) at sorted output times;
 //   - the reach probability P(T < inf) and the mean E[T] (inf when P(T < inf) < 1);
 //   - expected rewards accumulated before T (r(X_0) + ... + r(X_{T-1}) in slots, the
-//     integral of the rate r(X_s) over [0, T) in continuous time) and, for slotted
-//     chains, the expected rewards accumulated over [0, t) without stopping at T.
+//     integral of the rate r(X_s) over [0, T) in continuous time) and the expected
+//     rewards accumulated over [0, t) without stopping at T (continuous time: from
+//     Poisson's equation, analysis/poisson.hpp).
 //
 // Slotted chains: u_t = p0_N P_NN^t over the non-target states N, S(t) = 1^T u_t.
 // "step" multiplies by P_NN slot by slot (exact).  "quasi_stationary" steps until
