@@ -37,9 +37,11 @@ from .stationary import COMPONENTS, SCALAR_METRICS, _limit_bytes
 __all__ = ["sensitivities", "sensitivity_parameters", "sensitivity_metrics", "Sensitivities", "SENSITIVITY_METHODS",
            "SENSITIVITY_DEFAULTS"]
 
-#: adjoint solvers: "direct" (sparse LU of the reduced system, SuperLU), "gmres" (GMRES with an
-#: incomplete LU preconditioner), "auto" (direct up to ``direct_max_states``, else gmres)
-SENSITIVITY_METHODS: tuple[str, ...] = ("auto", "direct", "gmres")
+#: adjoint solvers: "krylov" (the core's restarted GMRES with the block preconditioner of the
+#: stationary solvers, on the transposed system), "direct" (sparse LU of the reduced system,
+#: SuperLU), "gmres" (SciPy's GMRES with an incomplete LU preconditioner), "auto" (krylov; if it
+#: does not converge, direct up to ``direct_max_states`` states, else gmres)
+SENSITIVITY_METHODS: tuple[str, ...] = ("auto", "krylov", "direct", "gmres")
 #: the options of :func:`sensitivities` and their defaults, written once
 SENSITIVITY_DEFAULTS: dict[str, Any] = {
     "method": "auto",
@@ -614,24 +616,47 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
 
     t0 = time.perf_counter()
     P = _csr(chain)
-    A = (sp.identity(chain.n, format="csr") - P) if chain.time == "discrete" else -P
     k = int(np.argmax(pi))
     method = opts["method"]
-    if method == "auto":
-        method = "direct" if chain.n <= opts["direct_max_states"] else "gmres"
-    keep, A_red, solve = _adjoint_solver(A.tocsr(), k, method, opts)
-    t_factor = time.perf_counter() - t0
-    Y = np.zeros((chain.n, len(names)))
-    residuals, iterations = {}, {}
-    for j, m in enumerate(names):
+    keep = np.r_[0:k, k + 1:chain.n]
+    rhs_all = []
+    for m in names:
         met, r = vectors[m], ratios[m]
         c = sum(w * (a - ri * b) / float(pi @ b) for w, ri, (a, b) in zip(met.weights(r), r, met.pairs))
-        rhs = (c - float(pi @ c))[keep]
-        y, its = solve(rhs)
-        Y[keep, j] = y
-        norm = float(np.abs(rhs).max()) or 1.0
-        residuals[m] = float(np.abs(A_red @ y - rhs).max()) / norm
-        iterations[m] = int(its)
+        rhs_all.append(c - float(pi @ c))
+    Y = np.zeros((chain.n, len(names)))
+    residuals, iterations = {}, {}
+    adjoint_note = ""
+    t_factor = 0.0
+    if method in ("auto", "krylov") and names:
+        out = _core.solve_poisson(chain, [np.ascontiguousarray(v) for v in rhs_all], k, opts["tol"],
+                                  opts["max_iter"])
+        t_factor = out["seconds"].get("setup", 0.0)
+        if out["status"] == "converged":
+            Y[:] = np.asarray(out["h"]).T
+            method = "krylov"
+            iterations = {m: int(i) for m, i in zip(names, out["iterations"])}
+        elif method == "krylov":
+            raise _core.SolverError(f"the adjoint solve (krylov) did not converge: {out['note']}; "
+                                    "use method='direct' or 'gmres'")
+        else:
+            adjoint_note = f"krylov did not converge ({out['note']}); "
+            method = "direct" if chain.n <= opts["direct_max_states"] else "gmres"
+    if method in ("auto", "direct", "gmres") or adjoint_note:
+        if method == "auto":
+            method = "direct" if chain.n <= opts["direct_max_states"] else "gmres"
+        A = (sp.identity(chain.n, format="csr") - P) if chain.time == "discrete" else -P
+        keep, A_red, solve = _adjoint_solver(A.tocsr(), k, method, opts)
+        t_factor += time.perf_counter() - t0
+        for j, m in enumerate(names):
+            y, its = solve(rhs_all[j][keep])
+            Y[keep, j] = y
+            iterations[m] = int(its)
+    for j, m in enumerate(names):  # max |A y - rhs| over the reduced system's rows, relative
+        y = Y[:, j]
+        Ay = (y - P @ y) if chain.time == "discrete" else -(P @ y)
+        rhs = rhs_all[j][keep]
+        residuals[m] = float(np.abs(Ay[keep] - rhs).max()) / (float(np.abs(rhs).max()) or 1.0)
     t_adjoint = time.perf_counter() - t0
 
     # dP/dtheta and the vectors' derivatives at theta +- h, then one sparse product per parameter
@@ -669,7 +694,7 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
                 one_sided.setdefault(m, {})[p] = [left, right]
                 out[m][p] = 0.5 * (left + right)
     t_params = time.perf_counter() - t0
-    info = {"method": method, "states": int(chain.n), "fixed_state": k, "residuals": residuals,
+    info = {"method": method, "states": int(chain.n), "fixed_state": k, "residuals": residuals, "note": adjoint_note,
             "iterations": iterations, "skipped_metrics": skipped,
             "seconds": {"adjoint_factor": t_factor, "adjoint": t_adjoint, "parameters": t_params,
                         "total": time.perf_counter() - t_start}}

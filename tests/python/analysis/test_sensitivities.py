@@ -257,6 +257,24 @@ def test_adjoint_matters_and_metrics_do_not_mix():
     assert max(both.info["residuals"].values()) < 1e-10
 
 
+@pytest.mark.parametrize("doc", [SLOTTED, CONTINUOUS, CLASSES], ids=["slotted", "continuous", "classes"])
+def test_adjoint_methods_agree(doc):
+    """The core's Krylov adjoint (auto's first choice), SuperLU and SciPy's GMRES: the same
+    derivatives within the sensitivities' own accuracy target (1e-6 relative), every adjoint
+    residual within its tolerance."""
+    base = _solve(doc)
+    params = ["aqm.p_max", "service.mu"]
+    got = {m: base.sensitivities(metrics=["loss", "mean_queue"], params=params, method=m, tol=1e-12)
+           for m in ("auto", "direct", "gmres")}
+    assert got["auto"].info["method"] == "krylov" and not got["auto"].info["note"]
+    for m, sens in got.items():
+        assert max(sens.info["residuals"].values()) < 1e-10, (m, sens.info["residuals"])
+        for metric in ("loss", "mean_queue"):
+            for p in params:
+                ref = got["direct"].values[metric][p]
+                assert sens.values[metric][p] == pytest.approx(ref, rel=1e-6, abs=1e-12), (m, metric, p)
+
+
 def test_json_and_bad_input(tmp_path):
     base = _solve(SLOTTED)
     sens = base.sensitivities(metrics="loss", params=["aqm.p_max", "service.mu"])
