@@ -499,7 +499,6 @@ class _Gradients:
         self.f, self.names, self.objective, self.gradient = f, names, objective, gradient
         self.keys = [_SENSITIVITY_KEY.get(n, n) for n in names]
         self.cache: dict[tuple, dict[str, np.ndarray]] = {}
-        self.seconds = 0.0
 
     def at(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """{metric: gradient} of the objective (key "objective") and of each constrained metric."""
@@ -531,7 +530,6 @@ class _Gradients:
                                           missing[0])
             g = {m: np.array([s.values[m][k] for k in self.keys]) for m in metrics}
             g["objective"] = g[self.objective]
-        self.seconds += time.perf_counter() - t0
         self.f.gradients += 1
         self.f.gradient_seconds += time.perf_counter() - t0
         self.cache[key] = g
