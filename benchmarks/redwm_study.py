@@ -6,6 +6,7 @@ response-time distributions (analytic and simulated on one plot).
     .venv/bin/python benchmarks/redwm_study.py --out out/redwm            # everything (about an hour on 2 busy cores)
     .venv/bin/python benchmarks/redwm_study.py --out out/redwm --parts table plots
     .venv/bin/python benchmarks/redwm_study.py --out out/redwm --parts search --max-evals 300
+    .venv/bin/python benchmarks/redwm_study.py --out out/redwm --parts table --sim-slots 0   # the chain columns alone
 
 Scenario: SSMP source n = 5, q = 1.927562, a = 31.6 (mean rate 0.5), buffer 250, RED
 min_th 100, max_th 200, p_max 0.1, geometric service mu = 0.25 or 0.5; the triple
@@ -54,17 +55,18 @@ def table(args, results: dict) -> None:
             t0 = time.perf_counter()
             r = aqmchain.solve_stationary(m)
             secs = time.perf_counter() - t0
-            sim = aqmchain.simulate(m, slots=args.sim_slots, replications=args.replications, seed=args.seed,
-                                    threads=args.threads)
             row = {"triple": t, "mu": mu, "states": r.states, "reachable_bound": est["reachable_bound"],
                    "s_points": est["components"]["s_index"], "chain_seconds": secs,
                    "chain_method": r.info.method, "chain_iterations": r.info.iterations,
                    "chain_mean_response": r.mean_response, "chain_mean_queue": r.mean_queue,
-                   "chain_var_queue": r.var_queue, "chain_loss": r.loss,
-                   "sim_mean_response": sim.mean_response, "sim_mean_response_hw": sim.ci["mean_response"],
-                   "sim_mean_queue": sim.mean_queue, "sim_mean_queue_hw": sim.ci["mean_queue"],
-                   "sim_loss": sim.loss, "sim_loss_hw": sim.ci["loss"], "sim_slots": args.sim_slots * args.replications,
-                   "sim_seconds": sim.seconds, "paper_score": PAPER_SCORES.get((t, mu))}
+                   "chain_var_queue": r.var_queue, "chain_loss": r.loss, "paper_score": PAPER_SCORES.get((t, mu))}
+            if args.sim_slots > 0:
+                sim = aqmchain.simulate(m, slots=args.sim_slots, replications=args.replications, seed=args.seed,
+                                        threads=args.threads)
+                row.update({"sim_mean_response": sim.mean_response, "sim_mean_response_hw": sim.ci["mean_response"],
+                            "sim_mean_queue": sim.mean_queue, "sim_mean_queue_hw": sim.ci["mean_queue"],
+                            "sim_loss": sim.loss, "sim_loss_hw": sim.ci["loss"],
+                            "sim_slots": args.sim_slots * args.replications, "sim_seconds": sim.seconds})
             rows.append(row)
             print(json.dumps(row), flush=True)
     # plain RED beyond the paper's range: does a larger weight keep helping? (chain and simulator)
@@ -73,10 +75,11 @@ def table(args, results: dict) -> None:
         for w in (0.08, 0.2, 1.0):
             m = model(mu, w=w)
             r = aqmchain.solve_stationary(m)
-            sim = aqmchain.simulate(m, slots=args.sim_slots, replications=args.replications, seed=args.seed,
-                                    threads=args.threads)
-            red.append({"w": w, "mu": mu, "states": r.states, "chain_mean_response": r.mean_response,
-                        "sim_mean_response": sim.mean_response, "sim_mean_response_hw": sim.ci["mean_response"]})
+            red.append({"w": w, "mu": mu, "states": r.states, "chain_mean_response": r.mean_response})
+            if args.sim_slots > 0:
+                sim = aqmchain.simulate(m, slots=args.sim_slots, replications=args.replications, seed=args.seed,
+                                        threads=args.threads)
+                red[-1].update({"sim_mean_response": sim.mean_response, "sim_mean_response_hw": sim.ci["mean_response"]})
             print(json.dumps(red[-1]), flush=True)
 
 
@@ -172,7 +175,7 @@ def main() -> None:
     ap.add_argument("--out", default="out/redwm", help="directory for results.json and the search traces")
     ap.add_argument("--plot-dir", default=None, help="directory for the PNG plots (default: --out)")
     ap.add_argument("--parts", nargs="*", default=["table", "search", "plots"], choices=["table", "search", "plots"])
-    ap.add_argument("--sim-slots", type=int, default=250_000_000, help="slots per replication (table)")
+    ap.add_argument("--sim-slots", type=int, default=250_000_000, help="slots per replication (table; 0: chain only)")
     ap.add_argument("--plot-slots", type=int, default=50_000_000, help="slots per replication (plots)")
     ap.add_argument("--replications", type=int, default=4)
     ap.add_argument("--threads", type=int, default=0)
