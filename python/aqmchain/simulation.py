@@ -188,11 +188,30 @@ def simulate(model: _core.Model, *, slots: int = 10_000_000, replications: int =
     # `discretised`, warmup -1 (slots / 10) or in [0, slots), counts below their upper bounds
     if discretised is True and model.grid.refine == "auto":
         # the chain's law on its automatic grid: resolve that grid the way solve_stationary does
-        model = refine_grid(model)[0]
+        try:
+            model = refine_grid(model)[0]
+        except _core.ModelError as e:
+            if e.param != "class" or model.time != "continuous":
+                raise
+            # no continuous-time class chain: the grid of the classless model with the same arrivals
+            model = model.with_grid(refine_grid(_classless_twin(model))[0].grid)
     opts = _core.SimOptions(slots=slots, warmup=-1 if warmup is None else warmup, replications=replications,
                             seed=seed, batches=batches, discretised=discretised, sample_every=sample_every,
                             threads=threads)
     return SimulationResult(model, opts, _core.simulate(model, opts))
+
+
+def _classless_twin(model: _core.Model) -> _core.Model:
+    """The model without classes, modified RED and the flow comparison, its ECN probability the
+    classes' mean weighted by their shares in modulator state 0 (to place a grid only)."""
+    from .modelfile import model_from_dict, model_to_dict
+
+    doc = model_to_dict(model)
+    doc.pop("class", None)
+    aqm = {k: v for k, v in doc["aqm"].items() if k not in ("modified", "flow_compare")}
+    aqm["ecn"] = sum(model.class_share(c, 0) * model.class_ecn(c) for c in range(model.class_count))
+    doc["aqm"] = aqm
+    return model_from_dict(doc)[0]
 
 
 def simulate_scenario(scenario: _core.Scenario, times: Any, **options: Any) -> _core.EnsembleResult:
