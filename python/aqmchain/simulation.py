@@ -188,17 +188,27 @@ def simulate(model: _core.Model, *, slots: int = 10_000_000, replications: int =
     # `discretised`, warmup -1 (slots / 10) or in [0, slots), counts below their upper bounds
     if discretised is True and model.grid.refine == "auto":
         # the chain's law on its automatic grid: resolve that grid the way solve_stationary does
-        try:
-            model = refine_grid(model)[0]
-        except _core.ModelError as e:
-            if e.param != "class" or model.time != "continuous":
-                raise
-            # no continuous-time class chain: the grid of the classless model with the same arrivals
-            model = model.with_grid(refine_grid(_classless_twin(model))[0].grid)
+        model = simulation_grid(model)
     opts = _core.SimOptions(slots=slots, warmup=-1 if warmup is None else warmup, replications=replications,
                             seed=seed, batches=batches, discretised=discretised, sample_every=sample_every,
                             threads=threads)
     return SimulationResult(model, opts, _core.simulate(model, opts))
+
+
+def simulation_grid(x: Any) -> Any:
+    """A model or scenario on the chain's automatic grid, resolved as :func:`refine_grid` does;
+    continuous-time models with classes, modified RED or the flow comparison, which the chain
+    refuses, on the grid of their classless twins (same arrivals, the classes' mean ECN)."""
+    try:
+        return refine_grid(x)[0]
+    except _core.ModelError as e:
+        models = [p.model for p in x.phases] if isinstance(x, _core.Scenario) else [x]
+        if e.param != "class" or models[0].time != "continuous":
+            raise
+        grid = refine_grid([_classless_twin(m) for m in models])[0][0].grid
+    if isinstance(x, _core.Scenario):
+        return _core.Scenario([_core.Phase(p.duration, p.model.with_grid(grid), p.label) for p in x.phases])
+    return x.with_grid(grid)
 
 
 def _classless_twin(model: _core.Model) -> _core.Model:
@@ -248,7 +258,7 @@ def simulate_scenario(scenario: _core.Scenario, times: Any, **options: Any) -> _
     if options.get("discretised") and any(p.model.grid.refine == "auto" and not len(p.model.grid.points)
                                           for p in scenario.phases):
         # the chain's grid: one automatic grid for all phases, as solve_transient builds it
-        scenario = refine_grid(scenario)[0]
+        scenario = simulation_grid(scenario)
     return _core.simulate_scenario(scenario, t, _core.EnsembleOptions(**options))
 
 

@@ -478,7 +478,7 @@ void start_state(const Params& P, State& s, Xoshiro256& rng) {
 
 /// run_passage for one mode: stretches of constant n and modulator between events; in each
 /// the time the state enters the target (exact avg: in closed form along its trajectory).
-template <Mode K, bool Mod>
+template <Mode K, bool Mod, bool Cls>
 double passage_loop(const Params& P, const Target& X, State& s, Xoshiro256& rng, double horizon,
                     const std::vector<double>& out, std::vector<Counts>& at_out, Counts& at_hit, Batch& B,
                     const std::atomic<bool>& stop) {
@@ -501,15 +501,15 @@ double passage_loop(const Params& P, const Target& X, State& s, Xoshiro256& rng,
     }
     while (k < out.size() && out[k] < end) at_out[k++] = counts();
     if (!(s.next < horizon)) {
-      advance<K>(P, s, horizon - s.t, B);
+      advance<K, Cls>(P, s, horizon - s.t, B);
       s.t = horizon;
       at_hit = counts();
       while (k < out.size()) at_out[k++] = at_hit;
       return INFINITY;
     }
-    advance<K>(P, s, s.next - s.t, B);
+    advance<K, Cls>(P, s, s.next - s.t, B);
     s.t = s.next;
-    event<K, Mod>(P, s, rng, B);
+    event<K, Mod, Cls>(P, s, rng, B);
     if (e % kEventsPerPoll == 0) {
       if (stop.load(std::memory_order_relaxed)) return NAN;
       check_interrupt();
@@ -535,18 +535,23 @@ double run_passage(const Params& P, const Target& target, const PassageStart& st
   }
   const bool mod = P.M > 1;
   double T;
-  switch (P.mode) {
-    case Mode::Exact:
-      T = mod ? passage_loop<Mode::Exact, true>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop)
-              : passage_loop<Mode::Exact, false>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop);
-      break;
-    case Mode::Grid:
-      T = mod ? passage_loop<Mode::Grid, true>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop)
-              : passage_loop<Mode::Grid, false>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop);
-      break;
-    default:
-      T = mod ? passage_loop<Mode::Ns3, true>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop)
-              : passage_loop<Mode::Ns3, false>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop);
+  auto loop = [&](auto fn) { return fn(P, target, s, rng, horizon, out, at_out, at_hit, B, stop); };
+  if (P.cls) {  // class-aware (never ns-3: refused)
+    if (P.mode == Mode::Grid)
+      T = mod ? loop(passage_loop<Mode::Grid, true, true>) : loop(passage_loop<Mode::Grid, false, true>);
+    else
+      T = mod ? loop(passage_loop<Mode::Exact, true, true>) : loop(passage_loop<Mode::Exact, false, true>);
+  } else {
+    switch (P.mode) {
+      case Mode::Exact:
+        T = mod ? loop(passage_loop<Mode::Exact, true, false>) : loop(passage_loop<Mode::Exact, false, false>);
+        break;
+      case Mode::Grid:
+        T = mod ? loop(passage_loop<Mode::Grid, true, false>) : loop(passage_loop<Mode::Grid, false, false>);
+        break;
+      default:
+        T = mod ? loop(passage_loop<Mode::Ns3, true, false>) : loop(passage_loop<Mode::Ns3, false, false>);
+    }
   }
   events += s.events;
   return T;
@@ -564,6 +569,15 @@ Replica::Replica(const Params& first, Xoshiro256& rng) : impl_(std::make_unique<
 Replica::~Replica() = default;
 
 void Replica::enter(const Params& P, Xoshiro256& rng) {
+  State& s = impl_->s;
+  if (P.cls) {  // the per-class counts and the elephants, recounted (a phase may change the mice flags)
+    std::fill(s.in_sys.begin(), s.in_sys.end(), 0);
+    s.elephants = 0;
+    for (int j = 0; j < s.n; ++j) {
+      ++s.in_sys[static_cast<size_t>(P.cls->cls(s.rec(j)))];
+      s.elephants += static_cast<int>(P.cls->elephant(s.rec(j)));
+    }
+  }
   start_rates(P, impl_->s);
   schedule(impl_->s, rng);
 }
@@ -581,7 +595,7 @@ double Replica::avg(const Params& P) const {
   return P.mode == Mode::Grid ? P.points[static_cast<size_t>(impl_->s.g)] : impl_->s.avg;
 }
 int64_t Replica::arrivals() const { return impl_->tally.arrivals; }
-int64_t Replica::losses() const { return impl_->tally.aqm + impl_->tally.overflow; }
+int64_t Replica::losses() const { return impl_->tally.aqm + impl_->tally.overflow + impl_->tally.flow_compare; }
 
 int64_t run(const Params& P, double horizon, double warmup, int64_t sample_every, Xoshiro256 rng,
             std::vector<Batch>& out, TimeSeries* ts, const std::atomic<bool>& stop) {

@@ -151,7 +151,7 @@ class Replica {
   int n() const;
   double avg(const Params& P) const;
   int64_t arrivals() const;
-  int64_t losses() const;  ///< AQM drops and overflows (ECN marks are not losses)
+  int64_t losses() const;  ///< AQM drops, overflows and flow-comparison losses (ECN marks are not losses)
 
  private:
   struct Impl;
