@@ -279,3 +279,41 @@ def test_the_chain_still_refuses_and_ns3_refuses_the_comparison():
     with pytest.raises(aqmchain.ModelError, match="ns3") as e:
         aqmchain.model_from_dict(ns3)
     assert e.value.param == "aqm.flow_compare"
+
+
+def test_scenarios_with_classes_follow_the_classless_transient_chain():
+    """Classes that differ only by label have the classless model's aggregate law; on the
+    chain's grid the transient chain of the classless scenario is that law."""
+    def sc(classes):
+        low = model({"w": 0.5}, classes, model={"buffer": 15}, source={"rate": 0.3}, service={"mu": 0.6})
+        high = model({"w": 0.5}, classes, model={"buffer": 15}, source={"rate": 1.2}, service={"mu": 0.6})
+        return aqmchain.Scenario([aqmchain.Phase(20.0, low), aqmchain.Phase(30.5, high), aqmchain.Phase(29.5, low)])
+    times = [0, 5, 20, 21, 25, 35, 50, 55, 80]
+    two = [{"name": "a", "share": 0.4, "flows": 2}, {"name": "b", "share": 0.6}]
+    res = aqmchain.simulate_scenario(sc(two), times, replications=3000, seed=4, discretised=True)
+    law = aqmchain.solve_transient(sc(None), times)
+    for name in ("mean_queue", "mean_system", "mean_avg"):
+        sim, hw, exact = getattr(res, name), getattr(res, name + "_hw"), np.asarray(getattr(law, name))
+        assert np.all(np.abs(sim - exact) <= np.maximum(3 * hw, 1e-9)), (name, sim, hw, exact)
+    # one class of one flow: the classless ensemble, draw for draw
+    opts = dict(replications=200, seed=8, threads=1)
+    a = aqmchain.simulate_scenario(sc(None), times, **opts)
+    b = aqmchain.simulate_scenario(sc([{"name": "all", "share": 1.0}]), times, **opts)
+    for name in ("mean_queue", "mean_avg", "losses"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+
+
+def test_hitting_times_with_classes():
+    lam, mu, L = 0.6, 1.0, 6
+    none = {"drop": "none", "min_th": None, "max_th": None, "p_max": None}
+    classes = [{"name": "a", "share": 0.3, "flows": 2}, {"name": "b", "share": 0.7, "ecn": 0.5}]
+    m = model(none, classes, model={"buffer": 30}, source={"rate": lam}, service={"mu": mu})
+    res = aqmchain.simulate_passage(m, f"queue>={L}", horizon=1e6, replications=4000)
+    # M/M/1: E[T_{0 -> L}] = sum_{n < L} (1 / lam) sum_{k <= n} (mu / lam)^k, blind to the labels
+    exact = sum(sum((mu / lam) ** k for k in range(n + 1)) / lam for n in range(L))
+    assert abs(res.mean - exact) <= 3 * res.mean_hw, (res.mean, res.mean_hw, exact)
+    # one class of one flow: the classless run's hitting times, draw for draw
+    plain = aqmchain.simulate_passage(model(), "queue>=5", horizon=1e4, replications=300, threads=1)
+    one = aqmchain.simulate_passage(model(None, [{"name": "all", "share": 1.0}]), "queue>=5", horizon=1e4,
+                                    replications=300, threads=1)
+    np.testing.assert_array_equal(plain.samples, one.samples)
