@@ -147,7 +147,8 @@ class SimulationResult:
             else:
                 lines.append(f"{n:<{w}}  {v:.6g} ± {hw:.2g}")
         if self.classes:
-            lines.append(f"{'class':<{w}}  {'arrivals/slot':>13}  {'loss':>19}  {'mean_response':>13}  "
+            rate = "arrivals/time" if self.continuous else "arrivals/slot"
+            lines.append(f"{'class':<{w}}  {rate:>13}  {'loss':>19}  {'mean_response':>13}  "
                          f"{'thr. share':>10}  {'queue share':>11}")
             for name, c in self.classes.items():
                 lines.append(f"{name:<{w}}  {_num(c.arrival_rate, '13.6g')}  {_num(c.loss, '.6g'):>8} +- "
