@@ -147,7 +147,8 @@ class SimulationResult:
             else:
                 lines.append(f"{n:<{w}}  {v:.6g} ± {hw:.2g}")
         if self.classes:
-            lines.append(f"{'class':<{w}}  {'arrivals/slot':>13}  {'loss':>19}  {'mean_response':>13}  "
+            rate = "arrivals/time" if self.continuous else "arrivals/slot"
+            lines.append(f"{'class':<{w}}  {rate:>13}  {'loss':>19}  {'mean_response':>13}  "
                          f"{'thr. share':>10}  {'queue share':>11}")
             for name, c in self.classes.items():
                 lines.append(f"{name:<{w}}  {_num(c.arrival_rate, '13.6g')}  {_num(c.loss, '.6g'):>8} +- "
@@ -188,11 +189,40 @@ def simulate(model: _core.Model, *, slots: int = 10_000_000, replications: int =
     # `discretised`, warmup -1 (slots / 10) or in [0, slots), counts below their upper bounds
     if discretised is True and model.grid.refine == "auto":
         # the chain's law on its automatic grid: resolve that grid the way solve_stationary does
-        model = refine_grid(model)[0]
+        model = simulation_grid(model)
     opts = _core.SimOptions(slots=slots, warmup=-1 if warmup is None else warmup, replications=replications,
                             seed=seed, batches=batches, discretised=discretised, sample_every=sample_every,
                             threads=threads)
     return SimulationResult(model, opts, _core.simulate(model, opts))
+
+
+def simulation_grid(x: Any) -> Any:
+    """A model or scenario on the chain's automatic grid, resolved as :func:`refine_grid` does;
+    continuous-time models with classes, modified RED or the flow comparison, which the chain
+    refuses, on the grid of their classless twins (same arrivals, the classes' mean ECN)."""
+    try:
+        return refine_grid(x)[0]
+    except _core.ModelError as e:
+        models = [p.model for p in x.phases] if isinstance(x, _core.Scenario) else [x]
+        if e.param != "class" or models[0].time != "continuous":
+            raise
+        grid = refine_grid([_classless_twin(m) for m in models])[0][0].grid
+    if isinstance(x, _core.Scenario):
+        return _core.Scenario([_core.Phase(p.duration, p.model.with_grid(grid), p.label) for p in x.phases])
+    return x.with_grid(grid)
+
+
+def _classless_twin(model: _core.Model) -> _core.Model:
+    """The model without classes, modified RED and the flow comparison, its ECN probability the
+    classes' mean weighted by their shares in modulator state 0 (to place a grid only)."""
+    from .modelfile import model_from_dict, model_to_dict
+
+    doc = model_to_dict(model)
+    doc.pop("class", None)
+    aqm = {k: v for k, v in doc["aqm"].items() if k not in ("modified", "flow_compare")}
+    aqm["ecn"] = sum(model.class_share(c, 0) * model.class_ecn(c) for c in range(model.class_count))
+    doc["aqm"] = aqm
+    return model_from_dict(doc)[0]
 
 
 def simulate_scenario(scenario: _core.Scenario, times: Any, **options: Any) -> _core.EnsembleResult:
@@ -229,7 +259,7 @@ def simulate_scenario(scenario: _core.Scenario, times: Any, **options: Any) -> _
     if options.get("discretised") and any(p.model.grid.refine == "auto" and not len(p.model.grid.points)
                                           for p in scenario.phases):
         # the chain's grid: one automatic grid for all phases, as solve_transient builds it
-        scenario = refine_grid(scenario)[0]
+        scenario = simulation_grid(scenario)
     return _core.simulate_scenario(scenario, t, _core.EnsembleOptions(**options))
 
 

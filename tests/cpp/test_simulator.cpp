@@ -290,6 +290,60 @@ TEST(SimulatorClasses, FlowComparisonWithOneFlowDropsBothWheneverSomethingWaits)
   EXPECT_EQ(r.system_pmf.value[3], 0.0);
 }
 
+TEST(SimulatorContinuous, OneClassOfOneFlowIsTheClasslessRunBitForBit) {
+  // the event loop with its class part compiled in draws nothing extra for one class of one flow
+  Model plain = mm1n(12, 0.9, 1.0);
+  plain.aqm.drop = DropFunction::red(2, 8, 0.3);
+  plain.aqm.ecn = 0.4;
+  plain.aqm.policy = DropPolicy::Random;
+  Model one = plain;
+  one.aqm.ecn = 0.0;
+  one.classes = {TrafficClass{"all", {1.0}, 0.4, false, 1, {}}};
+  SimOptions o;
+  o.slots = 50000;  // time units
+  o.replications = 2;
+  o.threads = 1;
+  for (bool disc : {false, true}) {
+    o.discretised = disc;
+    const SimResult a = simulate(plain, o), b = simulate(one, o);
+    EXPECT_EQ(a.events, b.events);
+    EXPECT_EQ(a.mean_queue.value, b.mean_queue.value);
+    EXPECT_EQ(a.mean_avg.value, b.mean_avg.value);
+    EXPECT_EQ(a.loss_aqm.value, b.loss_aqm.value);
+    EXPECT_EQ(a.mark_prob.value, b.mark_prob.value);
+    EXPECT_EQ(a.pushed_out_prob.value, b.pushed_out_prob.value);
+    EXPECT_EQ(a.mean_response.value, b.mean_response.value);
+    EXPECT_GT(a.mark_prob.value, 0.0);
+    EXPECT_FALSE(a.class_aware);
+    ASSERT_TRUE(b.class_aware);
+    ASSERT_EQ(b.classes.size(), 1u);
+    EXPECT_EQ(b.classes[0].mean_response.value, a.mean_response.value);
+    EXPECT_EQ(b.classes[0].throughput.value, a.throughput.value);
+    EXPECT_NEAR(b.classes[0].mean_queue.value, a.mean_system.value, 1e-12 * a.mean_system.value);
+  }
+}
+
+TEST(SimulatorContinuous, FlowComparisonWithOneFlowDropsBothWheneverSomethingWaits) {
+  // min_th = 0 (always compared), p = 0 below max_th = N: n stays in {0, 1, 2};
+  // rates 0 -> 1 lam, 1 -> 0 mu, 1 -> 2 lam, 2 -> 1 mu + lam (a match loses two packets)
+  const double lam = 0.9, mu = 0.6;
+  Model m = mm1n(6, lam, mu);
+  m.aqm.drop = DropFunction::red(0, 6, 0.0);
+  m.aqm.flow_compare = true;
+  const double r1 = lam / mu, r2 = r1 * lam / (lam + mu), pi1 = r1 / (1 + r1 + r2), pi2 = r2 / (1 + r1 + r2);
+  SimOptions o;
+  o.slots = 200000;
+  o.replications = 2;
+  o.threads = 1;
+  const SimResult r = simulate(m, o);
+  EXPECT_NEAR(r.loss_flow_compare.value, 2 * pi2, 4 * r.loss_flow_compare.half_width);
+  EXPECT_NEAR(r.loss.value, 2 * pi2, 4 * r.loss.half_width);
+  EXPECT_NEAR(r.mean_system.value, pi1 + 2 * pi2, 4 * r.mean_system.half_width);
+  EXPECT_NEAR(r.throughput.value, mu * (pi1 + pi2), 4 * r.throughput.half_width);
+  EXPECT_EQ(r.loss_aqm.value, 0.0);
+  EXPECT_EQ(r.system_pmf.value[3], 0.0);
+}
+
 // arrival_trace: the source alone.  Bernoulli: the count is Binomial (mean within 5 sd);
 // a two-state MMBP: the fraction of slots in each modulator state shows in the rate, and
 // the lag-1 covariance matches the closed form pi_i lam_i M_ij lam_j - mean^2 within 5 sd.

@@ -233,9 +233,6 @@ void validate_classes(const Model& md) {
   if (aqm.flow_compare && !has_thresholds(aqm.drop))
     fail_param("aqm.flow_compare", "false unless drop is " + drop_kinds_with(DropKindSpec::kThresholds) +
                " (a drop function with min_th and max_th)", "true with drop = '" + aqm.drop.name() + "'");
-  if (aqm.flow_compare && md.time == TimeKind::Continuous)
-    fail_param("aqm.flow_compare", "false when model.time = \"continuous\" (the comparison is per slotted arrival)",
-               "true");
   if (md.classes.empty()) return;
   if (md.classes.size() > static_cast<size_t>(kMaxClasses))
     fail_param("class", cat("at most ", kMaxClasses, " [[class]] tables"), md.classes.size());
@@ -286,6 +283,7 @@ void Model::validate() const {
       if (!classes.empty()) fail_param("class", "no traffic classes with aqm.semantics = \"ns3\"", cat(classes.size(), " classes"));
       if (aqm.modified != Modified::None)
         fail_param("aqm.modified", "\"none\" with aqm.semantics = \"ns3\"", "'" + to_string(aqm.modified) + "'");
+      if (aqm.flow_compare) fail_param("aqm.flow_compare", "false with aqm.semantics = \"ns3\"", "true");
     }
     if (aqm.weight != Weight::Static)
       fail_param("aqm.weight", "static when model.time = \"continuous\" (the dynamic weight is per slot)",

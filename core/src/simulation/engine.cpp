@@ -28,6 +28,31 @@ double target_table_bytes(const Model& m, double total_slots) {
   return bytes <= kTableMaxBytes && total_slots > entries ? bytes : 0.0;
 }
 
+ClassParams::ClassParams(const Model& m, const DropFunction& drop)
+    : C(m.class_count()), F(m.total_flows()), modified(m.aqm.modified), flow_compare(m.aqm.flow_compare),
+      min_th(drop.lo), max_th(drop.hi) {
+  const int M = m.source.states();
+  ccdf.resize(static_cast<size_t>(M));
+  for (int i = 0; i < M; ++i) {
+    double c = 0.0;
+    for (int j = 0; j < C; ++j) ccdf[static_cast<size_t>(i)].push_back(c += m.class_share(j, i));
+    ccdf[static_cast<size_t>(i)].back() = 1.0;
+  }
+  fcdf.resize(static_cast<size_t>(C));
+  for (int c = 0; c < C; ++c) {
+    flows.push_back(m.class_flows(c));
+    offset.push_back(static_cast<int>(flow_class.size()));
+    flow_class.insert(flow_class.end(), m.class_flows(c), c);
+    ecn.push_back(m.class_ecn(c));
+    mice.push_back(m.class_mice(c));
+    if (!m.classes.empty() && !m.classes[c].flow_weights.empty()) {
+      double acc = 0.0;
+      for (double w : m.classes[c].flow_weights) fcdf[static_cast<size_t>(c)].push_back(acc += w);
+      fcdf[static_cast<size_t>(c)].back() = 1.0;
+    }
+  }
+}
+
 SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max_response)
     : N(m.buffer),
       M(m.source.states()),
@@ -85,35 +110,7 @@ SlotParams::SlotParams(const Model& m, bool disc, bool target_table, int64_t max
       sa->spacing = m.aqm.spacing;
     }
   }
-  if (class_aware(m)) {
-    Classes k;
-    k.C = m.class_count();
-    k.F = m.total_flows();
-    k.ccdf.resize(M);
-    for (int i = 0; i < M; ++i) {
-      double c = 0.0;
-      for (int j = 0; j < k.C; ++j) k.ccdf[i].push_back(c += m.class_share(j, i));
-      k.ccdf[i].back() = 1.0;
-    }
-    k.fcdf.resize(k.C);
-    for (int c = 0; c < k.C; ++c) {
-      k.flows.push_back(m.class_flows(c));
-      k.offset.push_back(static_cast<int>(k.flow_class.size()));
-      k.flow_class.insert(k.flow_class.end(), m.class_flows(c), c);
-      k.ecn.push_back(m.class_ecn(c));
-      k.mice.push_back(m.class_mice(c));
-      if (!m.classes.empty() && !m.classes[c].flow_weights.empty()) {
-        double acc = 0.0;
-        for (double w : m.classes[c].flow_weights) k.fcdf[c].push_back(acc += w);
-        k.fcdf[c].back() = 1.0;
-      }
-    }
-    k.modified = m.aqm.modified;
-    k.flow_compare = m.aqm.flow_compare;
-    k.min_th = drop.lo;
-    k.max_th = drop.hi;
-    cls = std::move(k);
-  }
+  if (class_aware(m)) cls.emplace(m, drop);
   if (!discretised) return;
   grid.emplace(m.grid.resolve(m.buffer), m.grid.mapping);
   points = grid->points();
@@ -215,29 +212,6 @@ void class_response(Tally& T, int c, int64_t r, int64_t max_r) {
   add_response(T.ct->hist_r[k], T.ct->tail_r[k], T.ct->tail_r2[k], *T.budget, r, max_r, "class and batch");
 }
 
-/// Index of the first entry of the cumulative `cdf` above u (the last one when none is).
-inline int pick_cdf(const std::vector<double>& cdf, double u) {
-  const auto it = std::upper_bound(cdf.begin(), cdf.end(), u);
-  return std::min(static_cast<int>(it - cdf.begin()), static_cast<int>(cdf.size()) - 1);
-}
-
-/// Remove FIFO position j (0 = head) of n packets from the arrival slots and the packet
-/// records together, shifting the shorter side.
-void erase2(int64_t* buf, uint32_t* meta, uint64_t mask, uint64_t& head, int n, int j) {
-  if (j < n - 1 - j) {
-    for (int i = j; i > 0; --i) {
-      buf[(head + i) & mask] = buf[(head + i - 1) & mask];
-      meta[(head + i) & mask] = meta[(head + i - 1) & mask];
-    }
-    ++head;
-  } else {
-    for (int i = j; i < n - 1; ++i) {
-      buf[(head + i) & mask] = buf[(head + i + 1) & mask];
-      meta[(head + i) & mask] = meta[(head + i + 1) & mask];
-    }
-  }
-}
-
 /// Continuous avg by drop function (NoDrop, Red, AnyDrop) or on the chain's grid (Grid);
 /// REDwM with continuous A (Redwm) or on the chain's two grids (RedwmGrid).
 enum class AvgKind { NoDrop, Red, AnyDrop, Grid, Redwm, RedwmGrid };
@@ -332,7 +306,7 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
   [[maybe_unused]] ClassTally* const ct = T.ct;
   // (the helpers capture no hot local by reference: rng, head, n, avg, g stay in registers)
   [[maybe_unused]] auto elephant = [Kp](uint32_t rec) {
-    if constexpr (Cls) return !(rec & 1u) && !Kp->mice[static_cast<size_t>(Kp->flow_class[rec >> 1])];
+    if constexpr (Cls) return Kp->elephant(rec);
     return false;
   };
   [[maybe_unused]] auto at = [&meta, mask](uint64_t h, int j) -> uint32_t& { return meta[(h + static_cast<uint64_t>(j)) & mask]; };
@@ -575,18 +549,10 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
       int c = 0, fl = 0;
       bool capable = false;
       if constexpr (Cls) {
-        const SlotParams::Classes& KC = *Kp;
         if (arr) {
-          if (KC.C > 1) c = pick_cdf(KC.ccdf[static_cast<size_t>(m)], rng.uniform());
-          const int Fc = KC.flows[static_cast<size_t>(c)];
-          fl = KC.offset[static_cast<size_t>(c)];
-          if (Fc > 1) {
-            const double uf = rng.uniform();
-            fl += KC.fcdf[static_cast<size_t>(c)].empty() ? std::min(Fc - 1, static_cast<int>(uf * Fc))
-                                                          : pick_cdf(KC.fcdf[static_cast<size_t>(c)], uf);
-          }
-          const double e = KC.ecn[static_cast<size_t>(c)];
-          if (KC.modified != Modified::None) capable = e >= 1.0 || (e > 0.0 && rng.uniform() < e);
+          const uint32_t rec = Kp->draw(m, rng, c);
+          fl = static_cast<int>(rec >> 1);
+          capable = rec & 1u;
         }
       }
       // the arrival's fate: what is lost (the arrival, a waiting packet `victim`) and why
@@ -604,8 +570,7 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
           bool matched = false;
           if constexpr (Cls) {
             if (Kp->flow_compare && avg >= Kp->min_th && n > 1) {
-              const int waiting = n - 1;
-              const int j = 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
+              const int j = pick_waiting(rng, n - 1);
               if (static_cast<int>(at(head, j) >> 1) == fl) matched = true, victim = j, victim_cause = Compare, lost = Compare;
             }
           }
@@ -641,17 +606,7 @@ void chunk(const SlotParams& P, SimState& s, Xoshiro256& rng_ref, int64_t t, con
       }
       if constexpr (Cls) {
         if (search) {  // modified RED: an elephant leaves instead of the protected arrival
-          const int waiting = n - 1;
-          if (Kp->modified == Modified::Front) {
-            int j = 1;
-            while (!elephant(at(head, j))) ++j;  // one waits (counted above)
-            victim = j;
-          } else {
-            for (int trial = 0; trial < 3; ++trial) {
-              victim = 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
-              if (elephant(at(head, victim))) break;
-            }
-          }
+          victim = Kp->modified_victim(rng, n - 1, [&at, head](int j) { return at(head, j); });
           victim_cause = Aqm, lost = None;
         }
       }

@@ -113,6 +113,95 @@ inline bool class_aware(const Model& m) {
   return !m.classes.empty() || m.aqm.modified != Modified::None || m.aqm.flow_compare;
 }
 
+/// Index of the first entry of the cumulative `cdf` above u (the last one when none is).
+inline int pick_cdf(const std::vector<double>& cdf, double u) {
+  const auto it = std::upper_bound(cdf.begin(), cdf.end(), u);
+  return std::min(static_cast<int>(it - cdf.begin()), static_cast<int>(cdf.size()) - 1);
+}
+
+/// One of `waiting` packets behind the one in service, drawn uniformly: FIFO position 1 .. waiting.
+inline int pick_waiting(Xoshiro256& rng, int waiting) {
+  return 1 + std::min(waiting - 1, static_cast<int>(rng.uniform() * waiting));
+}
+
+/// What the class-aware loops (the slot loop and the continuous-time event loop) read about
+/// the classes and flows of a model (docs/classes.md).  A packet's record is
+/// (global flow id << 1) | ECN-capable.
+struct ClassParams {
+  int C = 1, F = 1;
+  std::vector<std::vector<double>> ccdf;  ///< [m][c]: cumulative class shares in modulator state m
+  std::vector<std::vector<double>> fcdf;  ///< [c]: cumulative flow weights (empty: uniform)
+  std::vector<int> flows, offset;         ///< flows of class c, first global flow id of class c
+  std::vector<int> flow_class;            ///< class of a global flow id
+  std::vector<double> ecn;                ///< ECN-capable probability of class c
+  std::vector<char> mice;
+  Modified modified = Modified::None;
+  bool flow_compare = false;
+  double min_th = 0.0, max_th = 0.0;      ///< the drop function's thresholds
+
+  ClassParams() = default;
+  /// `drop`: the model's resolved drop function (its thresholds).
+  ClassParams(const Model& m, const DropFunction& drop);
+
+  int cls(uint32_t rec) const { return flow_class[rec >> 1]; }
+  /// Neither mice nor ECN-capable: what modified RED discards.
+  bool elephant(uint32_t rec) const { return !(rec & 1u) && !mice[static_cast<size_t>(cls(rec))]; }
+
+  /// An arrival's class (only with two or more classes), its flow (only when its class has
+  /// several) and, under modified RED, whether it is ECN-capable (only when the class's
+  /// probability is strictly between 0 and 1), in modulator state m, in this order.
+  /// Returns its record.
+  uint32_t draw(int m, Xoshiro256& rng, int& c) const {
+    c = C > 1 ? pick_cdf(ccdf[static_cast<size_t>(m)], rng.uniform()) : 0;
+    const size_t k = static_cast<size_t>(c);
+    const int Fc = flows[k];
+    int fl = offset[k];
+    if (Fc > 1) {
+      const double uf = rng.uniform();
+      fl += fcdf[k].empty() ? std::min(Fc - 1, static_cast<int>(uf * Fc)) : pick_cdf(fcdf[k], uf);
+    }
+    const double e = ecn[k];
+    const bool capable = modified != Modified::None && (e >= 1.0 || (e > 0.0 && rng.uniform() < e));
+    return (static_cast<uint32_t>(fl) << 1) | static_cast<uint32_t>(capable);
+  }
+
+  /// Modified RED's victim among `waiting` packets (FIFO positions 1 .. waiting, `rec(j)` their
+  /// records) when an elephant waits: front = the first elephant from the head; random = up
+  /// to three uniform picks, the first elephant picked, else the third pick.
+  template <class Rec>
+  int modified_victim(Xoshiro256& rng, int waiting, Rec&& rec) const {
+    if (modified == Modified::Front) {
+      int j = 1;
+      while (!elephant(rec(j))) ++j;  // one waits (the caller counted them)
+      return j;
+    }
+    int victim = 1;
+    for (int trial = 0; trial < 3; ++trial) {
+      victim = pick_waiting(rng, waiting);
+      if (elephant(rec(victim))) break;
+    }
+    return victim;
+  }
+};
+
+/// Remove FIFO position j (0 = head) of n packets from the arrival times and the packet
+/// records together, shifting the shorter side.
+template <class T>
+void erase2(T* buf, uint32_t* meta, uint64_t mask, uint64_t& head, int n, int j) {
+  if (j < n - 1 - j) {
+    for (int i = j; i > 0; --i) {
+      buf[(head + i) & mask] = buf[(head + i - 1) & mask];
+      meta[(head + i) & mask] = meta[(head + i - 1) & mask];
+    }
+    ++head;
+  } else {
+    for (int i = j; i < n - 1; ++i) {
+      buf[(head + i) & mask] = buf[(head + i + 1) & mask];
+      meta[(head + i) & mask] = meta[(head + i + 1) & mask];
+    }
+  }
+}
+
 /// Everything the slot loop reads about one model (one phase of a scenario).
 struct SlotParams {
   int N = 0, M = 1;
@@ -153,18 +242,7 @@ struct SlotParams {
   /// p_max exactly).
   std::optional<detail::StatefulLayout> sa;
   /// Class-aware runs (docs/classes.md).
-  struct Classes {
-    int C = 1, F = 1;
-    std::vector<std::vector<double>> ccdf;  ///< [m][c]: cumulative class shares in modulator state m
-    std::vector<std::vector<double>> fcdf;  ///< [c]: cumulative flow weights (empty: uniform)
-    std::vector<int> flows, offset;         ///< flows of class c, first global flow id of class c
-    std::vector<int> flow_class;            ///< class of a global flow id
-    std::vector<double> ecn;                ///< ECN-capable probability of class c
-    std::vector<char> mice;
-    Modified modified = Modified::None;
-    bool flow_compare = false;
-    double min_th = 0.0, max_th = 0.0;      ///< the drop function's thresholds
-  };
+  using Classes = ClassParams;
   std::optional<Classes> cls;
 
   SlotParams(const Model& m, bool discretised, bool target_table, int64_t max_response);

@@ -88,12 +88,6 @@ std::vector<int64_t> output_slots(const std::vector<double>& times, double total
 EnsembleResult simulate_scenario(const Scenario& sc, const std::vector<double>& times, const EnsembleOptions& o) {
   sc.validate();
   const bool continuous = sc.phases.front().model.time == TimeKind::Continuous;
-  if (continuous)
-    for (size_t i = 0; i < sc.phases.size(); ++i)
-      if (sim::class_aware(sc.phases[i].model))
-        fail_param(detail::cat("phase[", i, "].class"), "absent in a continuous-time scenario (traffic classes, "
-                   "modified RED and the flow comparison are slotted)", detail::cat(sc.phases[i].model.class_count(),
-                                                                                    " classes"));
   {  // class-aware phases (docs/classes.md): the packets carry their flow, so every phase has the same flows
     const Model& first = sc.phases.front().model;
     for (size_t i = 0; i < sc.phases.size(); ++i) {

@@ -30,6 +30,7 @@ Params::Params(const Model& m, bool discretised)
       qcum[static_cast<size_t>(i)].push_back(qout[static_cast<size_t>(i)]);
     }
   pi = M > 1 ? m.source.modulator_stationary() : std::vector<double>{1.0};
+  if (class_aware(m)) cls.emplace(m, drop);
   mode = discretised ? Mode::Grid : Mode::Exact;
   if (m.aqm.ns3()) {  // ns-3's RedQueueDisc (docs/ns3.md): w is QW, the per-arrival weight
     mode = Mode::Ns3;
@@ -61,12 +62,24 @@ Params::Params(const Model& m, bool discretised)
   }
 }
 
+Batch Params::empty_batch() const {
+  Batch b;
+  b.time_n.assign(static_cast<size_t>(N) + 1, 0.0);
+  if (cls) {
+    b.ct.reset(cls->C, cls->F, false);
+    for (auto* v : {&b.class_time, &b.class_r, &b.class_r2}) v->assign(static_cast<size_t>(cls->C), 0.0);
+  }
+  return b;
+}
+
 namespace {
 
 using Mode = Params::Mode;
 
 /// The simulated system: n, the modulator, avg (or its grid index), the pending event, the
-/// FIFO of the arrival times of the packets in the system (head = the packet in service).
+/// FIFO of the arrival times of the packets in the system (head = the packet in service);
+/// class-aware runs: per FIFO place the packet's record, the packets of each class in the
+/// system and the elephants (neither mice nor ECN-capable) in the system.
 struct State {
   int n = 0, m = 0, g = 0;
   double avg = 0.0, t = 0.0;
@@ -77,13 +90,21 @@ struct State {
   double idle_time = 0.0;                  ///< ns-3: m_idleTime
   uint64_t head = 0, mask = 0;
   std::vector<double> fifo;
+  std::vector<uint32_t> meta;
+  std::vector<int> in_sys;
+  int elephants = 0;
   int64_t events = 0, drops = 0;
-  explicit State(int N) {
+  explicit State(const Params& P) {
     size_t c = 1;
-    while (c < static_cast<size_t>(N) + 1) c <<= 1;
+    while (c < static_cast<size_t>(P.N) + 1) c <<= 1;
     fifo.assign(c, 0.0);
     mask = c - 1;
+    if (P.cls) {
+      meta.assign(c, 0u);
+      in_sys.assign(static_cast<size_t>(P.cls->C), 0);
+    }
   }
+  uint32_t& rec(int j) { return meta[(head + static_cast<uint64_t>(j)) & mask]; }
   int queue() const { return n > 0 ? n - 1 : 0; }
 };
 
@@ -109,9 +130,11 @@ inline void schedule(State& s, Xoshiro256& rng) {
 }
 
 /// Advances the state by `tau` with no event and adds the time integrals.
-template <Mode K>
+template <Mode K, bool Cls = false>
 inline void advance(const Params& P, State& s, double tau, Batch& B) {
   B.time_n[static_cast<size_t>(s.n)] += tau;
+  if constexpr (Cls)
+    for (size_t c = 0; c < s.in_sys.size(); ++c) B.class_time[c] += s.in_sys[c] * tau;
   if constexpr (K == Mode::Exact) {
     // d avg/dt = w (q - avg): avg(tau) = q + (avg - q) e^{-w tau}, integral q tau + (avg - q)(1 - e^{-w tau}) / w
     const double q = s.queue(), d = s.avg - q;
@@ -135,9 +158,7 @@ inline void admit(State& s, Batch& B) {
 /// place of a waiting packet (the oldest, or one drawn uniformly; never the one in service).
 inline void reject(const Params& P, State& s, Xoshiro256& rng, Batch& B) {
   if (P.policy == DropPolicy::Tail || s.n < 2) return;
-  const int waiting = s.n - 1;
-  const int j = P.policy == DropPolicy::Front ? 1
-                                              : 1 + std::min(static_cast<int>(rng.uniform() * waiting), waiting - 1);
+  const int j = P.policy == DropPolicy::Front ? 1 : pick_waiting(rng, s.n - 1);
   for (int i = j; i + 1 < s.n; ++i)
     s.fifo[(s.head + static_cast<uint64_t>(i)) & s.mask] = s.fifo[(s.head + static_cast<uint64_t>(i + 1)) & s.mask];
   s.fifo[(s.head + static_cast<uint64_t>(s.n - 1)) & s.mask] = s.t;
@@ -168,6 +189,111 @@ inline void arrival(const Params& P, State& s, Xoshiro256& rng, Batch& B) {
     return;
   }
   admit(s, B);
+}
+
+/// Class-aware runs: a packet with record `rec` of class c joins the tail.
+inline void admit_cls(const ClassParams& KC, State& s, uint32_t rec, int c, Batch& B) {
+  s.rec(s.n) = rec;
+  ++s.in_sys[static_cast<size_t>(c)];
+  s.elephants += static_cast<int>(KC.elephant(rec));
+  admit(s, B);
+}
+
+/// Class-aware runs: waiting packet j (1 .. n - 1) leaves the FIFO lost, counted in its
+/// class's entry of `per_class` and in its flow's losses.
+inline void discard(const ClassParams& KC, State& s, int j, std::vector<int64_t>& per_class, Batch& B) {
+  const uint32_t rec = s.rec(j);
+  const size_t vc = static_cast<size_t>(KC.cls(rec));
+  ++per_class[vc];
+  ++B.ct.f_lost[rec >> 1];
+  --s.in_sys[vc];
+  s.elephants -= static_cast<int>(KC.elephant(rec));
+  erase2(s.fifo.data(), s.meta.data(), s.mask, s.head, s.n, j);
+  --s.n;
+}
+
+/// Class-aware runs: the arrival (record rec, class c) rejected by `aqm.policy`: lost
+/// (counted in its class's entry of `lost`), or under front / random discard, when packets
+/// wait, admitted in place of a waiting packet (the oldest, or one drawn uniformly).
+inline void reject_cls(const Params& P, State& s, Xoshiro256& rng, Batch& B, uint32_t rec, int c,
+                       std::vector<int64_t>& lost) {
+  const ClassParams& KC = *P.cls;
+  if (P.policy == DropPolicy::Tail || s.n < 2) {
+    ++lost[static_cast<size_t>(c)];
+    ++B.ct.f_lost[rec >> 1];
+    return;
+  }
+  discard(KC, s, P.policy == DropPolicy::Front ? 1 : pick_waiting(rng, s.n - 1), B.ct.push, B);
+  admit_cls(KC, s, rec, c, B);
+  ++B.pushed;
+}
+
+/// A class-aware arrival (docs/classes.md, "Continuous time"), at the current avg: its class,
+/// flow and ECN capability; the fate's uniform u; at n = N the overflow by `aqm.policy`;
+/// else the flow comparison (avg >= min_th, packets waiting: one waiting packet drawn, the
+/// same flow loses both), then u < p(avg) the AQM decision: without modified RED marked
+/// (u < p e, e the class's ECN probability) or rejected by the policy; under modified RED
+/// at or above max_th rejected by the policy, below it a waiting elephant discarded by the
+/// search and the arrival admitted, else a protected arrival admitted (marked when
+/// ECN-capable) and an elephant arrival dropped.
+template <Mode K, bool Mod>
+inline void arrival_cls(const Params& P, State& s, Xoshiro256& rng, Batch& B) {
+  const ClassParams& KC = *P.cls;
+  sim::ClassTally& T = B.ct;
+  ++B.arrivals;
+  int c = 0;
+  const uint32_t rec = KC.draw(Mod ? s.m : 0, rng, c);
+  const size_t k = static_cast<size_t>(c);
+  ++T.arr[k];
+  ++T.f_arr[rec >> 1];
+  const double u = rng.uniform();
+  if (s.n == P.N) {
+    ++B.overflow, ++s.drops;
+    reject_cls(P, s, rng, B, rec, c, T.ovf);
+    return;
+  }
+  const double avg = K == Mode::Exact ? s.avg : P.points[static_cast<size_t>(s.g)];
+  if (KC.flow_compare && s.n > 1 && avg >= KC.min_th) {
+    const int j = pick_waiting(rng, s.n - 1);
+    if ((s.rec(j) >> 1) == (rec >> 1)) {  // the same flow: both lost
+      discard(KC, s, j, T.fc, B);
+      ++T.fc[k];
+      ++T.f_lost[rec >> 1];
+      B.flow_compare += 2, s.drops += 2;
+      return;
+    }
+  }
+  const double p = K == Mode::Exact ? P.p(s.avg) : P.pdrop[static_cast<size_t>(s.g)];
+  if (!(u < p)) {
+    admit_cls(KC, s, rec, c, B);
+    return;
+  }
+  if (KC.modified == Modified::None || !(avg < KC.max_th)) {
+    if (KC.modified == Modified::None && u < p * KC.ecn[k]) {
+      ++B.marks, ++T.marks[k];
+      admit_cls(KC, s, rec, c, B);
+      return;
+    }
+    ++B.aqm, ++s.drops;
+    reject_cls(P, s, rng, B, rec, c, T.aqm);
+    return;
+  }
+  const int waiting_elephants = s.elephants - static_cast<int>(s.n > 0 && KC.elephant(s.rec(0)));
+  if (waiting_elephants > 0) {  // an elephant leaves instead of the arrival
+    ++B.aqm, ++s.drops;
+    discard(KC, s, KC.modified_victim(rng, s.n - 1, [&s](int j) { return s.rec(j); }), T.push, B);
+    admit_cls(KC, s, rec, c, B);
+    ++B.pushed;
+    return;
+  }
+  if (!KC.elephant(rec)) {  // protected: admitted, marked when ECN-capable
+    if (rec & 1u) ++B.marks, ++T.marks[k];
+    admit_cls(KC, s, rec, c, B);
+    return;
+  }
+  ++B.aqm, ++s.drops;  // the arrival is the only elephant: it is the one dropped
+  ++T.aqm[k];
+  ++T.f_lost[rec >> 1];
 }
 
 /// ns-3's RedQueueDisc::DoEnqueue for one arrival, in its order: the idle correction, the
@@ -245,17 +371,29 @@ inline void arrival_ns3(const Params& P, State& s, Xoshiro256& rng, Batch& B) {
 
 /// The pending event, at the current time s.t (the state already advanced to it): its kind,
 /// its effect, the rates of the new state and the time of the next event.
-template <Mode K, bool Mod>
+template <Mode K, bool Mod, bool Cls = false>
 inline void event(const Params& P, State& s, Xoshiro256& rng, Batch& B) {
   ++s.events;
   const double x = rng.uniform() * s.R;
   if (x < s.c1) {
     if constexpr (K == Mode::Ns3)
       arrival_ns3(P, s, rng, B);
+    else if constexpr (Cls)
+      arrival_cls<K, Mod>(P, s, rng, B);
     else
       arrival<K>(P, s, rng, B);
   } else if (x < s.c2) {
     const double r = s.t - s.fifo[s.head & s.mask];
+    if constexpr (Cls) {
+      const uint32_t rec = s.rec(0);
+      const size_t dc = static_cast<size_t>(P.cls->cls(rec));
+      --s.in_sys[dc];
+      s.elephants -= static_cast<int>(P.cls->elephant(rec));
+      ++B.ct.dep[dc];
+      ++B.ct.f_dep[rec >> 1];
+      B.class_r[dc] += r;
+      B.class_r2[dc] += r * r;
+    }
     ++s.head;
     --s.n;
     B.sum_r += r;
@@ -281,17 +419,17 @@ inline void event(const Params& P, State& s, Xoshiro256& rng, Batch& B) {
 
 /// Events until the pending one lies at or beyond `until` (the state is then advanced to
 /// `until`: true) or `max_events` have happened (false).
-template <Mode K, bool Mod>
+template <Mode K, bool Mod, bool Cls = false>
 bool step(const Params& P, State& s, Xoshiro256& rng, double until, Batch& B, int64_t max_events) {
   for (int64_t e = 0; e < max_events; ++e) {
     if (!(s.next < until)) {
-      advance<K>(P, s, until - s.t, B);
+      advance<K, Cls>(P, s, until - s.t, B);
       s.t = until;
       return true;
     }
-    advance<K>(P, s, s.next - s.t, B);
+    advance<K, Cls>(P, s, s.next - s.t, B);
     s.t = s.next;
-    event<K, Mod>(P, s, rng, B);
+    event<K, Mod, Cls>(P, s, rng, B);
   }
   return false;
 }
@@ -300,6 +438,10 @@ using StepFn = bool (*)(const Params&, State&, Xoshiro256&, double, Batch&, int6
 
 StepFn step_function(const Params& P) {
   const bool mod = P.M > 1;
+  if (P.cls) {  // the class part compiled in (classless models run without it); never ns-3 (refused)
+    if (P.mode == Mode::Grid) return mod ? &step<Mode::Grid, true, true> : &step<Mode::Grid, false, true>;
+    return mod ? &step<Mode::Exact, true, true> : &step<Mode::Exact, false, true>;
+  }
   switch (P.mode) {
     case Mode::Exact: return mod ? &step<Mode::Exact, true> : &step<Mode::Exact, false>;
     case Mode::Grid: return mod ? &step<Mode::Grid, true> : &step<Mode::Grid, false>;
@@ -336,7 +478,7 @@ void start_state(const Params& P, State& s, Xoshiro256& rng) {
 
 /// run_passage for one mode: stretches of constant n and modulator between events; in each
 /// the time the state enters the target (exact avg: in closed form along its trajectory).
-template <Mode K, bool Mod>
+template <Mode K, bool Mod, bool Cls>
 double passage_loop(const Params& P, const Target& X, State& s, Xoshiro256& rng, double horizon,
                     const std::vector<double>& out, std::vector<Counts>& at_out, Counts& at_hit, Batch& B,
                     const std::atomic<bool>& stop) {
@@ -359,15 +501,15 @@ double passage_loop(const Params& P, const Target& X, State& s, Xoshiro256& rng,
     }
     while (k < out.size() && out[k] < end) at_out[k++] = counts();
     if (!(s.next < horizon)) {
-      advance<K>(P, s, horizon - s.t, B);
+      advance<K, Cls>(P, s, horizon - s.t, B);
       s.t = horizon;
       at_hit = counts();
       while (k < out.size()) at_out[k++] = at_hit;
       return INFINITY;
     }
-    advance<K>(P, s, s.next - s.t, B);
+    advance<K, Cls>(P, s, s.next - s.t, B);
     s.t = s.next;
-    event<K, Mod>(P, s, rng, B);
+    event<K, Mod, Cls>(P, s, rng, B);
     if (e % kEventsPerPoll == 0) {
       if (stop.load(std::memory_order_relaxed)) return NAN;
       check_interrupt();
@@ -380,9 +522,8 @@ double passage_loop(const Params& P, const Target& X, State& s, Xoshiro256& rng,
 double run_passage(const Params& P, const Target& target, const PassageStart& start, Xoshiro256 rng,
                    double horizon, const std::vector<double>& out, std::vector<Counts>& at_out, Counts& at_hit,
                    int64_t& events, const std::atomic<bool>& stop) {
-  State s(P.N);
-  Batch B;
-  B.time_n.assign(static_cast<size_t>(P.N) + 1, 0.0);
+  State s(P);
+  Batch B = P.empty_batch();
   if (start.empty) {
     start_state(P, s, rng);
   } else {
@@ -394,18 +535,23 @@ double run_passage(const Params& P, const Target& target, const PassageStart& st
   }
   const bool mod = P.M > 1;
   double T;
-  switch (P.mode) {
-    case Mode::Exact:
-      T = mod ? passage_loop<Mode::Exact, true>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop)
-              : passage_loop<Mode::Exact, false>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop);
-      break;
-    case Mode::Grid:
-      T = mod ? passage_loop<Mode::Grid, true>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop)
-              : passage_loop<Mode::Grid, false>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop);
-      break;
-    default:
-      T = mod ? passage_loop<Mode::Ns3, true>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop)
-              : passage_loop<Mode::Ns3, false>(P, target, s, rng, horizon, out, at_out, at_hit, B, stop);
+  auto loop = [&](auto fn) { return fn(P, target, s, rng, horizon, out, at_out, at_hit, B, stop); };
+  if (P.cls) {  // class-aware (never ns-3: refused)
+    if (P.mode == Mode::Grid)
+      T = mod ? loop(passage_loop<Mode::Grid, true, true>) : loop(passage_loop<Mode::Grid, false, true>);
+    else
+      T = mod ? loop(passage_loop<Mode::Exact, true, true>) : loop(passage_loop<Mode::Exact, false, true>);
+  } else {
+    switch (P.mode) {
+      case Mode::Exact:
+        T = mod ? loop(passage_loop<Mode::Exact, true, false>) : loop(passage_loop<Mode::Exact, false, false>);
+        break;
+      case Mode::Grid:
+        T = mod ? loop(passage_loop<Mode::Grid, true, false>) : loop(passage_loop<Mode::Grid, false, false>);
+        break;
+      default:
+        T = mod ? loop(passage_loop<Mode::Ns3, true, false>) : loop(passage_loop<Mode::Ns3, false, false>);
+    }
   }
   events += s.events;
   return T;
@@ -414,15 +560,24 @@ double run_passage(const Params& P, const Target& target, const PassageStart& st
 struct Replica::Impl {
   State s;
   Batch tally;
-  explicit Impl(int N) : s(N) { tally.time_n.assign(static_cast<size_t>(N) + 1, 0.0); }
+  explicit Impl(const Params& P) : s(P), tally(P.empty_batch()) {}
 };
 
-Replica::Replica(const Params& first, Xoshiro256& rng) : impl_(std::make_unique<Impl>(first.N)) {
+Replica::Replica(const Params& first, Xoshiro256& rng) : impl_(std::make_unique<Impl>(first)) {
   start_state(first, impl_->s, rng);
 }
 Replica::~Replica() = default;
 
 void Replica::enter(const Params& P, Xoshiro256& rng) {
+  State& s = impl_->s;
+  if (P.cls) {  // the per-class counts and the elephants, recounted (a phase may change the mice flags)
+    std::fill(s.in_sys.begin(), s.in_sys.end(), 0);
+    s.elephants = 0;
+    for (int j = 0; j < s.n; ++j) {
+      ++s.in_sys[static_cast<size_t>(P.cls->cls(s.rec(j)))];
+      s.elephants += static_cast<int>(P.cls->elephant(s.rec(j)));
+    }
+  }
   start_rates(P, impl_->s);
   schedule(impl_->s, rng);
 }
@@ -440,19 +595,15 @@ double Replica::avg(const Params& P) const {
   return P.mode == Mode::Grid ? P.points[static_cast<size_t>(impl_->s.g)] : impl_->s.avg;
 }
 int64_t Replica::arrivals() const { return impl_->tally.arrivals; }
-int64_t Replica::losses() const { return impl_->tally.aqm + impl_->tally.overflow; }
+int64_t Replica::losses() const { return impl_->tally.aqm + impl_->tally.overflow + impl_->tally.flow_compare; }
 
 int64_t run(const Params& P, double horizon, double warmup, int64_t sample_every, Xoshiro256 rng,
             std::vector<Batch>& out, TimeSeries* ts, const std::atomic<bool>& stop) {
   const StepFn fn = step_function(P);
-  State s(P.N);
+  State s(P);
   start_state(P, s, rng);
-  for (auto& b : out) {
-    b = Batch{};
-    b.time_n.assign(static_cast<size_t>(P.N) + 1, 0.0);
-  }
-  Batch warm;
-  warm.time_n.assign(static_cast<size_t>(P.N) + 1, 0.0);
+  for (auto& b : out) b = P.empty_batch();
+  Batch warm = P.empty_batch();
   const int nb = static_cast<int>(out.size());
   const double len = (horizon - warmup) / nb;
   const bool sampling = ts && sample_every > 0;

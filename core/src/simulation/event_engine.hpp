@@ -14,6 +14,16 @@
 //      [0, p e) marked, [p e, p) dropped, [p, 1) admitted; at n = N it is lost whatever u);
 //   3. a push-out victim (random discard policy, a rejected arrival with waiting packets);
 //   4. the time to the next event, -log(1 - u) / R' with R' the total rate of the new state.
+// Class-aware models (traffic classes, modified RED, the flow comparison: docs/classes.md,
+// "Continuous time") run the same loop with its class part compiled in: every FIFO place
+// also holds the packet's record (flow, hence class, and ECN capability).  An arrival draws,
+// before its fate's uniform, its class (only with two or more classes), its flow (only when
+// its class has several) and its ECN capability (modified RED, when the class's probability
+// is strictly between 0 and 1), as the slot loop does; after the fate's uniform the packet
+// the flow comparison picks (avg >= min_th, packets waiting), then the push-out victim or
+// modified RED's search.  Without modified RED the fate's uniform reads the class's ECN
+// probability e in the intervals above; under modified RED u < p is the AQM decision.  One
+// class of one flow therefore draws what the classless model draws: its numbers, bit for bit.
 //
 // avg, by semantics:
 // - default, continuous: d avg/dt = w (q - avg) with q = max(n - 1, 0) waiting packets,
@@ -40,10 +50,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "aqmchain/model/model.hpp"
 #include "aqmchain/simulation/simulator.hpp"
+#include "simulation/engine.hpp"
 #include "simulation/passage_target.hpp"
 
 namespace aqm::sim::ct {
@@ -56,6 +68,13 @@ struct Batch {
   double sum_avg = 0.0;                   ///< time integral of avg
   double sum_r = 0.0, sum_r2 = 0.0;       ///< sojourn times of the packets that left in the stretch
   std::vector<double> time_n;             ///< N + 1 bins: time spent with n packets in the system
+  /// Class-aware runs: packets lost to the flow comparison (two per match), the counts per
+  /// class and flow (ClassTally: its response histograms and sum_n stay empty / zero), and
+  /// per class the time integral of its packets in the system and the sum and sum of
+  /// squares of the sojourn times of its packets that left.
+  int64_t flow_compare = 0;
+  sim::ClassTally ct;
+  std::vector<double> class_time, class_r, class_r2;
 };
 
 /// Everything the event loop reads about one model.
@@ -84,8 +103,13 @@ struct Params {
   /// after each arrival's update by the split mapping (two neighbours, mean kept).
   bool ns3_grid = false;
   Spacing spacing = Spacing::None;
+  /// Traffic classes, modified RED, the flow comparison (docs/classes.md): the packets carry
+  /// their flow and ECN capability.  Empty: the classless loop.
+  std::optional<ClassParams> cls;
 
   Params(const Model& m, bool discretised);
+  /// An empty tally of one stretch for this model (N + 1 time bins; the class counts).
+  Batch empty_batch() const;
 };
 
 /// One replication: the empty system at time 0 (avg 0, the modulator from its stationary
@@ -127,7 +151,7 @@ class Replica {
   int n() const;
   double avg(const Params& P) const;
   int64_t arrivals() const;
-  int64_t losses() const;  ///< AQM drops and overflows (ECN marks are not losses)
+  int64_t losses() const;  ///< AQM drops, overflows and flow-comparison losses (ECN marks are not losses)
 
  private:
   struct Impl;

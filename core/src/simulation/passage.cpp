@@ -85,9 +85,6 @@ PassageSimResult simulate_passage(const Model& model, const std::vector<PassageC
   const sim::Target X = compile_target(clauses);
   const bool continuous = model.time == TimeKind::Continuous;
   const int N = model.buffer, M = model.source.states();
-  if (continuous && sim::class_aware(model))
-    fail_param("model.class", "absent in continuous time (traffic classes, modified RED and the flow comparison are "
-               "slotted)", detail::cat(model.class_count(), " classes"));
   if (!continuous && o.horizon != std::floor(o.horizon))
     fail_param("horizon", "a whole number of slots", o.horizon);
 

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <new>
 #include <thread>
+#include <type_traits>
 
 namespace aqm {
 
@@ -127,8 +128,12 @@ SimMemory sim_memory(const Model& m, const SimOptions& o) {
     const double buffer = r.threads * fifo * 8.0 + (RB + 2.0) * N1 * 8.0 + N1 * (8.0 + 2 * 16.0 + 2 * 16.0);
     const double series = o.sample_every > 0 ? static_cast<double>(o.slots / o.sample_every) * (8 + 4 + 8 + 8) : 0.0;
     const double grid = o.discretised ? static_cast<double>(m.grid.size(m.buffer)) * 8.0 * 4.0 : 0.0;
+    // class-aware runs: the packet records of the FIFO, per-flow and per-class counters per batch
+    const double flows = sim::class_aware(m) ? r.threads * fifo * 4.0 + (RB + 2.0) * m.total_flows() * 3.0 * 8.0 +
+                                                   (RB + 2.0) * m.class_count() * 12.0 * 8.0
+                                             : 0.0;
     r.parts = {{"model.buffer", buffer}, {"max_response", 0.0}, {"sample_every", series}, {"grid.k", grid},
-               {"class.flows", 0.0}};
+               {"class.flows", flows}};
     for (const auto& p : r.parts) r.total += p.second;
     return r;
   }
@@ -341,9 +346,25 @@ PmfEstimate pmf_estimate(const std::vector<Batch>& bs, const std::vector<int64_t
   return pmf_estimate_of(bs, [h](const Batch& b) -> const std::vector<int64_t>& { return b.*h; }, len, queue);
 }
 
-/// Per-class and per-flow estimates and Jain's fairness index (class-aware runs).
-void class_estimates(const Model& model, const std::vector<Batch>& bs, SimResult& res) {
+// What class_estimates reads of a batch, slotted (Batch) or continuous-time (sim::ct::Batch):
+// its length (slots or time), per class the time (slot) integral of its packets in the system
+// and the sum and sum of squares of its packets' response times.
+long double length(const Batch& b) { return b.slots; }
+long double length(const sim::ct::Batch& b) { return b.time; }
+long double class_area(const Batch& b, size_t k) { return b.ct.sum_n[k]; }
+long double class_area(const sim::ct::Batch& b, size_t k) { return b.class_time[k]; }
+long double class_r(const Batch& b, size_t k) { return static_cast<long double>(b.csum_r[k]); }
+long double class_r(const sim::ct::Batch& b, size_t k) { return b.class_r[k]; }
+long double class_r2(const Batch& b, size_t k) { return static_cast<long double>(b.csum_r2[k]); }
+long double class_r2(const sim::ct::Batch& b, size_t k) { return b.class_r2[k]; }
+
+/// Per-class and per-flow estimates and Jain's fairness index (class-aware runs); rates per
+/// slot or per unit time.  The response-time pmf per class: slotted runs only (in continuous
+/// time the sojourn time has a density).
+template <class B>
+void class_estimates(const Model& model, const std::vector<B>& bs, SimResult& res) {
   using LD = long double;
+  using Batch = B;
   const int C = model.class_count(), F = model.total_flows();
   res.class_aware = true;
   res.loss_flow_compare = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.flow_compare, b.arrivals); });
@@ -354,7 +375,7 @@ void class_estimates(const Model& model, const std::vector<Batch>& bs, SimResult
     auto per_arrival = [&](const std::vector<int64_t> sim::ClassTally::*v) {
       return ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>((b.ct.*v)[k], b.ct.arr[k]); });
     };
-    e.arrival_rate = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.arr[k], b.slots); });
+    e.arrival_rate = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.arr[k], length(b)); });
     e.loss_aqm = per_arrival(&sim::ClassTally::aqm);
     e.loss_overflow = per_arrival(&sim::ClassTally::ovf);
     e.loss_flow_compare = per_arrival(&sim::ClassTally::fc);
@@ -363,28 +384,30 @@ void class_estimates(const Model& model, const std::vector<Batch>& bs, SimResult
     e.loss = ratio(bs, [&](const Batch& b) {
       return std::pair<LD, LD>(b.ct.aqm[k] + b.ct.ovf[k] + b.ct.fc[k] + b.ct.push[k], b.ct.arr[k]);
     });
-    e.throughput = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.dep[k], b.slots); });
+    e.throughput = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.dep[k], length(b)); });
     e.throughput_share = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.dep[k], b.departures); });
-    e.mean_queue = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.sum_n[k], b.slots); });
+    e.mean_queue = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(class_area(b, k), length(b)); });
     e.queue_share = ratio(bs, [&](const Batch& b) {
       LD all = 0;
-      for (int64_t v : b.ct.sum_n) all += v;
-      return std::pair<LD, LD>(b.ct.sum_n[k], all);
+      for (size_t j = 0; j < static_cast<size_t>(C); ++j) all += class_area(b, j);
+      return std::pair<LD, LD>(class_area(b, k), all);
     });
-    e.mean_response = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.csum_r[k], b.ct.dep[k]); });
+    e.mean_response = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(class_r(b, k), b.ct.dep[k]); });
     LD sr = 0, sr2 = 0, nd = 0;
     std::vector<double> bv;
     for (const auto& b : bs) {
-      const LD r1 = static_cast<LD>(b.csum_r[k]), r2 = static_cast<LD>(b.csum_r2[k]), d = b.ct.dep[k];
+      const LD r1 = class_r(b, k), r2 = class_r2(b, k), d = b.ct.dep[k];
       sr += r1, sr2 += r2, nd += d;
       bv.push_back(d > 1 ? static_cast<double>(r2 / d - (r1 / d) * (r1 / d)) : NAN);
     }
     e.var_response = {nd > 0 ? static_cast<double>(sr2 / nd - (sr / nd) * (sr / nd)) : 0.0, half_width(bv)};
-    size_t rlen = 2;
-    for (const auto& b : bs) rlen = std::max(rlen, b.ct.hist_r[k].size());
-    e.response_pmf = pmf_estimate_of(
-        bs, [k](const Batch& b) -> const std::vector<int64_t>& { return b.ct.hist_r[k]; }, rlen, false);
-    if (!e.response_pmf.value.empty()) e.response_pmf.value[0] = 0.0, e.response_pmf.half_width[0] = 0.0;
+    if constexpr (std::is_same_v<B, ::aqm::Batch>) {
+      size_t rlen = 2;
+      for (const auto& b : bs) rlen = std::max(rlen, b.ct.hist_r[k].size());
+      e.response_pmf = pmf_estimate_of(
+          bs, [k](const Batch& b) -> const std::vector<int64_t>& { return b.ct.hist_r[k]; }, rlen, false);
+      if (!e.response_pmf.value.empty()) e.response_pmf.value[0] = 0.0, e.response_pmf.half_width[0] = 0.0;
+    }
     res.classes.push_back(std::move(e));
   }
   std::vector<int> flow_class;
@@ -395,7 +418,7 @@ void class_estimates(const Model& model, const std::vector<Batch>& bs, SimResult
     e.cls = flow_class[static_cast<size_t>(f)];
     e.flow = f - first;
     const size_t k = static_cast<size_t>(f);
-    e.throughput = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.f_dep[k], b.slots); });
+    e.throughput = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.f_dep[k], length(b)); });
     e.loss = ratio(bs, [&](const Batch& b) { return std::pair<LD, LD>(b.ct.f_lost[k], b.ct.f_arr[k]); });
     res.flows.push_back(std::move(e));
   }
@@ -551,7 +574,7 @@ SimResult simulate_continuous(const Model& model, const SimOptions& o, const Sim
   res.measured_slots = static_cast<int64_t>(std::llround(measured));
   res.arrival_rate = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.arrivals, b.time); });
   res.throughput = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.departures, b.time); });
-  res.loss = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.aqm + b.overflow, b.arrivals); });
+  res.loss = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.aqm + b.overflow + b.flow_compare, b.arrivals); });
   res.loss_aqm = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.aqm, b.arrivals); });
   res.loss_overflow = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.overflow, b.arrivals); });
   res.mark_prob = ratio(bs, [](const Batch& b) { return std::pair<LD, LD>(b.marks, b.arrivals); });
@@ -579,6 +602,7 @@ SimResult simulate_continuous(const Model& model, const SimOptions& o, const Sim
   res.system_pmf = pmf_estimate_of(bs, time_n, hn.size(), false);
   res.queue_pmf = pmf_estimate_of(bs, time_n, hn.size(), true);
   // the sojourn time has a density: mean and variance only (response_pmf stays empty)
+  if (P.cls) class_estimates(model, bs, res);
   return res;
 }
 }  // namespace
@@ -586,9 +610,6 @@ SimResult simulate_continuous(const Model& model, const SimOptions& o, const Sim
 SimResult simulate(const Model& model, const SimOptions& o) {
   model.validate();
   const bool continuous = model.time == TimeKind::Continuous;
-  if (continuous && sim::class_aware(model))
-    fail_param("class", "absent when a continuous-time model is simulated (traffic classes, modified RED and the "
-                        "flow comparison are slotted)", detail::cat(model.class_count(), " classes"));
   o.validate();
   // Everything proportional to the input is counted before anything is allocated.
   const SimMemory need = sim_memory(model, o);

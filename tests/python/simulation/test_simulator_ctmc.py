@@ -157,13 +157,6 @@ def test_bad_input_names_the_parameter():
     with pytest.raises(aqmchain.ModelError, match="slots") as e:
         aqmchain.simulate(m, slots=0)
     assert e.value.param == "slots"
-    classes = aqmchain.Model(buffer=10, time="continuous", source=aqmchain.Source.poisson(0.4),
-                             service=aqmchain.Service.exponential(0.5),
-                             aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.red(2, 6, 0.2)),
-                             classes=[aqmchain.TrafficClass("a", share=[0.5]), aqmchain.TrafficClass("b", share=[0.5])])
-    with pytest.raises(aqmchain.ModelError, match="class") as e:
-        aqmchain.simulate(classes, slots=5_000)
-    assert e.value.param == "class"
 
 
 def test_continuous_time_scenario_follows_the_transient_chain():
