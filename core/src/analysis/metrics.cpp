@@ -172,7 +172,7 @@ void class_metrics(const QueueChain& c, const std::vector<double>& pi, const Met
       const ResponseResult& r = tagged[static_cast<size_t>(k) + 1];
       take_served(r, x);
       x.response_note = r.converged() ? std::string() : m.response_note;
-    } else if (!m.response_available || m.response_method != "closed_form" || c.time != TimeKind::Discrete) {
+    } else if (!m.response_available || m.response_method != "closed_form") {
       x.response_note = m.response_note;
     } else {
       const auto& adm = c.event(class_event("admit", k + 1));
@@ -189,7 +189,10 @@ void class_metrics(const QueueChain& c, const std::vector<double>& pi, const Met
       } else {
         for (auto& v : at) v /= total;
         Metrics r;
-        tail_response(at, c.model.service.mu, o, r);
+        if (c.time == TimeKind::Continuous)
+          exponential_response(at, c.model.service.mu, r);
+        else
+          tail_response(at, c.model.service.mu, o, r);
         r.response_available = true;
         copy_response(r, x);
       }
@@ -265,7 +268,7 @@ Metrics compute_metrics(const QueueChain& c, const std::vector<double>& pi, cons
     m.response_note = "response times not requested";
   } else if (c.model.source.max_batch() > 1) {
     m.response_note = "response times are not computed by the chain for batch arrivals (the simulator measures them)";
-  } else if (class_chain && steered && c.space.find(component::class2) < 0) {
+  } else if (class_chain && steered && c.space.find(component::class2) < 0 && c.time == TimeKind::Discrete) {
     m.response_note = "response times under modified RED or the flow comparison are computed on the two-class chain "
                       "(classes = \"approx\"), not on the exact chain";
   } else if (!(adm > 0)) {
@@ -273,7 +276,11 @@ Metrics compute_metrics(const QueueChain& c, const std::vector<double>& pi, cons
   } else if (c.time == TimeKind::Continuous) {
     // PASTA: an admitted arrival sees n with probability prop. to pi(n) x admission
     // rate; R is the sum of n + 1 exponential(mu) times (memoryless service).
-    if (!tail || o.response == "tagged") {
+    if (class_chain && steered) {
+      m.response_note = "response times under modified RED or the flow comparison are not computed for "
+                        "continuous-time models (a waiting packet may be discarded: the closed form does not hold, "
+                        "and the tagged-packet chain is built for slotted models)";
+    } else if (!tail || o.response == "tagged") {
       m.response_note = "response times under front/random drop are not computed for continuous-time models";
     } else {
       for (auto& x : admit_at) x /= adm;

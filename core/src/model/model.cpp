@@ -233,9 +233,6 @@ void validate_classes(const Model& md) {
   if (aqm.flow_compare && !has_thresholds(aqm.drop))
     fail_param("aqm.flow_compare", "false unless drop is " + drop_kinds_with(DropKindSpec::kThresholds) +
                " (a drop function with min_th and max_th)", "true with drop = '" + aqm.drop.name() + "'");
-  if (aqm.flow_compare && md.time == TimeKind::Continuous)
-    fail_param("aqm.flow_compare", "false when model.time = \"continuous\" (the comparison is per slotted arrival)",
-               "true");
   if (md.classes.empty()) return;
   if (md.classes.size() > static_cast<size_t>(kMaxClasses))
     fail_param("class", cat("at most ", kMaxClasses, " [[class]] tables"), md.classes.size());
