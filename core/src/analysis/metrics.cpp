@@ -268,19 +268,17 @@ Metrics compute_metrics(const QueueChain& c, const std::vector<double>& pi, cons
     m.response_note = "response times not requested";
   } else if (c.model.source.max_batch() > 1) {
     m.response_note = "response times are not computed by the chain for batch arrivals (the simulator measures them)";
-  } else if (class_chain && steered && c.space.find(component::class2) < 0 && c.time == TimeKind::Discrete) {
+  } else if (class_chain && steered && c.space.find(component::class2) < 0) {
     m.response_note = "response times under modified RED or the flow comparison are computed on the two-class chain "
                       "(classes = \"approx\"), not on the exact chain";
   } else if (!(adm > 0)) {
     m.response_note = "no packet is ever admitted";
-  } else if (c.time == TimeKind::Continuous) {
+  } else if (c.time == TimeKind::Continuous && !(class_chain && steered)) {
     // PASTA: an admitted arrival sees n with probability prop. to pi(n) x admission
-    // rate; R is the sum of n + 1 exponential(mu) times (memoryless service).
-    if (class_chain && steered) {
-      m.response_note = "response times under modified RED or the flow comparison are not computed for "
-                        "continuous-time models (a waiting packet may be discarded: the closed form does not hold, "
-                        "and the tagged-packet chain is built for slotted models)";
-    } else if (!tail || o.response == "tagged") {
+    // rate; R is the sum of n + 1 exponential(mu) times (memoryless service).  (Under
+    // modified RED or the flow comparison a waiting packet may be discarded: the tagged
+    // chain below, uniformised.)
+    if (!tail || o.response == "tagged") {
       m.response_note = "response times under front/random drop are not computed for continuous-time models";
     } else {
       for (auto& x : admit_at) x /= adm;

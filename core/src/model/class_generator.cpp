@@ -903,6 +903,9 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
   // modified RED's search only
   const bool mod = md.aqm.modified != Modified::None;
   const std::vector<Variant> variants = approx_variants(md);
+  // continuous time: the tagged chain's rates uniformised at Lambda (its largest exit rate);
+  // absorbed at the r-th step of the uniformised chain, R is a sum of r exponential(Lambda) times
+  const bool continuous = c.time == TimeKind::Continuous;
   std::vector<std::pair<int, bool>> tags;
   for (const Variant& v : variants) {
     const std::pair<int, bool> t{v.cls, mod && !md.class_mice(v.cls) && !v.ecn};
@@ -942,7 +945,7 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
       }
       return off[s2] + t;
     };
-    double worst = 0.0;
+    double worst = 0.0, lambda = 0.0;
     for (int32_t s = 0; s < c.n; ++s) {
       if ((s & 1023) == 0) check_interrupt();
       const int64_t base = c.key_of(s) * TV;
@@ -970,6 +973,15 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
           else
             row.push_back({static_cast<int32_t>(target(key2)), p});
         }
+        if (continuous) {  // rates: the self-loops go, the diagonal holds minus the exit rate
+          double exit = sv + pu;
+          size_t kept = 0;
+          for (const auto& e : row)
+            if (e.first != i) exit += e.second, row[kept++] = e;
+          row.resize(kept);
+          row.push_back({static_cast<int32_t>(i), -exit});
+          lambda = std::max(lambda, exit);
+        }
         std::sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
         for (size_t q = 0; q < row.size(); ++q) {
           if (q > 0 && row[q].first == row[q - 1].first) {
@@ -987,7 +999,17 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
         worst = std::max(worst, std::abs(sum - 1.0));
       }
     }
-    if (worst > 1e-12) throw std::logic_error(detail::cat("internal error: tagged chain rows sum to 1 +- ", worst));
+    if (continuous) {  // P = I + G / Lambda on the tagged states, absorption probabilities rate / Lambda
+      if (lambda > 0.0) {
+        for (int64_t i = 0; i < T; ++i)
+          for (int32_t e = tr.rp[static_cast<size_t>(i)]; e < tr.rp[static_cast<size_t>(i) + 1]; ++e)
+            tr.val[static_cast<size_t>(e)] = (tr.col[static_cast<size_t>(e)] == i ? 1.0 : 0.0) + tr.val[static_cast<size_t>(e)] / lambda;
+        for (auto& x : tr.served) x /= lambda;
+        for (auto& x : tr.pushed) x /= lambda;
+      }
+    } else if (worst > 1e-12) {
+      throw std::logic_error(detail::cat("internal error: tagged chain rows sum to 1 +- ", worst));
+    }
     // the tagged packet's law at the end of its arrival slot: an admitted arrival of its kind
     std::vector<double> v(static_cast<size_t>(T), 0.0);
     long double admitted = 0.0L;
@@ -1007,9 +1029,16 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
     part.r.states = T;
     part.r.nnz = static_cast<int64_t>(tr.col.size());
     part.r.status = Status::Converged;
-    if (admitted > 0.0L) {
+    if (admitted > 0.0L && (!continuous || lambda > 0.0)) {
       for (auto& x : v) x = static_cast<double>(x / admitted);
       tagged_absorption(tr, std::move(v), o, part.r);
+      if (continuous) {  // steps r -> time: E[R | r] = r / Lambda, E[R^2 | r] = r (r + 1) / Lambda^2
+        const double mean = part.r.mean_response, var = part.r.var_response;
+        part.r.mean_response = mean / lambda;
+        part.r.var_response = (var + mean * mean + mean) / (lambda * lambda) - part.r.mean_response * part.r.mean_response;
+        part.r.mean_sojourn /= lambda;
+        part.r.served_pmf.clear();
+      }
     }
     parts.push_back(std::move(part));
   }
@@ -1047,8 +1076,16 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
       if (!p.r.converged()) r.status = Status::NotConverged, r.note = p.r.note;
     }
     long double m1 = 0, m2 = 0;
-    for (size_t i = 0; i < pmf.size(); ++i) m1 += pmf[i] * i, m2 += pmf[i] * i * i;
-    r.served_pmf.assign(pmf.begin(), pmf.end());
+    if (continuous) {  // R has a density: the parts' moments (no pmf)
+      for (const Part& p : parts) {
+        if (!(cls < 0 || p.cls == cls) || !(p.admitted > 0.0L) || !(p.r.served_prob > 0.0)) continue;
+        const long double ws = p.admitted / adm * p.r.served_prob, mean = p.r.mean_response;
+        m1 += ws * mean, m2 += ws * (p.r.var_response + mean * mean);
+      }
+    } else {
+      for (size_t i = 0; i < pmf.size(); ++i) m1 += pmf[i] * i, m2 += pmf[i] * i * i;
+      r.served_pmf.assign(pmf.begin(), pmf.end());
+    }
     r.served_prob = static_cast<double>(served);
     r.pushed_out_prob = static_cast<double>(pushed);
     r.mean_sojourn = static_cast<double>(sojourn);
