@@ -13,7 +13,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
 import aqmchain
-from class_oracle import front_search, random_search
+from class_oracle import front_search, random_search, two
 from conftest import solution_distance_bound, uniformised
 from oracle import drop_prob, grid_points
 
@@ -26,15 +26,6 @@ def source_of(src):
     if src["kind"] == "poisson":
         return np.zeros((1, 1)), np.array([src["rate"]])
     return np.array(src["generator"], float), np.array(src["rates"], float)
-
-
-def two(share=0.3, **kw):
-    """Two classes; keyword 'a_*' / 'b_*' set the first / second class's fields."""
-    a = {"name": "a", "share": share}
-    b = {"name": "b", "share": [1 - s for s in share] if isinstance(share, list) else 1 - share}
-    for k, v in kw.items():
-        (a if k.startswith("a_") else b)[k[2:]] = v
-    return [a, b]
 
 
 def spec(**kw):
