@@ -1,5 +1,7 @@
 // The class chains (docs/classes.md): traffic classes, seed 004's modified RED for mice
-// and ECN-capable packets, seed 003's flow comparison, on top of one slot of SPEC 3.
+// and ECN-capable packets, seed 003's flow comparison, on top of one slot of SPEC 3, or in
+// continuous time (docs/classes.md "Continuous time") on the rates of SPEC 6: one arrival's
+// outcome (ClassGenerator::arrive) serves both time kinds.
 //
 // Two representations of the buffer's content share one slot:
 //  - Approx (two classes): the state adds e = class-2 packets in the system and the class
