@@ -197,32 +197,9 @@ def simulate(model: _core.Model, *, slots: int = 10_000_000, replications: int =
 
 
 def simulation_grid(x: Any) -> Any:
-    """A model or scenario on the chain's automatic grid, resolved as :func:`refine_grid` does;
-    continuous-time models with classes, modified RED or the flow comparison, which the chain
-    refuses, on the grid of their classless twins (same arrivals, the classes' mean ECN)."""
-    try:
-        return refine_grid(x)[0]
-    except _core.ModelError as e:
-        models = [p.model for p in x.phases] if isinstance(x, _core.Scenario) else [x]
-        if e.param != "class" or models[0].time != "continuous":
-            raise
-        grid = refine_grid([_classless_twin(m) for m in models])[0][0].grid
-    if isinstance(x, _core.Scenario):
-        return _core.Scenario([_core.Phase(p.duration, p.model.with_grid(grid), p.label) for p in x.phases])
-    return x.with_grid(grid)
-
-
-def _classless_twin(model: _core.Model) -> _core.Model:
-    """The model without classes, modified RED and the flow comparison, its ECN probability the
-    classes' mean weighted by their shares in modulator state 0 (to place a grid only)."""
-    from .modelfile import model_from_dict, model_to_dict
-
-    doc = model_to_dict(model)
-    doc.pop("class", None)
-    aqm = {k: v for k, v in doc["aqm"].items() if k not in ("modified", "flow_compare")}
-    aqm["ecn"] = sum(model.class_share(c, 0) * model.class_ecn(c) for c in range(model.class_count))
-    doc["aqm"] = aqm
-    return model_from_dict(doc)[0]
+    """A model or scenario on the chain's automatic grid, resolved as :func:`refine_grid` does
+    for :func:`solve_stationary` and :func:`solve_transient`."""
+    return refine_grid(x)[0]
 
 
 def simulate_scenario(scenario: _core.Scenario, times: Any, **options: Any) -> _core.EnsembleResult:

@@ -23,6 +23,15 @@ from oracle import (RedwmCells, adaptive_params, count_cap, drop_prob, early_dro
                     grid_points, maxth_rule, pmax_move, pmax_points, source_matrices)
 
 
+def two(share=0.3, **kw):
+    """Two classes; keyword 'a_*' / 'b_*' set the first / second class's fields."""
+    a = {"name": "a", "share": share}
+    b = {"name": "b", "share": [1 - s for s in share] if isinstance(share, list) else 1 - share}
+    for k, v in kw.items():
+        (a if k.startswith("a_") else b)[k[2:]] = v
+    return [a, b]
+
+
 def _binom(w: int, q: float) -> list[float]:
     return [comb(w, k) * q**k * (1 - q) ** (w - k) for k in range(w + 1)]
 

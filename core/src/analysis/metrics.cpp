@@ -172,7 +172,7 @@ void class_metrics(const QueueChain& c, const std::vector<double>& pi, const Met
       const ResponseResult& r = tagged[static_cast<size_t>(k) + 1];
       take_served(r, x);
       x.response_note = r.converged() ? std::string() : m.response_note;
-    } else if (!m.response_available || m.response_method != "closed_form" || c.time != TimeKind::Discrete) {
+    } else if (!m.response_available || m.response_method != "closed_form") {
       x.response_note = m.response_note;
     } else {
       const auto& adm = c.event(class_event("admit", k + 1));
@@ -189,7 +189,10 @@ void class_metrics(const QueueChain& c, const std::vector<double>& pi, const Met
       } else {
         for (auto& v : at) v /= total;
         Metrics r;
-        tail_response(at, c.model.service.mu, o, r);
+        if (c.time == TimeKind::Continuous)
+          exponential_response(at, c.model.service.mu, r);
+        else
+          tail_response(at, c.model.service.mu, o, r);
         r.response_available = true;
         copy_response(r, x);
       }
@@ -270,9 +273,11 @@ Metrics compute_metrics(const QueueChain& c, const std::vector<double>& pi, cons
                       "(classes = \"approx\"), not on the exact chain";
   } else if (!(adm > 0)) {
     m.response_note = "no packet is ever admitted";
-  } else if (c.time == TimeKind::Continuous) {
+  } else if (c.time == TimeKind::Continuous && !(class_chain && steered)) {
     // PASTA: an admitted arrival sees n with probability prop. to pi(n) x admission
-    // rate; R is the sum of n + 1 exponential(mu) times (memoryless service).
+    // rate; R is the sum of n + 1 exponential(mu) times (memoryless service).  (Under
+    // modified RED or the flow comparison a waiting packet may be discarded: the tagged
+    // chain below, uniformised.)
     if (!tail || o.response == "tagged") {
       m.response_note = "response times under front/random drop are not computed for continuous-time models";
     } else {

@@ -98,8 +98,11 @@ void ResponseOptions::validate() const {
 }
 
 int64_t tagged_states_needed(const QueueChain& c, const std::string& response) {
-  if (response == "none" || c.time == TimeKind::Continuous || c.n == 0 || c.model.source.max_batch() > 1) return 0;
   const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0;
+  // continuous time: the tagged chain only under modified RED or the flow comparison
+  const bool steered = class_chain && (c.model.aqm.modified != Modified::None || c.model.aqm.flow_compare);
+  if (response == "none" || (c.time == TimeKind::Continuous && !steered) || c.n == 0 || c.model.source.max_batch() > 1)
+    return 0;
   const auto& level = c.component(component::level);
   int64_t total = 0;
   if (class_chain && !class_blind(c.model)) {  // class_steered_response: (s, k) on the two-class chain

@@ -1,5 +1,7 @@
 // The class chains (docs/classes.md): traffic classes, seed 004's modified RED for mice
-// and ECN-capable packets, seed 003's flow comparison, on top of one slot of SPEC 3.
+// and ECN-capable packets, seed 003's flow comparison, on top of one slot of SPEC 3, or in
+// continuous time (docs/classes.md "Continuous time") on the rates of SPEC 6: one arrival's
+// outcome (ClassGenerator::arrive) serves both time kinds.
 //
 // Two representations of the buffer's content share one slot:
 //  - Approx (two classes): the state adds e = class-2 packets in the system and the class
@@ -523,16 +525,15 @@ void check_class_model(const Model& md) {
   if (md.class_count() > 2)
     fail_param("class", "at most 2 traffic classes in the chain (the simulator takes any number)",
                detail::cat(md.class_count(), " classes"));
-  if (md.time != TimeKind::Discrete)
-    fail_param("class", "absent in a continuous-time chain (traffic classes, modified RED and the flow comparison "
-                        "are built for slotted models)",
-               detail::cat(md.class_count(), " classes with model.time = \"continuous\""));
+  if (md.aqm.ns3() && md.aqm.flow_compare)
+    fail_param("aqm.flow_compare", "false with aqm.semantics = \"ns3\" (ns-3's RedQueueDisc has no flow comparison)",
+               "true");
 }
 
 template <class Content>
-class ClassSlotGenerator final : public TransitionGenerator {
+class ClassGenerator final : public TransitionGenerator {
  public:
-  ClassSlotGenerator(const Model& md, StateSpace space, std::vector<Variant> variants, Content content)
+  ClassGenerator(const Model& md, StateSpace space, std::vector<Variant> variants, Content content)
       : K_(md),
         space_(std::move(space)),
         X_(std::move(content)),
@@ -540,7 +541,9 @@ class ClassSlotGenerator final : public TransitionGenerator {
         C_(md.class_count()),
         policy_(md.aqm.policy),
         modified_(md.aqm.modified),
-        fc_(md.aqm.flow_compare) {
+        fc_(md.aqm.flow_compare),
+        continuous_(md.time == TimeKind::Continuous),
+        Q_(md.source.matrix) {
     for (int k = 0; k < C_; ++k) mice_.push_back(md.class_mice(k));
     sn_ = space_.stride(space_.at(component::level));
     // the filter cell's stride: avg's, or REDwM's last sum's (the cell spans avg and the sums, docs/redwm.md)
@@ -571,9 +574,12 @@ class ClassSlotGenerator final : public TransitionGenerator {
     for (const auto& r : K_.mrows) row = std::max(row, r.size());
     // stateful: x 3 p_max targets x 3 counts (unchanged, after no decision, after a decision)
     max_ = static_cast<int>(K_.max_targets() * row * 4 * X_.successor_contents() * (S_ ? 9 : 1));
+    // continuous time: the modulator's moves, avg's two, the departure's heads and each
+    // arrival variant's outcomes
+    if (continuous_) max_ = K_.M + 4 + static_cast<int>(V_.size()) * X_.successor_contents();
   }
   const StateSpace& space() const override { return space_; }
-  TimeKind time() const override { return TimeKind::Discrete; }
+  TimeKind time() const override { return continuous_ ? TimeKind::Continuous : TimeKind::Discrete; }
   const std::vector<std::string>& event_names() const override { return names_; }
   std::vector<int64_t> initial_states() const override {
     std::vector<int64_t> keys;
@@ -595,139 +601,156 @@ class ClassSlotGenerator final : public TransitionGenerator {
   /// product of the avg and s grids (A and s are tied).
   bool reachable_bound_tight() const override { return S_ == nullptr && K_.S == 1; }
 
+  /// One arrival of variant v (mass pv: a probability in a slot, a rate in continuous time)
+  /// meeting n packets of content x with avg on grid index gi (its filter cell g2), drop
+  /// probability pb, the count c and cur_max_th index j2 (stateful AQM): rules 3a-3e of
+  /// docs/classes.md.  The slot calls it after its filter step, the rate kernel at the
+  /// arrival instant with the current avg.  keep(p, content, c2): the content after the
+  /// arrival (before the slot's departure), c2 the count after it.
+  template <class Keep>
+  void arrive(int n, const typename Content::Pre& x, int g2, double pb, int64_t c, int j2, const Variant& v, double pv,
+              Tally& t, Keep&& keep) const {
+    using Pre = typename Content::Pre;
+    const int w = std::max(n - 1, 0);
+    const int cl = v.cls;
+    t.at(cl, kArr) += pv;
+    auto admit = [&](double p, const Pre& from, int64_t c2) {  // the arrival joins behind
+      t.at(cl, kAdm) += p;
+      keep(p, X_.append(from, v), c2);
+    };
+    if (n == K_.N) {  // overflow (SPEC 2.5: the policy picks the victim)
+      if (policy_ == DropPolicy::Tail || w == 0) {
+        t.lost(cl, kOvf, pv, false);
+        keep(pv, x, c);
+      } else {
+        X_.remove(x, policy_ == DropPolicy::Front ? Rule::Oldest : Rule::Uniform, v, [&](double p, int vc, const Pre& rest) {
+          t.lost(vc, kOvf, pv * p, true);
+          admit(pv * p, rest, c);
+        });
+      }
+      return;
+    }
+    double go = pv;  // mass that reaches the drop test
+    const int gi = g2 / K_.S;  // the avg grid index of the cell
+    if (fc_ && ge_min_[gi] && w >= 1) {
+      double same = 0.0;
+      X_.remove(x, Rule::SameFlow, v, [&](double p, int vc, const Pre& rest) {
+        same += p;
+        t.lost(cl, kFc, pv * p, false);
+        t.lost(vc, kFc, pv * p, true);
+        keep(pv * p, rest, c);
+      });
+      // (the tagged chain splits a certain match into ahead / the tag / behind: a sum of 1 up
+      // to rounding, which must not leave a spurious admission)
+      go = same > 1.0 - 1e-12 ? 0.0 : pv * (1.0 - same);
+    }
+    if (!(go > 0.0)) return;
+    // the AQM test: p_b with the slot's p_max and cur_max_th, the spacing rule's decision
+    const detail::SpacingStep st = detail::spacing_step(S_ ? S_->spacing : Spacing::None, c, pb, S_ ? S_->count_cap : 0);
+    const double pd = st.decision;
+    const int64_t cd = st.after_decision;
+    if (pd < 1.0) {
+      t.e[aAdm] += go * (1.0 - pd);
+      admit(go * (1.0 - pd), x, st.after_none);
+    }
+    const double dec = go * pd;
+    if (!(dec > 0.0)) return;
+    // the decision goes to the drop policy: the arrival, or (front / random) a waiting packet
+    auto to_policy = [&](double mass) {
+      if (policy_ == DropPolicy::Tail || w == 0) {
+        t.lost(cl, kAqm, mass, false);
+        keep(mass, x, cd);
+      } else {
+        X_.remove(x, policy_ == DropPolicy::Front ? Rule::Oldest : Rule::Uniform, v, [&](double p, int vc, const Pre& rest) {
+          t.lost(vc, kAqm, mass * p, true);
+          admit(mass * p, rest, cd);
+        });
+      }
+    };
+    if (modified_ == Modified::None) {
+      if (v.ecn) {  // SPEC 2.5: marked instead of dropped
+        t.marked(cl, dec);
+        admit(dec, x, cd);
+      } else {
+        to_policy(dec);
+      }
+    } else if (!ge_max_[j2][gi]) {
+      // modified RED below max_th (docs/classes.md): the decision takes a waiting elephant,
+      // whatever the arrival; with none waiting a protected arrival is admitted (marked when
+      // ECN-capable) and an elephant arrival, the only elephant, is dropped
+      double found = 0.0;
+      X_.remove(x, modified_ == Modified::Front ? Rule::ModFront : Rule::ModRandom, v,
+                [&](double p, int vc, const Pre& rest) {
+                  found += p;
+                  t.lost(vc, kAqm, dec * p, true);
+                  admit(dec * p, rest, cd);
+                });
+      const double none = dec * std::max(0.0, 1.0 - found);
+      if (none > 0.0) {
+        if (v.ecn) {
+          t.marked(cl, none);
+          admit(none, x, cd);
+        } else if (mice_[cl]) {
+          t.e[aAdm] += none;
+          admit(none, x, cd);
+        } else {
+          t.lost(cl, kAqm, none, false);
+          keep(none, x, cd);
+        }
+      }
+    } else {  // modified RED at or above max_th: the policy, no mark
+      to_policy(dec);
+    }
+  }
+
   void successors(int64_t key, Successors& out, double* events) const override {
     const int n = static_cast<int>((key / sn_) % (K_.N + 1));
     const int g = static_cast<int>((key / sg_) % (static_cast<int64_t>(K_.G) * K_.S));  // the filter cell
     const int m = static_cast<int>((key / sm_) % K_.M);
     using Pre = typename Content::Pre;
     const Pre x = X_.decode(key, n, space_);
-    // stateful AQM: the slot's cur_max_th (moved first), clock, and the count at the start
-    const detail::StatefulKeys::Value sv = keys_.decode(key);  // count -1, indices 0 without one
-    const int j2 = S_ ? K_.maxth_step(sv.j, n, g) : 0;
-    const detail::SlotKernel::ClockStep ck = S_ ? K_.clock_step(sv.ph) : detail::SlotKernel::ClockStep{};
-    const int64_t c = sv.c;
-    int k2 = 0;  // the p_max index of the branch being expanded (set by `branch`)
     Tally t(C_);
     const double mu = K_.mu;
-    const int w = std::max(n - 1, 0);
-    // step 5 from a pre-departure content, then the key
-    // c2: the count after the slot (c when no AQM test is taken)
-    auto finish = [&](int g2, int m2, double p, const Pre& pre, int64_t c2) {
-      if (!(p > 0.0)) return;
-      if (S_) c2 = std::min(c2, S_->cap_at(g2));  // a truncated count saturates at its point's cap
-      const int64_t aqm = keys_.encode(c2, k2, ck.ph2, j2);
-      X_.depart(n, pre, mu, [&](double pd, int dep_cls, int n2, int64_t content) {
-        (void)dep_cls;
-        if (pd > 0.0) out.push_back({n2 * sn_ + g2 * sg_ + m2 * sm_ + content + aqm, p * pd});
-      });
-    };
-    // steps 1-3 (filter, modulator, the clock's p_max move to index kk), then the arrival
-    auto branch = [&](int g2, int m2, int kk, double wgt, double a) {
-      k2 = kk;
-      if (a < 1.0) finish(g2, m2, wgt * (1.0 - a), x, c);  // no arrival
-      if (!(a > 0.0)) return;
-      t.e[aArr] += wgt * a;
-      for (const Variant& v : V_) {
-        const double pv = wgt * a * v.p[static_cast<size_t>(m2)];
-        if (!(pv > 0.0)) continue;
-        const int cl = v.cls;
-        t.at(cl, kArr) += pv;
-        auto admit = [&](double p, const Pre& from, int64_t c2) {  // the arrival joins behind
-          t.at(cl, kAdm) += p;
-          finish(g2, m2, p, X_.append(from, v), c2);
-        };
-        if (n == K_.N) {  // overflow (SPEC 2.5: the policy picks the victim)
-          if (policy_ == DropPolicy::Tail || w == 0) {
-            t.lost(cl, kOvf, pv, false);
-            finish(g2, m2, pv, x, c);
-          } else {
-            X_.remove(x, policy_ == DropPolicy::Front ? Rule::Oldest : Rule::Uniform, v,
-                      [&](double p, int vc, const Pre& rest) {
-                        t.lost(vc, kOvf, pv * p, true);
-                        admit(pv * p, rest, c);
-                      });
-          }
-          continue;
-        }
-        double go = pv;  // mass that reaches the drop test
-        const int gi = g2 / K_.S;  // the avg grid index of the cell
-        if (fc_ && ge_min_[gi] && w >= 1) {
-          double same = 0.0;
-          X_.remove(x, Rule::SameFlow, v, [&](double p, int vc, const Pre& rest) {
-            same += p;
-            t.lost(cl, kFc, pv * p, false);
-            t.lost(vc, kFc, pv * p, true);
-            finish(g2, m2, pv * p, rest, c);
-          });
-          // (the tagged chain splits a certain match into ahead / the tag / behind: a sum of 1 up
-          // to rounding, which must not leave a spurious admission)
-          go = same > 1.0 - 1e-12 ? 0.0 : pv * (1.0 - same);
-        }
-        if (!(go > 0.0)) continue;
-        // the AQM test: p_b with the slot's p_max and cur_max_th, the spacing rule's decision
+    if (continuous_) {
+      rates(key, n, g, m, x, t, out);
+    } else {
+      // stateful AQM: the slot's cur_max_th (moved first), clock, and the count at the start
+      const detail::StatefulKeys::Value sv = keys_.decode(key);  // count -1, indices 0 without one
+      const int j2 = S_ ? K_.maxth_step(sv.j, n, g) : 0;
+      const detail::SlotKernel::ClockStep ck = S_ ? K_.clock_step(sv.ph) : detail::SlotKernel::ClockStep{};
+      const int64_t c = sv.c;
+      int k2 = 0;  // the p_max index of the branch being expanded (set by `branch`)
+      // step 5 from a pre-departure content, then the key
+      // c2: the count after the slot (c when no AQM test is taken)
+      auto finish = [&](int g2, int m2, double p, const Pre& pre, int64_t c2) {
+        if (!(p > 0.0)) return;
+        if (S_) c2 = std::min(c2, S_->cap_at(g2));  // a truncated count saturates at its point's cap
+        const int64_t aqm = keys_.encode(c2, k2, ck.ph2, j2);
+        X_.depart(n, pre, mu, [&](double pd, int dep_cls, int n2, int64_t content) {
+          (void)dep_cls;
+          if (pd > 0.0) out.push_back({n2 * sn_ + g2 * sg_ + m2 * sm_ + content + aqm, p * pd});
+        });
+      };
+      // steps 1-3 (filter, modulator, the clock's p_max move to index kk), then the arrival
+      auto branch = [&](int g2, int m2, int kk, double wgt, double a) {
+        k2 = kk;
+        if (a < 1.0) finish(g2, m2, wgt * (1.0 - a), x, c);  // no arrival
+        if (!(a > 0.0)) return;
+        t.e[aArr] += wgt * a;
+        // the AQM test: p_b with the slot's p_max and cur_max_th
         const double pb = S_ ? K_.stateful_pb(k2, j2, g2) : K_.pdrop[g2];
-        const detail::SpacingStep st = detail::spacing_step(S_ ? S_->spacing : Spacing::None, c, pb, S_ ? S_->count_cap : 0);
-        const double pd = st.decision;
-        const int64_t cd = st.after_decision;
-        if (pd < 1.0) {
-          t.e[aAdm] += go * (1.0 - pd);
-          admit(go * (1.0 - pd), x, st.after_none);
+        for (const Variant& v : V_) {
+          const double pv = wgt * a * v.p[static_cast<size_t>(m2)];
+          if (pv > 0.0)
+            arrive(n, x, g2, pb, c, j2, v, pv, t,
+                   [&](double p, const Pre& pre, int64_t c2) { finish(g2, m2, p, pre, c2); });
         }
-        const double dec = go * pd;
-        if (!(dec > 0.0)) continue;
-        // the decision goes to the drop policy: the arrival, or (front / random) a waiting packet
-        auto to_policy = [&](double mass) {
-          if (policy_ == DropPolicy::Tail || w == 0) {
-            t.lost(cl, kAqm, mass, false);
-            finish(g2, m2, mass, x, cd);
-          } else {
-            X_.remove(x, policy_ == DropPolicy::Front ? Rule::Oldest : Rule::Uniform, v,
-                      [&](double p, int vc, const Pre& rest) {
-                        t.lost(vc, kAqm, mass * p, true);
-                        admit(mass * p, rest, cd);
-                      });
-          }
-        };
-        if (modified_ == Modified::None) {
-          if (v.ecn) {  // SPEC 2.5: marked instead of dropped
-            t.marked(cl, dec);
-            admit(dec, x, cd);
-          } else {
-            to_policy(dec);
-          }
-        } else if (!ge_max_[j2][gi]) {
-          // modified RED below max_th (docs/classes.md): the decision takes a waiting elephant,
-          // whatever the arrival; with none waiting a protected arrival is admitted (marked when
-          // ECN-capable) and an elephant arrival, the only elephant, is dropped
-          double found = 0.0;
-          X_.remove(x, modified_ == Modified::Front ? Rule::ModFront : Rule::ModRandom, v,
-                    [&](double p, int vc, const Pre& rest) {
-                      found += p;
-                      t.lost(vc, kAqm, dec * p, true);
-                      admit(dec * p, rest, cd);
-                    });
-          const double none = dec * std::max(0.0, 1.0 - found);
-          if (none > 0.0) {
-            if (v.ecn) {
-              t.marked(cl, none);
-              admit(none, x, cd);
-            } else if (mice_[cl]) {
-              t.e[aAdm] += none;
-              admit(none, x, cd);
-            } else {
-              t.lost(cl, kAqm, none, false);
-              finish(g2, m2, none, x, cd);
-            }
-          }
-        } else {  // modified RED at or above max_th: the policy, no mark
-          to_policy(dec);
-        }
-      }
-    };
-    if (S_)
-      K_.stateful_branches(n, g, m, sv.k, sv.j, ck, branch);
-    else
-      K_.branches(n, g, m, [&](int g2, int m2, double wgt, double a, double, double) { branch(g2, m2, 0, wgt, a); });
+      };
+      if (S_)
+        K_.stateful_branches(n, g, m, sv.k, sv.j, ck, branch);
+      else
+        K_.branches(n, g, m, [&](int g2, int m2, double wgt, double a, double, double) { branch(g2, m2, 0, wgt, a); });
+    }
     if (!events) return;
     if (n >= 1) {
       t.e[aDep] = mu;
@@ -735,6 +758,40 @@ class ClassSlotGenerator final : public TransitionGenerator {
     }
     for (int k = 0; k < C_; ++k) t.at(k, kIn) = X_.in_system(x, k);
     std::copy(t.e.begin(), t.e.end(), events);
+  }
+
+  /// Continuous time (docs/classes.md, "Continuous time"): the rates out of (n, avg cell g,
+  /// modulator m, content x): the modulator's moves, avg's upwind moves on its grid, the
+  /// arrivals by class at rate lambda_m share_c[m] (each one's outcome by arrive() with the
+  /// current avg) and the departure of the head at rate mu (the next head drawn as the
+  /// slot's departure draws it).  Outcomes that leave the state as it is are self-loops,
+  /// which the builder drops; the event rates count them.
+  void rates(int64_t key, int n, int g, int m, const typename Content::Pre& x, Tally& t, Successors& out) const {
+    using Pre = typename Content::Pre;
+    const int64_t base = g * sg_ + m * sm_;  // no stateful AQM components in continuous time
+    for (int m2 = 0; m2 < K_.M; ++m2)
+      if (m2 != m && Q_[static_cast<size_t>(m)][static_cast<size_t>(m2)] > 0.0)
+        out.push_back({key + (m2 - m) * sm_, Q_[static_cast<size_t>(m)][static_cast<size_t>(m2)]});
+    double up = 0.0, down = 0.0;
+    K_.filter.upwind_rates(K_.grid.points(), g, std::max(n - 1, 0), up, down);
+    if (up > 0.0) out.push_back({key + sg_, up});
+    if (down > 0.0) out.push_back({key - sg_, down});
+    auto to = [&](double rate) {
+      return [&, rate](double p, int, int n2, int64_t content) {
+        if (p > 0.0) out.push_back({base + n2 * sn_ + content, rate * p});
+      };
+    };
+    const double lam = K_.lam[static_cast<size_t>(m)];
+    if (lam > 0.0) {
+      t.e[aArr] += lam;
+      for (const Variant& v : V_) {
+        const double pv = lam * v.p[static_cast<size_t>(m)];
+        if (pv > 0.0)
+          arrive(n, x, g, K_.pdrop[static_cast<size_t>(g)], -1, 0, v, pv, t,
+                 [&](double p, const Pre& pre, int64_t) { X_.depart(n, pre, 0.0, to(p)); });
+      }
+    }
+    if (n >= 1 && K_.mu > 0.0) X_.depart(n, x, 1.0, to(K_.mu));
   }
 
  private:
@@ -746,6 +803,8 @@ class ClassSlotGenerator final : public TransitionGenerator {
   DropPolicy policy_;
   Modified modified_;
   bool fc_;
+  bool continuous_;                     // the rate kernel (model.time = "continuous")
+  std::vector<std::vector<double>> Q_;  // continuous time: the modulator's generator
   std::vector<bool> mice_;
   std::vector<char> ge_min_, ge_max_[2];  // avg grid point >= min_th, >= max_th (per cur_max_th index)
   const detail::StatefulLayout* S_ = nullptr;  // the stateful AQM, when the model has one
@@ -773,7 +832,7 @@ std::unique_ptr<TransitionGenerator> class_generator(const Model& md, ClassChain
     ApproxContent::add_components(space, md);
     variants = approx_variants(md);
     ApproxContent x(md, space);
-    return std::make_unique<ClassSlotGenerator<ApproxContent>>(md, space, std::move(variants), std::move(x));
+    return std::make_unique<ClassGenerator<ApproxContent>>(md, space, std::move(variants), std::move(x));
   }
   // exact: one type per (class, flow when compared, ECN bit when modified RED reads it)
   std::vector<ExactContent::Type> types;
@@ -814,7 +873,7 @@ std::unique_ptr<TransitionGenerator> class_generator(const Model& md, ClassChain
   }
   space.add(component::sequence, static_cast<int32_t>(std::llround(std::pow(A, md.buffer))), /*coarsen=*/false);
   ExactContent x(md, space, types);
-  return std::make_unique<ClassSlotGenerator<ExactContent>>(md, space, std::move(variants), std::move(x));
+  return std::make_unique<ClassGenerator<ExactContent>>(md, space, std::move(variants), std::move(x));
 }
 
 }  // namespace aqm
@@ -846,6 +905,9 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
   // modified RED's search only
   const bool mod = md.aqm.modified != Modified::None;
   const std::vector<Variant> variants = approx_variants(md);
+  // continuous time: the tagged chain's rates uniformised at Lambda (its largest exit rate);
+  // absorbed at the r-th step of the uniformised chain, R is a sum of r exponential(Lambda) times
+  const bool continuous = c.time == TimeKind::Continuous;
   std::vector<std::pair<int, bool>> tags;
   for (const Variant& v : variants) {
     const std::pair<int, bool> t{v.cls, mod && !md.class_mice(v.cls) && !v.ecn};
@@ -862,7 +924,7 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
   std::vector<std::pair<int32_t, double>> row;
   for (const auto& [cls, el] : tags) {
     TagContent X(md, space, cls, el);
-    ClassSlotGenerator<TagContent> gen(md, space, variants, X);
+    ClassGenerator<TagContent> gen(md, space, variants, X);
     TaggedRows tr;
     tr.states = T;
     tr.rp.assign(static_cast<size_t>(T) + 1, 0);
@@ -885,7 +947,7 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
       }
       return off[s2] + t;
     };
-    double worst = 0.0;
+    double worst = 0.0, lambda = 0.0;
     for (int32_t s = 0; s < c.n; ++s) {
       if ((s & 1023) == 0) check_interrupt();
       const int64_t base = c.key_of(s) * TV;
@@ -913,6 +975,15 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
           else
             row.push_back({static_cast<int32_t>(target(key2)), p});
         }
+        if (continuous) {  // rates: the self-loops go, the diagonal holds minus the exit rate
+          double exit = sv + pu;
+          size_t kept = 0;
+          for (const auto& e : row)
+            if (e.first != i) exit += e.second, row[kept++] = e;
+          row.resize(kept);
+          row.push_back({static_cast<int32_t>(i), -exit});
+          lambda = std::max(lambda, exit);
+        }
         std::sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
         for (size_t q = 0; q < row.size(); ++q) {
           if (q > 0 && row[q].first == row[q - 1].first) {
@@ -930,7 +1001,17 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
         worst = std::max(worst, std::abs(sum - 1.0));
       }
     }
-    if (worst > 1e-12) throw std::logic_error(detail::cat("internal error: tagged chain rows sum to 1 +- ", worst));
+    if (continuous) {  // P = I + G / Lambda on the tagged states, absorption probabilities rate / Lambda
+      if (lambda > 0.0) {
+        for (int64_t i = 0; i < T; ++i)
+          for (int32_t e = tr.rp[static_cast<size_t>(i)]; e < tr.rp[static_cast<size_t>(i) + 1]; ++e)
+            tr.val[static_cast<size_t>(e)] = (tr.col[static_cast<size_t>(e)] == i ? 1.0 : 0.0) + tr.val[static_cast<size_t>(e)] / lambda;
+        for (auto& x : tr.served) x /= lambda;
+        for (auto& x : tr.pushed) x /= lambda;
+      }
+    } else if (worst > 1e-12) {
+      throw std::logic_error(detail::cat("internal error: tagged chain rows sum to 1 +- ", worst));
+    }
     // the tagged packet's law at the end of its arrival slot: an admitted arrival of its kind
     std::vector<double> v(static_cast<size_t>(T), 0.0);
     long double admitted = 0.0L;
@@ -950,9 +1031,16 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
     part.r.states = T;
     part.r.nnz = static_cast<int64_t>(tr.col.size());
     part.r.status = Status::Converged;
-    if (admitted > 0.0L) {
+    if (admitted > 0.0L && (!continuous || lambda > 0.0)) {
       for (auto& x : v) x = static_cast<double>(x / admitted);
       tagged_absorption(tr, std::move(v), o, part.r);
+      if (continuous) {  // steps r -> time: E[R | r] = r / Lambda, E[R^2 | r] = r (r + 1) / Lambda^2
+        const double mean = part.r.mean_response, var = part.r.var_response;
+        part.r.mean_response = mean / lambda;
+        part.r.var_response = (var + mean * mean + mean) / (lambda * lambda) - part.r.mean_response * part.r.mean_response;
+        part.r.mean_sojourn /= lambda;
+        part.r.served_pmf.clear();
+      }
     }
     parts.push_back(std::move(part));
   }
@@ -990,8 +1078,16 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
       if (!p.r.converged()) r.status = Status::NotConverged, r.note = p.r.note;
     }
     long double m1 = 0, m2 = 0;
-    for (size_t i = 0; i < pmf.size(); ++i) m1 += pmf[i] * i, m2 += pmf[i] * i * i;
-    r.served_pmf.assign(pmf.begin(), pmf.end());
+    if (continuous) {  // R has a density: the parts' moments (no pmf)
+      for (const Part& p : parts) {
+        if (!(cls < 0 || p.cls == cls) || !(p.admitted > 0.0L) || !(p.r.served_prob > 0.0)) continue;
+        const long double ws = p.admitted / adm * p.r.served_prob, mean = p.r.mean_response;
+        m1 += ws * mean, m2 += ws * (p.r.var_response + mean * mean);
+      }
+    } else {
+      for (size_t i = 0; i < pmf.size(); ++i) m1 += pmf[i] * i, m2 += pmf[i] * i * i;
+      r.served_pmf.assign(pmf.begin(), pmf.end());
+    }
     r.served_prob = static_cast<double>(served);
     r.pushed_out_prob = static_cast<double>(pushed);
     r.mean_sojourn = static_cast<double>(sojourn);

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import aqmchain
-from class_oracle import class_chain
+from class_oracle import class_chain, two
 from conftest import spec_to_doc
 
 MMBP = {"kind": "mmbp", "matrix": [[0.9, 0.1], [0.3, 0.7]], "arrival": [0.25, 0.85]}
@@ -25,15 +25,6 @@ def model_of(spec: dict) -> "aqmchain.Model":
     if spec.get("classes"):
         doc["class"] = [dict(c) for c in spec["classes"]]
     return aqmchain.model_from_dict(doc)[0]
-
-
-def two(share=0.3, **kw):
-    """Two classes; keyword 'a_*' / 'b_*' set the first / second class's fields."""
-    a = {"name": "a", "share": share}
-    b = {"name": "b", "share": [1 - s for s in share] if isinstance(share, list) else 1 - share}
-    for k, v in kw.items():
-        (a if k.startswith("a_") else b)[k[2:]] = v
-    return [a, b]
 
 
 def spec(**kw):
