@@ -176,8 +176,16 @@ def test_auto_chooses_by_structure_and_reports_the_order():
     plain = aqmchain.build_chain(model_of(small()))
     r = aqmchain.solve_stationary(plain, response="none", auto_krylov_min_states=100)
     assert [a["method"] for a in r.info.methods_tried] == ["krylov"] and r.info.extra["auto_coupled_structure"] == 0
-    # below auto_krylov_min_states: direct first whatever the structure
+    # below auto_krylov_min_states: direct first whatever the structure, within 1e4 estimated
+    # flops per entry of P; this coupled chain's LU is estimated above that, so multilevel follows
+    nnz = aqmchain.transition_matrix(chain).nnz
+    assert ref.info.extra["lu_flops_estimate"] > max(1e9, 1e4 * nnz)
     r = aqmchain.solve_stationary(chain, response="none")
+    assert [a["method"] for a in r.info.methods_tried] == ["direct", "multilevel"]
+    assert "small chain" in r.info.methods_tried[0]["why"] and r.info.method == "multilevel"
+    assert np.abs(r.pi - ref.pi).sum() < 1e-10
+    # the plain chain's LU is within it: direct alone
+    r = aqmchain.solve_stationary(plain, response="none")
     assert [a["method"] for a in r.info.methods_tried] == ["direct"]
     d = r.to_dict()["solver"]["methods_tried"]
     assert d[0]["method"] == "direct" and d[0]["status"] == "converged" and d[0]["seconds"] > 0
