@@ -23,6 +23,23 @@ from oracle import (RedwmCells, adaptive_params, count_cap, drop_prob, early_dro
                     grid_points, maxth_rule, pmax_move, pmax_points, source_matrices)
 
 
+def model_from(base: dict, aqm=None, classes=None, **top):
+    """The model of the document ``base`` with [aqm] keys updated (None removes a key), whole
+    sections replaced (a dict with "kind") or updated (the others), and the classes set."""
+    import copy
+
+    import aqmchain
+
+    doc = copy.deepcopy(base)
+    doc["aqm"].update(aqm or {})
+    doc["aqm"] = {k: v for k, v in doc["aqm"].items() if v is not None}
+    for k, v in top.items():
+        doc[k] = v if "kind" in v else {**doc[k], **v}
+    if classes is not None:
+        doc["class"] = classes
+    return aqmchain.model_from_dict(doc)[0]
+
+
 def two(share=0.3, **kw):
     """Two classes; keyword 'a_*' / 'b_*' set the first / second class's fields."""
     a = {"name": "a", "share": share}

@@ -618,16 +618,21 @@ class ClassGenerator final : public TransitionGenerator {
       t.at(cl, kAdm) += p;
       keep(p, X_.append(from, v), c2);
     };
-    if (n == K_.N) {  // overflow (SPEC 2.5: the policy picks the victim)
+    // a loss the drop policy places: the arrival (tail, or nothing waiting), else the oldest or a
+    // uniform waiting packet, the arrival taking its place; `after` the count that follows
+    auto by_policy = [&](Ev why, double mass, int64_t after) {
       if (policy_ == DropPolicy::Tail || w == 0) {
-        t.lost(cl, kOvf, pv, false);
-        keep(pv, x, c);
+        t.lost(cl, why, mass, false);
+        keep(mass, x, after);
       } else {
         X_.remove(x, policy_ == DropPolicy::Front ? Rule::Oldest : Rule::Uniform, v, [&](double p, int vc, const Pre& rest) {
-          t.lost(vc, kOvf, pv * p, true);
-          admit(pv * p, rest, c);
+          t.lost(vc, why, mass * p, true);
+          admit(mass * p, rest, after);
         });
       }
+    };
+    if (n == K_.N) {  // overflow (SPEC 2.5: the policy picks the victim)
+      by_policy(kOvf, pv, c);
       return;
     }
     double go = pv;  // mass that reaches the drop test
@@ -656,17 +661,7 @@ class ClassGenerator final : public TransitionGenerator {
     const double dec = go * pd;
     if (!(dec > 0.0)) return;
     // the decision goes to the drop policy: the arrival, or (front / random) a waiting packet
-    auto to_policy = [&](double mass) {
-      if (policy_ == DropPolicy::Tail || w == 0) {
-        t.lost(cl, kAqm, mass, false);
-        keep(mass, x, cd);
-      } else {
-        X_.remove(x, policy_ == DropPolicy::Front ? Rule::Oldest : Rule::Uniform, v, [&](double p, int vc, const Pre& rest) {
-          t.lost(vc, kAqm, mass * p, true);
-          admit(mass * p, rest, cd);
-        });
-      }
-    };
+    auto to_policy = [&](double mass) { by_policy(kAqm, mass, cd); };
     if (modified_ == Modified::None) {
       if (v.ecn) {  // SPEC 2.5: marked instead of dropped
         t.marked(cl, dec);

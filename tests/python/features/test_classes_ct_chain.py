@@ -15,7 +15,7 @@ import scipy.sparse.linalg as sla
 import aqmchain
 from class_oracle import front_search, random_search, two
 from conftest import solution_distance_bound, uniformised
-from oracle import drop_prob, grid_points
+from oracle import drop_prob, explore_dense, grid_points
 
 POISSON = {"kind": "poisson", "rate": 0.9}
 MMPP = {"kind": "mmpp", "generator": [[-0.4, 0.4], [1.1, -1.1]], "rates": [0.3, 1.6]}
@@ -275,22 +275,15 @@ def dense(s, exact=False):
     pts = grid_points(s["buffer"], s["k"], "split")
     Q, lam = source_of(s["source"])
     start = [(0, 0, m, ()) if exact else (0, 0, m, 0, 0) for m in range(len(lam))]
-    seen, stack, rows, tallies = set(start), list(start), {}, {}
-    while stack:
-        x = stack.pop()
+    tallies = {}
+
+    def row(x):
         tallies[x] = Tally()
-        rows[x] = (exact_rates if exact else approx_rates)(s, x, pts, Q, lam, tallies[x])
-        for t in rows[x]:
-            if t not in seen:
-                seen.add(t)
-                stack.append(t)
-    states = sorted(seen)
-    index = {x: i for i, x in enumerate(states)}
-    G = np.zeros((len(states), len(states)))
-    for x, r in rows.items():
-        for t, v in r.items():
-            G[index[x], index[t]] += v
-        G[index[x], index[x]] = -sum(r.values())
+        return (exact_rates if exact else approx_rates)(s, x, pts, Q, lam, tallies[x])
+
+    states, G = explore_dense(start, row)  # the off-diagonal rates; the diagonal completes the rows
+    np.fill_diagonal(G, 0.0)
+    G -= np.diag(G.sum(axis=1))
     return states, G, [tallies[x] for x in states]
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import aqmchain
+from class_oracle import model_from
 from cli_helpers import run_cli
 
 DOC = {"model": {"buffer": 20}, "source": {"kind": "bernoulli", "alpha": 0.5}, "service": {"mu": 0.45},
@@ -25,14 +26,7 @@ ALL = ("arrival_rate", "throughput", "loss", "loss_aqm", "loss_overflow", "mark_
 
 
 def model(aqm=None, classes=None, **top):
-    doc = copy.deepcopy(DOC)
-    doc["aqm"].update(aqm or {})
-    doc["aqm"] = {k: v for k, v in doc["aqm"].items() if v is not None}  # None removes a key
-    for k, v in top.items():
-        doc[k] = v if "kind" in v else {**doc[k], **v}
-    if classes is not None:
-        doc["class"] = classes
-    return aqmchain.model_from_dict(doc)[0]
+    return model_from(DOC, aqm, classes, **top)
 
 
 def same(a, b, names=ALL):

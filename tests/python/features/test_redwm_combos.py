@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import aqmchain
-from class_oracle import class_chain
+from class_oracle import class_chain, two
 from oracle import SOURCES, DROPS, redwm_cells_reference_chain, redwm_reference_chain
 
 # ------------------------------------------------------------------ any order: the dense oracle
@@ -125,13 +125,6 @@ def test_s_grids_product_guard_names_the_step():
 MMBP = {"kind": "mmbp", "matrix": [[0.9, 0.1], [0.3, 0.7]], "arrival": [0.25, 0.85]}
 RED = {"drop": "red", "min_th": 2, "max_th": 6, "p_max": 0.4}
 
-
-def two(share=0.3, **kw):
-    a = {"name": "a", "share": share}
-    b = {"name": "b", "share": [1 - s for s in share] if isinstance(share, list) else 1 - share}
-    for k, v in kw.items():
-        (a if k.startswith("a_") else b)[k[2:]] = v
-    return [a, b]
 
 
 def cspec(**kw):

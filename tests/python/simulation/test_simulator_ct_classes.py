@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import aqmchain
+from class_oracle import model_from
 
 DOC = {"model": {"buffer": 12, "time": "continuous"}, "source": {"kind": "poisson", "rate": 0.8},
        "service": {"kind": "exponential", "mu": 1.0},
@@ -33,14 +34,7 @@ ALL = ("arrival_rate", "throughput", "loss", "loss_aqm", "loss_overflow", "mark_
 
 
 def model(aqm=None, classes=None, **top):
-    doc = copy.deepcopy(DOC)
-    doc["aqm"].update(aqm or {})
-    doc["aqm"] = {k: v for k, v in doc["aqm"].items() if v is not None}
-    for k, v in top.items():
-        doc[k] = v if "kind" in v else {**doc[k], **v}
-    if classes is not None:
-        doc["class"] = classes
-    return aqmchain.model_from_dict(doc)[0]
+    return model_from(DOC, aqm, classes, **top)
 
 
 def same(a, b, names=ALL):
