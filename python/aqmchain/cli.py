@@ -1049,8 +1049,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also solve on grids with 2x and 4x the avg steps and extrapolate every metric to step 0 "
                         "(value, extrapolated, error; JSON key error_estimate)")
     s.add_argument("--classes", choices=list(CLASS_CHAINS), default="approx",
-                   help="chain of a model with traffic classes: 'approx' (two classes, random-order approximation) "
-                        "or 'exact' (the FIFO's class sequence, small buffers); docs/classes.md")
+                   help="chain of a model with traffic classes: 'approx' (two classes, random-order approximation), "
+                        "'exact' (the FIFO's class sequence, small buffers) or 'window' (the first waiting packets' "
+                        "classes in order, random order behind them); docs/classes.md")
     s.add_argument("--sensitivities", action="store_true",
                    help="also d(metric)/d(parameter) of every scalar metric by every continuous parameter (model-file "
                         "keys), one adjoint solve per metric (JSON keys sensitivities, elasticities; "

@@ -99,7 +99,8 @@ void ResponseOptions::validate() const {
 
 int64_t tagged_states_needed(const QueueChain& c, const std::string& response) {
   if (response == "none" || c.time == TimeKind::Continuous || c.n == 0 || c.model.source.max_batch() > 1) return 0;
-  const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0;
+  const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0 ||
+                           c.space.find(component::window) >= 0;
   const auto& level = c.component(component::level);
   int64_t total = 0;
   if (class_chain && !class_blind(c.model)) {  // class_steered_response: (s, k) on the two-class chain
@@ -116,7 +117,8 @@ int64_t tagged_states_needed(const QueueChain& c, const std::string& response) {
   std::vector<int> keep;
   for (int i = 0; i < c.space.count(); ++i) {
     const std::string& name = c.space.component(i).name;
-    if (name != component::class2 && name != component::head && name != component::sequence) keep.push_back(i);
+    if (name != component::class2 && name != component::head && name != component::sequence && name != component::window)
+      keep.push_back(i);
   }
   std::vector<int64_t> keys(static_cast<size_t>(c.n), 0);
   for (int32_t s = 0; s < c.n; ++s)
