@@ -69,12 +69,18 @@ def _class_numbers(r, names):
             for k in ("loss", "loss_flow_compare", "loss_aqm", "loss_overflow", "throughput", "mean_queue")}
 
 
-def test_full_window_equals_the_exact_chain_that_carries_flows():
+#: FDynamicAutoRED (AutoRED's weight, dynamic max_th) on a buffer small enough for the exact chain
+FDYN = dict(k=1, min_th=1, max_th=4, p_max=0.6, weight="autored", autored_p="queue", dynamic_max_th=True,
+            max_th_growth=0.3)
+
+
+@pytest.mark.parametrize("aqm", [{}, FDYN], ids=["red", "fdynamic"])
+def test_full_window_equals_the_exact_chain_that_carries_flows(aqm):
     """Equal flow weights: the arrival's flow is independent of the queue, so the class
     sequence alone is a Markov chain with the same law as the flow sequence: the window chain
     with L = buffer - 1 (every waiting position in order, 2^n contents) gives the exact chain's
     class numbers (3^n contents with two tcp flows and a udp flow)."""
-    s = spec(buffer=6, classes=[{"name": "tcp", "share": 0.5, "flows": 2}, {"name": "udp", "share": 0.5}])
+    s = spec(buffer=6, classes=[{"name": "tcp", "share": 0.5, "flows": 2}, {"name": "udp", "share": 0.5}], **aqm)
     m = model_of(s)
     ex = aqmchain.solve_stationary(m, classes="exact", method="direct", response="none")
     wi = aqmchain.solve_stationary(m, classes="window:5", method="direct", response="none")
