@@ -41,6 +41,7 @@ def main() -> None:
     ap.add_argument("--replications", type=int, default=4)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--memory-limit-gb", type=float, default=20.0)
+    ap.add_argument("--max-states", type=int, default=8_000_000, help="solver option max_states (L = 5: 5.5 million)")
     ap.add_argument("--aqms", default="RED + flow comparison,FDynamicAutoRED")
     a = ap.parse_args()
     sim = {"slots": a.slots, "replications": a.replications, "seed": a.seed}
@@ -66,7 +67,7 @@ def main() -> None:
             t0 = time.perf_counter()
             try:
                 r = aqmchain.solve_stationary(mg, classes=chain, response="none", method="multilevel",
-                                              memory_limit_gb=a.memory_limit_gb)
+                                              memory_limit_gb=a.memory_limit_gb, max_states=a.max_states)
             except aqmchain.StateSpaceTooLarge as e:  # the builder's upper bound; --memory-limit-gb raises it
                 print(f"| {label} | {chain} | refused: {e} | | | | | | | | |")
                 continue
