@@ -143,3 +143,25 @@ def test_window_chain_refusals():
     mm = aqmchain.model_from_dict(doc)[0]
     with pytest.raises(aqmchain.ModelError, match="aqm.modified"):
         aqmchain.build_chain(mm, classes="window")
+
+
+def test_cli_solves_on_the_window_chain(tmp_path):
+    import json
+
+    from cli_helpers import run_cli, to_toml
+
+    s = spec(buffer=6)
+    doc = spec_to_doc(s)
+    doc["aqm"]["flow_compare"] = True
+    doc["class"] = [dict(c) for c in s["classes"]]
+    path = tmp_path / "m.toml"
+    path.write_text(to_toml(doc))
+    out_json = tmp_path / "r.json"
+    code, _, err = run_cli("solve", path, "--classes", "window:2", "--json", out_json)
+    assert code == 0, err
+    d = json.loads(out_json.read_text())
+    r = aqmchain.solve_stationary(model_of(s), classes="window:2")
+    assert d["class_chain"] == "window" and d["states"] == r.states
+    assert d["classes"]["tcp"]["loss"] == pytest.approx(r.classes["tcp"].loss, rel=1e-12)
+    code, _, err = run_cli("solve", path, "--classes", "window:x")
+    assert code == 2 and "window:L" in err
