@@ -188,7 +188,8 @@ class StationaryResult:
         self.response_note = metrics.response_note
         #: name -> :class:`ClassMetrics` (a model without classes: one class, "all")
         self.classes = {k.name: _class_result(k) for k in metrics.classes}
-        #: which chain produced the per-class numbers: "single" (no class state), "approx", "exact" or "window"
+        #: which chain produced the per-class numbers: "single" (no class state), "approx", "exact", "window"
+        #: or "window:L" (as ``classes`` asked)
         labels = chain.labels
         self.class_chain = ("exact" if COMPONENTS["sequence"] in labels else "window" if COMPONENTS["window"] in labels else
                             "approx" if COMPONENTS["class2"] in labels else "single")
@@ -672,6 +673,8 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     result = _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid, caps,
                      warm_info if ws is not None else None)
     result._input_model = input_model
+    if result.class_chain == "window" and classes != "window":
+        result.class_chain = classes  # "window:L" as asked (sensitivities rebuild the same chain)
     if error_estimate:
         result.error_estimate = _error_estimate(result, options, memory_limit_gb, response, response_tail, classes)
     return result

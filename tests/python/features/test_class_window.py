@@ -84,7 +84,7 @@ def test_full_window_equals_the_exact_chain_that_carries_flows(aqm):
     m = model_of(s)
     ex = aqmchain.solve_stationary(m, classes="exact", method="direct", response="none")
     wi = aqmchain.solve_stationary(m, classes="window:5", method="direct", response="none")
-    assert wi.class_chain == "window" and ex.class_chain == "exact"
+    assert wi.class_chain == "window:5" and ex.class_chain == "exact"
     assert wi.states < ex.states / 4
     a, b = _class_numbers(wi, ("tcp", "udp")), _class_numbers(ex, ("tcp", "udp"))
     for key in a:
@@ -161,7 +161,7 @@ def test_cli_solves_on_the_window_chain(tmp_path):
     assert code == 0, err
     d = json.loads(out_json.read_text())
     r = aqmchain.solve_stationary(model_of(s), classes="window:2")
-    assert d["class_chain"] == "window" and d["states"] == r.states
+    assert d["class_chain"] == r.class_chain == "window:2" and d["states"] == r.states
     assert d["classes"]["tcp"]["loss"] == pytest.approx(r.classes["tcp"].loss, rel=1e-12)
     code, _, err = run_cli("solve", path, "--classes", "window:x")
     assert code == 2 and "window:L" in err
