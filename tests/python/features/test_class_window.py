@@ -165,3 +165,10 @@ def test_cli_solves_on_the_window_chain(tmp_path):
     assert d["classes"]["tcp"]["loss"] == pytest.approx(r.classes["tcp"].loss, rel=1e-12)
     code, _, err = run_cli("solve", path, "--classes", "window:x")
     assert code == 2 and "window:L" in err
+
+
+def test_window_chain_content_bound_names_the_buffer():
+    """2^(L+1) (N - L) contents must fit the state component (32-bit): refused above, naming the buffer."""
+    m = model_of(spec(buffer=40_000, k=1))
+    with pytest.raises(aqmchain.ModelError, match="model.buffer.*40000"):
+        aqmchain.build_chain(m, classes="window:16")
