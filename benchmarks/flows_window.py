@@ -40,7 +40,8 @@ def main() -> None:
     ap.add_argument("--slots", type=int, default=4_000_000)
     ap.add_argument("--replications", type=int, default=4)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--memory-limit-gb", type=float, default=20.0)
+    ap.add_argument("--memory-limit-gb", type=float, default=40.0,
+                    help="the builder's memory bound (L = 5: its upper bound is 40 GB; it ran on a 24 GB machine)")
     ap.add_argument("--max-states", type=int, default=8_000_000, help="solver option max_states (L = 5: 5.5 million)")
     ap.add_argument("--aqms", default="RED + flow comparison,FDynamicAutoRED")
     a = ap.parse_args()
