@@ -75,8 +75,10 @@ def chain_flows(model: Any, classes: dict[str, "ClassMetrics"]) -> tuple[list | 
     (docs/classes.md): without the flow comparison nothing reads a packet's flow, so a flow of
     weight p in its class has the class's loss and p times its throughput, exactly; with the
     comparison the flows of a class with equal weights are exchangeable and share the class's
-    numbers equally; unequal weights under the comparison are refused (the chain does not carry
-    the flows): returns (None, None, the reason)."""
+    numbers equally (a flow's loss is the class's: how close it is to the real one is how close
+    the chain's class loss is; the window chain, ``classes="window"``, narrows that gap); unequal
+    weights under the comparison are refused (the chain does not carry the flows): returns
+    (None, None, the reason)."""
     specs = list(model.classes) or [None]
     if model.aqm.flow_compare:
         for k in specs:

@@ -295,6 +295,13 @@ def _solver_overrides(args: argparse.Namespace, solver: dict) -> dict:
     return solver
 
 
+def _class_chain_arg(value: str) -> str:
+    """--classes: a chain of CLASS_CHAINS, or window:L."""
+    if value in CLASS_CHAINS or re.fullmatch(r"window:[0-9]{1,4}", value):
+        return value
+    raise argparse.ArgumentTypeError(f"invalid choice: '{value}' (choose from {', '.join(CLASS_CHAINS)} or window:L)")
+
+
 def _announce(args: argparse.Namespace, model: _core.Model, solver: dict, classes: str = "approx",
               response: str = "auto") -> dict:
     """Before anything is built: the estimate of :func:`aqmchain.solve_estimate` (JSON key
@@ -1048,9 +1055,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--error-estimate", dest="error_estimate", action="store_true",
                    help="also solve on grids with 2x and 4x the avg steps and extrapolate every metric to step 0 "
                         "(value, extrapolated, error; JSON key error_estimate)")
-    s.add_argument("--classes", choices=list(CLASS_CHAINS), default="approx",
-                   help="chain of a model with traffic classes: 'approx' (two classes, random-order approximation) "
-                        "or 'exact' (the FIFO's class sequence, small buffers); docs/classes.md")
+    s.add_argument("--classes", type=_class_chain_arg, default="approx", metavar="{" + ",".join(CLASS_CHAINS) + ",window:L}",
+                   help="chain of a model with traffic classes: 'approx' (two classes, random-order approximation), "
+                        "'exact' (the FIFO's class sequence, small buffers) or 'window' / 'window:L' (the first L "
+                        "waiting packets' classes in order, random order behind them); docs/classes.md")
     s.add_argument("--sensitivities", action="store_true",
                    help="also d(metric)/d(parameter) of every scalar metric by every continuous parameter (model-file "
                         "keys), one adjoint solve per metric (JSON keys sensitivities, elasticities; "

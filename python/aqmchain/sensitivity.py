@@ -661,7 +661,7 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
 
     # dP/dtheta and the vectors' derivatives at theta +- h, then one sparse product per parameter
     t0 = time.perf_counter()
-    classes = "exact" if result.class_chain == "exact" else "approx"
+    classes = result.class_chain if result.class_chain == "exact" or result.class_chain.startswith("window") else "approx"
     memory = None
 
     def build(model):

@@ -10,8 +10,24 @@ using namespace aqm;
 
 namespace {
 
+/// The option `classes`: a chain's name, or "window:L" (the window chain carrying L positions).
+std::pair<ClassChain, int> class_chain_arg(const std::string& s) {
+  const size_t colon = s.find(':');
+  if (colon == std::string::npos) return {class_chain_from(s), 0};
+  const ClassChain c = class_chain_from(s.substr(0, colon));
+  const std::string digits = s.substr(colon + 1);
+  if (c != ClassChain::Window || digits.empty() || digits.size() > 4 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    throw OptionError("option 'classes' takes a length only as \"window:L\" (L an integer), got '" + s + "'", "classes");
+  const int L = std::stoi(digits);
+  if (L < 1 || L > kClassWindowMax)
+    throw OptionError(detail::cat("option 'classes' = \"window:L\" needs L in [1, ", kClassWindowMax, "], got ", L),
+                      "classes");
+  return {c, L};
+}
+
 py::dict estimate_dict(const Model& md, const std::string& classes) {
-  const ChainEstimate e = estimate_chain(md, class_chain_from(classes));
+  const ChainEstimate e = estimate_chain(md, class_chain_arg(classes).first);
   py::dict d;
   py::dict comps;
   const StateSpace space = queue_state_space(md);
@@ -65,7 +81,9 @@ QueueChain build(const Model& md, double memory_limit, const std::string& classe
   BuildOptions o;
   o.memory_limit_bytes = memory_limit;
   o.max_states = max_states;
-  return build_chain(md, o, class_chain_from(classes));
+  const auto [chain, window] = class_chain_arg(classes);
+  o.class_window = window;
+  return build_chain(md, o, chain);
 }
 
 }  // namespace
@@ -134,7 +152,7 @@ void define_state(py::module_& m) {
         d["level"] = component::level, d["avg"] = component::avg, d["s"] = component::s;
         d["modulator"] = component::modulator, d["count"] = component::count, d["pmax"] = component::pmax;
         d["maxth"] = component::maxth, d["phase"] = component::phase, d["class2"] = component::class2;
-        d["head"] = component::head, d["sequence"] = component::sequence;
+        d["head"] = component::head, d["sequence"] = component::sequence, d["window"] = component::window;
         return d;
       },
       "Names of the queue models' state components by role: level (n), avg (the grid index of avg), s "
@@ -187,7 +205,7 @@ void define_state(py::module_& m) {
         py::arg("classes") = to_string(ClassChain::Approx), py::arg("max_states") = BuildOptions{}.max_states,
         py::call_guard<InterruptGuard, py::gil_scoped_release>(),
         "The chain of a model; `classes` ('approx' or 'exact') picks the chain of a model with traffic classes.");
-  m.def("class_chains", []() { return std::vector<std::string>{to_string(ClassChain::Approx), to_string(ClassChain::Exact)}; },
+  m.def("class_chains", []() { return std::vector<std::string>{to_string(ClassChain::Approx), to_string(ClassChain::Exact), to_string(ClassChain::Window)}; },
         "Names of the class chains (build_chain's `classes`).");
   m.def(
       "build_scenario_chains",

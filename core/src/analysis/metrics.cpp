@@ -260,7 +260,8 @@ Metrics compute_metrics(const QueueChain& c, const std::vector<double>& pi, cons
 
   m.admitted_rate = static_cast<double>(adm);
   const bool tail = c.model.aqm.policy == DropPolicy::Tail;
-  const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0;
+  const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0 ||
+                           c.space.find(component::window) >= 0;
   // the classes of the queued packets steer the queue (the response then depends on them)
   const bool steered = c.model.aqm.modified != Modified::None || c.model.aqm.flow_compare;
   std::vector<ResponseResult> per_class;  // class chains under the tagged chain: all, then each class
@@ -270,7 +271,7 @@ Metrics compute_metrics(const QueueChain& c, const std::vector<double>& pi, cons
     m.response_note = "response times are not computed by the chain for batch arrivals (the simulator measures them)";
   } else if (class_chain && steered && c.space.find(component::class2) < 0) {
     m.response_note = "response times under modified RED or the flow comparison are computed on the two-class chain "
-                      "(classes = \"approx\"), not on the exact chain";
+                      "(classes = \"approx\"), not on the exact or window chain";
   } else if (!(adm > 0)) {
     m.response_note = "no packet is ever admitted";
   } else if (c.time == TimeKind::Continuous && !(class_chain && steered)) {

@@ -98,7 +98,8 @@ void ResponseOptions::validate() const {
 }
 
 int64_t tagged_states_needed(const QueueChain& c, const std::string& response) {
-  const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0;
+  const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0 ||
+                           c.space.find(component::window) >= 0;
   // continuous time: the tagged chain only under modified RED or the flow comparison
   const bool steered = class_chain && (c.model.aqm.modified != Modified::None || c.model.aqm.flow_compare);
   if (response == "none" || (c.time == TimeKind::Continuous && !steered) || c.n == 0 || c.model.source.max_batch() > 1)
@@ -119,7 +120,8 @@ int64_t tagged_states_needed(const QueueChain& c, const std::string& response) {
   std::vector<int> keep;
   for (int i = 0; i < c.space.count(); ++i) {
     const std::string& name = c.space.component(i).name;
-    if (name != component::class2 && name != component::head && name != component::sequence) keep.push_back(i);
+    if (name != component::class2 && name != component::head && name != component::sequence && name != component::window)
+      keep.push_back(i);
   }
   std::vector<int64_t> keys(static_cast<size_t>(c.n), 0);
   for (int32_t s = 0; s < c.n; ++s)

@@ -34,11 +34,14 @@
 
 namespace aqm {
 
-std::string to_string(ClassChain c) { return c == ClassChain::Approx ? "approx" : "exact"; }
+std::string to_string(ClassChain c) {
+  return c == ClassChain::Approx ? "approx" : c == ClassChain::Exact ? "exact" : "window";
+}
 ClassChain class_chain_from(const std::string& s) {
   if (s == "approx") return ClassChain::Approx;
   if (s == "exact") return ClassChain::Exact;
-  throw OptionError("option 'classes' must be one of approx, exact, got '" + s + "'");
+  if (s == "window") return ClassChain::Window;
+  throw OptionError("option 'classes' must be one of approx, exact, window, got '" + s + "'");
 }
 
 bool needs_class_chain(const Model& m) {
@@ -809,9 +812,11 @@ class ClassGenerator final : public TransitionGenerator {
   int max_ = 0;
 };
 
+#include "class_window.inc"
+
 }  // namespace
 
-std::unique_ptr<TransitionGenerator> class_generator(const Model& md, ClassChain which) {
+std::unique_ptr<TransitionGenerator> class_generator(const Model& md, ClassChain which, int class_window) {
   md.validate();
   check_class_model(md);
   const int C = md.class_count(), M = md.source.states();
@@ -829,6 +834,7 @@ std::unique_ptr<TransitionGenerator> class_generator(const Model& md, ClassChain
     ApproxContent x(md, space);
     return std::make_unique<ClassGenerator<ApproxContent>>(md, space, std::move(variants), std::move(x));
   }
+  if (which == ClassChain::Window) return window_class_generator(md, std::move(space), class_window);
   // exact: one type per (class, flow when compared, ECN bit when modified RED reads it)
   std::vector<ExactContent::Type> types;
   for (int k = 0; k < C; ++k) {

@@ -26,7 +26,8 @@ constexpr double kSolveSecondsPerStatePlain = 3e-6;
 constexpr double kSolveSecondsPerStateCoupled = 2e-5;
 
 std::string structure_of(const StateSpace& space) {
-  const bool classes = space.find(component::class2) >= 0 || space.find(component::sequence) >= 0;
+  const bool classes = space.find(component::class2) >= 0 || space.find(component::sequence) >= 0 ||
+                       space.find(component::window) >= 0;
   const bool stateful = space.find(component::count) >= 0 || space.find(component::pmax) >= 0 ||
                         space.find(component::maxth) >= 0 || space.find(component::phase) >= 0;
   return classes && stateful ? "classes+stateful" : classes ? "classes" : stateful ? "stateful" : "plain";
@@ -63,7 +64,7 @@ QueueChain build_chain(const TransitionGenerator& generator, const Model& model,
 
 QueueChain build_chain(const Model& model, const BuildOptions& options, ClassChain classes) {
   model.validate();
-  const auto gen = queue_generator(model, classes);
+  const auto gen = queue_generator(model, classes, options.class_window);
   QueueChain c = build_chain(*gen, model, options);
   if (model.grid.mapping == Mapping::Nearest)
     c.report.warnings.push_back(detail::cat(

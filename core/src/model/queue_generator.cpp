@@ -299,8 +299,8 @@ std::unique_ptr<TransitionGenerator> lumped_queue_generator(const Model& model) 
   return std::make_unique<SlotGenerator>(model);
 }
 
-std::unique_ptr<TransitionGenerator> queue_generator(const Model& model, ClassChain classes) {
-  if (needs_class_chain(model)) return class_generator(model, classes);
+std::unique_ptr<TransitionGenerator> queue_generator(const Model& model, ClassChain classes, int class_window) {
+  if (needs_class_chain(model)) return class_generator(model, classes, class_window);
   if (model.aqm.ns3()) return detail::ns3_generator(model);
   if (model.time == TimeKind::Continuous) return std::make_unique<RateGenerator>(model);
   return std::make_unique<SlotGenerator>(model);

@@ -107,7 +107,7 @@ def test_stateful_two_class_matrix_equals_dense_oracle(case):
             assert len(set(np.asarray(lab[name]).tolist())) > 1, name
 
 
-@pytest.mark.parametrize("chain_kind", ["approx", "exact"])
+@pytest.mark.parametrize("chain_kind", ["approx", "exact", "window"])
 @pytest.mark.parametrize("aqm", [dict(spacing="count", adaptive=True, interval=4, p_max=0.3, p_max_low=0.3,
                                       p_max_step=0.1, increment=0.05),
                                  dict(weight="autored", dynamic_max_th=True, autored_p="queue", max_th_growth=0.3,
@@ -116,7 +116,7 @@ def test_identical_classes_with_stateful_aqm_split_the_single_class_chain(chain_
     """Two classes that differ only in their name (and their share per modulator state): the
     class chain lumps onto the single-class stateful chain, the same law of the count, p_max
     and cur_max_th."""
-    base = spec(buffer=8 if chain_kind == "approx" else 6, k=1, min_th=1, max_th=4, ecn=0.3, **aqm)
+    base = spec(buffer=6 if chain_kind == "exact" else 8, k=1, min_th=1, max_th=4, ecn=0.3, **aqm)
     plain = aqmchain.solve_stationary(model_of(base))
     r = aqmchain.solve_stationary(model_of(dict(base, ecn=0.0, classes=two([0.35, 0.8], a_ecn=0.3, b_ecn=0.3))),
                                   classes=chain_kind)
@@ -149,10 +149,10 @@ def test_one_class_gives_the_plain_chain_exactly():
     assert list(plain.classes) == ["all"]
 
 
-@pytest.mark.parametrize("chain_kind", ["approx", "exact"])
+@pytest.mark.parametrize("chain_kind", ["approx", "exact", "window"])
 @pytest.mark.parametrize("policy", ["tail", "random"])
 def test_two_identical_classes_split_the_single_class_chain(chain_kind, policy):
-    buffer = 9 if chain_kind == "approx" else 6
+    buffer = 6 if chain_kind == "exact" else 9
     base = spec(buffer=buffer, policy=policy, ecn=0.3, min_th=1, max_th=4)
     plain = aqmchain.solve_stationary(model_of(base))
     shares = [0.35, 0.8]

@@ -181,13 +181,13 @@ def _solve_capped(chain, **kw):
     return e.value.result
 
 
-@pytest.mark.parametrize("kind", ["approx", "exact"])
+@pytest.mark.parametrize("kind", ["approx", "exact", "window"])
 def test_class_chain_truncates_as_the_single_chain(kind):
     """Two classes that differ only in their name: the class chain with the same caps per
     avg point lumps onto the single-class truncated chain (the same law of the count, the
     same tail mass, the same metrics)."""
     doc = copy.deepcopy(GROW_DOC)
-    doc["model"]["buffer"] = 8 if kind == "approx" else 5
+    doc["model"]["buffer"] = 5 if kind == "exact" else 8
     doc["aqm"].update(min_th=1, max_th=4, p_max=0.1, w=0.3)
     doc["grid"]["k"] = 1
     single = aqmchain.model_from_dict(doc)[0]

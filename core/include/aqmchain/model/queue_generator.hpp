@@ -26,6 +26,7 @@ inline const std::string phase = "phase";          ///< adaptive RED, exact cloc
 inline const std::string class2 = "class2";        ///< two-class chain: class-2 packets in the system (docs/classes.md)
 inline const std::string head = "head_class";      ///< two-class chain: class of the packet in service (0, 1)
 inline const std::string sequence = "sequence";    ///< exact class chain: the FIFO's packet types, base-A digits
+inline const std::string window = "window";      ///< window class chain: head, window classes, class-2 behind (docs/classes.md)
 inline const std::string idle = "idle_modulator";  ///< ns-3 semantics, MMPP: the modulator state when the server went idle (n = 0)
 }  // namespace component
 
@@ -43,7 +44,7 @@ const std::vector<std::string>& queue_event_names();
 /// Which chain a model with traffic classes gets (docs/classes.md): the two-class chain
 /// with the random-order approximation (`Approx`, state adds class2 and head_class), or
 /// the exact chain that carries the FIFO's sequence of packet types (`Exact`, small N).
-enum class ClassChain { Approx, Exact };
+enum class ClassChain { Approx, Exact, Window };
 std::string to_string(ClassChain);
 ClassChain class_chain_from(const std::string&);
 
@@ -86,7 +87,9 @@ StatefulInfo stateful_info(const Model& model);
 
 /// Generator of the queue chain of a validated model (discrete or continuous).
 /// A model with classes (needs_class_chain) gets the class chain `classes` asks for.
-std::unique_ptr<TransitionGenerator> queue_generator(const Model& model, ClassChain classes = ClassChain::Approx);
+/// `class_window`: the window chain's length (BuildOptions::class_window; 0 the default).
+std::unique_ptr<TransitionGenerator> queue_generator(const Model& model, ClassChain classes = ClassChain::Approx,
+                                                     int class_window = 0);
 
 /// The plain queue chain of a model with classes whose dynamics are class-blind (no
 /// modified RED, no flow comparison; ECN mixed per modulator state): the exact lumping of
@@ -96,6 +99,8 @@ std::unique_ptr<TransitionGenerator> lumped_queue_generator(const Model& model);
 
 /// The class chain's generator (docs/classes.md); throws ModelError naming `class` (or the
 /// combination) when the model is outside what the class chains build.
-std::unique_ptr<TransitionGenerator> class_generator(const Model& model, ClassChain classes);
+std::unique_ptr<TransitionGenerator> class_generator(const Model& model, ClassChain classes, int class_window = 0);
+/// The window chain's default length (waiting positions carried in order) and the largest allowed.
+constexpr int kClassWindow = 4, kClassWindowMax = 16;
 
 }  // namespace aqm

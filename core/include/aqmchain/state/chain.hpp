@@ -42,6 +42,9 @@ struct BuildOptions {
   double memory_limit_bytes = 8.0 * 1024 * 1024 * 1024;
   /// Refuse (StateSpaceTooLarge naming max_states) a chain with more reachable states.
   int64_t max_states = kDefaultMaxStates;
+  /// The window class chain (docs/classes.md): waiting positions whose classes it carries in
+  /// order; 0 picks kClassWindow (both capped at buffer - 1).
+  int class_window = 0;
 };
 
 /// Upper bounds computed from the model before anything is built.
