@@ -103,18 +103,21 @@ def _max_states(max_states: int | None, name: str = "max_states") -> int:
 
 
 def build_chain(model: _core.Model, memory_limit_gb: float | None = None, classes: str = "approx",
-                max_states: int | None = None) -> _core.Chain:
+                max_states: int | None = None, like: _core.Chain | None = None) -> _core.Chain:
     """Build the chain of ``model`` (reachable states from the empty system); an automatic
     grid is resolved first (:func:`refine_grid`, a pre-solve on a coarse grid).  A model
     with traffic classes gets the chain ``classes`` names (:data:`CLASS_CHAINS`).  Raises
     :class:`StateSpaceTooLarge` (naming the budget) above ``memory_limit_gb`` or, as soon as
     the exploration has seen more, above ``max_states`` reachable states (default
-    ``OPTION_DEFAULTS["max_states"]``)."""
+    ``OPTION_DEFAULTS["max_states"]``).  ``like``: a chain believed to have the same states
+    (a warm re-solve): the chain is assembled on its states without exploring and takes its
+    class analysis when the matrix has its support (``chain.report["states_reused"]``), else
+    it is built from scratch; the chain is the same either way."""
     _class_chain(classes)
     max_states = _max_states(max_states)
     if model.grid.refine == "auto":
         model = refine_grid(model, memory_limit_gb=memory_limit_gb)[0]
-    chain = _core.build_chain(model, _limit_bytes(memory_limit_gb), classes, max_states)
+    chain = _core.build_chain(model, _limit_bytes(memory_limit_gb), classes, max_states, like)
     for msg in chain.report["warnings"]:
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
     return chain
@@ -203,8 +206,10 @@ class StationaryResult:
         #: ("reused": the previous resolved grid, no pre-solve; "refined": a pre-solve of its own;
         #: "explicit": the model's grid is not automatic), ``previous_states``, ``matched_states``
         #: (states of this chain found among the previous one's labels), ``matched_mass`` (the
-        #: previous solution's mass on them), ``previous_iterations``; on the same states, what the
-        #: solver reused: ``reuse`` ("recycled", or "none (...)" / "refused (the states changed)" with
+        #: previous solution's mass on them), ``previous_iterations``; what the
+        #: builder and the solver reused: ``states`` ("reused": the chain was assembled on the previous
+        #: chain's states, without exploring or a class analysis, its support being the same;
+        #: "explored": built from scratch), ``reuse`` ("recycled", or "none (...)" / "refused (the states changed)" with
         #: the reason) and ``recycled_vectors`` (directions of the previous Krylov space recycled:
         #: solver option ``krylov_recycle``)
         self.warm: dict[str, Any] | None = None
@@ -665,7 +670,10 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
             chain, raw, opts = _solve_count_truncated(model, options, opts, memory_limit_gb, classes, response, caps,
                                                       ws, warm_info)
         else:
-            chain, raw = build_chain(model, memory_limit_gb, classes, opts.max_states), None
+            like = ws.chain if ws is not None and ws.chain is not None and ws.chain.time == model.time else None
+            chain, raw = build_chain(model, memory_limit_gb, classes, opts.max_states, like), None
+            if like is not None:
+                warm_info["states"] = "reused" if chain.report["states_reused"] else "explored"
         grid["states"] = int(chain.n)
     if raw is None:
         x0, state = None, None
@@ -767,17 +775,17 @@ WARM_GRIDS: tuple[str, ...] = ("auto", "same", "refine")
 
 
 class WarmStart:
-    """What a warm start keeps of a solved model (no matrix: a sweep or a search keeps a few):
-    the chain's time kind and state labels, the stationary vector, the values of the average's
+    """What a warm start keeps of a solved model: the chain's time kind and state labels, the stationary vector, the values of the average's
     grid and of REDwM's s grid (to carry an index to the nearest point when a grid moved), the
     model as given (to tell whether an automatic grid can be reused), its resolved grid, the
-    solve's iterations and the solver's warm state (krylov with ``krylov_recycle > 0``: that
-    many directions of its Krylov space, recycled by a chain with the same states;
-    ``state.bytes`` says what it holds).  :meth:`of` makes one from a
+    solve's iterations, the previous chain (a new chain with the same support is assembled on
+    its states: no exploration, no class analysis) and the solver's warm state (krylov with
+    ``krylov_recycle > 0``: that many directions of its Krylov space, recycled by a chain with
+    the same states; ``state.bytes`` says what it holds).  :meth:`of` makes one from a
     :class:`StationaryResult`."""
 
     __slots__ = ("time", "labels", "pi", "grid", "s_grid", "input_model", "resolved_grid", "grid_report",
-                 "iterations", "state")
+                 "iterations", "state", "chain")
 
     @classmethod
     def of(cls, result: "StationaryResult | WarmStart", param: str = "warm") -> "WarmStart":
@@ -803,6 +811,9 @@ class WarmStart:
         w.grid_report = dict(result.grid) if result.grid else None
         w.iterations = int(result.info.iterations)
         w.state = getattr(result, "_warm_state", None)
+        # the previous chain, whose states (and class analysis) a chain with the same support
+        # reuses instead of exploring: held while the warm start is (its matrix too)
+        w.chain = chain
         return w
 
     def same_states(self, chain: _core.Chain) -> bool:

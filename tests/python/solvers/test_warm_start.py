@@ -284,3 +284,53 @@ def test_multilevel_warm_from_a_recycling_krylov_result_takes_the_vector_only():
     cold = aqmchain.solve_stationary(m, **ml)
     assert warm.warm["reuse"] == "none (multilevel does not recycle)"
     assert_same_law(cold, warm)
+
+
+# ------------------------------------------------------------------ the builder on the previous states
+
+def _same_chain(a, b):
+    """Two chains equal: states (labels), matrix (positions and values, bit for bit: the same
+    assembly) and class analysis."""
+    assert a.n == b.n and sorted(a.labels) == sorted(b.labels)
+    for k in a.labels:
+        assert np.array_equal(np.asarray(a.labels[k]), np.asarray(b.labels[k])), k
+    for part in ("indptr", "indices", "data"):
+        assert np.array_equal(np.asarray(getattr(a, part)), np.asarray(getattr(b, part))), part
+    assert a.recurrent_state == b.recurrent_state
+    for key in ("closed_classes", "transient_states"):
+        assert a.report[key] == b.report[key], key
+
+
+@pytest.mark.parametrize("changes,reused", [
+    ({"aqm": {"p_max": 0.101}}, True),       # values only: the same support
+    ({"service": {"mu": 0.505}}, True),
+    ({"aqm": {"p_max": 1.0}}, None),          # drop probability 1 at max_th: support may shrink
+    ({"aqm": {"w": 0.2}}, False),             # the average moves otherwise: other states
+    ({"model": {"buffer": 59}}, False),       # another state space
+])
+def test_a_chain_built_on_the_previous_states_is_the_chain_built_from_scratch(changes, reused):
+    prev = aqmchain.build_chain(model())
+    m = model(**changes)
+    fresh = aqmchain.build_chain(m)
+    like = aqmchain.build_chain(m, like=prev)
+    assert fresh.report["states_reused"] is False
+    if reused is not None:
+        assert like.report["states_reused"] is reused
+    if like.report["states_reused"]:
+        assert like.report["seconds_classes"] == 0.0
+    _same_chain(fresh, like)
+
+
+def test_warm_solve_reuses_the_states_when_the_support_is_the_same():
+    prev = aqmchain.solve_stationary(model(), **KRYLOV)
+    warm = aqmchain.solve_stationary(model(aqm={"p_max": 0.101}), warm=prev, **KRYLOV)
+    assert warm.warm["states"] == "reused" and warm.chain.report["states_reused"]
+    assert "states" not in (aqmchain.solve_stationary(model(), **KRYLOV).warm or {})
+    other = aqmchain.solve_stationary(model(aqm={"w": 0.2}), warm=prev, **KRYLOV)
+    assert other.warm["states"] == "explored"
+    # a warm start object keeps the chain; a search drops it from all but its newest solution
+    ws = aqmchain.WarmStart.of(prev)
+    assert ws.chain is prev.chain
+    ws.chain = None
+    again = aqmchain.solve_stationary(model(aqm={"p_max": 0.102}), warm=ws, **KRYLOV)
+    assert "states" not in again.warm and again.warm["x0"] is True
