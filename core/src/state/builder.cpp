@@ -401,10 +401,14 @@ bool build_on_states(Chain& c, const TransitionGenerator& gen, const Chain& prev
     if (rank[static_cast<size_t>(k)] >= 0) queue[static_cast<size_t>(rank[static_cast<size_t>(k)])] = k;
   c.n = prev.n;
   c.report.seconds_explore = since(t0);
+  // each entry's column checked against prev's as it is assembled: a chain whose states or
+  // support differ is given up at its first difference, not after a whole assembly
+  size_t at = 0;
   try {
-    assemble(c, gen, queue, static_cast<int64_t>(prev.col.size()) + prev.n, [&rank](int64_t key) {
+    assemble(c, gen, queue, static_cast<int64_t>(prev.col.size()) + prev.n, [&rank, &prev, &at](int64_t key) {
       const int32_t s = rank[static_cast<size_t>(key)];
-      if (s < 0) throw NotSameStates{};
+      if (s < 0 || at >= prev.col.size() || prev.col[at] != s) throw NotSameStates{};
+      ++at;
       return s;
     });
   } catch (const NotSameStates&) {
