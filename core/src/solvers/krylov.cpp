@@ -111,10 +111,11 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   const uint64_t order = hash_indices(R.perm);
   r.seconds.push_back({"setup", since(t0)});
   Recycled recycled;
+  long recycle_products = 0;
   if (warm && warm->order == order && !warm->U.empty()) {
+    recycle_products = static_cast<long>(warm->U.size());
     t0 = Clock::now();
     recycled = Recycled::make(R, warm->U);
-    r.operator_applications += static_cast<long>(warm->U.size());
     r.seconds.push_back({"recycle", since(t0)});
   }
   if (o.warm) r.extra.push_back({"warm_recycled_vectors", static_cast<double>(recycled.k())});
@@ -217,7 +218,7 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
     *better_k = far_state;
     r.seconds.push_back({"iterate", since(t0)});
     r.iterations = g.iterations;
-    r.operator_applications = g.products;
+    r.operator_applications = g.products + recycle_products;
     r.pi.assign(n, 0.0);  // the iterate, for the next start (negative entries clipped)
     for (int32_t i = 0; i < n; ++i) r.pi[i] = std::max(0.0, x[R.inv[i]]);
     r.pi[k] = 1.0;
@@ -226,7 +227,7 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   if (slow.G > 0) r.extra.push_back({"coarse_updates", static_cast<double>(coarse_updates)});
   r.seconds.push_back({"iterate", since(t0)});
   r.iterations = g.iterations;
-  r.operator_applications = g.products;
+  r.operator_applications = g.products + recycle_products;  // C = B U: one product per recycled direction
   r.extra.push_back({"preconditioner_applications", static_cast<double>(R.precond_applications)});
   r.extra.push_back({"reduced_residual", g.measure});
   if (negative_mass) r.extra.push_back({"negative_mass", 1.0});
