@@ -386,13 +386,20 @@ namespace {
 /// A successor outside the previous chain's states (build_on_states falls back).
 struct NotSameStates {};
 
-/// The chain of `gen` on the states of `prev` (dense index only): true when its matrix has
-/// prev's support, the class analysis then copied; false (c unusable) otherwise.
+/// The chain of `gen` on the states of `prev` (dense index only): true when it starts from
+/// prev's initial states and its matrix has prev's support (so the exploration would have
+/// found exactly prev's states), the class analysis then copied; false (c unusable) otherwise.
 bool build_on_states(Chain& c, const TransitionGenerator& gen, const Chain& prev, const BuildOptions& options) {
   if (c.report.hashed_index || prev.report.hashed_index || !(c.space == prev.space) || c.time != prev.time ||
       static_cast<int64_t>(ChainIndex::rank(prev).size()) != c.report.product_states || prev.n <= 0 ||
       prev.recurrent_state < 0 || prev.n > options.max_states)
     return false;
+  // the same initial states over the same support (checked below) reach the same set
+  std::vector<int64_t> init = gen.initial_states();
+  std::sort(init.begin(), init.end());
+  init.erase(std::unique(init.begin(), init.end()), init.end());
+  if (prev.report.initial_keys.empty() || init != prev.report.initial_keys) return false;
+  c.report.initial_keys = std::move(init);
   auto t0 = Clock::now();
   ChainIndex::rank(c) = ChainIndex::rank(prev);
   const std::vector<int32_t>& rank = ChainIndex::rank(c);
@@ -432,6 +439,10 @@ Chain build_chain(const TransitionGenerator& gen, const BuildOptions& options) {
     if (build_on_states(c, gen, *options.same_states_as, options)) return c;
   }
   Chain c = skeleton(gen, options);
+  c.report.initial_keys = gen.initial_states();
+  std::sort(c.report.initial_keys.begin(), c.report.initial_keys.end());
+  c.report.initial_keys.erase(std::unique(c.report.initial_keys.begin(), c.report.initial_keys.end()),
+                              c.report.initial_keys.end());
   std::vector<int64_t> queue;
   std::unordered_map<int64_t, int32_t> hashed;
   const int64_t emitted = explore(c, gen, {&gen}, options, queue, hashed)[0];

@@ -334,3 +334,16 @@ def test_warm_solve_reuses_the_states_when_the_support_is_the_same():
     ws.chain = None
     again = aqmchain.solve_stationary(model(aqm={"p_max": 0.102}), warm=ws, **KRYLOV)
     assert "states" not in again.warm and again.warm["x0"] is True
+
+
+def test_a_chain_on_the_previous_states_starts_where_the_exploration_would():
+    # adaptive RED starts at its p_max: another p_max is another initial state, whose
+    # exploration may reach other transient states even where the support is the same
+    m = aqmchain.Model(buffer=20, source=aqmchain.Source.bernoulli(0.5), service=aqmchain.Service(0.5),
+                       aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.red(5, 15, 0.1), w=0.07, adaptive=True,
+                                        interval=5000, p_max_step=0.01), grid=aqmchain.GridSpec(k=1))
+    prev = aqmchain.build_chain(m)
+    for changes in ({"aqm": {"p_max": 0.15}}, {"service": {"mu": 0.505}}):
+        m2 = m.replace(**changes)
+        _same_chain(aqmchain.build_chain(m2), aqmchain.build_chain(m2, like=prev))
+    assert aqmchain.build_chain(m.replace(service={"mu": 0.505}), like=prev).report["states_reused"]

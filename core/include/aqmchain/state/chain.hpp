@@ -84,6 +84,9 @@ struct BuildReport {
   /// Built on the states of a previous chain (BuildOptions::same_states_as): no exploration,
   /// no class analysis (the matrix has the previous one's support).
   bool states_reused = false;
+  /// The keys the exploration started from, sorted (build_chain): a chain built on these
+  /// states must start from the same ones to reach the same set.
+  std::vector<int64_t> initial_keys;
   std::vector<std::string> warnings;
 };
 
