@@ -112,7 +112,8 @@ def run_case(case: str, params: list[str], reps: int, factor: float, method: str
 
 def table(rows: list[dict]) -> str:
     lines = ["| case | states | change | method | cold s | warm s | warm / cold | iterations cold / warm | "
-             "products cold / warm | build s cold / warm | solve s cold / warm | largest metric difference (relative) |",
+             "products cold / warm | build s cold / warm | solve s cold / warm | "
+             "largest metric difference (relative) |",
              "|" + "---|" * 12]
     for r in rows:
         method = r["method"] if r["requested"] != "auto" else f"auto ({r['method']})"

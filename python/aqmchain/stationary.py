@@ -206,15 +206,15 @@ class StationaryResult:
         #: ("reused": the previous resolved grid, no pre-solve; "refined": a pre-solve of its own;
         #: "explicit": the model's grid is not automatic), ``previous_states``, ``matched_states``
         #: (states of this chain found among the previous one's labels), ``matched_mass`` (the
-        #: previous solution's mass on them), ``previous_iterations``; what the
-        #: builder and the solver reused: ``states`` ("reused": the chain was assembled on the previous
-        #: chain's states, without exploring or a class analysis, its support being the same;
-        #: "explored": built from scratch), ``reuse`` ("recycled", or "none (...)" / "refused (the states changed)" with
-        #: the reason) and ``recycled_vectors`` (directions of the previous Krylov space recycled:
-        #: solver option ``krylov_recycle``)
+        #: previous solution's mass on them), ``previous_iterations``; what the builder and the
+        #: solver reused: ``states`` ("reused": the chain was assembled on the previous chain's
+        #: states, without exploring or a class analysis, its support being the same; "explored":
+        #: built from scratch), ``reuse`` ("recycled", or "none (...)" / "refused (the states
+        #: changed)" with the reason) and ``recycled_vectors`` (directions of the previous Krylov
+        #: space recycled: solver option ``krylov_recycle``)
         self.warm: dict[str, Any] | None = None
         self._input_model = None  # the model as given to solve_stationary (a warm start's grid reuse)
-        self._warm_state = None  # the solver's warm state (_core.WarmState: recycled directions, factorisations)
+        self._warm_state = None  # the solver's warm state (_core.WarmState: recycled directions)
         self.error_estimate: ErrorEstimate | None = None
         if metrics.response_available:
             # continuous time: R has a density, not a pmf (mean and variance only)
@@ -775,10 +775,10 @@ WARM_GRIDS: tuple[str, ...] = ("auto", "same", "refine")
 
 
 class WarmStart:
-    """What a warm start keeps of a solved model: the chain's time kind and state labels, the stationary vector, the values of the average's
-    grid and of REDwM's s grid (to carry an index to the nearest point when a grid moved), the
-    model as given (to tell whether an automatic grid can be reused), its resolved grid, the
-    solve's iterations, the previous chain (a new chain with the same support is assembled on
+    """What a warm start keeps of a solved model: the chain's time kind and state labels, the
+    stationary vector, the values of the average's grid and of REDwM's s grid (to carry an
+    index to the nearest point when a grid moved), the model as given (to tell whether an
+    automatic grid can be reused), its resolved grid, the solve's iterations, the previous chain (a new chain with the same support is assembled on
     its states: no exploration, no class analysis) and the solver's warm state (krylov with
     ``krylov_recycle > 0``: that many directions of its Krylov space, recycled by a chain with
     the same states; ``state.bytes`` says what it holds).  :meth:`of` makes one from a
@@ -824,8 +824,8 @@ class WarmStart:
                 and all(np.array_equal(np.asarray(labels[k]), self.labels[k]) for k in labels))
 
     def state_for(self, chain: _core.Chain, warm_info: dict) -> Any:
-        """The solver's warm state (recycled directions, preconditioner factorisations) when
-        ``chain`` has the previous chain's states, else None; the reason into ``warm_info``."""
+        """The solver's warm state (recycled directions) when ``chain`` has the previous chain's
+        states, else None; the reason into ``warm_info``."""
         if self.state is None:
             warm_info["reuse"] = "none (the previous solve kept nothing: krylov with krylov_recycle > 0 keeps it)"
             return None
