@@ -113,6 +113,8 @@ class _WarmSolve:
         if x is not None:
             self.kept.append((np.array(x, dtype=float), WarmStart.of(result)))
             del self.kept[:-WARM_KEEP]
+            for _, older in self.kept[:-1]:  # only the newest keeps its chain (its states are reused)
+                older.chain = None
         return result
 
 

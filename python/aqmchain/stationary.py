@@ -105,18 +105,21 @@ def _max_states(max_states: int | None, name: str = "max_states") -> int:
 
 
 def build_chain(model: _core.Model, memory_limit_gb: float | None = None, classes: str = "approx",
-                max_states: int | None = None) -> _core.Chain:
+                max_states: int | None = None, like: _core.Chain | None = None) -> _core.Chain:
     """Build the chain of ``model`` (reachable states from the empty system); an automatic
     grid is resolved first (:func:`refine_grid`, a pre-solve on a coarse grid).  A model
     with traffic classes gets the chain ``classes`` names (:data:`CLASS_CHAINS`).  Raises
     :class:`StateSpaceTooLarge` (naming the budget) above ``memory_limit_gb`` or, as soon as
     the exploration has seen more, above ``max_states`` reachable states (default
-    ``OPTION_DEFAULTS["max_states"]``)."""
+    ``OPTION_DEFAULTS["max_states"]``).  ``like``: a chain believed to have the same states
+    (a warm re-solve): the chain is assembled on its states without exploring and takes its
+    class analysis when the matrix has its support (``chain.report["states_reused"]``), else
+    it is built from scratch; the chain is the same either way."""
     _class_chain(classes)
     max_states = _max_states(max_states)
     if model.grid.refine == "auto":
         model = refine_grid(model, memory_limit_gb=memory_limit_gb)[0]
-    chain = _core.build_chain(model, _limit_bytes(memory_limit_gb), classes, max_states)
+    chain = _core.build_chain(model, _limit_bytes(memory_limit_gb), classes, max_states, like)
     for msg in chain.report["warnings"]:
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
     return chain
@@ -206,9 +209,15 @@ class StationaryResult:
         #: ("reused": the previous resolved grid, no pre-solve; "refined": a pre-solve of its own;
         #: "explicit": the model's grid is not automatic), ``previous_states``, ``matched_states``
         #: (states of this chain found among the previous one's labels), ``matched_mass`` (the
-        #: previous solution's mass on them), ``previous_iterations``
+        #: previous solution's mass on them), ``previous_iterations``; what the builder and the
+        #: solver reused: ``states`` ("reused": the chain was assembled on the previous chain's
+        #: states, without exploring or a class analysis, its support being the same; "explored":
+        #: built from scratch), ``reuse`` ("recycled", or "none (...)" / "refused (the states
+        #: changed)" with the reason) and ``recycled_vectors`` (directions of the previous Krylov
+        #: space recycled: solver option ``krylov_recycle``)
         self.warm: dict[str, Any] | None = None
         self._input_model = None  # the model as given to solve_stationary (a warm start's grid reuse)
+        self._warm_state = None  # the solver's warm state (_core.WarmState: recycled directions)
         self.error_estimate: ErrorEstimate | None = None
         if metrics.response_available:
             # continuous time: R has a density, not a pmf (mean and variance only)
@@ -370,7 +379,10 @@ class StationaryResult:
             w = self.warm
             rows.insert(-1, ("warm start", (f"from {w['previous_states']} states ({w['matched_states']} matched, "
                                             f"{w['matched_mass']:.6g} of the mass)" if w.get("x0") else
-                                            "no state matched: cold") + f"; grid {w['grid']}"))
+                                            "no state matched: cold") + f"; grid {w['grid']}"
+                                           + (f"; reuse {w['reuse']}" if "reuse" in w else "")
+                                           + (f" ({w['recycled_vectors']} directions)" if "recycled_vectors" in w
+                                              else "")))
         if len(i.methods_tried) > 1:
             rows.insert(-1, ("methods tried", ", ".join(
                 f"{a['method']} ({'converged' if not a['why'] else 'skipped' if a['why'].startswith('skipped') else 'failed'}"
@@ -403,6 +415,7 @@ class StationaryResult:
         :func:`build_chain`)."""
         state = dict(self.__dict__)
         state["chain"] = None
+        state["_warm_state"] = None  # the solver's, not picklable (a warm start needs the chain anyway)
         state["pi"] = np.asarray(self.pi)
         if self.error_estimate is not None:
             state["error_estimate"] = None
@@ -583,7 +596,8 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     ``direct_max_gb`` (LU memory budget, default 8), ``auto_direct_max_flops``
     (auto factorises only below this UMFPACK work estimate, default 2e12),
     ``auto_krylov_min_states`` (auto tries krylov before direct on plain chains from this
-    size, default 20000), ``krylov_basis``, the budgets ``max_states`` (reachable states of
+    size, default 20000), ``krylov_basis``, ``krylov_recycle`` (directions of krylov's Krylov space
+    kept for a warm re-solve to recycle, default 0), the budgets ``max_states`` (reachable states of
     the chain, default 5e6) and ``tagged_max_states`` (states of the tagged-packet chain of
     front / random drop, default 2e7); the full list and defaults are :data:`OPTION_DEFAULTS`;
     ``memory_limit_gb`` for the builder (and the tagged-packet chain).  ``result.info.methods_tried``
@@ -661,15 +675,21 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
             chain, raw, opts = _solve_count_truncated(model, options, opts, memory_limit_gb, classes, response, caps,
                                                       ws, warm_info)
         else:
-            chain, raw = build_chain(model, memory_limit_gb, classes, opts.max_states), None
+            like = ws.chain if ws is not None and ws.chain is not None and ws.chain.time == model.time else None
+            chain, raw = build_chain(model, memory_limit_gb, classes, opts.max_states, like), None
+            if like is not None:
+                warm_info["states"] = "reused" if chain.report["states_reused"] else "explored"
         grid["states"] = int(chain.n)
     if raw is None:
-        x0 = None
+        x0, state = None, None
         if ws is not None:
             x0, info = ws.x0(chain)
             warm_info.update(info, x0=x0 is not None)
+            state = ws.state_for(chain, warm_info)
         opts = _prepare(chain, options, opts, memory_limit_gb, response, x0)
-        raw = _core.solve_stationary(chain, opts)
+        raw = _core.solve_stationary(chain, opts, state)
+        if state is not None:
+            _reuse_report(raw, warm_info)
     result = _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid, caps,
                      warm_info if ws is not None else None)
     result._input_model = input_model
@@ -691,6 +711,16 @@ def _solve_warm(model, warm: "WarmStart | None", **kwargs: Any) -> StationaryRes
         if getattr(exc, "param", None) != "warm":
             raise
     return solve_stationary(model, **kwargs)
+
+
+def _reuse_report(raw, warm_info: dict) -> None:
+    """What the solver reused of the warm state (krylov; another method reuses nothing)."""
+    extra = raw.extra
+    if "warm_recycled_vectors" not in extra:
+        warm_info["reuse"] = f"none ({raw.method} does not recycle)"
+        return
+    warm_info["recycled_vectors"] = int(extra["warm_recycled_vectors"])
+    warm_info["reuse"] = "recycled" if warm_info["recycled_vectors"] else "none (the block order changed)"
 
 
 def _prepare(chain, options: dict, opts, memory_limit_gb, response, x0=None):
@@ -754,14 +784,17 @@ WARM_GRIDS: tuple[str, ...] = ("auto", "same", "refine")
 
 
 class WarmStart:
-    """What a warm start keeps of a solved model (no matrix: a sweep or a search keeps a few):
-    the chain's time kind and state labels, the stationary vector, the values of the average's
-    grid and of REDwM's s grid (to carry an index to the nearest point when a grid moved), the
-    model as given (to tell whether an automatic grid can be reused), its resolved grid and
-    the solve's iterations.  :meth:`of` makes one from a :class:`StationaryResult`."""
+    """What a warm start keeps of a solved model: the chain's time kind and state labels, the
+    stationary vector, the values of the average's grid and of REDwM's s grid (to carry an
+    index to the nearest point when a grid moved), the model as given (to tell whether an
+    automatic grid can be reused), its resolved grid, the solve's iterations, the previous chain (a new chain with the same support is assembled on
+    its states: no exploration, no class analysis) and the solver's warm state (krylov with
+    ``krylov_recycle > 0``: that many directions of its Krylov space, recycled by a chain with
+    the same states; ``state.bytes`` says what it holds).  :meth:`of` makes one from a
+    :class:`StationaryResult`."""
 
     __slots__ = ("time", "labels", "pi", "grid", "s_grid", "input_model", "resolved_grid", "grid_report",
-                 "iterations")
+                 "iterations", "state", "chain")
 
     @classmethod
     def of(cls, result: "StationaryResult | WarmStart", param: str = "warm") -> "WarmStart":
@@ -786,7 +819,29 @@ class WarmStart:
         w.resolved_grid = chain.model.grid
         w.grid_report = dict(result.grid) if result.grid else None
         w.iterations = int(result.info.iterations)
+        w.state = getattr(result, "_warm_state", None)
+        # the previous chain, whose states (and class analysis) a chain with the same support
+        # reuses instead of exploring: held while the warm start is (its matrix too)
+        w.chain = chain
         return w
+
+    def same_states(self, chain: _core.Chain) -> bool:
+        """Whether ``chain`` has the previous chain's states, in the same order (same labels)."""
+        labels = chain.labels
+        return (chain.n == len(self.pi) and sorted(labels) == sorted(self.labels)
+                and np.array_equal(np.asarray(chain.grid, dtype=float), self.grid)
+                and all(np.array_equal(np.asarray(labels[k]), self.labels[k]) for k in labels))
+
+    def state_for(self, chain: _core.Chain, warm_info: dict) -> Any:
+        """The solver's warm state (recycled directions) when ``chain`` has the previous chain's
+        states, else None; the reason into ``warm_info``."""
+        if self.state is None:
+            warm_info["reuse"] = "none (the previous solve kept nothing: krylov with krylov_recycle > 0 keeps it)"
+            return None
+        if not self.same_states(chain):
+            warm_info["reuse"] = "refused (the states changed)"
+            return None
+        return self.state
 
     def describe(self) -> str:
         """"a discrete-time chain with components level, avg_index, modulator"."""
@@ -809,7 +864,10 @@ class WarmStart:
             s_new = np.asarray(_core.redwm_s_grid(chain.model), dtype=float)
             if not (len(s_new) == len(self.s_grid) and np.array_equal(s_new, self.s_grid)):
                 old[COMPONENTS["s"]] = _nearest(s_new, self.s_grid[old[COMPONENTS["s"]]])
-        x, matched, mass = _map_by_labels(old, self.pi, chain.labels, chain.n)
+        if chain.n == len(self.pi) and self.same_states(chain):  # the same states: no search
+            x, matched, mass = np.array(self.pi, dtype=float), int(np.count_nonzero(self.pi)), float(np.sum(self.pi))
+        else:
+            x, matched, mass = _map_by_labels(old, self.pi, chain.labels, chain.n)
         info = {"previous_states": int(len(self.pi)), "matched_states": matched, "matched_mass": mass,
                 "previous_iterations": self.iterations}
         total = float(x.sum())
@@ -964,6 +1022,7 @@ def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=Non
     metrics = _core.compute_metrics(chain, raw.pi, response=response, tail_mass=float(response_tail),
                                     memory_limit=_limit_bytes(memory_limit_gb), tagged_max_states=opts.tagged_max_states)
     result = StationaryResult(chain.model, chain, raw, metrics, opts.tol, build_seconds)
+    result._warm_state = raw.warm_state  # what a warm re-solve reuses (WarmStart)
     result.grid = grid
     result.warm = warm_info
     if grid is not None and grid.get("refined") and not grid.get("reused"):

@@ -230,6 +230,13 @@ void define_result(py::module_& m) {
       .def_property_readonly("pi", [](py::object self) { return view(self.cast<const StationaryResult&>().pi, self); })
       .def_readonly("mass_error", &StationaryResult::mass_error)
       .def_readonly("clipped_mass", &StationaryResult::clipped_mass)
+      .def_property_readonly(
+          "warm_state",
+          [](const StationaryResult& r) -> py::object {
+            if (!r.warm_state) return py::none();
+            return py::cast(WarmStateHandle{r.warm_state});
+          },
+          "what this solve keeps for a warm re-solve (krylov; None otherwise)")
       .def_property_readonly("matvecs", [](const StationaryResult& r) { return r.operator_applications; },
                              "alias of operator_applications")
       .def_property_readonly(
@@ -263,11 +270,26 @@ void define_solvers(py::module_& m) {
           py::call_guard<InterruptGuard, py::gil_scoped_release>())
       .def_property_readonly("analyses", &DirectSolver::analyses)
       .def_property_readonly("solves", &DirectSolver::solves);
+  py::class_<WarmStateHandle>(m, "WarmState",
+                              "What a krylov solve keeps for a warm re-solve of a chain with the same states: "
+                              "krylov_recycle directions of its Krylov space (harmonic Ritz vectors), recycled.")
+      .def_property_readonly("states", [](const WarmStateHandle& h) { return warm_state_info(*h.state).states; })
+      .def_property_readonly("vectors", [](const WarmStateHandle& h) { return warm_state_info(*h.state).vectors; },
+                             "recycled directions (one entry per state each)")
+      .def_property_readonly("bytes", [](const WarmStateHandle& h) { return warm_state_info(*h.state).bytes; },
+                             "memory held");
   m.def(
       "solve_stationary",
-      [](const Chain& chain, const StationaryOptions& o) { return solve_stationary(MarkovOperator(chain), o); },
-      py::arg("chain"), py::arg("options") = StationaryOptions{},
-        py::call_guard<InterruptGuard, py::gil_scoped_release>());
+      [](const Chain& chain, const StationaryOptions& o, const WarmStateHandle* warm) {
+        if (!warm || !warm->state) return solve_stationary(MarkovOperator(chain), o);
+        StationaryOptions w = o;
+        w.warm = warm->state;
+        return solve_stationary(MarkovOperator(chain), w);
+      },
+      py::arg("chain"), py::arg("options") = StationaryOptions{}, py::arg("warm_state") = nullptr,
+      py::call_guard<InterruptGuard, py::gil_scoped_release>(),
+      "warm_state: what an earlier krylov solve of a chain with the same states kept (its result's warm_state), "
+      "reused when it fits: the answer is the same, only the work differs (result.extra says what was reused).");
 }
 
 }  // namespace aqmpy

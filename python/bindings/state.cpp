@@ -57,6 +57,7 @@ py::dict report_dict(const Chain& c) {
   d["closed_classes"] = r.closed_classes;
   d["transient_states"] = r.transient_states;
   d["hashed_index"] = r.hashed_index;
+  d["states_reused"] = r.states_reused;
   d["warnings"] = r.warnings;
   return d;
 }
@@ -77,12 +78,14 @@ py::dict events_dict(py::object self) {
   return d;
 }
 
-QueueChain build(const Model& md, double memory_limit, const std::string& classes, int64_t max_states) {
+QueueChain build(const Model& md, double memory_limit, const std::string& classes, int64_t max_states,
+                 const Chain* like) {
   BuildOptions o;
   o.memory_limit_bytes = memory_limit;
   o.max_states = max_states;
   const auto [chain, window] = class_chain_arg(classes);
   o.class_window = window;
+  o.same_states_as = like;
   return build_chain(md, o, chain);
 }
 
@@ -203,8 +206,11 @@ void define_state(py::module_& m) {
 
   m.def("build_chain", &build, py::arg("model"), py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
         py::arg("classes") = to_string(ClassChain::Approx), py::arg("max_states") = BuildOptions{}.max_states,
-        py::call_guard<InterruptGuard, py::gil_scoped_release>(),
-        "The chain of a model; `classes` ('approx' or 'exact') picks the chain of a model with traffic classes.");
+        py::arg("like") = nullptr, py::call_guard<InterruptGuard, py::gil_scoped_release>(),
+        "The chain of a model; `classes` ('approx', 'exact' or 'window[:L]') picks the chain of a model with traffic "
+        "classes. `like`: a chain believed to have the same states (a warm re-solve): assembled on its states without "
+        "exploring, its class analysis taken when the matrix has its support (report['states_reused']); else "
+        "built from scratch.");
   m.def("class_chains", []() { return std::vector<std::string>{to_string(ClassChain::Approx), to_string(ClassChain::Exact), to_string(ClassChain::Window)}; },
         "Names of the class chains (build_chain's `classes`).");
   m.def(

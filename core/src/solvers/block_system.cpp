@@ -8,6 +8,8 @@
 #include <numeric>
 #include <utility>
 
+#include <Eigen/Dense>
+
 #include "aqmchain/errors.hpp"
 #include "aqmchain/interrupt.hpp"
 #include "aqmchain/operators/operator.hpp"
@@ -210,6 +212,13 @@ int32_t BlockSystem::largest_block() const {
   return s;
 }
 
+uint64_t hash_indices(const std::vector<int32_t>& v, uint64_t h) {
+  constexpr uint64_t prime = 1099511628211ULL;
+  h = (h ^ static_cast<uint64_t>(v.size())) * prime;
+  for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * prime;
+  return h;
+}
+
 BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
                          const std::vector<int32_t>& block_of, double a, double b, int32_t k,
                          int64_t max_band_entries, double row_total, double divisor) {
@@ -360,6 +369,7 @@ Gmres::Gmres(int32_t n, int basis)
       V_(static_cast<size_t>(m_) + 1),  // allocated as the basis grows (a solve that converges in
                                          // fewer steps than the basis size never touches the rest)
       H_(static_cast<size_t>(m_ + 1) * m_),
+      Hraw_(static_cast<size_t>(m_ + 1) * m_),
       cs_(m_),
       sn_(m_),
       g_(m_ + 1),
@@ -371,7 +381,7 @@ Gmres::Gmres(int32_t n, int basis)
       xc_(n) {}
 
 Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector<double>& x, const Test& test,
-                            const Limits& limits) {
+                            const Limits& limits, const Recycled* recycled) {
   const int32_t n = n_;
   const int m = m_;
   auto& V = V_;
@@ -380,6 +390,11 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
   auto& z = z_;
   auto& xc = xc_;
   auto h = [&](int i, int j) -> double& { return H_[static_cast<size_t>(i) * m + j]; };
+  // the recycled space (empty: plain GMRES); E(l, j) = c_l . B z_j, removed from each new direction
+  const int kr = recycled ? recycled->k() : 0;
+  if (kr > 0) E_.assign(static_cast<size_t>(kr) * m, 0.0);
+  auto e = [&](int l, int j) -> double& { return E_[static_cast<size_t>(l) * m + j]; };
+  cycle_steps_ = 0;
   Outcome out;
   long& its = out.iterations;
   long& products = out.products;
@@ -421,8 +436,27 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
     }
     B.precond(w.data(), z.data());
     for (int32_t l = 0; l < n; ++l) xc[l] = x[l] + z[l];
+    for (int l = 0; l < kr; ++l) {  // minus U E y: what the deflation took from each direction
+      double s = 0.0;
+      for (int i = 0; i < steps; ++i) s += e(l, i) * y_[i];
+      const double* ul = recycled->U[l].data();
+      double* xp = xc.data();
+#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+      for (int32_t q = 0; q < n; ++q) xp[q] -= s * ul[q];
+    }
     if (B.K >= 0) xc[B.K] = 0.0;
   };
+  if (kr > 0 && limits.max_products <= 0) {
+    // x takes the part of the residual the recycled space removes: x += U C^T r (then r is
+    // orthogonal to C, and every cycle's residual stays so)
+    residual_of(x);
+    for (int l = 0; l < kr; ++l) {
+      const double a = dot(recycled->C[l], res.data(), n);
+      const double* ul = recycled->U[l].data();
+      for (int32_t q = 0; q < n; ++q) x[q] += a * ul[q];
+    }
+    if (B.K >= 0) x[B.K] = 0.0;
+  }
   if (budget_left())
     true_res = residual_of(x);
   else
@@ -474,6 +508,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
     g_[0] = beta;
     const double xsum0 = xsum;
     int steps = 0;
+    cycle_steps_ = 0;
     // a step needs one product, a candidate's residual another
     for (int j = 0; j < m && its < limits.max_iter &&
                     (limits.max_products <= 0 || products + 2 <= limits.max_products);
@@ -481,9 +516,20 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
       check_interrupt();  // a cycle of up to krylov_basis steps can take seconds on a large chain
       B.precond(V[j].data(), z.data());
       zsum_[j] = std::accumulate(z.begin(), z.end(), 0.0);
+      if (j < keep_) {
+        if (Z_.size() <= static_cast<size_t>(j)) Z_.resize(static_cast<size_t>(j) + 1);
+        Z_[j] = z;
+      }
       B.matvec(z.data(), w.data());
       ++products;
       ++its;
+      for (int l = 0; l < kr; ++l) {  // w -= C C^T w (the deflated operator)
+        const double el = e(l, j) = dot(recycled->C[l], w.data(), n);
+        const double* cl = recycled->C[l].data();
+        double* wp = w.data();
+#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+        for (int32_t q = 0; q < n; ++q) wp[q] -= el * cl[q];
+      }
       // modified Gram-Schmidt, each update fused with the next projection (one
       // sweep per basis vector, row chunks split over threads)
       double next = dot(V[0], w.data(), n);
@@ -503,6 +549,9 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
         next = acc;
       }
       const double hnext = std::sqrt(next);
+      for (int i = 0; i <= j; ++i) Hraw_[static_cast<size_t>(i) * m + j] = h(i, j);  // before the rotations
+      Hraw_[static_cast<size_t>(j + 1) * m + j] = hnext;
+      cycle_steps_ = j + 1;
       for (int i = 0; i < j; ++i) {  // previous rotations on column j
         const double a = h(i, j), bb = h(i + 1, j);
         h(i, j) = cs_[i] * a + sn_[i] * bb;
@@ -527,6 +576,11 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
         solve_y(steps);
         double sj = xsum0;
         for (int i = 0; i < steps; ++i) sj += y_[i] * zsum_[i];
+        for (int l = 0; l < kr; ++l) {
+          double s = 0.0;
+          for (int i = 0; i < steps; ++i) s += e(l, i) * y_[i];
+          sj -= s * recycled->usum[l];
+        }
         scale = test.scale(sj);
       }
       const double stop = fac * target * scale;
@@ -578,6 +632,80 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
   out.stalled = stalled;
   out.out_of_products = !converged && budget_stop;
   return out;
+}
+
+// ------------------------------------------------------------------ recycling
+
+Recycled Recycled::make(const BlockSystem& B, std::vector<std::vector<double>> dirs) {
+  Recycled r;
+  const int32_t n = B.n;
+  std::vector<double> c(static_cast<size_t>(n));
+  for (auto& u : dirs) {
+    if (static_cast<int32_t>(u.size()) != n) continue;
+    if (B.K >= 0) u[B.K] = 0.0;
+    B.matvec(u.data(), c.data());
+    const double norm0 = std::sqrt(dot(c, c.data(), n));
+    if (!(norm0 > 0.0) || !std::isfinite(norm0)) continue;
+    for (int pass = 0; pass < 2; ++pass)
+      for (int l = 0; l < r.k(); ++l) {
+        const double a = dot(r.C[l], c.data(), n);
+        const double *cl = r.C[l].data(), *ul = r.U[l].data();
+        for (int32_t q = 0; q < n; ++q) c[q] -= a * cl[q], u[q] -= a * ul[q];
+      }
+    const double norm = std::sqrt(dot(c, c.data(), n));
+    if (!(norm > 1e-8 * norm0)) continue;  // (nearly) in the span of the earlier ones
+    for (int32_t q = 0; q < n; ++q) c[q] /= norm, u[q] /= norm;
+    r.usum.push_back(std::accumulate(u.begin(), u.end(), 0.0));
+    r.C.push_back(c);
+    r.U.push_back(std::move(u));
+  }
+  return r;
+}
+
+std::vector<std::vector<double>> Gmres::harmonic_ritz(int k) const {
+  const int j = std::min(cycle_steps_, std::min(keep_, static_cast<int>(Z_.size())));
+  if (j < 2 || k <= 0) return {};
+  const int m = m_;
+  Eigen::MatrixXd H(j, j);
+  for (int a = 0; a < j; ++a)
+    for (int b = 0; b < j; ++b) H(a, b) = a <= b + 1 ? Hraw_[static_cast<size_t>(a) * m + b] : 0.0;
+  const double hn = Hraw_[static_cast<size_t>(j) * m + j - 1];
+  // harmonic Ritz values: eigenvalues of H + hn^2 H^{-T} e_j e_j^T
+  Eigen::VectorXd ej = Eigen::VectorXd::Zero(j);
+  ej(j - 1) = 1.0;
+  const Eigen::FullPivLU<Eigen::MatrixXd> lu(H.transpose());
+  if (!lu.isInvertible()) return {};
+  const Eigen::VectorXd f = lu.solve(ej);
+  if (!f.allFinite()) return {};
+  Eigen::MatrixXd A = H;
+  A.col(j - 1) += hn * hn * f;
+  const Eigen::EigenSolver<Eigen::MatrixXd> es(A);
+  if (es.info() != Eigen::Success) return {};
+  std::vector<int> order(static_cast<size_t>(j));
+  std::iota(order.begin(), order.end(), 0);
+  const auto& ev = es.eigenvalues();
+  std::sort(order.begin(), order.end(), [&ev](int a, int b) { return std::abs(ev(a)) < std::abs(ev(b)); });
+  std::vector<Eigen::VectorXd> g;
+  for (int i : order) {
+    if (static_cast<int>(g.size()) >= k) break;
+    const Eigen::VectorXcd v = es.eigenvectors().col(i);
+    if (ev(i).imag() < 0.0) continue;  // the pair's other member gives the same two real vectors
+    g.push_back(v.real());
+    if (ev(i).imag() > 0.0 && static_cast<int>(g.size()) < k) g.push_back(v.imag());
+  }
+  // U = Z g, one pass over the kept directions
+  const int32_t n = n_;
+  std::vector<std::vector<double>> U(g.size(), std::vector<double>(static_cast<size_t>(n), 0.0));
+  for (size_t c = 0; c < g.size(); ++c) {
+    double* u = U[c].data();
+    for (int i = 0; i < j; ++i) {
+      const double gi = g[c](i);
+      const double* zi = Z_[i].data();
+#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+      for (int32_t q = 0; q < n; ++q) u[q] += gi * zi[q];
+    }
+  }
+  return U;
 }
 
 }  // namespace aqm::detail

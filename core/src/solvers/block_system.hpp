@@ -24,6 +24,7 @@
 // residual.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -84,6 +85,9 @@ struct BlockSystem {
   int32_t largest_block() const;
 };
 
+/// FNV-1a over the entries of a vector of indices (with its size), continuing from h.
+uint64_t hash_indices(const std::vector<int32_t>& v, uint64_t h = 1469598103934665603ULL);
+
 /// B = a I - b M^T for M in CSR (n states, rows = from-state), regrouped by
 /// `block_of` (block_of[s] in 0 .. nblocks - 1), with state `fixed` (an original
 /// index; -1 for none) replaced by the identity and the right-hand side
@@ -97,6 +101,23 @@ struct BlockSystem {
 BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
                          const std::vector<int32_t>& block_of, double a, double b, int32_t fixed,
                          int64_t max_band_entries = 0, double row_total = std::nan(""), double divisor = 1.0);
+
+/// A recycled subspace for GMRES: directions U of the unknown (block-ordered) with C = B U
+/// orthonormal.  A solve given one minimises the residual over x0 + span(U) + the Krylov
+/// space of the deflated operator (I - C C^T) B M^{-1} (GCRO with a fixed recycled space:
+/// Parks, de Sturler, Mackey, Johnson & Maiti, "Recycling Krylov subspaces for sequences of
+/// linear systems", 2006): the modes U holds (the slow ones of an earlier solve of a nearby
+/// system) no longer slow GMRES down.  Any U gives the same answer, to the same stopping
+/// test; only the iterations differ.
+struct Recycled {
+  std::vector<std::vector<double>> U, C;
+  std::vector<double> usum;  ///< sum of each column of U (the stopping test's scale)
+  int k() const { return static_cast<int>(U.size()); }
+  /// From the directions `dirs` (block-ordered, n entries each; the fixed state's entry is
+  /// zeroed): C = B U (one product each) orthonormalised by modified Gram-Schmidt, twice, U
+  /// transformed alike; a direction whose image is dependent on the earlier ones is dropped.
+  static Recycled make(const BlockSystem& B, std::vector<std::vector<double>> dirs);
+};
 
 /// Restarted right-preconditioned GMRES on a BlockSystem, with its workspace
 /// (basis size + 1 vectors of n entries) kept between solves.
@@ -139,15 +160,28 @@ class Gmres {
 
   Gmres(int32_t n, int basis);
   /// Solve B x = rhs from the initial x (block-ordered, n entries); x receives the
-  /// last accepted iterate.  With a fixed state, x[K] is kept at 0.
+  /// last accepted iterate.  With a fixed state, x[K] is kept at 0.  With `recycled`
+  /// (C = B U for this B), x first takes the part of the residual C can remove, and every
+  /// cycle runs on the deflated operator (see Recycled).
   Outcome solve(const BlockSystem& B, const double* rhs, std::vector<double>& x, const Test& test,
-                const Limits& limits);
+                const Limits& limits, const Recycled* recycled = nullptr);
+  /// Keep the preconditioned directions M^{-1} v_j of the first `steps` steps of each
+  /// cycle (0: none, the default): harmonic_ritz() needs them.  `steps` vectors of n entries.
+  void keep_directions(int steps) { keep_ = std::max(0, std::min(steps, m_)); }
+  /// After a solve: up to k harmonic Ritz vectors of the preconditioned operator (of its
+  /// deflated form under a recycled space) with the smallest harmonic Ritz values, from the
+  /// Arnoldi relation of the last cycle's first min(steps, keep_directions) steps, mapped to
+  /// the unknown's space (U = Z g; a complex pair gives its real and imaginary parts).
+  /// Empty when fewer than 2 steps were kept.  (Morgan, "GMRES with deflated restarting",
+  /// 2002; the choice of GCRO-DR.)
+  std::vector<std::vector<double>> harmonic_ritz(int k) const;
 
  private:
   int32_t n_;
   int m_;
-  std::vector<std::vector<double>> V_;
-  std::vector<double> H_, cs_, sn_, g_, y_, zsum_, res_, w_, z_, xc_;
+  int keep_ = 0, cycle_steps_ = 0;
+  std::vector<std::vector<double>> V_, Z_;
+  std::vector<double> H_, Hraw_, E_, cs_, sn_, g_, y_, zsum_, res_, w_, z_, xc_;
 };
 
 }  // namespace aqm::detail

@@ -103,10 +103,22 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   auto t0 = Clock::now();
   // B = I - P^T with (I - P)_jj the exit probability of j (no cancellation in 1 - P_jj)
   // (for a generator, the off-diagonal entries of P = I + G / Lambda: G_ij / Lambda)
+  // a warm state of a chain with these states, solved in the same block order: its recycled directions
+  const WarmState* warm = o.warm && o.warm->n == c.rows() ? o.warm.get() : nullptr;
   BlockSystem R = block_system(c.rows(), c.rowptr(), c.col(), c.matrix().val(), block_of, 1.0, 1.0, k, 0, 1.0,
-                                     c.rate());
+                               c.rate());
   const int32_t n = R.n;
+  const uint64_t order = hash_indices(R.perm);
   r.seconds.push_back({"setup", since(t0)});
+  Recycled recycled;
+  long recycle_products = 0;
+  if (warm && warm->order == order && !warm->U.empty()) {
+    recycle_products = static_cast<long>(warm->U.size());
+    t0 = Clock::now();
+    recycled = Recycled::make(R, warm->U);
+    r.seconds.push_back({"recycle", since(t0)});
+  }
+  if (o.warm) r.extra.push_back({"warm_recycled_vectors", static_cast<double>(recycled.k())});
   r.extra.push_back({"blocks", static_cast<double>(R.blocks.size())});
   r.extra.push_back({"largest_block", static_cast<double>(R.largest_block())});
   r.extra.push_back({"band_width", static_cast<double>(R.band_width())});
@@ -161,6 +173,8 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
     limits.stall_restarts = 3;
   }
   Gmres gmres(n, o.krylov_basis);
+  // the first steps of the last cycle give the directions recycled by a warm re-solve
+  if (o.krylov_recycle > 0) gmres.keep_directions(kRitzStepsPerVector * o.krylov_recycle);
   // A nearly decomposable chain (slow_groups): the first GMRES cycle, with the block sweeps
   // alone, settles the shape inside each group; at every restart the iterate's positive part
   // then weighs the coarse space of the two-level preconditioner (a Galerkin correction of
@@ -183,12 +197,28 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
       r.extra.push_back({"coarse_from_x0", 1.0});
     }
   }
-  const Gmres::Outcome g = gmres.solve(R, R.b.data(), x, test, limits);
+  const Gmres::Outcome g = gmres.solve(R, R.b.data(), x, test, limits, recycled.k() > 0 ? &recycled : nullptr);
+  if (o.krylov_recycle > 0 && far_state < 0) {
+    // the warm state: the harmonic Ritz vectors of this solve's last cycle with the slowest of
+    // the recycled ones (they span the slow modes GMRES no longer saw)
+    const auto t_keep = Clock::now();
+    auto ws = std::make_shared<WarmState>();
+    ws->n = n;
+    ws->order = order;
+    const int cap = o.krylov_recycle;
+    std::vector<std::vector<double>> fresh = gmres.harmonic_ritz(cap);
+    const int nfresh = std::min<int>(static_cast<int>(fresh.size()), std::max(cap - recycled.k(), cap / 2));
+    for (int l = 0; l < recycled.k() && l < cap - nfresh; ++l) ws->U.push_back(std::move(recycled.U[l]));
+    for (int l = 0; l < nfresh; ++l) ws->U.push_back(std::move(fresh[l]));
+    r.warm_state = std::move(ws);
+    r.seconds.push_back({"keep", since(t_keep)});
+    t0 += Clock::now() - t_keep;  // "iterate" without it
+  }
   if (far_state >= 0) {
     *better_k = far_state;
     r.seconds.push_back({"iterate", since(t0)});
     r.iterations = g.iterations;
-    r.operator_applications = g.products;
+    r.operator_applications = g.products + recycle_products;
     r.pi.assign(n, 0.0);  // the iterate, for the next start (negative entries clipped)
     for (int32_t i = 0; i < n; ++i) r.pi[i] = std::max(0.0, x[R.inv[i]]);
     r.pi[k] = 1.0;
@@ -197,7 +227,7 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   if (slow.G > 0) r.extra.push_back({"coarse_updates", static_cast<double>(coarse_updates)});
   r.seconds.push_back({"iterate", since(t0)});
   r.iterations = g.iterations;
-  r.operator_applications = g.products;
+  r.operator_applications = g.products + recycle_products;  // C = B U: one product per recycled direction
   r.extra.push_back({"preconditioner_applications", static_cast<double>(R.precond_applications)});
   r.extra.push_back({"reduced_residual", g.measure});
   if (negative_mass) r.extra.push_back({"negative_mass", 1.0});
@@ -351,3 +381,13 @@ const MethodSolver& method_solver<Method::Krylov>() {
 }
 
 }  // namespace aqm::detail
+
+namespace aqm {
+WarmStateInfo warm_state_info(const WarmState& w) {
+  WarmStateInfo i;
+  i.states = w.n;
+  i.vectors = static_cast<int>(w.U.size());
+  i.bytes = 8.0 * static_cast<double>(i.vectors) * w.n;
+  return i;
+}
+}  // namespace aqm

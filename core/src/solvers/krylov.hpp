@@ -5,6 +5,18 @@
 #include <vector>
 
 #include "aqmchain/solvers/stationary.hpp"
+#include "solvers/block_system.hpp"
+
+namespace aqm {
+/// What a krylov solve leaves for a warm re-solve (aqmchain/solvers/stationary.hpp): the
+/// block order it solved in (n and the hash of the permutation) and the recycled directions
+/// (block-ordered).
+struct WarmState {
+  int32_t n = 0;
+  uint64_t order = 0;
+  std::vector<std::vector<double>> U;
+};
+}  // namespace aqm
 
 namespace aqm::detail {
 
@@ -20,6 +32,9 @@ namespace aqm::detail {
 void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
                   StationaryResult& r, bool fail_fast = false, int32_t* better_k = nullptr);
 
+/// The warm state's harmonic Ritz vectors come from the first this-many steps per vector of
+/// the last cycle (kept during the solve: krylov_recycle x this vectors of n entries).
+constexpr int kRitzStepsPerVector = 2;
 /// A fixed state below this fraction of the most probable state's probability is replaced.
 constexpr double kFixedStateRatio = 1e-8;
 /// A stalled GMRES is run once more with this basis, when its vectors fit kStallBasisBytes.

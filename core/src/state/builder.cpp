@@ -19,6 +19,7 @@ namespace aqm {
 /// The builder's access to a chain's key index (private to Chain).
 struct ChainIndex {
   static std::vector<int32_t>& rank(Chain& c) { return c.rank_; }
+  static const std::vector<int32_t>& rank(const Chain& c) { return c.rank_; }
   static std::vector<int64_t>& keys(Chain& c) { return c.keys_; }
 };
 
@@ -381,8 +382,67 @@ void assemble(Chain& c, const TransitionGenerator& gen, const std::vector<int64_
 
 }  // namespace
 
+namespace {
+/// A successor outside the previous chain's states (build_on_states falls back).
+struct NotSameStates {};
+
+/// The chain of `gen` on the states of `prev` (dense index only): true when it starts from
+/// prev's initial states and its matrix has prev's support (so the exploration would have
+/// found exactly prev's states), the class analysis then copied; false (c unusable) otherwise.
+bool build_on_states(Chain& c, const TransitionGenerator& gen, const Chain& prev, const BuildOptions& options) {
+  if (c.report.hashed_index || prev.report.hashed_index || !(c.space == prev.space) || c.time != prev.time ||
+      static_cast<int64_t>(ChainIndex::rank(prev).size()) != c.report.product_states || prev.n <= 0 ||
+      prev.recurrent_state < 0 || prev.n > options.max_states)
+    return false;
+  // the same initial states over the same support (checked below) reach the same set
+  std::vector<int64_t> init = gen.initial_states();
+  std::sort(init.begin(), init.end());
+  init.erase(std::unique(init.begin(), init.end()), init.end());
+  if (prev.report.initial_keys.empty() || init != prev.report.initial_keys) return false;
+  c.report.initial_keys = std::move(init);
+  auto t0 = Clock::now();
+  ChainIndex::rank(c) = ChainIndex::rank(prev);
+  const std::vector<int32_t>& rank = ChainIndex::rank(c);
+  std::vector<int64_t> queue(static_cast<size_t>(prev.n));
+  for (int64_t k = 0; k < static_cast<int64_t>(rank.size()); ++k)
+    if (rank[static_cast<size_t>(k)] >= 0) queue[static_cast<size_t>(rank[static_cast<size_t>(k)])] = k;
+  c.n = prev.n;
+  c.report.seconds_explore = since(t0);
+  // each entry's column checked against prev's as it is assembled: a chain whose states or
+  // support differ is given up at its first difference, not after a whole assembly
+  size_t at = 0;
+  try {
+    assemble(c, gen, queue, static_cast<int64_t>(prev.col.size()) + prev.n, [&rank, &prev, &at](int64_t key) {
+      const int32_t s = rank[static_cast<size_t>(key)];
+      if (s < 0 || at >= prev.col.size() || prev.col[at] != s) throw NotSameStates{};
+      ++at;
+      return s;
+    });
+  } catch (const NotSameStates&) {
+    return false;
+  }
+  if (c.rowptr != prev.rowptr || c.col != prev.col) return false;
+  for (size_t e = 0; e < c.val.size(); ++e)
+    if ((c.val[e] != 0.0) != (prev.val[e] != 0.0)) return false;
+  c.report.closed_classes = prev.report.closed_classes;
+  c.report.transient_states = prev.report.transient_states;
+  c.recurrent_state = prev.recurrent_state;
+  c.report.seconds_classes = 0.0;
+  c.report.states_reused = true;
+  return true;
+}
+}  // namespace
+
 Chain build_chain(const TransitionGenerator& gen, const BuildOptions& options) {
+  if (options.same_states_as) {
+    Chain c = skeleton(gen, options);
+    if (build_on_states(c, gen, *options.same_states_as, options)) return c;
+  }
   Chain c = skeleton(gen, options);
+  c.report.initial_keys = gen.initial_states();
+  std::sort(c.report.initial_keys.begin(), c.report.initial_keys.end());
+  c.report.initial_keys.erase(std::unique(c.report.initial_keys.begin(), c.report.initial_keys.end()),
+                              c.report.initial_keys.end());
   std::vector<int64_t> queue;
   std::unordered_map<int64_t, int32_t> hashed;
   const int64_t emitted = explore(c, gen, {&gen}, options, queue, hashed)[0];

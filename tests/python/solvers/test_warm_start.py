@@ -26,6 +26,10 @@ def assert_same_law(a, b):
     """Two converged solves of one chain: their vectors within the distance their residuals allow,
     the mean queue within N times it (q <= N), the loss within (1 + loss) / arrival rate times it."""
     P = a.transition_matrix()
+    if a.chain.time == "continuous":  # the residuals are those of the uniformised P = I + G / Lambda
+        import scipy.sparse as sp
+
+        P = sp.identity(P.shape[0], format="csr") + sp.csr_matrix(P) / a.info.extra["uniformization_rate"]
     d = solution_distance_bound(P, a.pi, a.info.residual, b.info.residual)
     assert np.abs(np.asarray(a.pi) - np.asarray(b.pi)).sum() <= d
     assert abs(a.mean_queue - b.mean_queue) <= a.model.buffer * d
@@ -201,3 +205,145 @@ def test_warm_on_a_nearly_decomposable_chain_weighs_krylov_coarse_space_from_the
     assert cold.info.extra["coarse_groups"] > 1 and warm.info.extra["coarse_from_x0"] == 1.0
     assert warm.info.iterations < cold.info.iterations
     assert_same_law(cold, warm)
+
+
+# ------------------------------------------------------------------ recycling (krylov_recycle)
+
+#: krylov keeping 8 directions of its Krylov space for the next solve
+RECYCLE = {**KRYLOV, "krylov_recycle": 8}
+
+
+def _ctmc_model(**changes):
+    m = aqmchain.load_model(aqmchain_root() / "examples" / "red_ctmc.toml")
+    return m.replace(**changes) if changes else m
+
+
+@pytest.mark.parametrize("kind", ["slotted p_max", "slotted mu", "continuous mu"])
+def test_recycling_on_the_same_states_keeps_the_answer_and_says_so(kind):
+    base = _ctmc_model() if kind.startswith("continuous") else model()
+    change = {"aqm": {"p_max": 0.101}} if kind.endswith("p_max") else {"service": {"mu": base.service.mu * 1.01}}
+    prev = aqmchain.solve_stationary(base, **RECYCLE)
+    ws = prev._warm_state
+    assert ws is not None and 0 < ws.vectors <= RECYCLE["krylov_recycle"]
+    assert ws.states == prev.states and ws.bytes == 8 * ws.vectors * prev.states
+    m = base.replace(**change)
+    cold = aqmchain.solve_stationary(m, **KRYLOV)
+    warm = aqmchain.solve_stationary(m, warm=prev, **RECYCLE)
+    assert warm.states == cold.states == prev.states
+    assert warm.info.residual <= 1e-12 and cold.info.residual <= 1e-12
+    assert_same_law(cold, warm)
+    w = warm.warm
+    # a parameter that keeps every transition's support: the same states, recycled
+    assert w["reuse"] == "recycled" and 0 < w["recycled_vectors"] <= ws.vectors
+    assert warm.info.extra["warm_recycled_vectors"] == w["recycled_vectors"]
+    assert "solve_recycle" in warm.info.seconds and "reuse recycled" in warm.summary()
+    assert warm.to_dict()["solver"]["warm"] == w
+
+
+def test_the_recycled_space_changes_the_iterations_not_the_answer():
+    # the same warm start (x0) with and without the recycled directions: both meet the same
+    # stopping test, so they agree within the distance the residuals allow
+    prev = aqmchain.solve_stationary(model(), **RECYCLE)
+    m = model(aqm={"p_max": 0.102})
+    with_state = aqmchain.solve_stationary(m, warm=prev, **RECYCLE)
+    bare = aqmchain.WarmStart.of(prev)
+    bare.state = None
+    without = aqmchain.solve_stationary(m, warm=bare, **KRYLOV)
+    assert with_state.warm["reuse"] == "recycled" and without.warm["reuse"].startswith("none")
+    assert "warm_recycled_vectors" not in without.info.extra
+    assert_same_law(with_state, without)
+    assert with_state.info.iterations != without.info.iterations or with_state.info.matvecs != without.info.matvecs
+    # a chain of warm re-solves keeps recycling (the space passes on) and keeps the answer
+    m3 = model(aqm={"p_max": 0.103})
+    third = aqmchain.solve_stationary(m3, warm=with_state, **RECYCLE)
+    assert third.warm["reuse"] == "recycled"
+    assert_same_law(aqmchain.solve_stationary(m3, **KRYLOV), third)
+
+
+def test_recycling_refused_when_the_states_change_and_off_by_default():
+    prev = aqmchain.solve_stationary(model(), **RECYCLE)
+    m = model(model={"buffer": 61})  # one level more: other states
+    warm = aqmchain.solve_stationary(m, warm=prev, **RECYCLE)
+    assert warm.warm["reuse"] == "refused (the states changed)" and "recycled_vectors" not in warm.warm
+    assert "warm_recycled_vectors" not in warm.info.extra and warm.info.residual <= 1e-12
+    assert warm.warm["x0"] is True  # the vector is still carried by the labels
+    assert_same_law(aqmchain.solve_stationary(m, **KRYLOV), warm)
+    # by default a solve keeps nothing; a warm start then reuses the vector only
+    off = aqmchain.solve_stationary(model(), **KRYLOV)
+    assert off._warm_state is None
+    again = aqmchain.solve_stationary(model(aqm={"p_max": 0.101}), warm=off, **KRYLOV)
+    assert again.warm["reuse"].startswith("none") and again.warm["x0"] is True
+    assert aqmchain.solve_stationary(model(), method="direct", krylov_recycle=8)._warm_state is None
+
+
+def test_multilevel_warm_from_a_recycling_krylov_result_takes_the_vector_only():
+    prev = aqmchain.solve_stationary(model(), **RECYCLE)
+    m = model(aqm={"p_max": 0.101})
+    ml = {"method": "multilevel", "tol": 1e-12}
+    warm = aqmchain.solve_stationary(m, warm=prev, **ml)
+    cold = aqmchain.solve_stationary(m, **ml)
+    assert warm.warm["reuse"] == "none (multilevel does not recycle)"
+    assert_same_law(cold, warm)
+
+
+# ------------------------------------------------------------------ the builder on the previous states
+
+def _same_chain(a, b):
+    """Two chains equal: states (labels), matrix (positions and values, bit for bit: the same
+    assembly) and class analysis."""
+    assert a.n == b.n and sorted(a.labels) == sorted(b.labels)
+    for k in a.labels:
+        assert np.array_equal(np.asarray(a.labels[k]), np.asarray(b.labels[k])), k
+    for part in ("indptr", "indices", "data"):
+        assert np.array_equal(np.asarray(getattr(a, part)), np.asarray(getattr(b, part))), part
+    assert a.recurrent_state == b.recurrent_state
+    for key in ("closed_classes", "transient_states"):
+        assert a.report[key] == b.report[key], key
+
+
+@pytest.mark.parametrize("changes,reused", [
+    ({"aqm": {"p_max": 0.101}}, True),       # values only: the same support
+    ({"service": {"mu": 0.505}}, True),
+    ({"aqm": {"p_max": 1.0}}, None),          # drop probability 1 at max_th: support may shrink
+    ({"aqm": {"w": 0.2}}, False),             # the average moves otherwise: other states
+    ({"model": {"buffer": 59}}, False),       # another state space
+])
+def test_a_chain_built_on_the_previous_states_is_the_chain_built_from_scratch(changes, reused):
+    prev = aqmchain.build_chain(model())
+    m = model(**changes)
+    fresh = aqmchain.build_chain(m)
+    like = aqmchain.build_chain(m, like=prev)
+    assert fresh.report["states_reused"] is False
+    if reused is not None:
+        assert like.report["states_reused"] is reused
+    if like.report["states_reused"]:
+        assert like.report["seconds_classes"] == 0.0
+    _same_chain(fresh, like)
+
+
+def test_warm_solve_reuses_the_states_when_the_support_is_the_same():
+    prev = aqmchain.solve_stationary(model(), **KRYLOV)
+    warm = aqmchain.solve_stationary(model(aqm={"p_max": 0.101}), warm=prev, **KRYLOV)
+    assert warm.warm["states"] == "reused" and warm.chain.report["states_reused"]
+    assert "states" not in (aqmchain.solve_stationary(model(), **KRYLOV).warm or {})
+    other = aqmchain.solve_stationary(model(aqm={"w": 0.2}), warm=prev, **KRYLOV)
+    assert other.warm["states"] == "explored"
+    # a warm start object keeps the chain; a search drops it from all but its newest solution
+    ws = aqmchain.WarmStart.of(prev)
+    assert ws.chain is prev.chain
+    ws.chain = None
+    again = aqmchain.solve_stationary(model(aqm={"p_max": 0.102}), warm=ws, **KRYLOV)
+    assert "states" not in again.warm and again.warm["x0"] is True
+
+
+def test_a_chain_on_the_previous_states_starts_where_the_exploration_would():
+    # adaptive RED starts at its p_max: another p_max is another initial state, whose
+    # exploration may reach other transient states even where the support is the same
+    m = aqmchain.Model(buffer=20, source=aqmchain.Source.bernoulli(0.5), service=aqmchain.Service(0.5),
+                       aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.red(5, 15, 0.1), w=0.07, adaptive=True,
+                                        interval=5000, p_max_step=0.01), grid=aqmchain.GridSpec(k=1))
+    prev = aqmchain.build_chain(m)
+    for changes in ({"aqm": {"p_max": 0.15}}, {"service": {"mu": 0.505}}):
+        m2 = m.replace(**changes)
+        _same_chain(aqmchain.build_chain(m2), aqmchain.build_chain(m2, like=prev))
+    assert aqmchain.build_chain(m.replace(service={"mu": 0.505}), like=prev).report["states_reused"]

@@ -105,6 +105,21 @@ struct OptionRow {
 /// The bound of a row as messages show it: "in [0, 100]", "in (0, 1)", "> 0 and finite", ...
 std::string option_bound(const OptionRow& r);
 
+/// What a krylov solve leaves for a warm re-solve of a chain with the same states
+/// (solvers/krylov.cpp): `krylov_recycle` directions of its Krylov space (harmonic Ritz
+/// vectors), recycled by the next solve.  Opaque; warm_state_info() says what it holds.
+struct WarmState;
+struct WarmStateInfo {
+  int32_t states = 0;
+  int vectors = 0;     ///< recycled directions (n entries each)
+  double bytes = 0.0;  ///< memory held
+};
+WarmStateInfo warm_state_info(const WarmState& w);
+/// A handle on a warm state (what the bindings hold).
+struct WarmStateHandle {
+  std::shared_ptr<const WarmState> state;
+};
+
 struct StationaryOptions {
   Method method = Method::Auto;
   double tol = 1e-12;        ///< target for ||pi P - pi||_1
@@ -139,6 +154,12 @@ struct StationaryOptions {
   /// refuse a tagged-packet chain with more than tagged_max_states states, before the solve).
   long max_states = kDefaultMaxStates;
   long tagged_max_states = kDefaultTaggedMaxStates;
+  /// krylov: directions of its Krylov space kept in the result's warm state (recycled by a
+  /// warm re-solve; 0: none, the default: docs/performance.md measures why)
+  int krylov_recycle = 0;
+  /// Not an option row: what an earlier krylov solve of a chain with the same states left
+  /// (StationaryResult::warm_state; null: nothing), reused by this solve when it fits.
+  std::shared_ptr<const WarmState> warm;
   void validate() const;
 };
 
@@ -177,6 +198,8 @@ inline constexpr OptionRow kStationaryOptions[] = {
     AQM_INT_OPTION(smoothing_sweeps, 1, 100, "", "multilevel: Gauss-Seidel sweeps before and after each coarse correction"),
     AQM_INT_OPTION(cycle_gamma, 1, 2, " (1: V-cycle, 2: W-cycle)", "multilevel: coarse corrections per level (1: V-cycle, 2: W-cycle)"),
     AQM_INT_OPTION(krylov_basis, 2, 500, "", "krylov: GMRES basis size (restart length)"),
+    AQM_INT_OPTION(krylov_recycle, 0, 50, " (0: none)",
+                   "krylov: directions of its Krylov space kept for a warm re-solve to recycle (0: none)"),
     AQM_INT_OPTION(auto_krylov_min_states, 0, 2147483647L, "",
                    "auto: krylov first on plain chains with at least this many states"),
     AQM_CHOICE_OPTION(ordering, "amd, metis, cholmod, best, none", "direct: UMFPACK fill-reducing ordering"),
@@ -220,6 +243,9 @@ struct StationaryResult : ConvergenceReport<Method> {
   double clipped_mass = 0.0;  ///< negative round-off mass set to 0 before normalising
   /// The methods run, in order (auto: each attempt; one entry for an explicit method).
   std::vector<MethodAttempt> methods_tried;
+  /// What this solve leaves for a warm re-solve (krylov; null for the other methods):
+  /// StationaryOptions::warm of the next solve.
+  std::shared_ptr<const WarmState> warm_state;
 };
 
 struct DirectCache;

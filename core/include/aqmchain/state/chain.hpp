@@ -37,6 +37,8 @@ inline constexpr int64_t kMaxStatesMax = 2147483646;  ///< the CSR's 32-bit stat
 inline constexpr int64_t kDefaultTaggedMaxStates = 20000000;
 inline constexpr int64_t kTaggedMaxStatesMax = 2147483646;
 
+class Chain;
+
 struct BuildOptions {
   /// Refuse to build when the estimate of `estimate_chain` exceeds this.
   double memory_limit_bytes = 8.0 * 1024 * 1024 * 1024;
@@ -45,6 +47,12 @@ struct BuildOptions {
   /// The window class chain (docs/classes.md): waiting positions whose classes it carries in
   /// order; 0 picks kClassWindow (both capped at buffer - 1).
   int class_window = 0;
+  /// A chain of the same generator family believed to have the same states (a warm re-solve
+  /// after a parameter change that keeps every transition's support): its states are
+  /// assembled without exploring, and when the matrix has exactly its support (the same
+  /// positions and the same non-zero entries) its class analysis is taken too; otherwise the
+  /// chain is built from scratch.  Only with a dense index (report.states_reused says).
+  const Chain* same_states_as = nullptr;
 };
 
 /// Upper bounds computed from the model before anything is built.
@@ -76,6 +84,12 @@ struct BuildReport {
   int closed_classes = 0;         ///< 1 for a chain with a unique stationary vector
   int64_t transient_states = 0;   ///< reachable states outside the closed class(es)
   bool hashed_index = false;      ///< states indexed by a hash map (product space too large for a dense index)
+  /// Built on the states of a previous chain (BuildOptions::same_states_as): no exploration,
+  /// no class analysis (the matrix has the previous one's support).
+  bool states_reused = false;
+  /// The keys the exploration started from, sorted (build_chain): a chain built on these
+  /// states must start from the same ones to reach the same set.
+  std::vector<int64_t> initial_keys;
   std::vector<std::string> warnings;
 };
 
