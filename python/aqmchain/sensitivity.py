@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 import numpy as np
@@ -672,27 +673,37 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
     out: dict[str, dict[str, float]] = {m: {} for m in names}
     one_sided: dict[str, dict[str, list[float]]] = {}
     notes, steps, thetas = {}, {}, {}
-    for p in params:
+
+    def derive(p):
         theta = _get(base_doc, p)
-        thetas[p] = theta
-        sides, note, h = _derivative(p, theta, base_doc, base_model, base, build, response_method, opts)
-        steps[p] = h
-        if note:
-            notes[p] = note
-        got = {s: _apply(d, pi, Y, names, vectors, ratios, base, chain.time) for s, d in sides.items()}
-        for j, m in enumerate(names):
-            if "central" in got:
-                out[m][p] = got["central"][j]
-            elif set(got) == {"right"} or set(got) == {"left"}:  # at a bound: the one side there is
-                out[m][p] = next(iter(got.values()))[j]
-                if "bound" not in note:
-                    one_sided.setdefault(m, {})[p] = [got.get("left", [math.nan] * len(names))[j],
-                                                     got.get("right", [math.nan] * len(names))[j]]
-            else:
-                left = got.get("left", [math.nan] * len(names))[j]
-                right = got.get("right", [math.nan] * len(names))[j]
-                one_sided.setdefault(m, {})[p] = [left, right]
-                out[m][p] = 0.5 * (left + right)
+        return p, theta, _derivative(p, theta, base_doc, base_model, base, build, response_method, opts)
+
+    # the parameters' chains are built in parallel (the builder is one thread and releases the
+    # GIL), as many parameters at a time as the library's threads, each batch's matrices
+    # applied and dropped before the next
+    workers = max(1, min(len(params), _core.num_threads()))
+    batches = [params[i:i + workers] for i in range(0, len(params), workers)]
+    with ThreadPoolExecutor(workers) as pool:
+        derived = (d for batch in batches for d in list(pool.map(derive, batch)))
+        for p, theta, (sides, note, h) in derived:
+            thetas[p] = theta
+            steps[p] = h
+            if note:
+                notes[p] = note
+            got = {s: _apply(d, pi, Y, names, vectors, ratios, base, chain.time) for s, d in sides.items()}
+            for j, m in enumerate(names):
+                if "central" in got:
+                    out[m][p] = got["central"][j]
+                elif set(got) == {"right"} or set(got) == {"left"}:  # at a bound: the one side there is
+                    out[m][p] = next(iter(got.values()))[j]
+                    if "bound" not in note:
+                        one_sided.setdefault(m, {})[p] = [got.get("left", [math.nan] * len(names))[j],
+                                                         got.get("right", [math.nan] * len(names))[j]]
+                else:
+                    left = got.get("left", [math.nan] * len(names))[j]
+                    right = got.get("right", [math.nan] * len(names))[j]
+                    one_sided.setdefault(m, {})[p] = [left, right]
+                    out[m][p] = 0.5 * (left + right)
     t_params = time.perf_counter() - t0
     info = {"method": method, "states": int(chain.n), "fixed_state": k, "residuals": residuals, "note": adjoint_note,
             "iterations": iterations, "skipped_metrics": skipped,
