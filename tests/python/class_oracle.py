@@ -23,6 +23,19 @@ from oracle import (RedwmCells, adaptive_params, count_cap, drop_prob, early_dro
                     grid_points, maxth_rule, pmax_move, pmax_points, source_matrices)
 
 
+def class_arrivals(classes, m, mass):
+    """(class index, class, ECN bit, probability) of each kind of arrival, when an arrival has
+    probability (or rate) ``mass`` in modulator state m: the class by its share there, the ECN
+    bit by the class's probability."""
+    for ci, cls in enumerate(classes):
+        share = cls["share"] if not isinstance(cls["share"], list) else cls["share"][m]
+        ecn = cls.get("ecn", 0.0)
+        for bit, pb in ((0, 1 - ecn), (1, ecn)):
+            pv = mass * share * pb
+            if pv > 0:
+                yield ci, cls, bit, pv
+
+
 def model_from(base: dict, aqm=None, classes=None, **top):
     """The model of the document ``base`` with [aqm] keys updated (None removes a key), whole
     sections replaced (a dict with "kind") or updated (the others), and the classes set."""
@@ -234,68 +247,62 @@ def class_slot(spec: dict, state, pts, M, lam, rules: AqmRules | None = None, fi
             finish(g2, m2, wgt * (1 - a), base_pre)
         if a == 0:
             continue
-        for ci, cls in enumerate(classes):
-            share = cls["share"] if not isinstance(cls["share"], list) else cls["share"][m2]
-            ecn = cls.get("ecn", 0.0)
-            for bit, pb in ((0, 1 - ecn), (1, ecn)):
-                pv = wgt * a * share * pb
-                if pv <= 0:
-                    continue
+        for ci, cls, bit, pv in class_arrivals(classes, m2, wgt * a):
 
-                def victims(mass, rule, c2=None):  # remove a waiting packet, admit the arrival
-                    if rule == "uniform":
-                        pk = (w1 / w, w2 / w)
-                    elif rule == "front":
-                        pk = front_search(w1, w2, q[0], q[1])
-                    else:
-                        pk = random_search(w1, w2, q[0], q[1])
-                    for k in (0, 1):
-                        if pk[k] > 0:
-                            finish(g2, m2, mass * pk[k], joined(without(base_pre, k), ci), c2)
-                    return sum(pk)
-
-                def policy_drop(mass, c2=None):
-                    if policy == "tail" or w == 0:
-                        finish(g2, m2, mass, base_pre, c2)
-                    else:  # oldest or uniform: both are class 2 w.p. w2 / w under random order
-                        victims(mass, "uniform", c2)
-
-                if n == N:
-                    policy_drop(pv)
-                    continue
-                avg = avg_of(g2)
-                go = pv
-                if fc and avg >= spec["min_th"] and w >= 1:
-                    wk = (w1, w2)[ci] / w * same_flow[ci]
-                    if wk > 0:
-                        finish(g2, m2, pv * wk, without(base_pre, ci))
-                    go = pv * (1 - wk)
-                if rules:
-                    pb = rules.pb[j2 if rules.dyn else k2][g2]
-                    pd, cd, cn = early_drop(rules.spacing, c, pb)
+            def victims(mass, rule, c2=None):  # remove a waiting packet, admit the arrival
+                if rule == "uniform":
+                    pk = (w1 / w, w2 / w)
+                elif rule == "front":
+                    pk = front_search(w1, w2, q[0], q[1])
                 else:
-                    pd, cd, cn = drop_prob(spec, avg, N), None, None
-                finish(g2, m2, go * (1 - pd), joined(base_pre, ci), cn)
-                dec = go * pd
-                if dec <= 0:
-                    continue
-                if modified == "none":
-                    if bit:
-                        finish(g2, m2, dec, joined(base_pre, ci), cd)
-                    else:
-                        policy_drop(dec, cd)
-                elif avg < cur_max_th:
-                    # a waiting elephant is discarded for any arrival; with none, a protected
-                    # arrival enters (an ECN-capable one marked), an elephant arrival is dropped
-                    found = victims(dec, modified, cd) if w >= 1 else 0.0
-                    rest = dec * (1 - found)
-                    if rest > 1e-300:
-                        if bit or cls.get("mice", False):
-                            finish(g2, m2, rest, joined(base_pre, ci), cd)
-                        else:
-                            finish(g2, m2, rest, base_pre, cd)
+                    pk = random_search(w1, w2, q[0], q[1])
+                for k in (0, 1):
+                    if pk[k] > 0:
+                        finish(g2, m2, mass * pk[k], joined(without(base_pre, k), ci), c2)
+                return sum(pk)
+
+            def policy_drop(mass, c2=None):
+                if policy == "tail" or w == 0:
+                    finish(g2, m2, mass, base_pre, c2)
+                else:  # oldest or uniform: both are class 2 w.p. w2 / w under random order
+                    victims(mass, "uniform", c2)
+
+            if n == N:
+                policy_drop(pv)
+                continue
+            avg = avg_of(g2)
+            go = pv
+            if fc and avg >= spec["min_th"] and w >= 1:
+                wk = (w1, w2)[ci] / w * same_flow[ci]
+                if wk > 0:
+                    finish(g2, m2, pv * wk, without(base_pre, ci))
+                go = pv * (1 - wk)
+            if rules:
+                pb = rules.pb[j2 if rules.dyn else k2][g2]
+                pd, cd, cn = early_drop(rules.spacing, c, pb)
+            else:
+                pd, cd, cn = drop_prob(spec, avg, N), None, None
+            finish(g2, m2, go * (1 - pd), joined(base_pre, ci), cn)
+            dec = go * pd
+            if dec <= 0:
+                continue
+            if modified == "none":
+                if bit:
+                    finish(g2, m2, dec, joined(base_pre, ci), cd)
                 else:
                     policy_drop(dec, cd)
+            elif avg < cur_max_th:
+                # a waiting elephant is discarded for any arrival; with none, a protected
+                # arrival enters (an ECN-capable one marked), an elephant arrival is dropped
+                found = victims(dec, modified, cd) if w >= 1 else 0.0
+                rest = dec * (1 - found)
+                if rest > 1e-300:
+                    if bit or cls.get("mice", False):
+                        finish(g2, m2, rest, joined(base_pre, ci), cd)
+                    else:
+                        finish(g2, m2, rest, base_pre, cd)
+            else:
+                policy_drop(dec, cd)
     return out
 
 

@@ -16,6 +16,7 @@ packets in the bag).
 
 from __future__ import annotations
 
+from class_oracle import class_arrivals
 from oracle import drop_prob, explore_dense, filter_weight, grid_map, grid_points, source_matrices
 
 
@@ -125,37 +126,31 @@ def window_slot(spec: dict, state, pts, M, lam, L: int) -> dict:
                 finish(g2, m2, wgt * (1 - a), [(1.0, known, bag)], None)
             if a == 0:
                 continue
-            for ci, cls in enumerate(classes):
-                share = cls["share"] if not isinstance(cls["share"], list) else cls["share"][m2]
-                ecn = cls.get("ecn", 0.0)
-                for bit, pb in ((0, 1 - ecn), (1, ecn)):
-                    pv = wgt * a * share * pb
-                    if pv <= 0:
-                        continue
-                    if n == N:
-                        policy_drop(g2, m2, pv, ci)
-                        continue
-                    go = pv
-                    if fc and pts[g2] >= spec["min_th"] and w >= 1:
-                        sf = same_flow[ci] / w
-                        matched = 0.0
-                        for i in range(1, len(known)):
-                            if known[i] == ci:
-                                finish(g2, m2, pv * sf, without(i), None)
-                                matched += sf
-                        if bag[ci]:
-                            finish(g2, m2, pv * sf * bag[ci], without_bag(ci), None)
-                            matched += sf * bag[ci]
-                        go = pv * (1 - matched)
-                    pd = drop_prob(spec, pts[g2], N)
-                    finish(g2, m2, go * (1 - pd), [(1.0, known, bag)], ci)
-                    dec = go * pd
-                    if dec <= 0:
-                        continue
-                    if bit:
-                        finish(g2, m2, dec, [(1.0, known, bag)], ci)
-                    else:
-                        policy_drop(g2, m2, dec, ci)
+            for ci, cls, bit, pv in class_arrivals(classes, m2, wgt * a):
+                if n == N:
+                    policy_drop(g2, m2, pv, ci)
+                    continue
+                go = pv
+                if fc and pts[g2] >= spec["min_th"] and w >= 1:
+                    sf = same_flow[ci] / w
+                    matched = 0.0
+                    for i in range(1, len(known)):
+                        if known[i] == ci:
+                            finish(g2, m2, pv * sf, without(i), None)
+                            matched += sf
+                    if bag[ci]:
+                        finish(g2, m2, pv * sf * bag[ci], without_bag(ci), None)
+                        matched += sf * bag[ci]
+                    go = pv * (1 - matched)
+                pd = drop_prob(spec, pts[g2], N)
+                finish(g2, m2, go * (1 - pd), [(1.0, known, bag)], ci)
+                dec = go * pd
+                if dec <= 0:
+                    continue
+                if bit:
+                    finish(g2, m2, dec, [(1.0, known, bag)], ci)
+                else:
+                    policy_drop(g2, m2, dec, ci)
     return out
 
 
