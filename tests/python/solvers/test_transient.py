@@ -93,7 +93,9 @@ def test_point_state_and_vector_initial_laws():
     p = np.zeros(chain.n)
     p[s] = 1.0
     r2 = aqmchain.solve_transient(chain, [0, 3], p0=p, steady_tol=0)
-    np.testing.assert_allclose(r2.mean_queue, r.mean_queue, rtol=1e-14)
+    # the same law by two routes: at most the drift of 3 steps in another order, times max q
+    drift = stepping_error(aqmchain.transition_matrix(chain), 3)
+    np.testing.assert_allclose(r2.mean_queue, r.mean_queue, rtol=0, atol=model.buffer * drift)
     with pytest.raises(aqmchain.ModelError, match="p0"):
         aqmchain.solve_transient(chain, [1], p0=np.ones(3))
     with pytest.raises(aqmchain.ModelError, match="p0"):
