@@ -18,8 +18,7 @@ import numpy as np
 
 from . import _checks, _core
 from ._targets import parse_target
-from .simulation import simulation_grid
-from .stationary import StationaryResult
+from .stationary import StationaryResult, refine_grid
 
 __all__ = ["simulate_passage", "PassageSimulation", "PASSAGE_REWARDS"]
 
@@ -266,7 +265,7 @@ def simulate_passage(model: Any, to: Any, *, p0: Any = None, horizon: float, rep
     start, kind = _start_law(p0, model)
     if model.grid.refine == "auto" and not len(model.grid.points) and (
             discretised or any(i >= 0 for i in start["avg_index"])):
-        model = simulation_grid(model)  # the chain's grid, resolved as solve_stationary resolves it
+        model = refine_grid(model)[0]  # the chain's grid, resolved as solve_stationary resolves it
     raw = _core.simulate_passage(model, [(c.quantity, c.op, float(c.value)) for c in target.clauses],
                                  start["level"], start["modulator"], start["avg_index"], start["avg"],
                                  start["weight"], t.tolist(), replications, seed, threads, discretised, horizon,

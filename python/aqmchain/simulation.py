@@ -189,17 +189,11 @@ def simulate(model: _core.Model, *, slots: int = 10_000_000, replications: int =
     # `discretised`, warmup -1 (slots / 10) or in [0, slots), counts below their upper bounds
     if discretised is True and model.grid.refine == "auto":
         # the chain's law on its automatic grid: resolve that grid the way solve_stationary does
-        model = simulation_grid(model)
+        model = refine_grid(model)[0]
     opts = _core.SimOptions(slots=slots, warmup=-1 if warmup is None else warmup, replications=replications,
                             seed=seed, batches=batches, discretised=discretised, sample_every=sample_every,
                             threads=threads)
     return SimulationResult(model, opts, _core.simulate(model, opts))
-
-
-def simulation_grid(x: Any) -> Any:
-    """A model or scenario on the chain's automatic grid, resolved as :func:`refine_grid` does
-    for :func:`solve_stationary` and :func:`solve_transient`."""
-    return refine_grid(x)[0]
 
 
 def simulate_scenario(scenario: _core.Scenario, times: Any, **options: Any) -> _core.EnsembleResult:
@@ -236,7 +230,7 @@ def simulate_scenario(scenario: _core.Scenario, times: Any, **options: Any) -> _
     if options.get("discretised") and any(p.model.grid.refine == "auto" and not len(p.model.grid.points)
                                           for p in scenario.phases):
         # the chain's grid: one automatic grid for all phases, as solve_transient builds it
-        scenario = simulation_grid(scenario)
+        scenario = refine_grid(scenario)[0]
     return _core.simulate_scenario(scenario, t, _core.EnsembleOptions(**options))
 
 

@@ -36,6 +36,22 @@ def class_arrivals(classes, m, mass):
                 yield ci, cls, bit, pv
 
 
+SIM_CLASS_METRICS = ("arrival_rate", "loss", "loss_aqm", "loss_pushed_out", "loss_flow_compare", "mark_prob",
+                     "throughput_share", "mean_queue")
+
+
+def assert_classes_match_simulation(chain, sim, names, counted_slots, k=4.5):
+    """Every per-class metric of the chain within k of the simulator's 95 % half-widths; a rare
+    loss cause may see no event at all (half-width 0): about 3 events' worth is allowed, over
+    the ``counted_slots`` (replications x slots after warm-up) the simulation counted."""
+    for name in names:
+        for m in SIM_CLASS_METRICS:
+            c, s = getattr(chain.classes[name], m), getattr(sim.classes[name], m)
+            hw = sim.classes[name].ci[m]
+            floor = 3.0 / (sim.classes[name].arrival_rate * counted_slots) if m.startswith(("loss", "mark")) else 0.0
+            assert abs(c - s) <= k * hw + floor, (name, m, c, s, hw)
+
+
 def model_from(base: dict, aqm=None, classes=None, **top):
     """The model of the document ``base`` with [aqm] keys updated (None removes a key), whole
     sections replaced (a dict with "kind") or updated (the others), and the classes set."""

@@ -1,4 +1,5 @@
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -118,6 +119,25 @@ def residual_evaluation_error(P) -> float:
     P = sp.csr_matrix(P)
     per_column = int(np.bincount(P.indices, minlength=P.shape[0]).max())
     return 4.0 * (per_column + 1) * np.finfo(float).eps
+
+
+def interrupt_started(p, wait: float = 0.5, timeout: float = 60.0) -> tuple[str, float]:
+    """For a child process `p` (stdout piped as text) that prints "started" and then runs: SIGINT
+    `wait` s later; its remaining stdout and the seconds from the signal to its exit.  A child
+    still running `timeout` s after the signal is killed and fails the test."""
+    import signal
+    import time
+
+    assert p.stdout.readline().strip() == "started"
+    time.sleep(wait)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError(f"still running {timeout:g} s after SIGINT")
+    return out, time.monotonic() - t0
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import aqmchain
-from class_oracle import class_chain, two
+from class_oracle import assert_classes_match_simulation, class_chain, two
 from oracle import SOURCES, DROPS, redwm_cells_reference_chain, redwm_reference_chain
 
 # ------------------------------------------------------------------ any order: the dense oracle
@@ -191,13 +191,7 @@ def test_exact_class_chain_with_redwm_against_discretised_simulator(case):
     m = model_of(clean(cspec(**SIM_CASES[case])))
     ex = aqmchain.solve_stationary(m, classes="exact")
     sim = aqmchain.simulate(m, slots=400_000, replications=4, discretised=True, seed=9)
-    for name in ("a", "b"):
-        for k in ("arrival_rate", "loss", "loss_aqm", "loss_pushed_out", "loss_flow_compare", "mark_prob",
-                  "throughput_share", "mean_queue"):
-            c, s = getattr(ex.classes[name], k), getattr(sim.classes[name], k)
-            hw = sim.classes[name].ci[k]
-            floor = 3.0 / (sim.classes[name].arrival_rate * 4 * 360_000) if k.startswith(("loss", "mark")) else 0.0
-            assert abs(c - s) <= 4.5 * hw + floor, (name, k, c, s, hw)
+    assert_classes_match_simulation(ex, sim, ("a", "b"), 4 * 360_000)
     for k in ("mean_queue", "loss", "mean_avg"):
         assert abs(getattr(ex, k) - getattr(sim, k)) <= 4.5 * sim.ci[k] / 1.96 + 1e-12, k
 

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import aqmchain
+from conftest import interrupt_started
 
 
 def slotted(N=20, lam=0.3, mu=0.5, drop=None, k=2, **aqm):
@@ -315,18 +316,9 @@ except KeyboardInterrupt:
 
 @pytest.mark.parametrize("ct", [0, 1])
 def test_ctrl_c_stops_a_run(ct):
-    import signal
     import subprocess
     import sys
-    import time
 
     p = subprocess.Popen([sys.executable, "-c", ENDLESS.format(ct=ct)], stdout=subprocess.PIPE, text=True)
-    assert p.stdout.readline().strip() == "started"
-    time.sleep(0.5)
-    p.send_signal(signal.SIGINT)
-    try:
-        out, _ = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        raise AssertionError("still running 60 s after SIGINT")
+    out, _ = interrupt_started(p)
     assert out.strip() == "interrupted"
