@@ -10,7 +10,7 @@ import pytest
 
 import aqmchain
 from class_oracle import assert_classes_match_simulation, class_chain, two
-from conftest import spec_to_doc
+from conftest import construction_error, spec_to_doc
 
 MMBP = {"kind": "mmbp", "matrix": [[0.9, 0.1], [0.3, 0.7]], "arrival": [0.25, 0.85]}
 BERN = {"kind": "bernoulli", "alpha": 0.55}
@@ -61,7 +61,7 @@ def assert_equals_dense_oracle(s: dict, labels=("level", "avg_index", "modulator
     order = sorted(range(chain.n), key=built.__getitem__)  # the keys put the stateful AQM before the classes
     assert [built[i] for i in order] == states, "reachable state sets differ"
     P = aqmchain.transition_matrix(chain).toarray()[np.ix_(order, order)]
-    np.testing.assert_allclose(P, P_ref, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(P, P_ref, rtol=0, atol=construction_error(P_ref))
     if same_nnz:
         assert chain.nnz == np.count_nonzero(P_ref)
     return chain
