@@ -3,12 +3,15 @@
 #include "solvers/block_system.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
+#include <exception>
 #include <numeric>
 #include <utility>
 
 #include <Eigen/Dense>
+#include <amd.h>
 
 #include "aqmchain/errors.hpp"
 #include "aqmchain/interrupt.hpp"
@@ -19,7 +22,7 @@ namespace aqm::detail {
 
 // ------------------------------------------------------------------ band blocks
 
-void BandLU::factor() {
+void BlockLU::factor() {
   for (int32_t k = 0; k < size; ++k) {
     const double piv = at(k, k);
     if (!(std::abs(piv) > 0.0) || !std::isfinite(piv))
@@ -37,7 +40,15 @@ void BandLU::factor() {
   for (int32_t k = 0; k < size; ++k) inv_diag[k] = 1.0 / at(k, k);
 }
 
-void BandLU::solve(double* x) const {
+int64_t BlockLU::storage() const {
+  return is_sparse() ? 2 * sparse.entries() + size : static_cast<int64_t>(size) * w();
+}
+
+void BlockLU::solve(double* x) const {
+  if (is_sparse()) {
+    sparse.solve(x);
+    return;
+  }
   // Row i of the band starts at a[i w]; its entry (i, j) is row[j] with row = a + i w + p - i.
   // Both sweeps take the entry next to the diagonal last, from a register: the chain
   // from one row to the next is then one multiply-add (and the scaling by 1 / U_ii),
@@ -59,6 +70,154 @@ void BandLU::solve(double* x) const {
     if (i + 1 < size && q > 0) s -= row[i + 1] * prev;
     x[i] = prev = s * inv_diag[i];
   }
+}
+
+// ------------------------------------------------------------------ sparse blocks
+
+SparseLU SparseLU::symbolic(int32_t size, const std::vector<int32_t>& rp, const std::vector<int32_t>& ci) {
+  SparseLU F;
+  F.size = size;
+  F.perm.resize(static_cast<size_t>(size));
+  // AMD on the pattern of C + C^T (it symmetrises what it is given: C's rows as columns)
+  const int status = amd_order(size, rp.data(), ci.data(), F.perm.data(), nullptr, nullptr);
+  if (status != AMD_OK && status != AMD_OK_BUT_JUMBLED)
+    throw SolverError(cat("AMD ordering of a diagonal block failed (status ", status, ")"));
+  std::vector<int32_t> pinv(static_cast<size_t>(size));
+  for (int32_t k = 0; k < size; ++k) pinv[F.perm[k]] = k;
+  // the upper part of the symmetric pattern by columns, in the new order: upper[k] = {i < k}
+  std::vector<int32_t> up_p(static_cast<size_t>(size) + 1, 0);
+  for (int32_t r = 0; r < size; ++r)
+    for (int32_t e = rp[r]; e < rp[r + 1]; ++e)
+      if (ci[e] != r) ++up_p[std::max(pinv[r], pinv[ci[e]]) + 1];
+  for (int32_t k = 0; k < size; ++k) up_p[k + 1] += up_p[k];
+  std::vector<int32_t> up_i(static_cast<size_t>(up_p[size]));
+  {
+    std::vector<int32_t> fill(up_p.begin(), up_p.end() - 1);
+    for (int32_t r = 0; r < size; ++r)
+      for (int32_t e = rp[r]; e < rp[r + 1]; ++e)
+        if (ci[e] != r) {
+          const int32_t a = pinv[r], b = pinv[ci[e]];
+          up_i[fill[std::max(a, b)]++] = std::min(a, b);
+        }
+  }
+  // elimination tree (Liu's algorithm with path compression)
+  std::vector<int32_t> parent(static_cast<size_t>(size), -1), ancestor(static_cast<size_t>(size), -1);
+  for (int32_t k = 0; k < size; ++k)
+    for (int32_t e = up_p[k]; e < up_p[k + 1]; ++e)
+      for (int32_t i = up_i[e]; i != -1 && i < k;) {
+        const int32_t next = ancestor[i];
+        ancestor[i] = k;
+        if (next == -1) parent[i] = k;
+        i = next;
+      }
+  // row k of L: the nodes on the tree paths from upper[k] up to k (exclusive); counted by column,
+  // then placed: a column's rows come out ascending since k increases
+  std::vector<int32_t> mark(static_cast<size_t>(size), -1);
+  auto row_pattern = [&](int32_t k, auto&& visit) {
+    mark[k] = k;
+    for (int32_t e = up_p[k]; e < up_p[k + 1]; ++e)
+      for (int32_t i = up_i[e]; mark[i] != k; i = parent[i]) {
+        mark[i] = k;
+        visit(i);
+      }
+  };
+  F.cp.assign(static_cast<size_t>(size) + 1, 0);
+  for (int32_t k = 0; k < size; ++k) row_pattern(k, [&](int32_t j) { ++F.cp[j + 1]; });
+  for (int32_t k = 0; k < size; ++k) F.cp[k + 1] += F.cp[k];
+  F.ri.resize(static_cast<size_t>(F.cp[size]));
+  std::fill(mark.begin(), mark.end(), -1);
+  std::vector<int32_t> fill(F.cp.begin(), F.cp.end() - 1);
+  for (int32_t k = 0; k < size; ++k) row_pattern(k, [&](int32_t j) { F.ri[fill[j]++] = k; });
+  return F;
+}
+
+void SparseLU::factor(const std::vector<int32_t>& rp, const std::vector<int32_t>& ci, const std::vector<double>& v,
+                      int32_t first_row) {
+  const int32_t n = size;
+  std::vector<int32_t> pinv(static_cast<size_t>(n));
+  for (int32_t k = 0; k < n; ++k) pinv[perm[k]] = k;
+  // C(perm, perm) split: its lower part by rows (row k: columns j < k), its upper part by
+  // columns (column k: rows i < k), its diagonal
+  std::vector<int32_t> lo_p(static_cast<size_t>(n) + 1, 0), hi_p(static_cast<size_t>(n) + 1, 0);
+  std::vector<double> diag(static_cast<size_t>(n), 0.0);
+  for (int32_t r = 0; r < n; ++r)
+    for (int32_t e = rp[r]; e < rp[r + 1]; ++e) {
+      const int32_t a = pinv[r], b = pinv[ci[e]];
+      if (a > b) ++lo_p[a + 1];
+      else if (a < b) ++hi_p[b + 1];
+    }
+  for (int32_t k = 0; k < n; ++k) lo_p[k + 1] += lo_p[k], hi_p[k + 1] += hi_p[k];
+  std::vector<int32_t> lo_j(static_cast<size_t>(lo_p[n])), hi_i(static_cast<size_t>(hi_p[n]));
+  std::vector<double> lo_v(lo_j.size()), hi_v(hi_i.size());
+  {
+    std::vector<int32_t> fl(lo_p.begin(), lo_p.end() - 1), fh(hi_p.begin(), hi_p.end() - 1);
+    for (int32_t r = 0; r < n; ++r)
+      for (int32_t e = rp[r]; e < rp[r + 1]; ++e) {
+        const int32_t a = pinv[r], b = pinv[ci[e]];
+        if (a > b) lo_j[fl[a]] = b, lo_v[fl[a]++] = v[e];
+        else if (a < b) hi_i[fh[b]] = a, hi_v[fh[b]++] = v[e];
+        else diag[a] += v[e];
+      }
+  }
+  // row k's pattern (the columns j < k with L_kj in the pattern) and where each entry lives:
+  // the transpose of the column pattern, built once
+  std::vector<int32_t> rowp(static_cast<size_t>(n) + 1, 0);
+  for (int32_t e = 0; e < cp[n]; ++e) ++rowp[ri[e] + 1];
+  for (int32_t k = 0; k < n; ++k) rowp[k + 1] += rowp[k];
+  std::vector<int32_t> slot(ri.size()), colj(ri.size());
+  {
+    std::vector<int32_t> f(rowp.begin(), rowp.end() - 1);
+    for (int32_t j = 0; j < n; ++j)
+      for (int32_t e = cp[j]; e < cp[j + 1]; ++e) {  // row k's columns ascending
+        colj[f[ri[e]]] = j;
+        slot[f[ri[e]]++] = e;
+      }
+  }
+  lx.assign(ri.size(), 0.0);
+  ux.assign(ri.size(), 0.0);
+  inv_diag.assign(static_cast<size_t>(n), 0.0);
+  std::vector<double> wu(static_cast<size_t>(n), 0.0), wl(static_cast<size_t>(n), 0.0);
+  // Up-looking: U's column k solves L u = C(0:k, k), L's row k solves l U = C(k, 0:k), both on
+  // row k's pattern, ascending (a topological order of either triangular solve).
+  for (int32_t k = 0; k < n; ++k) {
+    for (int32_t e = hi_p[k]; e < hi_p[k + 1]; ++e) wu[hi_i[e]] += hi_v[e];
+    for (int32_t e = lo_p[k]; e < lo_p[k + 1]; ++e) wl[lo_j[e]] += lo_v[e];
+    double d = diag[k];
+    for (int32_t t = rowp[k]; t < rowp[k + 1]; ++t) {
+      // s is the entry (k, j) of column j; the column's entries before it are its rows < k
+      const int32_t s = slot[t], j = colj[t];
+      const double u = wu[j], l = wl[j] * inv_diag[j];
+      wu[j] = wl[j] = 0.0;
+      for (int32_t e = cp[j]; e < s; ++e) {
+        wu[ri[e]] -= lx[e] * u;
+        wl[ri[e]] -= ux[e] * l;
+      }
+      lx[s] = l;
+      ux[s] = u;
+      d -= l * u;
+    }
+    if (!(std::abs(d) > 0.0) || !std::isfinite(d))
+      throw SolverError(cat("zero pivot in a diagonal block of the block Gauss-Seidel preconditioner (row ",
+                            first_row + perm[k], ")"));
+    inv_diag[k] = 1.0 / d;
+  }
+}
+
+void SparseLU::solve(double* x) const {
+  thread_local std::vector<double> t;
+  t.resize(static_cast<size_t>(size));
+  for (int32_t k = 0; k < size; ++k) t[k] = x[perm[k]];
+  for (int32_t j = 0; j < size; ++j) {  // L y = x (unit diagonal), by columns
+    const double tj = t[j];
+    if (tj == 0.0) continue;
+    for (int32_t e = cp[j]; e < cp[j + 1]; ++e) t[ri[e]] -= lx[e] * tj;
+  }
+  for (int32_t j = size - 1; j >= 0; --j) {  // U x = y, row j of U at column j's pattern
+    double s = t[j];
+    for (int32_t e = cp[j]; e < cp[j + 1]; ++e) s -= ux[e] * t[ri[e]];
+    t[j] = s * inv_diag[j];
+  }
+  for (int32_t k = 0; k < size; ++k) x[perm[k]] = t[k];
 }
 
 // ------------------------------------------------------------------ the system
@@ -133,7 +292,7 @@ void BlockSystem::precond(const double* r, double* z) const {
   const int32_t nb = static_cast<int32_t>(blocks.size());
   std::vector<double> t;
   for (int32_t bi = nb - 1; bi >= 0; --bi) {  // backward: z = y - D^{-1} U z
-    const BandLU& B = blocks[bi];
+    const BlockLU& B = blocks[bi];
     t.assign(static_cast<size_t>(B.size), 0.0);
     bool any = false;
     for (int32_t j = B.start; j < B.start + B.size; ++j) {
@@ -151,7 +310,7 @@ void BlockSystem::precond(const double* r, double* z) const {
 void BlockSystem::forward_sweep(const double* r, double* z) const {
   const int32_t nb = static_cast<int32_t>(blocks.size());
   for (int32_t bi = 0; bi < nb; ++bi) {  // (D + L) z = r
-    const BandLU& B = blocks[bi];
+    const BlockLU& B = blocks[bi];
     double* t = z + B.start;
     for (int32_t j = B.start; j < B.start + B.size; ++j) {
       double s = r[j];
@@ -165,7 +324,7 @@ void BlockSystem::forward_sweep(const double* r, double* z) const {
 void BlockSystem::backward_sweep(const double* r, double* z) const {
   const int32_t nb = static_cast<int32_t>(blocks.size());
   for (int32_t bi = nb - 1; bi >= 0; --bi) {  // (D + U) z = r
-    const BandLU& B = blocks[bi];
+    const BlockLU& B = blocks[bi];
     double* t = z + B.start;
     for (int32_t j = B.start; j < B.start + B.size; ++j) {
       double s = r[j];
@@ -202,8 +361,21 @@ void BlockSystem::precond_two_level(const double* r, double* z) const {
 
 int BlockSystem::band_width() const {
   int w = 0;
-  for (const auto& B : blocks) w = std::max(w, B.w());
+  for (const auto& B : blocks)
+    if (!B.is_sparse()) w = std::max(w, B.w());
   return w;
+}
+
+int64_t BlockSystem::block_storage() const {
+  int64_t k = 0;
+  for (const auto& B : blocks) k += B.storage();
+  return k;
+}
+
+int32_t BlockSystem::sparse_blocks() const {
+  int32_t k = 0;
+  for (const auto& B : blocks) k += B.is_sparse() ? 1 : 0;
+  return k;
 }
 
 int32_t BlockSystem::largest_block() const {
@@ -219,9 +391,40 @@ uint64_t hash_indices(const std::vector<int32_t>& v, uint64_t h) {
   return h;
 }
 
+namespace {
+/// Blocks whose band (p + q + 1) is wider than this are offered the sparse LU (plain RED's
+/// blocks have bands of 3 to 31: they stay banded without the ordering's cost).
+constexpr int kSparseMinBand = 32;
+/// The sparse LU is used when its storage times this is below the band's: the band solve
+/// streams through contiguous rows, the sparse one gathers, so it must save clearly more.
+constexpr double kSparseStorageRatio = 2.0;
+
+/// f(0) .. f(nb - 1) over the library's threads (blocks of work that are independent), in
+/// dynamic order; the first exception any of them throws is rethrown, an interruption is
+/// honoured between blocks.
+template <class F>
+void parallel_blocks(int32_t nb, F&& f) {
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
+#pragma omp parallel for schedule(dynamic) if (nb > 1) num_threads(loop_threads())
+  for (int32_t bi = 0; bi < nb; ++bi) {
+    if (failed.load(std::memory_order_relaxed) || interrupt_requested()) continue;
+    try {
+      f(bi);
+    } catch (...) {
+#pragma omp critical(aqm_parallel_blocks)
+      if (!error) error = std::current_exception();
+      failed.store(true, std::memory_order_relaxed);
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  check_interrupt();
+}
+}  // namespace
+
 BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
                          const std::vector<int32_t>& block_of, double a, double b, int32_t k,
-                         int64_t max_band_entries, double row_total, double divisor) {
+                         int64_t max_band_entries, double row_total, double divisor, ReusedBlocks* reuse) {
   BlockSystem R;
   R.n = n;
   // block order: by block, then by state index (the key order of the components inside)
@@ -316,9 +519,8 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
   R.up_begin.resize(n);
   const int32_t nb = static_cast<int32_t>(R.bstart.size()) - 1;
   R.blocks.resize(nb);
-  int64_t band_entries = 0;
   for (int32_t bi = 0; bi < nb; ++bi) {
-    BandLU& B = R.blocks[bi];
+    BlockLU& B = R.blocks[bi];
     B.start = R.bstart[bi];
     B.size = R.bstart[bi + 1] - B.start;
     const int32_t lo = B.start, hi = B.start + B.size;
@@ -333,21 +535,85 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
       }
       R.up_begin[j] = e;
     }
-    band_entries += static_cast<int64_t>(B.size) * B.w();
   }
-  if (max_band_entries > 0 && band_entries > max_band_entries)
-    throw ModelError("blocks", cat("parameter 'blocks' must give diagonal blocks whose band storage (sum of size x "
-                                   "bandwidth) is at most ", max_band_entries, " entries, got ", band_entries,
-                                   ": use smaller blocks, or number the states of a block near each other"));
-  for (int32_t bi = 0; bi < nb; ++bi) {
-    check_interrupt();  // one block's band LU is O(size p q): a few per millisecond
-    BandLU& B = R.blocks[bi];
+  // Each block's factors: the band LU, or the sparse one where the band is wide and its
+  // sparse factors take a fraction of its storage (the blocks of two-class chains, whose
+  // class contents widen the band to about 6 N entries with 8 per row filled).  The blocks
+  // are independent: first each wide block's ordering and pattern, then (the storage
+  // checked) the factorisations, over the threads.
+  auto block_csr = [&R](const BlockLU& B, std::vector<int32_t>& brp, std::vector<int32_t>& bci,
+                        std::vector<double>* bv) {
     const int32_t lo = B.start, hi = B.start + B.size;
+    brp.assign(1, 0);
+    bci.clear();
+    if (bv) bv->clear();
+    for (int32_t j = lo; j < hi; ++j) {
+      for (int32_t e = R.lo_end[j]; e < R.up_begin[j]; ++e) {
+        bci.push_back(R.ci[e] - lo);
+        if (bv) bv->push_back(R.v[e]);
+      }
+      brp.push_back(static_cast<int32_t>(bci.size()));
+    }
+  };
+  // blocks of an earlier system with another fixed state: those containing neither are the same
+  std::vector<char> taken(static_cast<size_t>(nb), 0);
+  if (reuse) {
+    reuse->taken = 0;
+    if (reuse->order == hash_indices(R.perm) && reuse->blocks.size() == static_cast<size_t>(nb))
+      for (int32_t bi = 0; bi < nb; ++bi) {
+        BlockLU& old = reuse->blocks[bi];
+        const BlockLU& B = R.blocks[bi];
+        auto inside = [&B](int32_t s) { return s >= B.start && s < B.start + B.size; };
+        if (old.start != B.start || old.size != B.size || old.p != B.p || old.q != B.q || inside(R.K) ||
+            inside(reuse->K))
+          continue;
+        R.blocks[bi] = std::move(old);
+        taken[bi] = 1;
+        ++reuse->taken;
+      }
+    reuse->blocks.clear();
+    reuse->blocks.shrink_to_fit();
+  }
+  std::vector<int64_t> storage(static_cast<size_t>(nb), 0);
+  parallel_blocks(nb, [&](int32_t bi) {
+    BlockLU& B = R.blocks[bi];
+    storage[bi] = static_cast<int64_t>(B.size) * B.w();
+    if (taken[bi]) {
+      storage[bi] = B.storage();
+      return;
+    }
+    if (B.w() <= kSparseMinBand) return;
+    std::vector<int32_t> brp, bci;
+    block_csr(B, brp, bci, nullptr);
+    SparseLU F = SparseLU::symbolic(B.size, brp, bci);
+    const int64_t sparse = 2 * F.entries() + B.size;
+    if (kSparseStorageRatio * static_cast<double>(sparse) < static_cast<double>(storage[bi])) {
+      storage[bi] = sparse;
+      B.sparse = std::move(F);
+    }
+  });
+  const int64_t stored = std::accumulate(storage.begin(), storage.end(), int64_t{0});
+  if (max_band_entries > 0 && stored > max_band_entries)
+    throw ModelError("blocks", cat("parameter 'blocks' must give diagonal blocks whose factors (band: size x "
+                                   "bandwidth; sparse: twice the factor's entries + size) take at most ",
+                                   max_band_entries, " numbers, got ", stored,
+                                   ": use smaller blocks, or number the states of a block near each other"));
+  parallel_blocks(nb, [&](int32_t bi) {  // one block's LU: a few per millisecond
+    if (taken[bi]) return;
+    BlockLU& B = R.blocks[bi];
+    const int32_t lo = B.start, hi = B.start + B.size;
+    if (B.is_sparse()) {
+      std::vector<int32_t> brp, bci;
+      std::vector<double> bv;
+      block_csr(B, brp, bci, &bv);
+      B.sparse.factor(brp, bci, bv, lo);
+      return;
+    }
     B.a.assign(static_cast<size_t>(B.size) * B.w(), 0.0);
     for (int32_t j = lo; j < hi; ++j)
       for (int32_t e = R.lo_end[j]; e < R.up_begin[j]; ++e) B.at(j - lo, R.ci[e] - lo) += R.v[e];
     B.factor();
-  }
+  });
   return R;
 }
 

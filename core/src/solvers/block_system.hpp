@@ -18,7 +18,8 @@
 //     columns) and B^{-1} is non-negative with column sums 1.
 //
 // The preconditioner is symmetric block Gauss-Seidel, M = (D + L) D^{-1} (D + U)
-// over the blocks with exact (banded) block solves; Gmres is restarted GMRES
+// over the blocks with exact block solves (a band LU, or a sparse LU in a fill-reducing
+// order where the band would be wide and mostly empty: BlockLU); Gmres is restarted GMRES
 // (Saad & Schultz 1986) with right preconditioning, modified Gram-Schmidt and
 // Givens rotations, stopping on a quantity the caller defines from the true
 // residual.
@@ -32,18 +33,46 @@
 
 namespace aqm::detail {
 
-/// A diagonal block in band storage, LU-factorised in place without pivoting.
-struct BandLU {
+/// A diagonal block's sparse LU without pivoting: C(perm, perm) = L U, perm from AMD on the
+/// pattern of C + C^T, L (unit lower) and U (upper) on the symmetric pattern of the Cholesky
+/// factor of C(perm, perm) + C(perm, perm)^T (so no pivot is ever needed for a fill the pattern
+/// lacks).  A column diagonally dominant M-matrix needs no pivoting, as for the band LU.
+struct SparseLU {
+  int32_t size = 0;
+  std::vector<int32_t> perm;        ///< perm[new] = old (block-local indices)
+  std::vector<int32_t> cp, ri;      ///< the pattern by columns of L: column j's rows ri[cp[j] .. cp[j + 1]) (> j, ascending)
+  std::vector<double> lx, ux;       ///< L_ij and U_ji at each pattern entry (i, j)
+  std::vector<double> inv_diag;     ///< 1 / U_jj
+  /// The pattern of the factors of the block C (CSR over block-local indices: rows rp, columns ci),
+  /// without values: the entries of L strictly below the diagonal.
+  static SparseLU symbolic(int32_t size, const std::vector<int32_t>& rp, const std::vector<int32_t>& ci);
+  /// The factors of C (values v on symbolic's pattern rp, ci); SolverError naming row `first_row + i`
+  /// on a zero or non-finite pivot.
+  void factor(const std::vector<int32_t>& rp, const std::vector<int32_t>& ci, const std::vector<double>& v,
+              int32_t first_row);
+  int64_t entries() const { return static_cast<int64_t>(ri.size()); }
+  /// x <- C^{-1} x.
+  void solve(double* x) const;
+};
+
+/// A diagonal block, LU-factorised without pivoting: in band storage (in place), or sparse
+/// (`sparse` non-empty) where the band is wide and mostly empty (block_system chooses).
+struct BlockLU {
   int32_t start = 0, size = 0, p = 0, q = 0;  // first row, rows, lower and upper bandwidth
   std::vector<double> a;                        // a[i * (p + q + 1) + (j - i + p)]
   std::vector<double> inv_diag;                 // 1 / U_ii (after factor())
+  SparseLU sparse;                              // used when sparse.size > 0
+  bool is_sparse() const { return sparse.size > 0; }
   int w() const { return p + q + 1; }
   double& at(int32_t i, int32_t j) { return a[static_cast<size_t>(i) * w() + (j - i + p)]; }
   double at(int32_t i, int32_t j) const { return a[static_cast<size_t>(i) * w() + (j - i + p)]; }
-  /// In place (and the reciprocals of U's diagonal); SolverError on a zero or non-finite pivot.
+  /// The band LU in place (and the reciprocals of U's diagonal); SolverError on a zero or
+  /// non-finite pivot.
   void factor();
   /// x <- D^{-1} x.
   void solve(double* x) const;
+  /// Numbers stored by the factors (band: size x bandwidth; sparse: twice L's entries + size).
+  int64_t storage() const;
 };
 
 struct BlockSystem {
@@ -53,7 +82,7 @@ struct BlockSystem {
   std::vector<int32_t> rp, ci, lo_end, up_begin, bstart;
   std::vector<double> v;                   ///< B in CSR over block-ordered indices
   std::vector<double> b;                   ///< right-hand side from the fixed state's column (empty without)
-  std::vector<BandLU> blocks;
+  std::vector<BlockLU> blocks;
   mutable long precond_applications = 0;
   /// An optional coarse space (set_coarse): the preconditioner is then the multiplicative
   /// two-level one, a forward block sweep, a Galerkin correction on the coarse space and a
@@ -81,8 +110,20 @@ struct BlockSystem {
   /// The two-level preconditioner (coarse set): forward sweep, coarse correction, backward sweep.
   void precond_two_level(const double* r, double* z) const;
   mutable std::vector<double> scratch_d_, scratch_y_;
-  int band_width() const;        ///< largest p + q + 1 of the blocks
+  int band_width() const;        ///< largest p + q + 1 of the band-stored blocks
+  int32_t sparse_blocks() const; ///< blocks factorised sparsely
+  int64_t block_storage() const; ///< numbers the blocks' factors hold (BlockLU::storage)
   int32_t largest_block() const;
+};
+
+/// Diagonal blocks factorised for the same matrix and block order with another fixed state
+/// (a re-solve with a better one): block_system takes over every block that contains
+/// neither fixed state instead of factorising it again.
+struct ReusedBlocks {
+  std::vector<BlockLU> blocks;
+  int32_t K = -1;        ///< the fixed state they were factorised with (block-ordered)
+  uint64_t order = 0;    ///< hash_indices of that system's perm
+  int32_t taken = 0;     ///< blocks the last block_system took over
 };
 
 /// FNV-1a over the entries of a vector of indices (with its size), continuing from h.
@@ -92,15 +133,17 @@ uint64_t hash_indices(const std::vector<int32_t>& v, uint64_t h = 14695981039346
 /// `block_of` (block_of[s] in 0 .. nblocks - 1), with state `fixed` (an original
 /// index; -1 for none) replaced by the identity and the right-hand side
 /// rhs_j = b M_{fixed, j}.  B must be column diagonally dominant.  With
-/// max_band_entries > 0, ModelError naming 'blocks' when the blocks' band storage
-/// (sum of size x bandwidth) would exceed it.  With a finite row_total (every row of M
+/// max_band_entries > 0, ModelError naming 'blocks' when the blocks' factors (band:
+/// size x bandwidth, sparse: BlockLU::storage) would exceed it.  With a finite row_total (every row of M
 /// sums to it: 1 for a stochastic matrix), the diagonal a - b M_jj is formed as
 /// a - b row_total + b sum_{l != j} M_jl: no cancellation for a state that M leaves with
 /// a probability near round-off (a = b = 1: the exit probability itself).  M's entries are
 /// read as val / divisor (a generator G read as its uniformised P's off-diagonal G / Lambda).
+/// `reuse` (optional): blocks of an earlier system of the same M, a, b and block_of (ReusedBlocks).
 BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
                          const std::vector<int32_t>& block_of, double a, double b, int32_t fixed,
-                         int64_t max_band_entries = 0, double row_total = std::nan(""), double divisor = 1.0);
+                         int64_t max_band_entries = 0, double row_total = std::nan(""), double divisor = 1.0,
+                         ReusedBlocks* reuse = nullptr);
 
 /// A recycled subspace for GMRES: directions U of the unknown (block-ordered) with C = B U
 /// orthonormal.  A solve given one minimises the residual over x0 + span(U) + the Krylov

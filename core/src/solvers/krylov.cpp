@@ -98,7 +98,7 @@ SlowGroups slow_groups(const MarkovOperator& c) {
 }  // namespace
 
 void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
-                  StationaryResult& r, bool fail_fast, int32_t* better_k) {
+                  StationaryResult& r, bool fail_fast, int32_t* better_k, ReusedBlocks* reuse) {
   r.method = Method::Krylov;
   auto t0 = Clock::now();
   // B = I - P^T with (I - P)_jj the exit probability of j (no cancellation in 1 - P_jj)
@@ -106,7 +106,18 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   // a warm state of a chain with these states, solved in the same block order: its recycled directions
   const WarmState* warm = o.warm && o.warm->n == c.rows() ? o.warm.get() : nullptr;
   BlockSystem R = block_system(c.rows(), c.rowptr(), c.col(), c.matrix().val(), block_of, 1.0, 1.0, k, 0, 1.0,
-                               c.rate());
+                               c.rate(), reuse);
+  // the blocks stay for a re-solve of this call (moved out as the solve ends, whatever its end)
+  struct Keep {
+    BlockSystem& R;
+    ReusedBlocks* reuse;
+    ~Keep() {
+      if (!reuse) return;
+      reuse->blocks = std::move(R.blocks);
+      reuse->K = R.K;
+      reuse->order = hash_indices(R.perm);
+    }
+  } keep{R, reuse};
   const int32_t n = R.n;
   const uint64_t order = hash_indices(R.perm);
   r.seconds.push_back({"setup", since(t0)});
@@ -122,6 +133,9 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   r.extra.push_back({"blocks", static_cast<double>(R.blocks.size())});
   r.extra.push_back({"largest_block", static_cast<double>(R.largest_block())});
   r.extra.push_back({"band_width", static_cast<double>(R.band_width())});
+  r.extra.push_back({"sparse_blocks", static_cast<double>(R.sparse_blocks())});
+  r.extra.push_back({"block_storage", static_cast<double>(R.block_storage())});
+  if (reuse) r.extra.push_back({"blocks_reused", static_cast<double>(reuse->taken)});
   r.extra.push_back({"fixed_state", static_cast<double>(k)});
 
   t0 = Clock::now();
@@ -255,6 +269,7 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
 void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, StationaryResult& r, const Attempt& a) {
   const bool fail_fast = a.fail_fast;
   const auto blocks = c.block_partition();
+  ReusedBlocks factors;  // every solve of this call factorises only the blocks its fixed state changes
   // The fixed state must be recurrent (on a chain with transient states, fixing one of
   // them makes the reduced system singular): the most probable state of x0 among the
   // states in recurrent_state's closed class, else recurrent_state.  (Keeping the cold
@@ -279,7 +294,7 @@ void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, 
     // than others (a loaded chain): fix the most probable recurrent one and start again from it
     int32_t better = -1;
     const int32_t k0 = k;
-    solve_krylov(c, blocks, k, o, r, fail_fast, &better);
+    solve_krylov(c, blocks, k, o, r, fail_fast, &better, &factors);
     if (better >= 0) {
       const std::vector<int32_t> keep = closed_class(c);
       if (keep.empty() || std::binary_search(keep.begin(), keep.end(), better)) k = better;
@@ -291,7 +306,7 @@ void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, 
       o2.x0 = std::move(r.pi);
       r = StationaryResult{};
       r.requested = requested;
-      solve_krylov(c, blocks, k, o2, r, fail_fast);
+      solve_krylov(c, blocks, k, o2, r, fail_fast, nullptr, &factors);
       r.iterations += first_iterations;
       r.operator_applications += first_apps;
       for (auto it = accounts.rbegin(); it != accounts.rend(); ++it)
@@ -301,7 +316,7 @@ void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, 
                              " of it)") + (r.note.empty() ? "" : "; " + r.note);
     }
   } else {
-    solve_krylov(c, blocks, k, o, r, fail_fast);
+    solve_krylov(c, blocks, k, o, r, fail_fast, nullptr, &factors);
   }
   finish(c, r, o.tol);
   const bool negative_mass =
@@ -320,7 +335,7 @@ void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, 
       const long apps = again.operator_applications;
       again = StationaryResult{};
       again.requested = r.requested;
-      solve_krylov(c, blocks, k2, o, again, fail_fast);
+      solve_krylov(c, blocks, k2, o, again, fail_fast, nullptr, &factors);
       finish(c, again, o.tol);
       again.iterations += r.iterations;
       again.operator_applications += r.operator_applications + apps;
@@ -349,7 +364,7 @@ void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, 
     if (o3.x0[k3] > 0.0) {
       StationaryResult again;
       again.requested = r.requested;
-      solve_krylov(c, blocks, k3, o3, again, fail_fast);
+      solve_krylov(c, blocks, k3, o3, again, fail_fast, nullptr, &factors);
       finish(c, again, o.tol);
       carry(r, again);
       again.note = detail::cat("GMRES(", o.krylov_basis, ") did not converge (residual ", r.residual,
@@ -366,7 +381,7 @@ void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, 
   o2.x0 = r.pi;
   StationaryResult again;
   again.requested = r.requested;
-  solve_krylov(c, blocks, best, o2, again, fail_fast);
+  solve_krylov(c, blocks, best, o2, again, fail_fast, nullptr, &factors);
   finish(c, again, o.tol);
   carry(r, again);
   again.note = detail::cat("re-solved with the most probable state fixed (the first had pi_k / max pi = ",

@@ -29,8 +29,11 @@ namespace aqm::detail {
 /// `better_k` (optional): when an iterate measured at a restart (or as a candidate) puts the fixed
 /// state below kFixedStateRatio of its most probable one, the solve stops there and sets
 /// *better_k to that state (the reduced system's conditioning grows like 1 / pi_k).
+/// `reuse` (optional): the diagonal blocks of an earlier solve of this chain, taken over where
+/// the fixed state change leaves them alone; this solve's blocks are left there on return.
 void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
-                  StationaryResult& r, bool fail_fast = false, int32_t* better_k = nullptr);
+                  StationaryResult& r, bool fail_fast = false, int32_t* better_k = nullptr,
+                  ReusedBlocks* reuse = nullptr);
 
 /// The warm state's harmonic Ritz vectors come from the first this-many steps per vector of
 /// the last cycle (kept during the solve: krylov_recycle x this vectors of n entries).
