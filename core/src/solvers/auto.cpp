@@ -58,8 +58,16 @@ double envelope_lu_bytes(const MarkovOperator& c) {
 /// component (for the queue models: the traffic classes' contents, a stateful AQM's count,
 /// p_max, clock or cur_max_th beside the average) they couple states inside and across the
 /// blocks, and GMRES then stalls where the LU (whose fill on these chains stays moderate)
-/// is quick.
-bool coupled_structure(const MarkovOperator& c) { return c.components_outside_block() > 1; }
+/// is quick.  A component the chain never moves (dynamic max_th that never leaves max_th)
+/// couples nothing and does not count.
+bool coupled_structure(const MarkovOperator& c) {
+  if (c.components_outside_block() < 2) return false;
+  const ComponentMoves& moves = c.component_moves();  // one pass over P, shared with the block order
+  int moving = 0;
+  for (int d = 0; d < c.space().count(); ++d)
+    if (!c.space().component(d).in_block && moves.up[d] + moves.down[d] > 0.0) ++moving;
+  return moving > 1;
+}
 
 }  // namespace
 

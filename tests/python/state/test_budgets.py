@@ -11,7 +11,7 @@ import pytest
 import aqmchain
 from aqmchain import _core
 from cli_helpers import TRACEBACK, run_cli
-from conftest import spec_to_doc
+from conftest import ROOT, solution_distance_bound, spec_to_doc
 
 RED = {"drop": "red", "min_th": 2, "max_th": 6, "p_max": 0.4}
 MMBP = {"kind": "mmbp", "matrix": [[0.9, 0.1], [0.3, 0.7]], "arrival": [0.25, 0.85]}
@@ -161,6 +161,21 @@ def test_solve_estimate_counts_the_class_chain_and_its_structure():
 
 def class_model(buffer=10):
     return model_of(small(buffer=buffer), classes=CLASSES)
+
+
+def test_a_component_the_chain_never_moves_does_not_make_it_coupled():
+    """FDynamicAutoRED with the flow comparison where P_t stays below 0.55: dynamic max_th
+    never leaves max_th, so its component, outside krylov's blocks beside avg, couples nothing
+    and auto starts with krylov (as large), which solves it."""
+    model = aqmchain.load_model(ROOT / "examples" / "classes" / "flows.toml").replace(
+        model={"buffer": 12}, aqm={"min_th": 3, "max_th": 9})
+    chain = aqmchain.build_chain(model)
+    assert np.ptp(chain.labels["maxth_index"]) == 0 and np.ptp(chain.labels["avg_index"]) > 0
+    r = aqmchain.solve_stationary(chain, response="none", auto_krylov_min_states=100)
+    assert [a["method"] for a in r.info.methods_tried] == ["krylov"] and r.info.extra["auto_coupled_structure"] == 0
+    ref = aqmchain.solve_stationary(chain, method="direct", response="none")
+    P = aqmchain.transition_matrix(chain)
+    assert np.abs(r.pi - ref.pi).sum() <= solution_distance_bound(P, ref.pi, r.info.residual, ref.info.residual)
 
 
 def test_auto_chooses_by_structure_and_reports_the_order():
