@@ -141,8 +141,9 @@ struct StationaryOptions {
   double direct_max_gb = 8.0;
   double auto_direct_max_flops = 2e12;
   /// Auto tries krylov first (then direct, multilevel, Gauss-Seidel) on plain chains with at
-  /// least this many states, direct first below it and on the coupled structures (more than
-  /// one component outside krylov's blocks: its preconditioner does not see them).
+  /// least this many states, direct first below it and multilevel first on the coupled
+  /// structures (more than one component outside krylov's blocks that the chain moves: its
+  /// preconditioner does not see them).
   int auto_krylov_min_states = 20000;
   int krylov_basis = 50;     ///< krylov: GMRES basis size (restart length)
   /// Arnoldi: refuse (StateSpaceTooLarge naming 'ncv', before allocating) when the
