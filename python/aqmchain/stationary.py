@@ -723,11 +723,14 @@ def _reuse_report(raw, warm_info: dict) -> None:
     warm_info["reuse"] = "recycled" if warm_info["recycled_vectors"] else "none (the block order changed)"
 
 
-def _prepare(chain, options: dict, opts, memory_limit_gb, response, x0=None):
-    """The checks and option choices before a solve of ``chain`` (``x0``: a starting vector)."""
+def _prepare(chain, options: dict, opts, memory_limit_gb, response, x0=None, tol=None):
+    """The checks and option choices before a solve of ``chain`` (``x0``: a starting vector;
+    ``tol``: a tolerance other than the options')."""
     # the tagged-packet chain's budgets, before the solve (exact, from the chain's labels)
     _core.check_tagged_budget(chain, response, _limit_bytes(memory_limit_gb), opts.tagged_max_states)
     extra = {} if x0 is None else {"x0": x0}
+    if tol is not None:
+        extra["tol"] = tol
     class_order = COMPONENTS["sequence"] in chain.labels or COMPONENTS["window"] in chain.labels
     if class_order and "method" not in options and "auto_krylov_min_states" not in options:
         # the exact class chain's rows are dense (a discard may take any position of the
@@ -910,6 +913,16 @@ NS3_FIRST_CAP_FACTOR = 8
 
 #: the tail mass below which the count truncation's caps grow x8 instead of x2
 _FAST_GROWTH_TAIL = 1e-6
+#: The count truncation's rounds whose caps will grow are solved only as far as their decision
+#: needs (_solve_count_truncated): the first to this tolerance, ...
+_ROUND_TOL_FIRST = 1e-8
+#: ... one after a tail mass above _LOOSE_ROUNDS_TAIL to this times that tail; the rounds after a
+#: smaller tail are solved to tol (the accuracy a loose round leaves out is then gained on the
+#: smaller chains of the middle rounds: on the count-spacing model of docs/stateful-aqm.md,
+#: with loose rounds down to a tail of 1e-6 the last, largest chain took 18 iterations to
+#: reach tol instead of 1)
+_ROUND_TOL_FACTOR = 1e-4
+_LOOSE_ROUNDS_TAIL = 1e-5
 
 
 def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes, response, caps: list,
@@ -920,7 +933,11 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
     the mass at the caps is at most aqm.count_tail; each solve starts from the previous one.
     The caps double while the tail mass is above 1e-6 (from a solution far off, the count's
     mass moving into much larger caps took GMRES 300 iterations where doubled caps took 10
-    to 16) and grow x8 below it (one iteration from there)."""
+    to 16) and grow x8 below it (one iteration from there).  A round whose caps will still
+    grow needs the tail's size, not tol: the first is solved to _ROUND_TOL_FIRST, one after a
+    tail above _LOOSE_ROUNDS_TAIL to _ROUND_TOL_FACTOR times that tail (never below tol); a loose round
+    whose tail is within aqm.count_tail is solved again to tol from its own answer, so the
+    caps are accepted only on a solve to tol."""
     import time
 
     tail_tol, count_max = float(model.aqm.count_tail), int(model.aqm.count_max)
@@ -956,6 +973,7 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
                          "iterations": int(raw.iterations), "seconds": time.perf_counter() - t0})
             return chain, raw, o
     prev = None
+    prev_tail = None
     while True:
         t0 = time.perf_counter()
         m = model.with_count_cap(0) if cap_at is None else model.with_count_caps(cap_at.tolist())
@@ -964,20 +982,33 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         if prev is None and not caps:  # the first caps: from the warm start, if any
             x0 = _first_x0(warm, chain, warm_info)
         prev = None
-        o = _prepare(chain, options, opts, memory_limit_gb, response, x0)
+        loose = None  # this round's tolerance when its caps will likely grow (see above)
+        if cap_at is not None:
+            loose = _ROUND_TOL_FIRST if prev_tail is None else \
+                _ROUND_TOL_FACTOR * prev_tail if prev_tail > _LOOSE_ROUNDS_TAIL else None
+            loose = loose if loose is not None and loose > opts.tol else None
+        o = _prepare(chain, options, opts, memory_limit_gb, response, x0, loose)
         raw = _core.solve_stationary(chain, o)
+        iterations = int(raw.iterations)
         mass = _cap_masses(chain, raw.pi)
         tail = float(mass.sum())
+        if loose is not None and raw.converged:
+            if tail <= tail_tol or not _growing(mass, cap_at, exact, count_max, tail_tol).any():
+                # the round ends here: its answer is taken at tol
+                o = _prepare(chain, options, opts, memory_limit_gb, response, np.asarray(raw.pi))
+                raw = _core.solve_stationary(chain, o)
+                iterations += int(raw.iterations)
+                mass = _cap_masses(chain, raw.pi)
+                tail = float(mass.sum())
+                loose = None
         caps.append({"cap": int(exact if cap_at is None else cap_at.max()),
                      "points_truncated": 0 if cap_at is None else int(np.sum(cap_at < exact)),
-                     "states": int(chain.n), "tail_mass": tail, "iterations": int(raw.iterations),
-                     "seconds": time.perf_counter() - t0})
+                     "states": int(chain.n), "tail_mass": tail, "iterations": iterations,
+                     "tol": float(opts.tol if loose is None else loose), "seconds": time.perf_counter() - t0})
+        prev_tail = tail
         if not raw.converged or tail <= tail_tol or cap_at is None:
             return chain, raw, o
-        grow = (mass > tail_tol / len(cap_at)) & (cap_at < exact)
-        if not grow.any():
-            grow = mass == mass.max()
-        grow &= cap_at < count_max
+        grow = _growing(mass, cap_at, exact, count_max, tail_tol)
         if not grow.any():  # the caps that hold the mass are at aqm.count_max: _finish raises
             return chain, raw, o
         # x2 while the tail is large; x8 once it is small (then the previous solution is close
@@ -987,6 +1018,15 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         # the labels and pi only: the previous chain is freed before the next one is built
         prev = ({k: np.asarray(v) for k, v in chain.labels.items()}, np.asarray(raw.pi))
         chain = raw = None
+
+
+def _growing(mass: np.ndarray, cap_at: np.ndarray, exact: int, count_max: int, tail_tol: float) -> np.ndarray:
+    """The avg points whose caps grow after a round with these masses at the caps: those above
+    tail_tol / points (else the one holding the most), below the exact cap and aqm.count_max."""
+    grow = (mass > tail_tol / len(cap_at)) & (cap_at < exact)
+    if not grow.any():
+        grow = mass == mass.max()
+    return grow & (cap_at < count_max)
 
 
 def _first_x0(warm: WarmStart | None, chain, warm_info: dict | None) -> np.ndarray | None:

@@ -173,6 +173,24 @@ def test_cap_grows_until_the_tail_is_below_tolerance(truncate_always):
     assert r.states < full.n
 
 
+def test_rounds_whose_caps_grow_are_solved_loosely_and_the_caps_taken_at_tol(truncate_always):
+    """The rounds that only decide where the caps grow are solved to 1e-8 (the first) and to
+    1e-4 times the previous tail; the round that ends the loop is solved to tol.  The caps and
+    the answer are the direct method's, whose every round is exact."""
+    model = aqmchain.model_from_dict(GROW_DOC)[0]
+    kr = aqmchain.solve_stationary(model, method="krylov")
+    di = aqmchain.solve_stationary(model, method="direct")
+    caps = kr.count_caps
+    tol = kr.info.tol
+    assert len(caps) >= 2 and caps[0]["tol"] == aqmchain.stationary._ROUND_TOL_FIRST
+    assert caps[1]["tol"] == pytest.approx(aqmchain.stationary._ROUND_TOL_FACTOR * caps[0]["tail_mass"])
+    assert caps[-1]["tol"] == tol and kr.info.residual <= tol
+    assert np.array_equal(kr.chain.model.aqm.count_trunc_at, di.chain.model.aqm.count_trunc_at)
+    P = aqmchain.transition_matrix(kr.chain)
+    bound = solution_distance_bound(P, np.asarray(di.pi), kr.info.residual, di.info.residual)
+    assert np.abs(np.asarray(kr.pi) - np.asarray(di.pi)).sum() <= bound
+
+
 def _solve_capped(chain, **kw):
     """The result on a chain built with small caps (its tail mass is above count_tail: the
     solve raises and carries the result)."""
