@@ -502,8 +502,9 @@ def refine_grid(model: _core.Model | _core.Scenario | list, *, memory_limit_gb: 
 
 
 class ErrorEstimate:
-    """Discretisation error of every scalar metric, from the grid used and the grids with
-    2x and 4x its steps: ``metrics[name]`` is an :class:`aqmchain._core.Extrapolation`
+    """Discretisation error of every scalar metric (and of every traffic class's, named
+    ``"<class>.<metric>"``), from the grid used and the grids with 2x and 4x its steps:
+    ``metrics[name]`` is an :class:`aqmchain._core.Extrapolation`
     (``value`` on the grid used, ``extrapolated`` to step 0, ``error`` the half-width of
     the interval around ``extrapolated`` meant to hold the limit, observed ``order``,
     ``method``); ``grids`` lists each grid's step factor, points, states and seconds."""
@@ -581,6 +582,12 @@ def _error_estimate(result: StationaryResult, options: dict, memory_limit_gb, re
         if name in _NOT_EXTRAPOLATED or any(v is None or not np.isfinite(v) for v in vals):
             continue
         metrics[name] = _core.extrapolate(h, [float(v) for v in vals])
+    for cls in result.classes if len(model.classes) else ():  # per traffic class: "<class>.<metric>"
+        for key in CLASS_METRICS:
+            vals = [getattr(r.classes[cls], key) if r.classes and cls in r.classes else None for r in runs]
+            if any(v is None or not np.isfinite(v) for v in vals):
+                continue
+            metrics[f"{cls}.{key}"] = _core.extrapolate(h, [float(v) for v in vals])
     return ErrorEstimate(metrics, grids)
 
 

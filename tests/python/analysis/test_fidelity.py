@@ -97,6 +97,40 @@ def test_richardson_order_on_a_model_with_clean_convergence():
     assert abs(e.extrapolated - ref.var_queue) < abs(e.value - ref.var_queue)
 
 
+@pytest.fixture
+def one_thread():
+    before = aqmchain.num_threads()
+    aqmchain.set_num_threads(1)
+    yield
+    aqmchain.set_num_threads(before)
+
+
+def test_every_class_metric_is_extrapolated_from_the_same_three_grids(one_thread):
+    """With traffic classes the estimate covers each class's metrics ("<class>.<metric>"):
+    the same extrapolation of the class's values on the grids with 4x, 2x and 1x the step,
+    here solved again one by one on the every-4th and every-2nd point grids (breakpoints kept).
+    One thread: the same solves then give the same bits whatever else the machine runs."""
+    m = aqmchain.Model(grid=aqmchain.GridSpec(k=2),
+                       classes=[aqmchain.TrafficClass("a", 0.3), aqmchain.TrafficClass("b", 0.7)],
+                       **dict(HEAVY, buffer=20, aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.red(6, 14, 0.1), w=0.02)))
+    r = aqmchain.solve_stationary(m, error_estimate=True)
+    est = r.error_estimate
+    points = [float(x) for x in r.avg_grid]
+    keep = m.resolved_drop().breakpoints(m.buffer)
+    coarse = [aqmchain.solve_stationary(m.with_grid(aqmchain.GridSpec(points=_core.coarsen_points(points, f, keep))))
+              for f in (4, 2)]
+    for cls in ("a", "b"):
+        for key in ("loss", "throughput", "mean_queue", "mean_response"):
+            e = est[f"{cls}.{key}"]
+            vals = [getattr(c.classes[cls], key) for c in coarse] + [getattr(r.classes[cls], key)]
+            ref = _core.extrapolate([4.0, 2.0, 1.0], vals)
+            assert e.value == getattr(r.classes[cls], key)
+            assert (e.extrapolated, e.error, e.method) == (ref.extrapolated, ref.error, ref.method), (cls, key)
+    assert "a.loss" in est.to_json()["error_estimate"]
+    # without classes no per-class names
+    assert not any("." in k for k in aqmchain.solve_stationary(heavy(k=2), error_estimate=True).error_estimate.metrics)
+
+
 def test_plain_grid_left_alone_and_budget_reported():
     r = aqmchain.solve_stationary(heavy(k=4))
     assert r.grid["refined"] is False and r.grid["refine"] == "none"
