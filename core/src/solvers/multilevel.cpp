@@ -21,6 +21,7 @@
 
 #include "aqmchain/interrupt.hpp"
 #include "aqmchain/solvers/stationary.hpp"
+#include "aqmchain/threads.hpp"
 #include "solvers/multilevel.hpp"
 #include "solvers/stationary_common.hpp"
 
@@ -201,12 +202,39 @@ std::vector<double> exit_probabilities(int32_t n, const int32_t* rp, const int32
 
 void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const double* v, const double* exit,
                         std::vector<double>& x) {
-  for (int32_t j = 0; j < n; ++j) {
-    if (!(exit[j] > 0.0)) continue;  // absorbing state: keep its value
-    double acc = 0.0;
-    for (int32_t e = rp[j]; e < rp[j + 1]; ++e)
-      if (ci[e] != j) acc += v[e] * x[ci[e]];
-    x[j] = acc / exit[j];
+  const int T = n >= kParallelSweepStates ? loop_threads() : 1;
+  if (T <= 1) {
+    for (int32_t j = 0; j < n; ++j) {
+      if (!(exit[j] > 0.0)) continue;  // absorbing state: keep its value
+      double acc = 0.0;
+      for (int32_t e = rp[j]; e < rp[j + 1]; ++e)
+        if (ci[e] != j) acc += v[e] * x[ci[e]];
+      x[j] = acc / exit[j];
+    }
+    normalise(x);
+    return;
+  }
+  // Over T threads: T contiguous ranges of states, each swept in order (Gauss-Seidel inside
+  // it) with the other ranges' values from the sweep's start (Jacobi between ranges).  The
+  // states are numbered by their components' keys, so the couplings between ranges are the
+  // few transitions across the ranges' borders in the slowest component.
+  thread_local std::vector<double> start;
+  start.assign(x.begin(), x.end());
+  const double* x0 = start.data();
+  double* xs = x.data();
+#pragma omp parallel for schedule(static, 1) num_threads(T)
+  for (int t = 0; t < T; ++t) {
+    const int32_t lo = static_cast<int32_t>(static_cast<int64_t>(n) * t / T);
+    const int32_t hi = static_cast<int32_t>(static_cast<int64_t>(n) * (t + 1) / T);
+    for (int32_t j = lo; j < hi; ++j) {
+      if (!(exit[j] > 0.0)) continue;
+      double acc = 0.0;
+      for (int32_t e = rp[j]; e < rp[j + 1]; ++e) {
+        const int32_t c = ci[e];
+        if (c != j) acc += v[e] * (c >= lo && c < hi ? xs[c] : x0[c]);
+      }
+      xs[j] = acc / exit[j];
+    }
   }
   normalise(x);
 }

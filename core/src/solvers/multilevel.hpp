@@ -7,10 +7,16 @@
 #include "aqmchain/solvers/stationary.hpp"
 
 namespace aqm::detail {
+/// Gauss-Seidel sweeps over at least this many states run over the library's threads.
+constexpr int32_t kParallelSweepStates = 50000;
+
 /// One forward Gauss-Seidel sweep on x_j = sum_{i != j} P_ij x_i / e_j with P^T in CSR
 /// (rp, ci, v) and e_j = sum_{l != j} P_jl the probability of leaving j (see
 /// exit_probabilities), followed by normalisation to sum 1.  States with e_j = 0 (absorbing)
-/// keep their value.  Shared by the Gauss-Seidel method and the multilevel smoother.
+/// keep their value.  Shared by the Gauss-Seidel method and the multilevel smoother.  From
+/// kParallelSweepStates states on, over the library's threads (loop_threads()): the states
+/// split into as many contiguous ranges, each swept in order with the other ranges' values
+/// from the sweep's start (one thread: the plain sweep).
 void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const double* v, const double* exit,
                         std::vector<double>& x);
 
