@@ -166,11 +166,14 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per run (default 900)")
     ap.add_argument("--method", default="krylov", help="the stationary method (default krylov; auto: the library's choice)")
     ap.add_argument("--targets", action="store_true", help="target and status columns; the BENCH:targets block")
+    ap.add_argument("--before-cases", nargs="+", choices=CASES,
+                    help="the cases that get the before column (default: all with --before)")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
     rows = []
     for case in args.cases:
-        before = run(args.before, case, args.timeout, args.method) if args.before else None
+        with_before = args.before and (args.before_cases is None or case in args.before_cases)
+        before = run(args.before, case, args.timeout, args.method) if with_before else None
         after = run(sys.executable, case, args.timeout, args.method)
         states = after.get("states") or (before or {}).get("states", "")
         states = f"{states:,}" if isinstance(states, int) else ""
