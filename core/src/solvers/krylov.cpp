@@ -123,6 +123,10 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   r.extra.push_back({"largest_block", static_cast<double>(R.largest_block())});
   r.extra.push_back({"band_width", static_cast<double>(R.band_width())});
   r.extra.push_back({"fixed_state", static_cast<double>(k)});
+  // the block sweeps' level schedule (block_system.hpp): levels, and whether they run by levels
+  r.extra.push_back({"sweep_levels_forward", static_cast<double>(R.forward_levels.count())});
+  r.extra.push_back({"sweep_levels_backward", static_cast<double>(R.backward_levels.count())});
+  r.extra.push_back({"sweep_by_levels", R.forward_levels.parallel || R.backward_levels.parallel ? 1.0 : 0.0});
 
   t0 = Clock::now();
   std::vector<double> x(n, 0.0);
@@ -229,6 +233,7 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   r.iterations = g.iterations;
   r.operator_applications = g.products + recycle_products;  // C = B U: one product per recycled direction
   r.extra.push_back({"preconditioner_applications", static_cast<double>(R.precond_applications)});
+  r.extra.push_back({"preconditioner_seconds", R.precond_seconds});
   r.extra.push_back({"reduced_residual", g.measure});
   if (negative_mass) r.extra.push_back({"negative_mass", 1.0});
   r.pi.assign(n, 0.0);
