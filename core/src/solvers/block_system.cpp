@@ -130,10 +130,11 @@ bool BlockSystem::set_coarse(const std::vector<int32_t>& group_of, int32_t G, co
 
 namespace {
 
-/// A barrier between two levels of a parallel sweep costs about as much time as reading this
-/// many entries of sweep work (a barrier of two running threads takes about 1-2 us, an entry
-/// of the off-block part or of a band solve about 1 ns).
-constexpr int64_t kBarrierWork = 2000;
+/// A barrier between two levels of a parallel sweep costs about as much time as this much sweep
+/// work (work: a block's rows times its bandwidth + 1, plus its off-block entries): a barrier
+/// of two running threads takes about 1 us, a unit of work about 2 ns (a sequential forward
+/// sweep of the count-spacing chain of docs/performance.md: 16 ms for 6.9M units).
+constexpr int64_t kBarrierWork = 500;
 /// The rule: sweep by levels when two threads are predicted to make a sweep at least this much
 /// faster.  The prediction, from the level schedule: a level takes the larger of half its work
 /// and its largest block's work, plus one barrier; the sequential sweep takes the total work.
@@ -141,6 +142,13 @@ constexpr int64_t kBarrierWork = 2000;
 /// less than 1 and keeps the sequential loop; so does a chain of few blocks per level, or of
 /// levels too small to pay for their barrier.
 constexpr double kMinSweepSpeedup = 1.25;
+/// The sweeps time themselves (two clock readings a sweep): a level sweep slower than the last
+/// sequential one (another process holds a core, and a barrier waits for a thread that is not
+/// running: up to a time slice per level) makes the next kSweepHold sweeps sequential, after
+/// which levels are tried again; while levels run, every kSweepRemeasure-th sweep is sequential
+/// to keep its time current.  Either way the result is the same.
+constexpr int kSweepHold = 16;
+constexpr int kSweepRemeasure = 32;
 
 // The work on one block, shared by the sequential loop and the level-parallel one (the same
 // out-of-line function in both: the same operations in the same order, hence the same bits).
@@ -186,29 +194,50 @@ constexpr double kMinSweepSpeedup = 1.25;
 }
 
 /// f(block, scratch) on every block: in block order (reverse: from the last) on one thread, or
-/// level by level on `threads` threads, the blocks of a level shared out dynamically (their
-/// work differs) and a barrier between levels.  No exception may leave f (an OpenMP region
+/// level by level on the threads sweep_threads gives, the blocks of a level split evenly and a
+/// barrier between levels.  No exception may leave f (an OpenMP region
 /// cannot pass it on): the sweeps check for an interruption between applications, not inside.
 template <class F>
 void sweep(const BlockSystem& S, const BlockSystem::Levels& lv, bool reverse, F f) {
-  const int threads = S.sweep_threads(lv);
+  int threads = S.sweep_threads(lv);
   const int32_t nb = static_cast<int32_t>(S.blocks.size());
+  // the sweeps' own clock (kSweepHold): only where the rule chose levels
+  const bool timed = S.schedule == BlockSystem::Schedule::Automatic && lv.parallel;
+  if (timed && threads > 0) {
+    if (lv.hold > 0) {
+      --lv.hold;
+      threads = 0;
+    } else if (lv.seq_seconds <= 0.0 || ++lv.since_sequential >= kSweepRemeasure) {
+      threads = 0;  // the sequential time first, and now and then again
+    }
+  }
+  const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (threads <= 0) {
     std::vector<double> t;
     if (reverse)
       for (int32_t bi = nb - 1; bi >= 0; --bi) f(bi, t);
     else
       for (int32_t bi = 0; bi < nb; ++bi) f(bi, t);
-    return;
-  }
-  const int32_t L = lv.count();
+  } else {
+    if (threads > 1) ++lv.level_sweeps;
+    const int32_t L = lv.count();
 #pragma omp parallel num_threads(threads)
-  {
-    std::vector<double> t;
-    for (int32_t l = 0; l < L; ++l) {
-#pragma omp for schedule(dynamic, 1)
-      for (int32_t k = lv.ptr[l]; k < lv.ptr[l + 1]; ++k) f(lv.block[k], t);
+    {
+      std::vector<double> t;
+      for (int32_t l = 0; l < L; ++l) {
+#pragma omp for schedule(static)
+        for (int32_t k = lv.ptr[l]; k < lv.ptr[l + 1]; ++k) f(lv.block[k], t);
+      }
     }
+  }
+  if (!timed) return;
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (threads <= 0) {
+    lv.seq_seconds = dt;
+    lv.since_sequential = 0;
+  } else {
+    lv.level_seconds = dt;
+    if (dt > lv.seq_seconds) lv.hold = kSweepHold;
   }
 }
 
@@ -248,7 +277,7 @@ void BlockSystem::schedule_levels() {
   for (int32_t bi = 0; bi < nb; ++bi) {  // in block order: every dependency's level is known
     const BandLU& B = blocks[bi];
     int32_t lev = 0;
-    int64_t w = static_cast<int64_t>(B.size) * B.w();
+    int64_t w = static_cast<int64_t>(B.size) * (B.w() + 1);
     for (int32_t j = B.start; j < B.start + B.size; ++j) {
       w += lo_end[j] - rp[j];
       for (int32_t e = rp[j]; e < lo_end[j]; ++e) lev = std::max(lev, forward_levels.level[block_of[ci[e]]] + 1);
@@ -259,7 +288,7 @@ void BlockSystem::schedule_levels() {
   for (int32_t bi = nb - 1; bi >= 0; --bi) {
     const BandLU& B = blocks[bi];
     int32_t lev = 0;
-    int64_t w = static_cast<int64_t>(B.size) * B.w();
+    int64_t w = static_cast<int64_t>(B.size) * (B.w() + 1);
     for (int32_t j = B.start; j < B.start + B.size; ++j) {
       w += rp[j + 1] - up_begin[j];
       for (int32_t e = up_begin[j]; e < rp[j + 1]; ++e) lev = std::max(lev, backward_levels.level[block_of[ci[e]]] + 1);

@@ -76,9 +76,15 @@ struct BlockSystem {
     std::vector<int32_t> ptr;     ///< the blocks of level l: block[ptr[l] .. ptr[l + 1])
     std::vector<int32_t> block;   ///< increasing inside a level
     std::vector<int32_t> level;   ///< level of each block
-    int64_t work = 0;             ///< sweep work (entries read: off-block part and band), all levels
+    int64_t work = 0;             ///< sweep work (rows x (bandwidth + 1) + off-block entries), all levels
     double speedup2 = 1.0;        ///< predicted gain of two threads (see kMinSweepSpeedup)
     bool parallel = false;        ///< the rule's choice: sweep by levels when threads allow
+    /// The sweeps' own clock (automatic schedule, rule chose levels): the last sequential and
+    /// level sweep's seconds, and the sequential sweeps left before levels are tried again
+    /// (a level sweep slower than the sequential one: another process holds a core).
+    mutable double seq_seconds = 0.0, level_seconds = 0.0;
+    mutable int hold = 0, since_sequential = 0;
+    mutable long level_sweeps = 0;  ///< sweeps run by levels on more than one thread
     int32_t count() const { return ptr.empty() ? 0 : static_cast<int32_t>(ptr.size()) - 1; }
   };
   Levels forward_levels, backward_levels;
