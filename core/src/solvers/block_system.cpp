@@ -145,9 +145,11 @@ constexpr double kMinSweepSpeedup = 1.25;
 /// The sweeps time themselves (two clock readings a sweep): a level sweep slower than the last
 /// sequential one (another process holds a core, and a barrier waits for a thread that is not
 /// running: up to a time slice per level) makes the next kSweepHold sweeps sequential, after
-/// which levels are tried again; while levels run, every kSweepRemeasure-th sweep is sequential
-/// to keep its time current.  Either way the result is the same.
+/// which levels are tried again (the hold doubling, up to kSweepHoldMax, while they keep losing);
+/// while levels run, every kSweepRemeasure-th sweep is sequential to keep its time current.
+/// Either way the result is the same.
 constexpr int kSweepHold = 16;
+constexpr int kSweepHoldMax = 1024;
 constexpr int kSweepRemeasure = 32;
 
 // The work on one block, shared by the sequential loop and the level-parallel one (the same
@@ -237,7 +239,12 @@ void sweep(const BlockSystem& S, const BlockSystem::Levels& lv, bool reverse, F 
     lv.since_sequential = 0;
   } else {
     lv.level_seconds = dt;
-    if (dt > lv.seq_seconds) lv.hold = kSweepHold;
+    if (dt > lv.seq_seconds) {
+      lv.hold = std::max(kSweepHold, lv.next_hold);
+      lv.next_hold = std::min(kSweepHoldMax, 2 * lv.hold);
+    } else {
+      lv.next_hold = kSweepHold;
+    }
   }
 }
 

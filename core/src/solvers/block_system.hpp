@@ -83,7 +83,7 @@ struct BlockSystem {
     /// level sweep's seconds, and the sequential sweeps left before levels are tried again
     /// (a level sweep slower than the sequential one: another process holds a core).
     mutable double seq_seconds = 0.0, level_seconds = 0.0;
-    mutable int hold = 0, since_sequential = 0;
+    mutable int hold = 0, next_hold = 0, since_sequential = 0;
     mutable long level_sweeps = 0;  ///< sweeps run by levels on more than one thread
     int32_t count() const { return ptr.empty() ? 0 : static_cast<int32_t>(ptr.size()) - 1; }
   };
