@@ -213,7 +213,7 @@ void sweep(const BlockSystem& S, const BlockSystem::Levels& lv, bool reverse, F 
       threads = 0;  // the sequential time first, and now and then again
     }
   }
-  const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const auto t0 = std::chrono::steady_clock::now();
   if (threads <= 0) {
     std::vector<double> t;
     if (reverse)
@@ -232,8 +232,9 @@ void sweep(const BlockSystem& S, const BlockSystem::Levels& lv, bool reverse, F 
       }
     }
   }
-  if (!timed) return;
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  S.sweep_seconds += dt;
+  if (!timed) return;
   if (threads <= 0) {
     lv.seq_seconds = dt;
     lv.since_sequential = 0;

@@ -91,8 +91,9 @@ struct BlockSystem {
   /// Compute forward_levels and backward_levels from the split rows and the blocks (block_system
   /// calls it; a caller that edits rp / ci / lo_end / up_begin calls it again).
   void schedule_levels();
-  /// Seconds spent in precond (both sweeps and any coarse correction), all applications.
-  mutable double precond_seconds = 0.0;
+  /// Seconds spent in precond (both sweeps and any coarse correction), and in the block sweeps
+  /// alone, all applications.
+  mutable double precond_seconds = 0.0, sweep_seconds = 0.0;
   /// The coarse space of the groups `group_of` (original state index -> group, G groups)
   /// with prolongation weights from the vector z (original order; its positive part,
   /// normalised per group; a group without positive mass gets uniform weights).  False (and

@@ -236,6 +236,7 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   r.operator_applications = g.products + recycle_products;  // C = B U: one product per recycled direction
   r.extra.push_back({"preconditioner_applications", static_cast<double>(R.precond_applications)});
   r.extra.push_back({"preconditioner_seconds", R.precond_seconds});
+  r.extra.push_back({"sweep_seconds", R.sweep_seconds});
   if (R.forward_levels.parallel || R.backward_levels.parallel) {  // how often levels ran, how fast
     r.extra.push_back({"level_sweeps", static_cast<double>(R.forward_levels.level_sweeps + R.backward_levels.level_sweeps)});
     for (const auto* lv : {&R.forward_levels, &R.backward_levels}) {
