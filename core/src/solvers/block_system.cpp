@@ -197,8 +197,8 @@ constexpr int kSweepRemeasure = 32;
 
 /// f(block, scratch) on every block: in block order (reverse: from the last) on one thread, or
 /// level by level on the threads sweep_threads gives, the blocks of a level split evenly and a
-/// barrier between levels.  No exception may leave f (an OpenMP region
-/// cannot pass it on): the sweeps check for an interruption between applications, not inside.
+/// barrier between levels.  No exception may leave f (an OpenMP region cannot pass it on): an
+/// interruption is checked between applications (GMRES, every step), never inside a sweep.
 template <class F>
 void sweep(const BlockSystem& S, const BlockSystem::Levels& lv, bool reverse, F f) {
   int threads = S.sweep_threads(lv);
