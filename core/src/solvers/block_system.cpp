@@ -151,6 +151,11 @@ constexpr double kMinSweepSpeedup = 1.25;
 constexpr int kSweepHold = 16;
 constexpr int kSweepHoldMax = 1024;
 constexpr int kSweepRemeasure = 32;
+/// A level sweep that has taken kSweepBail times the last sequential sweep's seconds (checked
+/// every kSweepBailLevels levels, one barrier more each) finishes its remaining levels on one
+/// thread: a core taken in mid-sweep costs at most that, not a time slice per level.
+constexpr double kSweepBail = 2.0;
+constexpr int32_t kSweepBailLevels = 16;
 
 // The work on one block, shared by the sequential loop and the level-parallel one (the same
 // out-of-line function in both: the same operations in the same order, hence the same bits).
@@ -223,12 +228,24 @@ void sweep(const BlockSystem& S, const BlockSystem::Levels& lv, bool reverse, F 
   } else {
     if (threads > 1) ++lv.level_sweeps;
     const int32_t L = lv.count();
+    const double limit = timed ? kSweepBail * lv.seq_seconds : INFINITY;
 #pragma omp parallel num_threads(threads)
     {
       std::vector<double> t;
-      for (int32_t l = 0; l < L; ++l) {
+      bool stop = false;  // the same in every thread (copyprivate)
+      int32_t l = 0;
+      for (; l < L && !stop; ++l) {
 #pragma omp for schedule(static)
         for (int32_t k = lv.ptr[l]; k < lv.ptr[l + 1]; ++k) f(lv.block[k], t);
+        if (timed && (l + 1) % kSweepBailLevels == 0) {
+#pragma omp single copyprivate(stop)
+          stop = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > limit;
+        }
+      }
+      if (stop) {  // the remaining levels in order on one thread
+#pragma omp single
+        for (int32_t m = l; m < L; ++m)
+          for (int32_t k = lv.ptr[m]; k < lv.ptr[m + 1]; ++k) f(lv.block[k], t);
       }
     }
   }
