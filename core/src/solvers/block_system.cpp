@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <numeric>
 #include <utility>
@@ -282,57 +285,243 @@ bool BlockSystem::set_coarse(const std::vector<int32_t>& group_of, int32_t G, co
   return true;
 }
 
+// ------------------------------------------------------------------ the block sweeps
+
+namespace {
+
+/// A barrier between two levels of a parallel sweep costs about as much time as this much sweep
+/// work (work: a block's rows times its bandwidth + 1, plus its off-block entries): a barrier
+/// of two running threads takes about 1 us, a unit of work about 2 ns (a sequential forward
+/// sweep of the count-spacing chain of docs/performance.md: 16 ms for 6.9M units).
+constexpr int64_t kBarrierWork = 500;
+/// The rule: sweep by levels when two threads are predicted to make a sweep at least this much
+/// faster.  The prediction, from the level schedule: a level takes the larger of half its work
+/// and its largest block's work, plus one barrier; the sequential sweep takes the total work.
+/// A plain RED chain (each block depends on the one before: as many levels as blocks) predicts
+/// less than 1 and keeps the sequential loop; so does a chain of few blocks per level, or of
+/// levels too small to pay for their barrier.
+constexpr double kMinSweepSpeedup = 1.25;
+/// The sweeps time themselves (two clock readings a sweep): a level sweep slower than the last
+/// sequential one (another process holds a core, and a barrier waits for a thread that is not
+/// running: up to a time slice per level) makes the next kSweepHold sweeps sequential, after
+/// which levels are tried again (the hold doubling, up to kSweepHoldMax, while they keep losing);
+/// while levels run, every kSweepRemeasure-th sweep is sequential to keep its time current.
+/// Either way the result is the same.
+constexpr int kSweepHold = 16;
+constexpr int kSweepHoldMax = 1024;
+constexpr int kSweepRemeasure = 32;
+/// A level sweep that has taken kSweepBail times the last sequential sweep's seconds (checked
+/// every kSweepBailLevels levels, one barrier more each) finishes its remaining levels on one
+/// thread: a core taken in mid-sweep costs at most that, not a time slice per level.
+constexpr double kSweepBail = 2.0;
+constexpr int32_t kSweepBailLevels = 16;
+
+// The work on one block, shared by the sequential loop and the level-parallel one (the same
+// out-of-line function in both: the same operations in the same order, hence the same bits).
+
+/// z_J = D_J^{-1} (r_J - L_J z): the forward sweep's step on block J.
+[[gnu::noinline]] void forward_block(const BlockSystem& S, int32_t bi, const double* r, double* z) {
+  const BlockLU& B = S.blocks[bi];
+  double* t = z + B.start;
+  for (int32_t j = B.start; j < B.start + B.size; ++j) {
+    double s = r[j];
+    for (int32_t e = S.rp[j]; e < S.lo_end[j]; ++e) s -= S.v[e] * z[S.ci[e]];
+    t[j - B.start] = s;
+  }
+  B.solve(t);
+}
+
+/// z_J = D_J^{-1} (r_J - U_J z): the backward sweep's step on block J.
+[[gnu::noinline]] void backward_block(const BlockSystem& S, int32_t bi, const double* r, double* z) {
+  const BlockLU& B = S.blocks[bi];
+  double* t = z + B.start;
+  for (int32_t j = B.start; j < B.start + B.size; ++j) {
+    double s = r[j];
+    for (int32_t e = S.up_begin[j]; e < S.rp[j + 1]; ++e) s -= S.v[e] * z[S.ci[e]];
+    t[j - B.start] = s;
+  }
+  B.solve(t);
+}
+
+/// z_J -= D_J^{-1} U_J z: the symmetric preconditioner's backward step on block J (t: scratch).
+[[gnu::noinline]] void correct_block(const BlockSystem& S, int32_t bi, double* z, std::vector<double>& t) {
+  const BlockLU& B = S.blocks[bi];
+  t.assign(static_cast<size_t>(B.size), 0.0);
+  bool any = false;
+  for (int32_t j = B.start; j < B.start + B.size; ++j) {
+    double s = 0.0;
+    for (int32_t e = S.up_begin[j]; e < S.rp[j + 1]; ++e) s += S.v[e] * z[S.ci[e]];
+    t[j - B.start] = s;
+    any = any || s != 0.0;
+  }
+  if (!any) return;
+  B.solve(t.data());
+  for (int32_t i = 0; i < B.size; ++i) z[B.start + i] -= t[i];
+}
+
+/// f(block, scratch) on every block: in block order (reverse: from the last) on one thread, or
+/// level by level on the threads sweep_threads gives, the blocks of a level split evenly and a
+/// barrier between levels.  No exception may leave f (an OpenMP region cannot pass it on): an
+/// interruption is checked between applications (GMRES, every step), never inside a sweep.
+template <class F>
+void sweep(const BlockSystem& S, const BlockSystem::Levels& lv, bool reverse, F f) {
+  int threads = S.sweep_threads(lv);
+  const int32_t nb = static_cast<int32_t>(S.blocks.size());
+  // the sweeps' own clock (kSweepHold): only where the rule chose levels
+  const bool timed = S.schedule == BlockSystem::Schedule::Automatic && lv.parallel;
+  if (timed && threads > 0) {
+    if (lv.hold > 0) {
+      --lv.hold;
+      threads = 0;
+    } else if (lv.seq_seconds <= 0.0 || ++lv.since_sequential >= kSweepRemeasure) {
+      threads = 0;  // the sequential time first, and now and then again
+    }
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  if (threads <= 0) {
+    std::vector<double> t;
+    if (reverse)
+      for (int32_t bi = nb - 1; bi >= 0; --bi) f(bi, t);
+    else
+      for (int32_t bi = 0; bi < nb; ++bi) f(bi, t);
+  } else {
+    if (threads > 1) ++lv.level_sweeps;
+    const int32_t L = lv.count();
+    const double limit = timed ? kSweepBail * lv.seq_seconds : INFINITY;
+#pragma omp parallel num_threads(threads)
+    {
+      std::vector<double> t;
+      bool stop = false;  // the same in every thread (copyprivate)
+      int32_t l = 0;
+      for (; l < L && !stop; ++l) {
+#pragma omp for schedule(static)
+        for (int32_t k = lv.ptr[l]; k < lv.ptr[l + 1]; ++k) f(lv.block[k], t);
+        if (timed && (l + 1) % kSweepBailLevels == 0) {
+#pragma omp single copyprivate(stop)
+          stop = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > limit;
+        }
+      }
+      if (stop) {  // the remaining levels in order on one thread
+#pragma omp single
+        for (int32_t m = l; m < L; ++m)
+          for (int32_t k = lv.ptr[m]; k < lv.ptr[m + 1]; ++k) f(lv.block[k], t);
+      }
+    }
+  }
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  S.sweep_seconds += dt;
+  if (!timed) return;
+  if (threads <= 0) {
+    lv.seq_seconds = dt;
+    lv.since_sequential = 0;
+  } else {
+    lv.level_seconds = dt;
+    if (dt > lv.seq_seconds) {
+      lv.hold = std::max(kSweepHold, lv.next_hold);
+      lv.next_hold = std::min(kSweepHoldMax, 2 * lv.hold);
+    } else {
+      lv.next_hold = kSweepHold;
+    }
+  }
+}
+
+/// The level schedule of one sweep from each block's level (counting sort) and its work.
+void finish_levels(BlockSystem::Levels& lv, const std::vector<int64_t>& work) {
+  const int32_t nb = static_cast<int32_t>(lv.level.size());
+  int32_t L = 0;
+  for (int32_t l : lv.level) L = std::max(L, l + 1);
+  lv.ptr.assign(static_cast<size_t>(L) + 1, 0);
+  for (int32_t l : lv.level) ++lv.ptr[l + 1];
+  for (int32_t l = 0; l < L; ++l) lv.ptr[l + 1] += lv.ptr[l];
+  std::vector<int32_t> fill(lv.ptr.begin(), lv.ptr.end() - 1);
+  lv.block.resize(static_cast<size_t>(nb));
+  for (int32_t bi = 0; bi < nb; ++bi) lv.block[fill[lv.level[bi]]++] = bi;
+  lv.work = 0;
+  double span = 0.0;  // predicted time of two threads, in entries
+  for (int32_t l = 0; l < L; ++l) {
+    int64_t sum = 0, largest = 0;
+    for (int32_t k = lv.ptr[l]; k < lv.ptr[l + 1]; ++k) sum += work[lv.block[k]], largest = std::max(largest, work[lv.block[k]]);
+    lv.work += sum;
+    span += static_cast<double>(std::max(largest, (sum + 1) / 2) + kBarrierWork);
+  }
+  lv.speedup2 = span > 0.0 ? static_cast<double>(lv.work) / span : 1.0;
+  lv.parallel = lv.speedup2 >= kMinSweepSpeedup;
+}
+
+}  // namespace
+
+void BlockSystem::schedule_levels() {
+  const int32_t nb = static_cast<int32_t>(blocks.size());
+  std::vector<int32_t> block_of(static_cast<size_t>(n));
+  for (int32_t bi = 0; bi < nb; ++bi)
+    std::fill(block_of.begin() + blocks[bi].start, block_of.begin() + blocks[bi].start + blocks[bi].size, bi);
+  std::vector<int64_t> wf(static_cast<size_t>(nb)), wb(static_cast<size_t>(nb));
+  forward_levels.level.assign(static_cast<size_t>(nb), 0);
+  backward_levels.level.assign(static_cast<size_t>(nb), 0);
+  for (int32_t bi = 0; bi < nb; ++bi) {  // in block order: every dependency's level is known
+    const BlockLU& B = blocks[bi];
+    int32_t lev = 0;
+    int64_t w = static_cast<int64_t>(B.size) * (B.w() + 1);
+    for (int32_t j = B.start; j < B.start + B.size; ++j) {
+      w += lo_end[j] - rp[j];
+      for (int32_t e = rp[j]; e < lo_end[j]; ++e) lev = std::max(lev, forward_levels.level[block_of[ci[e]]] + 1);
+    }
+    forward_levels.level[bi] = lev;
+    wf[bi] = w;
+  }
+  for (int32_t bi = nb - 1; bi >= 0; --bi) {
+    const BlockLU& B = blocks[bi];
+    int32_t lev = 0;
+    int64_t w = static_cast<int64_t>(B.size) * (B.w() + 1);
+    for (int32_t j = B.start; j < B.start + B.size; ++j) {
+      w += rp[j + 1] - up_begin[j];
+      for (int32_t e = up_begin[j]; e < rp[j + 1]; ++e) lev = std::max(lev, backward_levels.level[block_of[ci[e]]] + 1);
+    }
+    backward_levels.level[bi] = lev;
+    wb[bi] = w;
+  }
+  finish_levels(forward_levels, wf);
+  finish_levels(backward_levels, wb);
+}
+
+int BlockSystem::sweep_threads(const Levels& lv) const {
+  switch (schedule) {
+    case Schedule::Sequential:
+      return 0;
+    case Schedule::Levels:
+      return std::max(1, num_threads());  // by levels even on one thread (tests)
+    case Schedule::Automatic:
+      break;
+  }
+  // AQMCHAIN_LEVEL_SWEEPS=0: always the sequential loop (to compare; the results are the same)
+  static const bool off = [] {
+    const char* e = std::getenv("AQMCHAIN_LEVEL_SWEEPS");
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  if (off || !lv.parallel) return 0;
+  const int t = loop_threads();
+  return t > 1 ? t : 0;  // one thread: the plain loop, no region, no barriers
+}
+
 void BlockSystem::precond(const double* r, double* z) const {
   ++precond_applications;
+  const auto t0 = std::chrono::steady_clock::now();
   if (coarse.G > 0) {
     precond_two_level(r, z);
-    return;
+  } else {
+    forward_sweep(r, z);  // (D + L) y = r
+    // backward: z = y - D^{-1} U z
+    sweep(*this, backward_levels, true, [this, z](int32_t bi, std::vector<double>& t) { correct_block(*this, bi, z, t); });
   }
-  forward_sweep(r, z);  // (D + L) y = r
-  const int32_t nb = static_cast<int32_t>(blocks.size());
-  std::vector<double> t;
-  for (int32_t bi = nb - 1; bi >= 0; --bi) {  // backward: z = y - D^{-1} U z
-    const BlockLU& B = blocks[bi];
-    t.assign(static_cast<size_t>(B.size), 0.0);
-    bool any = false;
-    for (int32_t j = B.start; j < B.start + B.size; ++j) {
-      double s = 0.0;
-      for (int32_t e = up_begin[j]; e < rp[j + 1]; ++e) s += v[e] * z[ci[e]];
-      t[j - B.start] = s;
-      any = any || s != 0.0;
-    }
-    if (!any) continue;
-    B.solve(t.data());
-    for (int32_t i = 0; i < B.size; ++i) z[B.start + i] -= t[i];
-  }
+  precond_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void BlockSystem::forward_sweep(const double* r, double* z) const {
-  const int32_t nb = static_cast<int32_t>(blocks.size());
-  for (int32_t bi = 0; bi < nb; ++bi) {  // (D + L) z = r
-    const BlockLU& B = blocks[bi];
-    double* t = z + B.start;
-    for (int32_t j = B.start; j < B.start + B.size; ++j) {
-      double s = r[j];
-      for (int32_t e = rp[j]; e < lo_end[j]; ++e) s -= v[e] * z[ci[e]];
-      t[j - B.start] = s;
-    }
-    B.solve(t);
-  }
+void BlockSystem::forward_sweep(const double* r, double* z) const {  // (D + L) z = r
+  sweep(*this, forward_levels, false, [this, r, z](int32_t bi, std::vector<double>&) { forward_block(*this, bi, r, z); });
 }
 
-void BlockSystem::backward_sweep(const double* r, double* z) const {
-  const int32_t nb = static_cast<int32_t>(blocks.size());
-  for (int32_t bi = nb - 1; bi >= 0; --bi) {  // (D + U) z = r
-    const BlockLU& B = blocks[bi];
-    double* t = z + B.start;
-    for (int32_t j = B.start; j < B.start + B.size; ++j) {
-      double s = r[j];
-      for (int32_t e = up_begin[j]; e < rp[j + 1]; ++e) s -= v[e] * z[ci[e]];
-      t[j - B.start] = s;
-    }
-    B.solve(t);
-  }
+void BlockSystem::backward_sweep(const double* r, double* z) const {  // (D + U) z = r
+  sweep(*this, backward_levels, true, [this, r, z](int32_t bi, std::vector<double>&) { backward_block(*this, bi, r, z); });
 }
 
 void BlockSystem::precond_two_level(const double* r, double* z) const {
@@ -614,6 +803,7 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
       for (int32_t e = R.lo_end[j]; e < R.up_begin[j]; ++e) B.at(j - lo, R.ci[e] - lo) += R.v[e];
     B.factor();
   });
+  R.schedule_levels();
   return R;
 }
 

@@ -94,6 +94,35 @@ struct BlockSystem {
     std::vector<double> w, Ainv;
   };
   Coarse coarse;
+  /// The level schedule of the block sweeps (wavefronts; set by block_system).  Block J
+  /// depends on block I in the forward sweep when a row of J has an entry in a column of I
+  /// left of J (I < J), in the backward sweep when it has one right of J (I > J); a block's
+  /// level is 1 + the largest level of the blocks it depends on (0 without any).  The blocks
+  /// of one level are independent: solved in parallel, each with the arithmetic of the
+  /// sequential sweep (which reads every dependency's final value in both orders), so the
+  /// parallel sweep gives the sequential one's result bit for bit.
+  struct Levels {
+    std::vector<int32_t> ptr;     ///< the blocks of level l: block[ptr[l] .. ptr[l + 1])
+    std::vector<int32_t> block;   ///< increasing inside a level
+    std::vector<int32_t> level;   ///< level of each block
+    int64_t work = 0;             ///< sweep work (rows x (bandwidth + 1) + off-block entries), all levels
+    double speedup2 = 1.0;        ///< predicted gain of two threads (see kMinSweepSpeedup)
+    bool parallel = false;        ///< the rule's choice: sweep by levels when threads allow
+    /// The sweeps' own clock (automatic schedule, rule chose levels): the last sequential and
+    /// level sweep's seconds, and the sequential sweeps left before levels are tried again
+    /// (a level sweep slower than the sequential one: another process holds a core).
+    mutable double seq_seconds = 0.0, level_seconds = 0.0;
+    mutable int hold = 0, next_hold = 0, since_sequential = 0;
+    mutable long level_sweeps = 0;  ///< sweeps run by levels on more than one thread
+    int32_t count() const { return ptr.empty() ? 0 : static_cast<int32_t>(ptr.size()) - 1; }
+  };
+  Levels forward_levels, backward_levels;
+  /// Compute forward_levels and backward_levels from the split rows and the blocks (block_system
+  /// calls it; a caller that edits rp / ci / lo_end / up_begin calls it again).
+  void schedule_levels();
+  /// Seconds spent in precond (both sweeps and any coarse correction), and in the block sweeps
+  /// alone, all applications.
+  mutable double precond_seconds = 0.0, sweep_seconds = 0.0;
   /// The coarse space of the groups `group_of` (original state index -> group, G groups)
   /// with prolongation weights from the vector z (original order; its positive part,
   /// normalised per group; a group without positive mass gets uniform weights).  False (and
@@ -110,6 +139,14 @@ struct BlockSystem {
   /// The two-level preconditioner (coarse set): forward sweep, coarse correction, backward sweep.
   void precond_two_level(const double* r, double* z) const;
   mutable std::vector<double> scratch_d_, scratch_y_;
+  /// Which schedule the sweeps follow: automatic (the rule), or forced sequential or by levels
+  /// (tests comparing the two).
+  enum class Schedule { Automatic, Sequential, Levels };
+  Schedule schedule = Schedule::Automatic;
+  /// How the next sweep over `lv` runs: 0, the sequential loop in block order; k >= 1, level by
+  /// level on k threads (Automatic: by levels only when the rule chose it and the thread layer
+  /// gives more than one thread now).
+  int sweep_threads(const Levels& lv) const;
   int band_width() const;        ///< largest p + q + 1 of the band-stored blocks
   int32_t sparse_blocks() const; ///< blocks factorised sparsely
   int64_t block_storage() const; ///< numbers the blocks' factors hold (BlockLU::storage)

@@ -137,6 +137,12 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   r.extra.push_back({"block_storage", static_cast<double>(R.block_storage())});
   if (reuse) r.extra.push_back({"blocks_reused", static_cast<double>(reuse->taken)});
   r.extra.push_back({"fixed_state", static_cast<double>(k)});
+  // the block sweeps' level schedule (block_system.hpp): levels, and whether they run by levels
+  r.extra.push_back({"sweep_levels_forward", static_cast<double>(R.forward_levels.count())});
+  r.extra.push_back({"sweep_levels_backward", static_cast<double>(R.backward_levels.count())});
+  r.extra.push_back({"sweep_gain_forward", R.forward_levels.speedup2});  // predicted, two threads
+  r.extra.push_back({"sweep_gain_backward", R.backward_levels.speedup2});
+  r.extra.push_back({"sweep_work_forward", static_cast<double>(R.forward_levels.work)});
 
   t0 = Clock::now();
   std::vector<double> x(n, 0.0);
@@ -243,6 +249,16 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   r.iterations = g.iterations;
   r.operator_applications = g.products + recycle_products;  // C = B U: one product per recycled direction
   r.extra.push_back({"preconditioner_applications", static_cast<double>(R.precond_applications)});
+  r.extra.push_back({"preconditioner_seconds", R.precond_seconds});
+  r.extra.push_back({"sweep_seconds", R.sweep_seconds});
+  if (R.forward_levels.parallel || R.backward_levels.parallel) {  // how often levels ran, how fast
+    r.extra.push_back({"level_sweeps", static_cast<double>(R.forward_levels.level_sweeps + R.backward_levels.level_sweeps)});
+    for (const auto* lv : {&R.forward_levels, &R.backward_levels}) {
+      const std::string name = lv == &R.forward_levels ? "forward" : "backward";
+      r.extra.push_back({name + "_sweep_seconds_sequential", lv->seq_seconds});  // the last of each
+      r.extra.push_back({name + "_sweep_seconds_levels", lv->level_seconds});
+    }
+  }
   r.extra.push_back({"reduced_residual", g.measure});
   if (negative_mass) r.extra.push_back({"negative_mass", 1.0});
   r.pi.assign(n, 0.0);
