@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "solvers/krylov.hpp"
 #include "solvers/stationary_common.hpp"
 
 namespace aqm::detail {
@@ -58,8 +59,11 @@ double envelope_lu_bytes(const MarkovOperator& c) {
 /// component (for the queue models: the traffic classes' contents, a stateful AQM's count,
 /// p_max, clock or cur_max_th beside the average) they couple states inside and across the
 /// blocks, and GMRES then stalls where the LU (whose fill on these chains stays moderate)
-/// is quick.
-bool coupled_structure(const MarkovOperator& c) { return c.components_outside_block() > 1; }
+/// is quick.  The slow components krylov's two-level preconditioner takes into its coarse
+/// space (coarse_components: adaptive RED's p_max) do not count.
+bool coupled_structure(const MarkovOperator& c) {
+  return c.components_outside_block() - coarse_components(c) > 1;
+}
 
 }  // namespace
 
