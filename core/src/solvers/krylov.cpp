@@ -50,9 +50,8 @@ constexpr int32_t kMaxCoarse = 1024;
 /// GMRES steps when max_iter is 0 (the default).
 constexpr long kDefaultSteps = 2000;
 
-/// Each group's own chain is solved to this residual for the coarse space's weights (its
-/// shape differs from the conditional law by the exits put back on the diagonal: about 1e-2
-/// on adaptive RED, so a finer solve buys nothing).
+/// Each group's own chain is solved to this residual for the coarse space's weights (measured
+/// on adaptive RED, 1.2M states: 1e-3 -> 95 GMRES steps, 1e-4 -> 40, 1e-6 and 1e-8 -> 23).
 constexpr double kShapeTol = 1e-6;
 /// GMRES steps per group chain (a group that does not reach kShapeTol keeps its last iterate).
 constexpr long kShapeSteps = 200;
