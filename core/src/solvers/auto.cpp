@@ -62,7 +62,8 @@ double envelope_lu_bytes(const MarkovOperator& c) {
 /// is quick.  The slow components krylov's two-level preconditioner takes into its coarse
 /// space (coarse_components: adaptive RED's p_max) do not count.
 bool coupled_structure(const MarkovOperator& c) {
-  return c.components_outside_block() - coarse_components(c) > 1;
+  const int outside = c.components_outside_block();
+  return outside > 1 && outside - coarse_components(c) > 1;
 }
 
 }  // namespace
