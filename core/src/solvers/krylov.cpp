@@ -44,8 +44,12 @@ constexpr double kSlowRate = 1e-2;
 /// At most this many groups of states sharing the slow components' values.
 constexpr int32_t kMaxGroups = 400;
 /// The coarse space's groups: the slow groups split into bins of the other components outside
-/// the blocks, at most this many in all (measured on adaptive RED, 0.3M and 1.2M states:
-/// 255 -> 22 and 49 GMRES steps, 1020 -> 17 and 23, 4080 -> 34 and 19).
+/// the blocks, about one per this many blocks and at most kMaxCoarse (measured on adaptive
+/// RED, GEO buffer 60, 0.3M states, 12k blocks: 255 groups -> 22 GMRES steps, 714 -> 15,
+/// 1020 -> 17, 2040 -> 24, 4080 -> 34; GEO buffer 250, 1.2M states, 44k blocks: 306 -> 49,
+/// 1020 -> 23, 2040 -> 16, 2703 -> 16, 4080 -> 19; SSMP, 5.9M states: 1020 -> 31, 2703 -> 43;
+/// 34k states, 2k blocks: 102 -> 14, 1020 -> 21).
+constexpr int32_t kBlocksPerCoarseGroup = 16;
 constexpr int32_t kMaxCoarse = 1024;
 /// GMRES steps when max_iter is 0 (the default).
 constexpr long kDefaultSteps = 2000;
@@ -80,7 +84,7 @@ void carry(const StationaryResult& first, StationaryResult& again) {
 /// The groups of states sharing the values of the slow components (e.g. adaptive RED's
 /// p_max, which moves every few thousand slots): a nearly decomposable chain, whose mass
 /// between the groups is the mode the block sweeps leave slow.
-SlowGroups slow_groups(const MarkovOperator& c) {
+SlowGroups slow_groups(const MarkovOperator& c, int32_t blocks = 0) {
   SlowGroups a;
   const auto& space = c.space();
   const auto& labels = c.labels();
@@ -127,7 +131,8 @@ SlowGroups slow_groups(const MarkovOperator& c) {
   a.slow = slow;
   a.rate_ratio = slowest / fastest;
   // The coarse groups: each group split into bins of equal ranges of the values of the other
-  // components outside the blocks (for adaptive RED: avg), as many as kMaxCoarse allows: the
+  // components outside the blocks (for adaptive RED: avg), about one per kBlocksPerCoarseGroup
+  // of the `blocks` blocks (0: no bins) and at most kMaxCoarse: the
   // coarse correction then also moves mass along them inside a group, where the weights of
   // the group chains (group_shapes) are least right.
   a.coarse = a.group;
@@ -137,7 +142,8 @@ SlowGroups slow_groups(const MarkovOperator& c) {
     if (!space.component(d).in_block && std::find(slow.begin(), slow.end(), d) == slow.end()) other.push_back(d);
   if (other.empty()) return a;
   const int32_t per = static_cast<int32_t>(
-      std::floor(std::pow(static_cast<double>(kMaxCoarse) / a.G, 1.0 / static_cast<double>(other.size())) + 1e-9));
+      std::floor(std::pow(static_cast<double>(std::min(kMaxCoarse, blocks / kBlocksPerCoarseGroup)) / a.G,
+                          1.0 / static_cast<double>(other.size())) + 1e-9));
   if (per < 2) return a;
   std::vector<int64_t> fine(a.group.begin(), a.group.end());
   int64_t cells = a.G;
@@ -353,7 +359,8 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   // starting vector (a warm start from a previous solution) weighs it instead, and then the
   // iterate at every restart (also when the group chains give a singular coarse matrix).
   const bool from_x0 = !o.x0.empty() && o.x0[k] > 0.0;
-  const SlowGroups slow = slow_groups(c);
+  const SlowGroups slow =
+      slow_groups(c, block_of.empty() ? 0 : *std::max_element(block_of.begin(), block_of.end()) + 1);
   int coarse_updates = 0;
   if (slow.G > 0) {
     auto reweigh = [&R, &slow, &coarse_updates, n](const std::vector<double>& xb) {

@@ -25,15 +25,15 @@ def test_krylov_coarse_space_from_the_slice_chains_agrees_with_direct_in_few_ste
     di = aqmchain.solve_stationary(chain, method="direct", tol=1e-13, response="none")
     x = kr.info.extra
     # 51 p_max slices, each split into bins of avg; every slice chain solved
-    assert x["coarse_slices"] == 51 and x["coarse_groups"] > 4 * x["coarse_slices"]
+    assert x["coarse_slices"] == 51 and x["coarse_groups"] > x["coarse_slices"]
     assert x["coarse_shape_unsolved"] == 0 and x["coarse_shape_steps"] > 0
     P = aqmchain.transition_matrix(chain)
     gap = np.abs(kr.pi - di.pi).sum()
     assert gap <= solution_distance_bound(P, di.pi, kr.info.residual, di.info.residual)
     assert gap <= 1e-10
-    # Measured on these 34,425-state chains: 21 (mu 0.5) and 17 (mu 0.45) GMRES steps; the
-    # coarse space over the p_max slices alone, weighed from the first GMRES cycle's iterate,
-    # took 62 and 108.  The count is the same on any machine up to the rounding of the
+    # Measured on these 34,425-state chains: 14 (mu 0.5) and 13 (mu 0.45) GMRES steps (21 and
+    # 17 with 1,020 coarse groups instead of 102); the coarse space over the p_max slices
+    # alone, weighed from the first GMRES cycle's iterate, took 62 and 108.  The count is the same on any machine up to the rounding of the
     # threads' partial sums (a step or two), so 40 separates the two with room on both sides.
     assert kr.info.iterations <= 40, kr.info.iterations
 
