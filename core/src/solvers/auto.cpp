@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "solvers/krylov.hpp"
 #include "solvers/stationary_common.hpp"
 
 namespace aqm::detail {
@@ -59,14 +60,15 @@ double envelope_lu_bytes(const MarkovOperator& c) {
 /// p_max, clock or cur_max_th beside the average) they couple states inside and across the
 /// blocks, and GMRES then stalls where the LU (whose fill on these chains stays moderate)
 /// is quick.  A component the chain never moves (dynamic max_th that never leaves max_th)
-/// couples nothing and does not count.
+/// couples nothing, and the slow components krylov's two-level preconditioner takes into its
+/// coarse space (coarse_components: adaptive RED's p_max) are followed: neither counts.
 bool coupled_structure(const MarkovOperator& c) {
   if (c.components_outside_block() < 2) return false;
   const ComponentMoves& moves = c.component_moves();  // one pass over P, shared with the block order
   int moving = 0;
   for (int d = 0; d < c.space().count(); ++d)
     if (!c.space().component(d).in_block && moves.up[d] + moves.down[d] > 0.0) ++moving;
-  return moving > 1;
+  return moving - coarse_components(c) > 1;
 }
 
 }  // namespace

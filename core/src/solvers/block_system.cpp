@@ -14,6 +14,7 @@
 #include <utility>
 
 #include <Eigen/Dense>
+#include <Eigen/SparseLU>
 #include <amd.h>
 
 #include "aqmchain/errors.hpp"
@@ -229,34 +230,9 @@ void BlockSystem::matvec(const double* x, double* y) const {
   CsrOperator(n, rp.data(), ci.data(), v.data()).apply_transpose(x, y);  // y = B x, a gather over rows
 }
 
-namespace {
-
-/// The inverse of a dense G x G matrix (row-major) by Gauss-Jordan with partial pivoting;
-/// false when it is singular.
-bool dense_inverse(std::vector<double> A, int32_t G, std::vector<double>& inv) {
-  inv.assign(static_cast<size_t>(G) * G, 0.0);
-  for (int32_t i = 0; i < G; ++i) inv[static_cast<size_t>(i) * G + i] = 1.0;
-  auto at = [G](std::vector<double>& M, int32_t i, int32_t j) -> double& { return M[static_cast<size_t>(i) * G + j]; };
-  for (int32_t k = 0; k < G; ++k) {
-    int32_t p = k;
-    for (int32_t r = k + 1; r < G; ++r)
-      if (std::abs(at(A, r, k)) > std::abs(at(A, p, k))) p = r;
-    const double piv = at(A, p, k);
-    if (!(std::abs(piv) > 0.0) || !std::isfinite(piv)) return false;
-    if (p != k)
-      for (int32_t j = 0; j < G; ++j) std::swap(at(A, p, j), at(A, k, j)), std::swap(at(inv, p, j), at(inv, k, j));
-    for (int32_t j = 0; j < G; ++j) at(A, k, j) /= piv, at(inv, k, j) /= piv;
-    for (int32_t r = 0; r < G; ++r) {
-      if (r == k) continue;
-      const double f = at(A, r, k);
-      if (f == 0.0) continue;
-      for (int32_t j = 0; j < G; ++j) at(A, r, j) -= f * at(A, k, j), at(inv, r, j) -= f * at(inv, k, j);
-    }
-  }
-  return true;
-}
-
-}  // namespace
+struct BlockSystem::CoarseLU {
+  Eigen::SparseLU<Eigen::SparseMatrix<double>, Eigen::COLAMDOrdering<int>> lu;
+};
 
 bool BlockSystem::set_coarse(const std::vector<int32_t>& group_of, int32_t G, const std::vector<double>& z) {
   Coarse c;
@@ -275,12 +251,36 @@ bool BlockSystem::set_coarse(const std::vector<int32_t>& group_of, int32_t G, co
     const int32_t g = c.group[i];
     c.w[i] = sum[g] > 0.0 ? c.w[i] / sum[g] : 1.0 / members[g];
   }
-  // A_c(I, J) = sum_{i in I} sum_{j in J} B_ij w_j
-  std::vector<double> Ac(static_cast<size_t>(G) * G, 0.0);
-  for (int32_t i = 0; i < n; ++i)
-    for (int32_t e = rp[i]; e < rp[i + 1]; ++e)
-      Ac[static_cast<size_t>(c.group[i]) * G + c.group[ci[e]]] += v[e] * c.w[ci[e]];
-  if (!dense_inverse(std::move(Ac), G, c.Ainv)) return false;
+  // (B P)(i, J) = sum_{j in J} B_ij w_j and A_c(I, J) = sum_{i in I} (B P)(i, J)
+  std::vector<Eigen::Triplet<double>> ac;
+  Eigen::SparseMatrix<double> Ac(G, G);
+  c.bp_rp.assign(static_cast<size_t>(n) + 1, 0);
+  c.bp_g.reserve(static_cast<size_t>(n));
+  c.bp_v.reserve(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    const size_t row = c.bp_g.size();
+    for (int32_t e = rp[i]; e < rp[i + 1]; ++e) {
+      const int32_t J = c.group[ci[e]];
+      const double x = v[e] * c.w[ci[e]];
+      size_t at = row;
+      while (at < c.bp_g.size() && c.bp_g[at] != J) ++at;  // a row meets few groups
+      if (at == c.bp_g.size()) c.bp_g.push_back(J), c.bp_v.push_back(x);
+      else c.bp_v[at] += x;
+    }
+    c.bp_rp[i + 1] = static_cast<int32_t>(c.bp_g.size());
+    for (size_t at = row; at < c.bp_g.size(); ++at) ac.emplace_back(c.group[i], c.bp_g[at], c.bp_v[at]);
+    if (ac.size() >= (size_t{1} << 22) || i + 1 == n) {  // summed in batches (bounded memory)
+      Eigen::SparseMatrix<double> part(G, G);
+      part.setFromTriplets(ac.begin(), ac.end());
+      Ac += part;
+      ac.clear();
+    }
+  }
+  Ac.makeCompressed();
+  auto lu = std::make_shared<CoarseLU>();
+  lu->lu.compute(Ac);
+  if (lu->lu.info() != Eigen::Success) return false;  // A_c singular
+  c.lu = std::move(lu);
   coarse = std::move(c);
   return true;
 }
@@ -530,18 +530,35 @@ void BlockSystem::precond_two_level(const double* r, double* z) const {
   std::vector<double>& y = scratch_y_;
   d.resize(static_cast<size_t>(n));
   y.resize(static_cast<size_t>(n));
-  forward_sweep(r, z);  // z = (D + L)^{-1} r
-  matvec(z, d.data());  // d = r - B z, restricted to the groups
-  std::vector<double> rc(static_cast<size_t>(G), 0.0), ec(static_cast<size_t>(G), 0.0);
-  for (int32_t i = 0; i < n; ++i) rc[coarse.group[i]] += r[i] - d[i];
-  for (int32_t I = 0; I < G; ++I) {
+  forward_sweep(r, z);  // z = (D + L)^{-1} r, so r - B z = -U z
+  const int32_t* up = up_begin.data();
+  const int32_t* rpp = rp.data();
+  const int32_t* cip = ci.data();
+  const double* vp = v.data();
+  double* dp = d.data();
+#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+  for (int32_t i = 0; i < n; ++i) {
     double s = 0.0;
-    for (int32_t J = 0; J < G; ++J) s += coarse.Ainv[static_cast<size_t>(I) * G + J] * rc[J];
-    ec[I] = s;
+    for (int32_t e = up[i]; e < rpp[i + 1]; ++e) s += vp[e] * z[cip[e]];
+    dp[i] = -s;
   }
-  for (int32_t i = 0; i < n; ++i) z[i] += coarse.w[i] * ec[coarse.group[i]];  // the coarse correction
-  matvec(z, d.data());
-  for (int32_t i = 0; i < n; ++i) d[i] = r[i] - d[i];
+  Eigen::VectorXd rc = Eigen::VectorXd::Zero(G);
+  for (int32_t i = 0; i < n; ++i) rc[coarse.group[i]] += d[i];  // restricted to the groups
+  const Eigen::VectorXd ec = coarse.lu->lu.solve(rc);
+  // the coarse correction z += P ec, and the residual r - B z = d - (B P) ec
+  const int32_t* grp = coarse.group.data();
+  const double* wp = coarse.w.data();
+  const int32_t* brp = coarse.bp_rp.data();
+  const int32_t* bg = coarse.bp_g.data();
+  const double* bv = coarse.bp_v.data();
+  const double* ecp = ec.data();
+#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+  for (int32_t i = 0; i < n; ++i) {
+    z[i] += wp[i] * ecp[grp[i]];
+    double s = 0.0;
+    for (int32_t e = brp[i]; e < brp[i + 1]; ++e) s += bv[e] * ecp[bg[e]];
+    dp[i] -= s;
+  }
   std::fill(y.begin(), y.end(), 0.0);
   backward_sweep(d.data(), y.data());  // z += (D + U)^{-1} (r - B z)
   for (int32_t i = 0; i < n; ++i) z[i] += y[i];

@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 namespace aqm::detail {
@@ -87,11 +88,17 @@ struct BlockSystem {
   /// An optional coarse space (set_coarse): the preconditioner is then the multiplicative
   /// two-level one, a forward block sweep, a Galerkin correction on the coarse space and a
   /// backward block sweep.  group[i] (block-ordered i) in 0 .. G - 1, w the prolongation's
-  /// weights (summing to 1 over each group), Ainv the inverse of A_c = R B P (dense G x G).
+  /// weights (summing to 1 over each group), lu the sparse LU of A_c = R B P (G x G).
+  struct CoarseLU;  ///< the sparse LU of A_c (block_system.cpp)
   struct Coarse {
     int32_t G = 0;
     std::vector<int32_t> group;
-    std::vector<double> w, Ainv;
+    std::vector<double> w;
+    std::shared_ptr<const CoarseLU> lu;
+    /// B P (n x G, CSR: a row's entries are the groups its columns fall in): the correction's
+    /// image, so that the residual after it costs no product with B
+    std::vector<int32_t> bp_rp, bp_g;
+    std::vector<double> bp_v;
   };
   Coarse coarse;
   /// The level schedule of the block sweeps (wavefronts; set by block_system).  Block J

@@ -25,9 +25,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <numeric>
 
+#include "aqmchain/errors.hpp"
 #include "aqmchain/interrupt.hpp"
+#include "aqmchain/threads.hpp"
 #include "solvers/block_system.hpp"
 #include "solvers/stationary_common.hpp"
 
@@ -38,20 +41,35 @@ namespace {
 /// Components slower than this fraction of the fastest (total weight of the transitions
 /// that change them, from P) define the coarse space of the two-level preconditioner.
 constexpr double kSlowRate = 1e-2;
-/// At most this many groups (the coarse matrix is dense).
+/// At most this many groups of states sharing the slow components' values.
 constexpr int32_t kMaxGroups = 400;
+/// The coarse space's groups: the slow groups split into bins of the other components outside
+/// the blocks, about one per this many blocks and at most kMaxCoarse (measured on adaptive
+/// RED, GEO buffer 60, 0.3M states, 12k blocks: 255 groups -> 22 GMRES steps, 714 -> 15,
+/// 1020 -> 17, 2040 -> 24, 4080 -> 34; GEO buffer 250, 1.2M states, 44k blocks: 306 -> 49,
+/// 1020 -> 23, 2040 -> 16, 2703 -> 16, 4080 -> 19; SSMP, 5.9M states: 1020 -> 31, 2703 -> 43;
+/// 34k states, 2k blocks: 102 -> 14, 1020 -> 21).
+constexpr int32_t kBlocksPerCoarseGroup = 16;
+constexpr int32_t kMaxCoarse = 1024;
 /// GMRES steps when max_iter is 0 (the default).
 constexpr long kDefaultSteps = 2000;
 
+/// Each group's own chain is solved to this residual for the coarse space's weights (measured
+/// on adaptive RED, 1.2M states: 1e-3 -> 95 GMRES steps, 1e-4 -> 40, 1e-6 and 1e-8 -> 23).
+constexpr double kShapeTol = 1e-6;
+/// GMRES steps per group chain (a group that does not reach kShapeTol keeps its last iterate).
+constexpr long kShapeSteps = 200;
+
+
 struct SlowGroups {
   std::vector<int32_t> group;  ///< state -> group (empty: no slow component)
+  std::vector<int> slow;       ///< the slow components (descriptor order)
   int32_t G = 0;
+  std::vector<int32_t> coarse; ///< state -> coarse group: its group split into bins (see slow_groups)
+  int32_t CG = 0;
   double rate_ratio = 0.0;     ///< the slowest component's rate over the fastest's
 };
 
-/// The groups of states sharing the values of the slow components (e.g. adaptive RED's
-/// p_max, which moves every few thousand slots): a nearly decomposable chain, whose mass
-/// between the groups is the mode the block sweeps leave slow.
 /// `again` continues `first`: their counts add up, and first's phases come first, named
 /// "first_<phase>".
 void carry(const StationaryResult& first, StationaryResult& again) {
@@ -63,7 +81,10 @@ void carry(const StationaryResult& first, StationaryResult& again) {
   again.seconds.insert(again.seconds.end(), phases.begin(), phases.end());
 }
 
-SlowGroups slow_groups(const MarkovOperator& c) {
+/// The groups of states sharing the values of the slow components (e.g. adaptive RED's
+/// p_max, which moves every few thousand slots): a nearly decomposable chain, whose mass
+/// between the groups is the mode the block sweeps leave slow.
+SlowGroups slow_groups(const MarkovOperator& c, int32_t blocks = 0) {
   SlowGroups a;
   const auto& space = c.space();
   const auto& labels = c.labels();
@@ -80,22 +101,179 @@ SlowGroups slow_groups(const MarkovOperator& c) {
     if (!space.component(d).in_block && rate[d] > 0.0 && rate[d] < kSlowRate * fastest)
       slow.push_back(d), slowest = std::min(slowest, rate[d]);
   if (slow.empty()) return a;
+  // the groups: the distinct values of the slow components' mixed-radix key, numbered in key
+  // order (a table over the key range when it is small, else a sort)
+  int64_t range = 1;
+  for (int d : slow) range = range > (int64_t{1} << 40) ? range : range * std::max<int64_t>(1, space.component(d).size);
   std::vector<int64_t> key(n, 0);
   for (int d : slow)
     for (int32_t s = 0; s < n; ++s) key[s] = key[s] * space.component(d).size + labels[d][s];
-  std::vector<int64_t> sorted(key);
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  if (sorted.size() < 2 || sorted.size() > static_cast<size_t>(kMaxGroups)) return a;
-  a.G = static_cast<int32_t>(sorted.size());
+  if (range <= static_cast<int64_t>(n) + (int64_t{1} << 20)) {
+    std::vector<int32_t> id(static_cast<size_t>(range), -1);
+    for (int32_t s = 0; s < n; ++s) id[key[s]] = 0;
+    int32_t G = 0;
+    for (auto& v : id)
+      if (v == 0) v = G++;
+    if (G < 2 || G > kMaxGroups) return a;
+    a.G = G;
+    a.group.resize(n);
+    for (int32_t s = 0; s < n; ++s) a.group[s] = id[key[s]];
+  } else {
+    std::vector<int64_t> sorted(key);
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    if (sorted.size() < 2 || sorted.size() > static_cast<size_t>(kMaxGroups)) return a;
+    a.G = static_cast<int32_t>(sorted.size());
+    a.group.resize(n);
+    for (int32_t s = 0; s < n; ++s)
+      a.group[s] = static_cast<int32_t>(std::lower_bound(sorted.begin(), sorted.end(), key[s]) - sorted.begin());
+  }
+  a.slow = slow;
   a.rate_ratio = slowest / fastest;
-  a.group.resize(n);
-  for (int32_t s = 0; s < n; ++s)
-    a.group[s] = static_cast<int32_t>(std::lower_bound(sorted.begin(), sorted.end(), key[s]) - sorted.begin());
+  // The coarse groups: each group split into bins of equal ranges of the values of the other
+  // components outside the blocks (for adaptive RED: avg), about one per kBlocksPerCoarseGroup
+  // of the `blocks` blocks (0: no bins) and at most kMaxCoarse: the
+  // coarse correction then also moves mass along them inside a group, where the weights of
+  // the group chains (group_shapes) are least right.
+  a.coarse = a.group;
+  a.CG = a.G;
+  std::vector<int> other;
+  for (int d = 0; d < D; ++d)
+    if (!space.component(d).in_block && std::find(slow.begin(), slow.end(), d) == slow.end()) other.push_back(d);
+  if (other.empty()) return a;
+  const int32_t per = static_cast<int32_t>(
+      std::floor(std::pow(static_cast<double>(std::min(kMaxCoarse, blocks / kBlocksPerCoarseGroup)) / a.G,
+                          1.0 / static_cast<double>(other.size())) + 1e-9));
+  if (per < 2) return a;
+  std::vector<int64_t> fine(a.group.begin(), a.group.end());
+  int64_t cells = a.G;
+  for (int d : other) {
+    const auto [lo, hi] = std::minmax_element(labels[d].begin(), labels[d].begin() + n);
+    const int64_t span = static_cast<int64_t>(*hi) - *lo + 1, nb = std::min<int64_t>(per, span);
+    for (int32_t s = 0; s < n; ++s) fine[s] = fine[s] * nb + (static_cast<int64_t>(labels[d][s]) - *lo) * nb / span;
+    cells *= nb;
+  }
+  std::vector<int32_t> id(static_cast<size_t>(cells), -1);  // cells <= kMaxCoarse
+  for (int32_t s = 0; s < n; ++s) id[fine[s]] = 0;
+  int32_t CG = 0;
+  for (auto& v : id)
+    if (v == 0) v = CG++;
+  for (int32_t s = 0; s < n; ++s) a.coarse[s] = id[fine[s]];
+  a.CG = CG;
   return a;
 }
 
+/// The prolongation weights from each group's own chain: the transitions inside the group,
+/// its exits put back on the diagonal (for adaptive RED: the plain chain at one p_max), the
+/// stationary vector of that chain solved with the same block preconditioner restricted to
+/// the group (the first disaggregation of Koury, McAllister & Stewart's iterative
+/// aggregation-disaggregation, "Iterative methods for computing stationary distributions of
+/// nearly completely decomposable Markov chains", 1984).  The state fixed in a group is the
+/// one that agrees with the chain's recurrent state on every component but the slow ones; a
+/// group without one, or whose solve fails, gets zero weights (set_coarse: uniform).  The
+/// groups are solved in parallel.
+struct GroupShapes {
+  std::vector<double> z;  ///< per state, summing to 1 over each solved group
+  long steps = 0;         ///< GMRES steps over all groups
+  double work = 0.0;      ///< the same in steps on the whole chain (steps x group size / n)
+  int32_t unsolved = 0;   ///< groups left with zero weights
+};
+
+GroupShapes group_shapes(const MarkovOperator& c, const std::vector<int32_t>& block_of, const SlowGroups& slow,
+                         int basis) {
+  const int32_t n = c.rows(), G = slow.G;
+  const auto& labels = c.labels();
+  GroupShapes out;
+  out.z.assign(static_cast<size_t>(n), 0.0);
+  std::vector<int32_t> start(static_cast<size_t>(G) + 1, 0), members(static_cast<size_t>(n)),
+      local(static_cast<size_t>(n)), anchor(static_cast<size_t>(G), -1);
+  for (int32_t s = 0; s < n; ++s) ++start[slow.group[s] + 1];
+  for (int32_t g = 0; g < G; ++g) start[g + 1] += start[g];
+  {
+    std::vector<int32_t> fill(start.begin(), start.end() - 1);
+    for (int32_t s = 0; s < n; ++s) {
+      const int32_t g = slow.group[s];
+      local[s] = fill[g] - start[g];
+      members[fill[g]++] = s;
+    }
+  }
+  const int32_t r0 = c.recurrent_state();
+  std::vector<char> is_slow(labels.size(), 0);
+  for (int d : slow.slow) is_slow[d] = 1;
+  for (int32_t s = 0; s < n; ++s) {
+    bool same = true;
+    for (size_t d = 0; d < labels.size() && same; ++d) same = is_slow[d] || labels[d][s] == labels[d][r0];
+    if (same) anchor[slow.group[s]] = s;
+  }
+  const int32_t* rp = c.rowptr();
+  const int32_t* col = c.col();
+  const double* val = c.matrix().val();
+  std::vector<long> steps(static_cast<size_t>(G), 0);
+  std::vector<char> solved(static_cast<size_t>(G), 0);
+  std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic) num_threads(loop_threads())
+  for (int32_t g = 0; g < G; ++g) {
+    const int32_t m = start[g + 1] - start[g];
+    if (anchor[g] < 0 || m < 2) continue;
+    try {
+      const int32_t* mem = members.data() + start[g];
+      std::vector<int32_t> lrp(static_cast<size_t>(m) + 1, 0), lcol, lblock(static_cast<size_t>(m));
+      std::vector<double> lval;
+      for (int32_t i = 0; i < m; ++i) {
+        const int32_t s = mem[i];
+        lblock[i] = block_of[s];
+        for (int32_t e = rp[s]; e < rp[s + 1]; ++e)
+          if (slow.group[col[e]] == g) lcol.push_back(local[col[e]]), lval.push_back(val[e]);
+        lrp[i + 1] = static_cast<int32_t>(lcol.size());
+      }
+      BlockSystem S = block_system(m, lrp.data(), lcol.data(), lval.data(), lblock, 1.0, 1.0, local[anchor[g]], 0,
+                                   1.0, c.rate());
+      std::vector<double> x(static_cast<size_t>(m), 0.0);
+      S.precond(S.b.data(), x.data());
+      x[S.K] = 0.0;
+      Gmres::Test test;
+      test.target = kShapeTol;
+      test.measure = [m](const std::vector<double>& xv, const std::vector<double>& res) {
+        long double r1 = 0.0L, rs = 0.0L, sx = 0.0L;
+        for (int32_t j = 0; j < m; ++j) r1 += std::abs(res[j]), rs += res[j], sx += xv[j];
+        return 1.0L + sx > 0.0L ? static_cast<double>((r1 + std::abs(rs)) / (1.0L + sx)) : INFINITY;
+      };
+      test.scale = [](double sum) { return std::max(1.0 + sum, 1.0); };
+      Gmres::Limits limits;
+      limits.max_iter = kShapeSteps;
+      limits.stall_restarts = 3;
+      Gmres gm(m, basis);
+      const Gmres::Outcome o = gm.solve(S, S.b.data(), x, test, limits);
+      steps[g] = o.iterations;
+      double sum = 1.0;
+      for (int32_t I = 0; I < m; ++I)
+        if (I != S.K) sum += std::max(x[I], 0.0);
+      if (!(sum > 0.0) || !std::isfinite(sum)) continue;
+      for (int32_t I = 0; I < m; ++I) out.z[mem[S.perm[I]]] = (I == S.K ? 1.0 : std::max(x[I], 0.0)) / sum;
+      solved[g] = 1;
+    } catch (const SolverError&) {
+      // a zero pivot in the group's blocks (a state with no transition inside its group): the
+      // group keeps zero weights
+    } catch (...) {
+#pragma omp critical(aqm_group_shapes)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  for (int32_t g = 0; g < G; ++g) {
+    out.steps += steps[g];
+    out.work += static_cast<double>(steps[g]) * (start[g + 1] - start[g]) / n;
+    if (!solved[g]) {
+      ++out.unsolved;
+      for (int32_t i = start[g]; i < start[g + 1]; ++i) out.z[members[i]] = 0.0;
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+int coarse_components(const MarkovOperator& c) { return static_cast<int>(slow_groups(c).slow.size()); }
 
 void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of, int32_t k, const StationaryOptions& o,
                   StationaryResult& r, bool fail_fast, int32_t* better_k, ReusedBlocks* reuse) {
@@ -195,26 +373,41 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   Gmres gmres(n, o.krylov_basis);
   // the first steps of the last cycle give the directions recycled by a warm re-solve
   if (o.krylov_recycle > 0) gmres.keep_directions(kRitzStepsPerVector * o.krylov_recycle);
-  // A nearly decomposable chain (slow_groups): the first GMRES cycle, with the block sweeps
-  // alone, settles the shape inside each group; at every restart the iterate's positive part
-  // then weighs the coarse space of the two-level preconditioner (a Galerkin correction of
-  // the mass between the groups) for the next cycle.
-  const SlowGroups slow = slow_groups(c);
+  // A nearly decomposable chain (slow_groups): the two-level preconditioner's coarse space
+  // (a Galerkin correction of the mass between the coarse groups) is weighed by the
+  // stationary vectors of the group chains (group_shapes) and kept for the whole solve; a
+  // starting vector (a warm start from a previous solution) weighs it instead, and then the
+  // iterate at every restart (also when the group chains give a singular coarse matrix).
+  const bool from_x0 = !o.x0.empty() && o.x0[k] > 0.0;
+  const SlowGroups slow =
+      slow_groups(c, block_of.empty() ? 0 : *std::max_element(block_of.begin(), block_of.end()) + 1);
   int coarse_updates = 0;
-  if (slow.G > 0) {  // at each restart, the coarse space re-weighed from the new iterate
-    test.at_restart = [&R, &slow, &coarse_updates, n](const std::vector<double>& xb) {
+  if (slow.G > 0) {
+    auto reweigh = [&R, &slow, &coarse_updates, n](const std::vector<double>& xb) {
       std::vector<double> z(n);
       for (int32_t i = 0; i < n; ++i) z[R.perm[i]] = xb[i];
       z[R.perm[R.K]] = 1.0;
-      if (R.set_coarse(slow.group, slow.G, z)) ++coarse_updates;
+      if (R.set_coarse(slow.coarse, slow.CG, z)) ++coarse_updates;
     };
-    r.extra.push_back({"coarse_groups", static_cast<double>(slow.G)});
+    r.extra.push_back({"coarse_groups", static_cast<double>(slow.CG)});
+    r.extra.push_back({"coarse_slices", static_cast<double>(slow.G)});
     r.extra.push_back({"coarse_rate_ratio", slow.rate_ratio});
-    // a starting vector (a warm start from a previous solution) already has the shape inside
-    // each group: it weighs the coarse space from the first cycle on
-    if (!o.x0.empty() && o.x0[k] > 0.0) {
-      test.at_restart(x);
+    if (from_x0) {
+      reweigh(x);
+      test.at_restart = reweigh;
       r.extra.push_back({"coarse_from_x0", 1.0});
+    } else {
+      const auto t_shapes = Clock::now();
+      const GroupShapes shapes = group_shapes(c, block_of, slow, o.krylov_basis);
+      if (R.set_coarse(slow.coarse, slow.CG, shapes.z))
+        ++coarse_updates;
+      else
+        test.at_restart = reweigh;
+      r.extra.push_back({"coarse_shape_steps", static_cast<double>(shapes.steps)});
+      r.extra.push_back({"coarse_shape_work", shapes.work});
+      r.extra.push_back({"coarse_shape_unsolved", static_cast<double>(shapes.unsolved)});
+      r.seconds.push_back({"coarse_shapes", since(t_shapes)});
+      t0 += Clock::now() - t_shapes;  // "iterate" without it
     }
   }
   const Gmres::Outcome g = gmres.solve(R, R.b.data(), x, test, limits, recycled.k() > 0 ? &recycled : nullptr);

@@ -35,6 +35,11 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
                   StationaryResult& r, bool fail_fast = false, int32_t* better_k = nullptr,
                   ReusedBlocks* reuse = nullptr);
 
+/// The components krylov's two-level preconditioner takes into its coarse space: those
+/// outside the blocks that change less than 1e-2 as often as the fastest (measured on P),
+/// when the groups of states sharing their values number 2 to 400 (0: no coarse space).
+int coarse_components(const MarkovOperator& c);
+
 /// The warm state's harmonic Ritz vectors come from the first this-many steps per vector of
 /// the last cycle (kept during the solve: krylov_recycle x this vectors of n entries).
 constexpr int kRitzStepsPerVector = 2;
