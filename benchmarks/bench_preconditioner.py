@@ -82,7 +82,7 @@ if case == "count_default":  # the whole call: the grid's pre-solve and the coun
     out.update(build=0.0, states=int(r.states), nnz=0)
 else:
     t = time.perf_counter()
-    chain = a.build_chain(m)
+    chain = a.build_chain(m, memory_limit_gb=20, max_states=12_000_000)  # ssmp_adaptive: 5.9M states
     out = {"build": time.perf_counter() - t, "states": chain.n, "nnz": chain.nnz}
     t = time.perf_counter()
     try:
@@ -168,6 +168,8 @@ def main() -> None:
     ap.add_argument("--targets", action="store_true", help="target and status columns; the BENCH:targets block")
     ap.add_argument("--before-cases", nargs="+", choices=CASES,
                     help="the cases that get the before column (default: all with --before)")
+    ap.add_argument("--append", action="store_true",
+                    help="keep the other cases' rows of the block (this run's cases replace theirs)")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
     rows = []
@@ -184,13 +186,20 @@ def main() -> None:
         print(rows[-1], flush=True)
     head = ["case", "states"] + (["target"] if args.targets else []) + ["before", "after"] + \
         (["after: target"] if args.targets else [])
+    marker = "targets" if args.targets else "preconditioner"
+    if args.append:  # the block's rows of other cases stay, in their order; this run's replace theirs
+        doc = (ROOT / "docs" / "performance.md").read_text()
+        block = doc.split(f"<!-- BENCH:{marker} -->", 1)[1].split(f"<!-- /BENCH:{marker} -->", 1)[0]
+        old = [ln for ln in block.splitlines() if ln.startswith("| ") and not ln.startswith("| case ")]
+        mine = {r.split(" | ", 1)[0]: r for r in rows}
+        rows = [mine.pop(ln.split(" | ", 1)[0], ln) for ln in old] + list(mine.values())
     table = "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *rows])
     print(table)
     if not args.no_write:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         from bench_stationary import write_block
 
-        write_block("targets" if args.targets else "preconditioner", table,
+        write_block(marker, table, keep_commands=args.append,
                     note=f", {args.method}, tol 1e-12, one fresh process per run"
                     + (" (before and after alternately)" if args.before else ""))
 
