@@ -64,7 +64,8 @@ DEFAULT_CASES = list(CASES)
 #: Peers: runtime and settings.  PETSc: options database entries (GMRES(restart), right
 #: preconditioning and Gram-Schmidt refinement where needed are set for every PETSc peer).  ``max_states``: not run above it.
 PEERS: dict[str, dict] = {
-    "aqmchain:krylov": {"runtime": "aqmchain"},
+    "aqmchain:krylov": {"runtime": "aqmchain", "method": "krylov"},
+    "aqmchain:auto": {"runtime": "aqmchain", "method": "auto"},  # the library's choice (multilevel on some)
     "petsc:ilu2": {"runtime": "petsc", "opts": {"pc_type": "ilu", "pc_factor_levels": 2}},
     "petsc:asm": {"runtime": "petsc", "opts": {"pc_type": "asm", "pc_asm_blocks": 8, "pc_asm_overlap": 1,
                                                "sub_pc_type": "ilu", "sub_pc_factor_levels": 1}},
@@ -158,7 +159,8 @@ def table(rows: list[dict]) -> str:
         for r in rs:
             total = (r["setup_s"] + r["solve_s"]) if r.get("setup_s") is not None and r.get("solve_s") is not None \
                 else None
-            name = f"**{r['solver']}**" if r is best else r["solver"]
+            solver = r["solver"] + (f" ({r['ran']})" if r.get("ran") and not r["solver"].endswith(r["ran"]) else "")
+            name = f"**{solver}**" if r is best else solver
             if converged(r):
                 conv = "yes"
             else:
@@ -290,7 +292,7 @@ def work_export(case: str, quick: bool, d: Path, mem_gb: float) -> dict:
             "export_s": export_s, "mtx_bytes": path.stat().st_size}
 
 
-def work_aqmchain(case: str, quick: bool, d: Path, mem_gb: float, restart: int) -> dict:
+def work_aqmchain(case: str, quick: bool, d: Path, mem_gb: float, restart: int, method: str = "krylov") -> dict:
     import numpy as np
 
     import aqmchain
@@ -298,16 +300,16 @@ def work_aqmchain(case: str, quick: bool, d: Path, mem_gb: float, restart: int) 
     chain = build(case, quick, mem_gb)
     n, nnz = int(chain.n), int(chain.nnz)
     try:
-        r = aqmchain.solve_stationary(chain, method="krylov", tol=TOL, response="none", memory_limit_gb=mem_gb)
+        r = aqmchain.solve_stationary(chain, method=method, tol=TOL, response="none", memory_limit_gb=mem_gb)
         note = ""
     except aqmchain.NonConvergenceError as exc:
         r, note = exc.result, "aqmchain: " + str(exc).splitlines()[0][:160]
     s = dict(r.info.seconds)
     setup = sum(v for key, v in s.items() if key.endswith("setup"))
     solve = sum(v for key, v in s.items() if key.endswith("iterate"))
-    np.save(d / "pi_aqmchain_krylov.npy", np.asarray(r.pi, dtype=float))
+    np.save(d / f"pi_aqmchain_{method}.npy", np.asarray(r.pi, dtype=float))
     return {"states": n, "nnz": nnz, "iterations": int(r.info.iterations), "setup_s": setup, "solve_s": solve,
-            "own_residual": float(r.info.residual), "seconds": s, "note": note}
+            "own_residual": float(r.info.residual), "seconds": s, "note": note, "ran": str(r.info.method)}
 
 
 def _load_system(d: Path):
@@ -464,8 +466,8 @@ def worker(argv: list[str]) -> None:
     _limit_memory(a.mem_gb)
     if a.what == "export":
         out = work_export(a.case, a.quick, a.dir, a.mem_gb)
-    elif a.what == "aqmchain:krylov":
-        out = work_aqmchain(a.case, a.quick, a.dir, a.mem_gb, a.restart)
+    elif PEERS[a.what]["runtime"] == "aqmchain":
+        out = work_aqmchain(a.case, a.quick, a.dir, a.mem_gb, a.restart, PEERS[a.what]["method"])
     elif PEERS[a.what]["runtime"] == "petsc":
         out = work_petsc(a.what, a.dir, a.restart, a.max_it)
     else:
