@@ -326,7 +326,7 @@ def tagged_response_oracle(spec: dict, pi: np.ndarray, states: list, max_r: int 
         pmf.append(float(v @ s_vec))
         pushed_total += float(v @ p_vec)
         v = v @ P
-        if v.sum() < 1e-15:
+        if v.sum() <= np.finfo(float).eps / 2:  # what is left can no longer change a sum of the pmf (<= 1)
             break
     return np.array(pmf), pushed_total, admitted
 

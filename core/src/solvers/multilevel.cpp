@@ -218,8 +218,7 @@ void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const d
   // it) with the other ranges' values from the sweep's start (Jacobi between ranges).  The
   // states are numbered by their components' keys, so the couplings between ranges are the
   // few transitions across the ranges' borders in the slowest component.
-  thread_local std::vector<double> start;
-  start.assign(x.begin(), x.end());
+  const std::vector<double> start(x);  // freed with the sweep (no copy of n doubles kept per thread)
   const double* x0 = start.data();
   double* xs = x.data();
 #pragma omp parallel for schedule(static, 1) num_threads(T)
