@@ -74,17 +74,20 @@ struct RowSolver {
     const auto t0 = Clock::now();
     const int32_t n = sys->n;
     std::vector<double> r(static_cast<size_t>(n)), xb(static_cast<size_t>(n));
-    double rhs_l1 = 0.0;
+    double rhs_l1 = 0.0, rhs_sq = 0.0;
     for (int32_t i = 0; i < n; ++i) {
-      r[sys->inv[i]] = rhs[static_cast<size_t>(i)];
-      rhs_l1 += std::abs(rhs[static_cast<size_t>(i)]);
+      const double v = rhs[static_cast<size_t>(i)];
+      r[sys->inv[i]] = v;
+      rhs_l1 += std::abs(v), rhs_sq += v * v;
     }
     x.assign(static_cast<size_t>(n), 0.0);
     if (!(rhs_l1 > 0.0)) return 0.0;
     sys->precond(r.data(), xb.data());
     detail::Gmres::Test test;
     test.target = solve_tol * rhs_l1;
-    test.fac0 = 1.0 / rhs_l1;
+    // the estimate is a 2-norm, the target an L1 norm: their ratio on the right-hand side as a
+    // first guess for the residual's (learn_ratio corrects it from the first candidate)
+    test.fac0 = std::sqrt(rhs_sq) / rhs_l1;
     test.learn_ratio = true;
     // What double precision allows: the residual of a rounded solution is about
     // eps (||B||_1 ||x||_1 + ||rhs||_1) with ||B||_1 <= 2 here; the target is never below 4 eps ||B|| ||x||.
