@@ -24,6 +24,7 @@ reported with a note.  docs/sensitivities.md has the method and examples.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,13 +37,17 @@ from .modelfile import _DROP_SPECS, _SOURCE_SPECS, _STATEFUL_DEFAULTS, model_fro
 from .stationary import COMPONENTS, SCALAR_METRICS, _limit_bytes
 
 __all__ = ["sensitivities", "sensitivity_parameters", "sensitivity_metrics", "Sensitivities", "SENSITIVITY_METHODS",
-           "SENSITIVITY_DEFAULTS"]
+           "SENSITIVITY_DEFAULTS", "SENSITIVITY_DIFFERENCES"]
 
 #: adjoint solvers: "krylov" (the core's restarted GMRES with the block preconditioner of the
 #: stationary solvers, on the transposed system), "direct" (sparse LU of the reduced system,
 #: SuperLU), "gmres" (SciPy's GMRES with an incomplete LU preconditioner), "auto" (krylov; if it
 #: does not converge, direct up to ``direct_max_states`` states, else gmres)
 SENSITIVITY_METHODS: tuple[str, ...] = ("auto", "krylov", "direct", "gmres")
+#: how dP/dtheta is formed: "rows" (the rows of P at theta +- h generated on the chain's states
+#: and multiplied into the adjoint vectors in the core, the chains built where that cannot be
+#: done), "chains" (the chains at theta +- h built for every parameter)
+SENSITIVITY_DIFFERENCES: tuple[str, ...] = ("rows", "chains")
 #: the options of :func:`sensitivities` and their defaults, written once
 SENSITIVITY_DEFAULTS: dict[str, Any] = {
     "method": "auto",
@@ -53,6 +58,10 @@ SENSITIVITY_DEFAULTS: dict[str, Any] = {
     "move_breakpoints": True,  # grid points on the drop function's breakpoints move with them
     "tol": 1e-10,  # GMRES: relative residual of the adjoint solve
     "max_iter": 300,  # GMRES: iterations (restarted every 50)
+    # "rows": the differences of P along a parameter generated row by row in the core on the
+    # chain's states where the chains at theta +- h keep its states and support (no chain is
+    # built), the chains built otherwise; "chains": the chains at theta +- h always built
+    "differences": "rows",
 }
 #: scalar metrics that are diagnostics (truncated mass, Little's-law check) or come from the
 #: tagged-packet chain only, not from a ratio of pi's functionals: no sensitivity
@@ -83,10 +92,11 @@ class _Metric:
         return [1.0] if self.kind == "ratio" else [-2.0 * r[0], 1.0]
 
 
-def _metric_vectors(chain, response_method: str | None) -> dict[str, _Metric]:
-    """Every differentiable scalar metric of ``chain`` as a :class:`_Metric`: the vectors
-    core/src/analysis/metrics.cpp sums (events, the level n, q = max(n - 1, 0), avg's grid
-    value; the closed-form response time under tail drop from the admissions at each n)."""
+def _metric_vectors(chain, response_method: str | None, names=None) -> dict[str, _Metric]:
+    """Every differentiable scalar metric of ``chain`` (or those of ``names`` it has) as a
+    :class:`_Metric`: the vectors core/src/analysis/metrics.cpp sums (events, the level n,
+    q = max(n - 1, 0), avg's grid value; the closed-form response time under tail drop from the
+    admissions at each n)."""
     ev = {k: np.asarray(v, dtype=float) for k, v in chain.events.items()}
     labels = chain.labels
     n = np.asarray(labels[COMPONENTS["level"]], dtype=float)
@@ -94,43 +104,48 @@ def _metric_vectors(chain, response_method: str | None) -> dict[str, _Metric]:
     arr, aqm, mark, ovf = ev["arrival"], ev["aqm_drop"], ev["mark"], ev["overflow"]
     fc = ev.get("flow_compare")
     q = np.maximum(n - 1.0, 0.0)
-    out: dict[str, _Metric] = {
-        "arrival_rate": _Metric("ratio", [(arr, one)]),
-        "throughput": _Metric("ratio", [(ev["depart"], one)]),
-        "loss": _Metric("ratio", [(aqm + ovf + (fc if fc is not None else 0.0), arr)]),
-        "loss_aqm": _Metric("ratio", [(aqm, arr)]),
-        "loss_overflow": _Metric("ratio", [(ovf, arr)]),
-        "mark_prob": _Metric("ratio", [(mark, arr)]),
-        "aqm_decision_prob": _Metric("ratio", [(aqm + mark, arr)]),
-        "mean_system": _Metric("ratio", [(n, one)]),
-        "var_system": _Metric("variance", [(n, one), (n * n, one)]),
-        "mean_queue": _Metric("ratio", [(q, one)]),
-        "var_queue": _Metric("variance", [(q, one), (q * q, one)]),
-        "mean_avg": _Metric("ratio", [(np.asarray(chain.grid)[np.asarray(chain.grid_index)], one)]),
+    make = {
+        "arrival_rate": lambda: _Metric("ratio", [(arr, one)]),
+        "throughput": lambda: _Metric("ratio", [(ev["depart"], one)]),
+        "loss": lambda: _Metric("ratio", [(aqm + ovf + (fc if fc is not None else 0.0), arr)]),
+        "loss_aqm": lambda: _Metric("ratio", [(aqm, arr)]),
+        "loss_overflow": lambda: _Metric("ratio", [(ovf, arr)]),
+        "mark_prob": lambda: _Metric("ratio", [(mark, arr)]),
+        "aqm_decision_prob": lambda: _Metric("ratio", [(aqm + mark, arr)]),
+        "mean_system": lambda: _Metric("ratio", [(n, one)]),
+        "var_system": lambda: _Metric("variance", [(n, one), (n * n, one)]),
+        "mean_queue": lambda: _Metric("ratio", [(q, one)]),
+        "var_queue": lambda: _Metric("variance", [(q, one), (q * q, one)]),
+        "mean_avg": lambda: _Metric("ratio", [(np.asarray(chain.grid)[np.asarray(chain.grid_index)], one)]),
     }
     if fc is not None:
-        out["loss_flow_compare"] = _Metric("ratio", [(fc, arr)])
+        make["loss_flow_compare"] = lambda: _Metric("ratio", [(fc, arr)])
     if response_method != "tagged_chain":  # the tagged chain's admitted rate is its own
-        out["admitted_rate"] = _Metric("ratio", [(ev["admit"], one)])
+        make["admitted_rate"] = lambda: _Metric("ratio", [(ev["admit"], one)])
     if response_method == "closed_form":
-        model = chain.model
-        mu = float(model.service.mu)
-        adm = ev["admit"]
-        w = np.where(n < model.buffer, adm, 0.0)
-        if chain.time == "discrete":  # R | n: NegBin(n + 1, mu) - 1 (n >= 1), Geometric(mu) (n = 0)
-            k = np.where(n == 0, 1.0, n + 1.0)
-            e = np.where(n == 0, 1.0 / mu, k / mu - 1.0)
-            second = k * (1.0 - mu) / (mu * mu) + e * e
-        else:  # Erlang(n + 1, mu)
-            k = n + 1.0
-            e = k / mu
-            second = (k + k * k) / (mu * mu)
-        out["mean_response"] = _Metric("ratio", [(w * e, adm)])
-        out["mean_sojourn"] = _Metric("ratio", [(w * e, adm)])
-        out["var_response"] = _Metric("variance", [(w * e, adm), (w * second, adm)])
+        @functools.cache
+        def response():
+            model = chain.model
+            mu = float(model.service.mu)
+            adm = ev["admit"]
+            w = np.where(n < model.buffer, adm, 0.0)
+            if chain.time == "discrete":  # R | n: NegBin(n + 1, mu) - 1 (n >= 1), Geometric(mu) (n = 0)
+                k = np.where(n == 0, 1.0, n + 1.0)
+                e = np.where(n == 0, 1.0 / mu, k / mu - 1.0)
+                second = k * (1.0 - mu) / (mu * mu) + e * e
+            else:  # Erlang(n + 1, mu)
+                k = n + 1.0
+                e = k / mu
+                second = (k + k * k) / (mu * mu)
+            return {"mean_response": _Metric("ratio", [(w * e, adm)]), "mean_sojourn": _Metric("ratio", [(w * e, adm)]),
+                    "var_response": _Metric("variance", [(w * e, adm), (w * second, adm)])}
+
+        for name in ("mean_response", "mean_sojourn", "var_response"):
+            make[name] = lambda name=name: response()[name]
     if COMPONENTS["count"] in labels:
-        out["mean_count"] = _Metric("ratio", [(np.asarray(labels[COMPONENTS["count"]], dtype=float) - 1.0, one)])
-    return out
+        make["mean_count"] = lambda: _Metric(
+            "ratio", [(np.asarray(labels[COMPONENTS["count"]], dtype=float) - 1.0, one)])
+    return {m: f() for m, f in make.items() if names is None or m in names}
 
 
 # ------------------------------------------------------------------ parameters
@@ -379,10 +394,17 @@ class _Point:
     def __init__(self, chain, response_method, names):
         self.pos = None  # with states added: the index of each base state in this chain
         self.chain = chain
-        self.P = _csr(chain)
+        self._P = None
         self.events = np.concatenate([np.asarray(v, dtype=float) for v in chain.events.values()])
-        vectors = _metric_vectors(chain, response_method)
-        self.vectors = {m: vectors[m] for m in names}
+        vectors = _metric_vectors(chain, response_method, names)
+        self.vectors = {m: vectors[m] for m in names}  # in the metrics' order (the adjoints' columns)
+
+    @property
+    def P(self):
+        """The matrix in SciPy's CSR (a copy, made when first asked for)."""
+        if self._P is None:
+            self._P = _csr(self.chain)
+        return self._P
 
 
 def _kinked(f_minus, f0, f_plus) -> bool:
@@ -500,6 +522,141 @@ def _derivative(key, theta, base_doc, base_model, base: _Point, build, response_
                    if sides else f"no derivative: {why} within +-{h:.3g}{jump}"), h
 
 
+class _SideChain:
+    """What :func:`_metric_vectors` reads of a chain: the model at theta +- h with its event
+    weights and avg grid, on the base chain's states (``labels`` None: its labels) or on the
+    states a side adds (their labels)."""
+
+    def __init__(self, base_chain, model, events: dict, grid, labels: dict | None = None):
+        self.time, self.model, self.events, self.grid = base_chain.time, model, events, grid
+        self.labels = base_chain.labels if labels is None else labels
+        self.grid_index = base_chain.grid_index if labels is None else labels[COMPONENTS["avg"]]
+        self.n = len(next(iter(self.labels.values())))
+
+
+class _Contracted:
+    """A central derivative already contracted in the core: ``products[j] = pi dP y_j`` per metric
+    (the metrics' order), and the vectors' derivatives as in :class:`_Derivative`."""
+
+    def __init__(self, products, dvec: dict[str, list[tuple[np.ndarray, np.ndarray]]]):
+        self.products, self.dvec = np.asarray(products, dtype=float), dvec
+
+
+def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratios, classes, response_method, opts):
+    """:func:`_derivative` from the rows of P at theta +- h generated on the base chain's states
+    and multiplied into the adjoint vectors in the core (no chain is built): the same steps,
+    smoothness test, one-sided derivatives and bound rule, with :class:`_Contracted` in place of
+    :class:`_Derivative`; a side that adds states gets the one-sided derivative of
+    :class:`_Extended` from the added states' rows.  None where a chain at a step would lose
+    entries of the base chain's rows (and perhaps states), or a model at a step is refused
+    (:func:`_derivative` then builds the chains)."""
+    h0 = opts["rel_step"] * abs(theta) if theta != 0 else opts["abs_step"]
+    adjoints = [np.ascontiguousarray(Y[:, j]) for j in range(Y.shape[1])]
+
+    def model(delta):
+        try:
+            return _model_at(base_model, base_doc, key, delta, opts["move_breakpoints"])
+        except _core.ModelError:
+            return None
+
+    def difference(plus, minus, h):
+        """The core's difference with the sides' metric vectors; None where a side has states
+        the chain lacks."""
+        try:
+            d = _core.chain_difference(base.chain, plus, minus, classes, h, pi, adjoints, base.chain.n)
+        except _core.ModelError:
+            return None
+        if not d["valid"]:
+            return None
+        # smooth: the supports unchanged (_same_pattern) and _kinked's test on the entries of P
+        # and the event weights (the core's excess and scale)
+        d["smooth"] = (d["plus_same_support"] and d["minus_same_support"]
+                       and not (d["kink_scale"] > 0.0 and d["kink_excess"] > 1e-6 * d["kink_scale"]))
+        d["dist"] = {"plus": d["distance_plus"], "minus": d["distance_minus"]}
+        d["model_plus"], d["model_minus"] = plus, minus
+        for tag, m in (("plus", plus), ("minus", minus)):
+            d["vectors_" + tag] = _metric_vectors(_SideChain(base.chain, m, d["events_" + tag], d["grid_" + tag]),
+                                                  response_method, base.vectors)
+        return d
+
+    def one_side(d, tag, step) -> _Contracted:
+        """(P_side - P) / step contracted, with the vectors' quotient (over the base chain's
+        states: pi is 0 on added ones)."""
+        products = np.asarray(d["products_" + tag], dtype=float)
+        added = d["added_" + tag]
+        if len(added["keys"]):
+            products = products + added["inflow"] @ _added_adjoints(d, tag)
+        return _Contracted(products / step, _vec_diff(d["vectors_" + tag], base.vectors, 1.0 / step))
+
+    def _added_adjoints(d, tag) -> np.ndarray:
+        """y on the states a side adds (as :class:`_Extended`): the added states' own equations
+        (I - P_NN) y_N = c_N - (pi c) + P_N,old y_old (continuous time: -G), with their rows from
+        the model at that side and c_N from their vectors with the base's ratios and weights."""
+        import scipy.sparse as sp
+        import scipy.sparse.linalg as sla
+
+        added, n = d["added_" + tag], base.chain.n
+        m = len(added["keys"])
+        rows = sp.csr_matrix((added["val"], added["col"], added["rowptr"]), shape=(m, n + m))
+        vec_new = _metric_vectors(_SideChain(base.chain, d["model_" + tag], added["events"], d["grid_" + tag],
+                                             added["labels"]), response_method, base.vectors)
+        C = np.zeros((m, Y.shape[1]))
+        for j, name in enumerate(base.vectors):
+            met, r = base.vectors[name], ratios[name]
+            c_new = sum(w * (a - ri * b) / float(pi @ b0)
+                        for w, ri, (a, b), (_, b0) in zip(met.weights(r), r, vec_new[name].pairs, met.pairs))
+            c_old = sum(w * (a - ri * b) / float(pi @ b) for w, ri, (a, b) in zip(met.weights(r), r, met.pairs))
+            C[:, j] = c_new - float(pi @ c_old)
+        P_NN = rows[:, n:]
+        A_NN = (sp.identity(m, format="csc") - P_NN) if base.chain.time == "discrete" else -P_NN
+        rhs = C + rows[:, :n] @ Y
+        return sla.splu(sp.csc_matrix(A_NN)).solve(np.ascontiguousarray(rhs)).reshape(rhs.shape)
+
+    tried, why = [], ""
+    for factor in opts["shrink"]:
+        h = h0 * factor
+        plus, minus = model(h), model(-h)
+        if plus is not None and minus is not None:
+            d = difference(plus, minus, h)
+            if d is None:
+                return None
+            if d["smooth"] and not (d["plus_drops"] or d["minus_drops"]):
+                return {"central": _Contracted(d["products"], _vec_diff(d["vectors_plus"], d["vectors_minus"],
+                                                                        0.5 / h))}, "", h
+            why = ("the reachable states change" if len(d["added_plus"]["keys"]) or len(d["added_minus"]["keys"])
+                   else "the matrix's entries are not smooth (a grid point or threshold is crossed)")
+            tried.append((d, h))
+            continue
+        if plus is None and minus is None:
+            return None
+        # at a bound: the second-order one-sided difference on the valid side (minus at 2 sign h)
+        sign = 1.0 if plus is not None else -1.0
+        two = model(2 * sign * h)
+        d = difference(plus if sign > 0 else minus, two, h) if two is not None else None
+        # entries may appear at the bound, not between h and 2h; none of the chain's may go
+        if d is None or not d["sides_same_support"] or d["plus_drops"] or d["minus_drops"]:
+            return None
+        d1 = one_side(d, "plus", sign * h)
+        d2 = one_side(d, "minus", 2 * sign * h)
+        dvec = {m: [(2 * a1 - a2, 2 * b1 - b2) for (a1, b1), (a2, b2) in zip(d1.dvec[m], d2.dvec[m])] for m in d1.dvec}
+        return ({"right" if sign > 0 else "left": _Contracted(2 * d1.products - d2.products, dvec)},
+                "at a bound of the parameter: one-sided derivative", h)
+    d, h = tried[-1]
+    if d["plus_drops"] or d["minus_drops"]:  # a side's chain may not reach every state: build them
+        return None
+    sides, jumps = {}, []
+    for side, tag, sign in (("right", "plus", 1.0), ("left", "minus", -1.0)):
+        prev = tried[-2][0] if len(tried) > 1 else None
+        if (prev is not None and not len(d["added_" + tag]["keys"]) and not len(prev["added_" + tag]["keys"])
+                and d["dist"][tag] / h > 10.0 * prev["dist"][tag] / tried[-2][1]):
+            jumps.append(side)  # the quotient grows like 1 / h: P jumps at theta on this side
+            continue
+        sides[side] = one_side(d, tag, sign * h)
+    jump = f"; P jumps at {theta:g} on the {' and '.join(jumps)} (no derivative there)" if jumps else ""
+    return sides, (f"P is not smooth in {key} at {theta:g} ({why} within +-{h:.3g}): one-sided derivatives{jump}"
+                   if sides else f"no derivative: {why} within +-{h:.3g}{jump}"), h
+
+
 def _adjoint_solver(A, k: int, method: str, opts: dict):
     """A solver for the reduced system A[keep, keep] y = rhs[keep] (keep: all states but k)."""
     import scipy.sparse as sp
@@ -579,6 +736,8 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
     for key in ("direct_max_states", "max_iter"):
         if not (isinstance(opts[key], int) and not isinstance(opts[key], bool) and opts[key] >= 1):
             raise _checks.option_error(key, "an integer >= 1", opts[key])
+    if opts["differences"] not in SENSITIVITY_DIFFERENCES:
+        raise _checks.option_error("differences", "one of " + ", ".join(SENSITIVITY_DIFFERENCES), opts["differences"])
     if not isinstance(opts["move_breakpoints"], bool):
         raise _checks.option_error("move_breakpoints", "True or False", opts["move_breakpoints"])
     shrink = opts["shrink"]
@@ -674,39 +833,59 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
     one_sided: dict[str, dict[str, list[float]]] = {}
     notes, steps, thetas = {}, {}, {}
 
+    differences: dict[str, str] = {}
+
     def derive(p):
         theta = _get(base_doc, p)
         return p, theta, _derivative(p, theta, base_doc, base_model, base, build, response_method, opts)
 
-    # the parameters' chains are built in parallel (the builder is one thread and releases the
-    # GIL), as many parameters at a time as the library's threads, each batch's matrices
-    # applied and dropped before the next
-    workers = max(1, min(len(params), _core.num_threads()))
-    batches = [params[i:i + workers] for i in range(0, len(params), workers)]
+    def record(p, theta, sides, note, h):
+        thetas[p] = theta
+        steps[p] = h
+        if note:
+            notes[p] = note
+        got = {s: _apply(d, pi, Y, names, vectors, ratios, base, chain.time) for s, d in sides.items()}
+        for j, m in enumerate(names):
+            if "central" in got:
+                out[m][p] = got["central"][j]
+            elif set(got) == {"right"} or set(got) == {"left"}:  # at a bound: the one side there is
+                out[m][p] = next(iter(got.values()))[j]
+                if "bound" not in note:
+                    one_sided.setdefault(m, {})[p] = [got.get("left", [math.nan] * len(names))[j],
+                                                     got.get("right", [math.nan] * len(names))[j]]
+            else:
+                left = got.get("left", [math.nan] * len(names))[j]
+                right = got.get("right", [math.nan] * len(names))[j]
+                one_sided.setdefault(m, {})[p] = [left, right]
+                out[m][p] = 0.5 * (left + right)
+
+    # first the rows of P at theta +- h on the chain's states, one parameter at a time (the
+    # core runs over the states on its threads); the parameters whose chains change states or
+    # support, or whose P is not smooth across the step, then get their chains built
+    pending = list(params)
+    if opts["differences"] == "rows" and names:
+        pending = []
+        for p in params:
+            theta = _get(base_doc, p)
+            got = _row_difference(p, theta, base_doc, base_model, base, pi, Y, ratios, classes, response_method, opts)
+            if got is None:
+                pending.append(p)
+            else:
+                differences[p] = "rows"
+                record(p, theta, *got)
+    # the chains are built in parallel (the builder is one thread and releases the GIL), as
+    # many parameters at a time as the library's threads, each batch's matrices applied and
+    # dropped before the next
+    workers = max(1, min(len(pending), _core.num_threads()))
+    batches = [pending[i:i + workers] for i in range(0, len(pending), workers)]
     with ThreadPoolExecutor(workers) as pool:
-        derived = (d for batch in batches for d in list(pool.map(derive, batch)))
-        for p, theta, (sides, note, h) in derived:
-            thetas[p] = theta
-            steps[p] = h
-            if note:
-                notes[p] = note
-            got = {s: _apply(d, pi, Y, names, vectors, ratios, base, chain.time) for s, d in sides.items()}
-            for j, m in enumerate(names):
-                if "central" in got:
-                    out[m][p] = got["central"][j]
-                elif set(got) == {"right"} or set(got) == {"left"}:  # at a bound: the one side there is
-                    out[m][p] = next(iter(got.values()))[j]
-                    if "bound" not in note:
-                        one_sided.setdefault(m, {})[p] = [got.get("left", [math.nan] * len(names))[j],
-                                                         got.get("right", [math.nan] * len(names))[j]]
-                else:
-                    left = got.get("left", [math.nan] * len(names))[j]
-                    right = got.get("right", [math.nan] * len(names))[j]
-                    one_sided.setdefault(m, {})[p] = [left, right]
-                    out[m][p] = 0.5 * (left + right)
+        for p, theta, (sides, note, h) in (d for batch in batches for d in list(pool.map(derive, batch))):
+            differences[p] = "chains"
+            record(p, theta, sides, note, h)
     t_params = time.perf_counter() - t0
     info = {"method": method, "states": int(chain.n), "fixed_state": k, "residuals": residuals, "note": adjoint_note,
             "iterations": iterations, "skipped_metrics": skipped,
+            "differences": {p: differences[p] for p in params if p in differences},
             "seconds": {"adjoint_factor": t_factor, "adjoint": t_adjoint, "parameters": t_params,
                         "total": time.perf_counter() - t_start}}
     return Sensitivities(out, values, thetas, notes, one_sided, steps, info,
@@ -786,7 +965,7 @@ def _apply(d, pi, Y, names, vectors, ratios, base=None, time_kind="discrete") ->
     """pi dP y_m + sum_i F_i pi (da_i - r_i db_i) / (pi b_i), per metric m."""
     if isinstance(d, _Extended):
         return d.apply(base, pi, Y, names, vectors, ratios, time_kind)
-    adj = pi @ (d.dP @ Y)
+    adj = d.products if isinstance(d, _Contracted) else pi @ (d.dP @ Y)
     out = []
     for j, m in enumerate(names):
         met, r = vectors[m], ratios[m]

@@ -1,6 +1,7 @@
 // Bindings of the state layer: descriptor, chain (matrix, labels, events), builder.
 #include "common.hpp"
 
+#include "aqmchain/analysis/difference.hpp"
 #include "aqmchain/model/queue_chain.hpp"
 #include "aqmchain/state/chain.hpp"
 
@@ -211,6 +212,76 @@ void define_state(py::module_& m) {
         "classes. `like`: a chain believed to have the same states (a warm re-solve): assembled on its states without "
         "exploring, its class analysis taken when the matrix has its support (report['states_reused']); else "
         "built from scratch.");
+  m.def(
+      "chain_difference",
+      [](const QueueChain& c, const Model& plus, const Model& minus, const std::string& classes, double h,
+         const py::array_t<double, py::array::c_style | py::array::forcecast>& pi,
+         const std::vector<py::array_t<double, py::array::c_style | py::array::forcecast>>& adjoints,
+         int64_t max_added) {
+        auto length = [&](const char* name, const py::array& a) {
+          if (a.ndim() != 1 || a.shape(0) != c.n)
+            throw ModelError(name, detail::cat("parameter '", name, "' must hold vectors of the chain's ", c.n,
+                                               " states, got shape (", a.ndim() ? a.shape(0) : 0, a.ndim() > 1 ? ", ..." : "",
+                                               ")"));
+        };
+        length("pi", pi);
+        std::vector<const double*> ys;
+        for (const auto& a : adjoints) length("adjoints", a), ys.push_back(a.data());
+        ChainDifference d;
+        std::vector<double> grid_plus, grid_minus;
+        {
+          InterruptGuard interrupt;
+          py::gil_scoped_release release;
+          const auto [kind, window] = class_chain_arg(classes);
+          plus.validate();
+          minus.validate();
+          const auto gp = queue_generator(plus, kind, window), gm = queue_generator(minus, kind, window);
+          grid_plus = plus.grid.resolve(plus.buffer);
+          grid_minus = minus.grid.resolve(minus.buffer);
+          d = chain_difference(c, *gp, *gm, h, pi.data(), ys, max_added);
+        }
+        py::dict out;
+        out["valid"] = d.valid, out["why"] = d.why, out["products"] = d.products;
+        out["plus_same_support"] = d.plus_same_support, out["minus_same_support"] = d.minus_same_support;
+        out["sides_same_support"] = d.sides_same_support;
+        out["plus_drops"] = d.plus_drops, out["minus_drops"] = d.minus_drops;
+        out["products_plus"] = d.products_plus, out["products_minus"] = d.products_minus;
+        out["distance_plus"] = d.distance_plus, out["distance_minus"] = d.distance_minus;
+        out["kink_excess"] = d.kink_excess, out["kink_scale"] = d.kink_scale, out["seconds"] = d.seconds;
+        out["grid_plus"] = copy(grid_plus), out["grid_minus"] = copy(grid_minus);
+        py::dict ep, em;
+        if (d.valid)
+          for (size_t e = 0; e < c.event_names.size(); ++e) {
+            ep[py::str(c.event_names[e])] = copy(d.events_plus[e]);
+            em[py::str(c.event_names[e])] = copy(d.events_minus[e]);
+          }
+        out["events_plus"] = ep, out["events_minus"] = em;
+        for (const auto& [tag, a] : {std::pair<const char*, const AddedStates*>{"added_plus", &d.added_plus},
+                                     std::pair<const char*, const AddedStates*>{"added_minus", &d.added_minus}}) {
+          py::dict ad;
+          ad["keys"] = copy(a->keys), ad["rowptr"] = copy(a->rowptr), ad["col"] = copy(a->col);
+          ad["val"] = copy(a->val), ad["inflow"] = copy(a->inflow);
+          py::dict lab, ev;
+          for (int i = 0; i < c.space.count() && !a->labels.empty(); ++i)
+            lab[py::str(c.space.component(i).name)] = copy(a->labels[static_cast<size_t>(i)]);
+          for (size_t e = 0; e < a->events.size(); ++e) ev[py::str(c.event_names[e])] = copy(a->events[e]);
+          ad["labels"] = lab, ad["events"] = ev;
+          out[tag] = ad;
+        }
+        return out;
+      },
+      py::arg("chain"), py::arg("plus"), py::arg("minus"), py::arg("classes"), py::arg("h"), py::arg("pi"),
+      py::arg("adjoints"), py::arg("max_added"),
+      "The central difference of the chain's matrix between the models `plus` (theta + h) and `minus` (theta - h), "
+      "generated row by row on the chain's states: dict with valid (False: `why` says why the chains must be "
+      "built), plus_same_support, minus_same_support and sides_same_support (the rows' entries unchanged), "
+      "plus_drops and minus_drops (a side lacks an entry of the chain: its chain may not reach every state), products (pi (P+ - P-) y / (2h) per adjoint vector y), products_plus and "
+      "products_minus (pi (P+ - P) y and pi (P- - P) y), distance_plus and distance_minus (max |P+ - P|, "
+      "max |P- - P|), events_plus and "
+      "events_minus (per event, per state), kink_excess and kink_scale (smoothness across the step), grid_plus and "
+      "grid_minus (the models' avg grids), added_plus and added_minus (the states a side adds, at most max_added: "
+      "keys, labels, events, their rows in CSR with columns n + i for the i-th added state, and inflow, pi's "
+      "flow into each), seconds.");
   m.def("class_chains", []() { return std::vector<std::string>{to_string(ClassChain::Approx), to_string(ClassChain::Exact), to_string(ClassChain::Window)}; },
         "Names of the class chains (build_chain's `classes`).");
   m.def(

@@ -256,3 +256,107 @@ TEST(Chain, BatchArrivalsMoveTheLevelByUpToBAndCountEveryPacket) {
   EXPECT_EQ(a.val, p.val);
   EXPECT_EQ(a.event("aqm_drop"), p.event("aqm_drop"));
 }
+
+namespace {
+/// Slotted RED, buffer 12, on the integer grid: with w = 0.5 some updates land exactly on grid
+/// points, so w - h adds states (the mass splits onto a neighbour) and w + h does not.
+Model red_model(double p_max, double w) {
+  Model m = geo(12, 0.45, 0.5);
+  m.aqm.drop = DropFunction::red(3, 9, p_max);
+  m.aqm.w = w;
+  return m;
+}
+double dense_product(const Chain& a, const std::vector<double>& x, const std::vector<double>& y, int32_t row) {
+  double s = 0.0;
+  for (int32_t e = a.rowptr[row]; e < a.rowptr[row + 1]; ++e) s += a.val[e] * y[static_cast<size_t>(a.col[e])];
+  return x[static_cast<size_t>(row)] * s;
+}
+}  // namespace
+
+TEST(ChainDifference, ProductsAreThoseOfTheBuiltChainsAndAddedStatesTheirs) {
+  const double h = 1e-5, eps = std::numeric_limits<double>::epsilon();
+  const QueueChain c = build_chain(red_model(0.2, 0.5));
+  std::vector<double> pi(static_cast<size_t>(c.n)), y(static_cast<size_t>(c.n));
+  for (int32_t i = 0; i < c.n; ++i) pi[i] = 1.0 + 0.01 * i, y[i] = std::sin(1.0 + i);  // any x and y: a bilinear form
+  // p_max: the same states and entries at both sides; the products are those of the built chains
+  {
+    const Model mp = red_model(0.2 + h, 0.5), mm = red_model(0.2 - h, 0.5);
+    const QueueChain cp = build_chain(mp), cm = build_chain(mm);
+    ASSERT_EQ(cp.n, c.n);
+    ASSERT_EQ(cm.n, c.n);
+    const auto gp = queue_generator(mp), gm = queue_generator(mm);
+    const ChainDifference d = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n);
+    ASSERT_TRUE(d.valid) << d.why;
+    EXPECT_TRUE(d.plus_same_support && d.minus_same_support && !d.plus_drops && !d.minus_drops);
+    EXPECT_EQ(d.added_plus.count() + d.added_minus.count(), 0);
+    double plus = 0.0, minus = 0.0, base = 0.0, mass = 0.0;
+    for (int32_t s = 0; s < c.n; ++s) {
+      plus += dense_product(cp, pi, y, s), minus += dense_product(cm, pi, y, s), base += dense_product(c, pi, y, s);
+      mass += pi[s];
+    }
+    // a sum of m products is within m eps of the sum of their magnitudes, here at most
+    // sum_s pi_s (|y| <= 1, rows of P sum to 1); each side's sum has at most 3 nnz terms
+    const double round = 3.0 * static_cast<double>(c.nnz()) * eps * mass;
+    EXPECT_NEAR(d.products[0] * 2.0 * h, plus - minus, 2.0 * round);
+    EXPECT_NEAR(d.products_plus[0], plus - base, 2.0 * round);
+    EXPECT_NEAR(d.products_minus[0], minus - base, 2.0 * round);
+    EXPECT_GT(std::abs(plus - minus), 100.0 * round);  // the difference is not round-off
+    for (size_t e = 0; e < c.event_names.size(); ++e) {
+      EXPECT_EQ(d.events_plus[e], cp.events[e]);  // the same generator calls
+      EXPECT_EQ(d.events_minus[e], cm.events[e]);
+    }
+    // a smooth parameter: the entries' second differences are round-off
+    EXPECT_LE(d.kink_excess, 1e-6 * d.kink_scale);
+  }
+  // w - h adds states: they are the built chain's extra states, with its rows, and pi's flow into them
+  {
+    const Model mp = red_model(0.2, 0.5 + h), mm = red_model(0.2, 0.5 - h);
+    const QueueChain cm = build_chain(mm);
+    ASSERT_GT(cm.n, c.n);
+    const auto gp = queue_generator(mp), gm = queue_generator(mm);
+    const ChainDifference d = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n);
+    ASSERT_TRUE(d.valid) << d.why;
+    EXPECT_EQ(d.added_plus.count(), 0);
+    ASSERT_EQ(d.added_minus.count(), cm.n - c.n);
+    EXPECT_FALSE(d.minus_same_support);
+    const AddedStates& a = d.added_minus;
+    std::vector<double> inflow(static_cast<size_t>(a.count()), 0.0);
+    for (int32_t s = 0; s < c.n; ++s) {
+      const int32_t sm = cm.index_of_key(c.key_of(s));
+      ASSERT_GE(sm, 0);
+      for (int32_t e = cm.rowptr[sm]; e < cm.rowptr[sm + 1]; ++e) {
+        const int64_t k = cm.key_of(cm.col[e]);
+        if (c.index_of_key(k) < 0)
+          inflow[static_cast<size_t>(std::lower_bound(a.keys.begin(), a.keys.end(), k) - a.keys.begin())] +=
+              pi[s] * cm.val[e];
+      }
+    }
+    for (int64_t i = 0; i < a.count(); ++i) {
+      const int32_t t = cm.index_of_key(a.keys[static_cast<size_t>(i)]);
+      ASSERT_GE(t, 0);
+      EXPECT_LT(c.index_of_key(a.keys[static_cast<size_t>(i)]), 0);
+      EXPECT_NEAR(a.inflow[static_cast<size_t>(i)], inflow[static_cast<size_t>(i)], 8.0 * eps * (inflow[i] + 1e-300));
+      ASSERT_EQ(a.rowptr[i + 1] - a.rowptr[i], cm.rowptr[t + 1] - cm.rowptr[t]);
+      for (int32_t e = a.rowptr[i], f = cm.rowptr[t]; e < a.rowptr[i + 1]; ++e, ++f) {
+        const int32_t col = a.col[e];
+        const int64_t key = col < c.n ? c.key_of(col) : a.keys[static_cast<size_t>(col - c.n)];
+        EXPECT_EQ(key, cm.key_of(cm.col[f]));
+        EXPECT_EQ(a.val[e], cm.val[f]);
+      }
+      for (size_t e = 0; e < c.event_names.size(); ++e) EXPECT_EQ(a.events[e][i], cm.events[e][t]);
+    }
+    // a budget below the added states leaves the result invalid, saying why
+    const ChainDifference small = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, a.count() - 1);
+    EXPECT_FALSE(small.valid);
+    EXPECT_NE(small.why.find("states are added"), std::string::npos);
+  }
+  // another descriptor (a grid with more points) is refused, not misread
+  {
+    Model other = red_model(0.2, 0.5);
+    other.grid.k = 2;
+    const auto g = queue_generator(other);
+    const ChainDifference d = chain_difference(c, *g, *g, h, pi.data(), {y.data()}, c.n);
+    EXPECT_FALSE(d.valid);
+    EXPECT_NE(d.why.find("descriptor"), std::string::npos);
+  }
+}

@@ -21,5 +21,6 @@
 #include "aqmchain/analysis/passage.hpp"
 #include "aqmchain/analysis/grid_refinement.hpp"
 #include "aqmchain/analysis/extrapolation.hpp"
+#include "aqmchain/analysis/difference.hpp"
 #include "aqmchain/simulation/simulator.hpp"
 #include "aqmchain/simulation/ensemble.hpp"

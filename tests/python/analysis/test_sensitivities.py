@@ -275,6 +275,44 @@ def test_adjoint_methods_agree(doc):
                 assert sens.values[metric][p] == pytest.approx(ref, rel=1e-6, abs=1e-12), (m, metric, p)
 
 
+ROUND_COEFS = copy.deepcopy(REDWM)
+ROUND_COEFS["aqm"]["triple"] = [0.3, 0.15, 0.1]
+
+
+@pytest.mark.parametrize("doc, rows", [
+    (SLOTTED, "all"), (MMBP_ECN, "all"), (CONTINUOUS, "all"), (CLASSES, "all"),
+    (REDWM, ("aqm.min_th", "aqm.b[0]", "aqm.a[1]")), (SPACING, ("aqm.p_max", "aqm.min_th")),
+    # states added at a side (min_th moves a grid point an update lands on): the added states' rows
+    (ROUND_COEFS, ("aqm.min_th", "aqm.max_th", "aqm.b[0]")),
+], ids=["slotted", "mmbp_ecn", "continuous", "classes", "redwm", "spacing", "redwm_states_added"])
+def test_rows_equal_built_chains(doc, rows):
+    """The rows of P at theta +- h generated on the chain's states (the default) give the
+    derivatives of the chains built at theta +- h, notes and one-sided values included, within
+    their round-off: each is a sum over the entries of pi dP y and of the vectors' differences,
+    whose rounding is a few eps of the magnitudes summed, divided by the step."""
+    base = _solve(doc)
+    metrics = [m for m in ("mean_queue", "loss", "mean_response", "mark_prob") if m in S.sensitivity_metrics(base)]
+    got = base.sensitivities(metrics=metrics)
+    ref = base.sensitivities(metrics=metrics, differences="chains")
+    used = got.info["differences"]
+    assert set(used.values()) <= {"rows", "chains"} and set(ref.info["differences"].values()) == {"chains"}
+    assert all(used[p] == "rows" for p in (used if rows == "all" else rows)), used
+    assert got.notes == ref.notes
+    eps = np.finfo(float).eps
+    for m in metrics:
+        y = float(np.abs(got.adjoints[m]).max())
+        for p, v in ref.values[m].items():
+            # |P| rows sum to at most 2 (continuous: |G| over its exit rate, uniformised to 2);
+            # the metrics' vectors are at most their scale
+            scale = y * 2.0 * max(1.0, float(np.abs(np.asarray(base.chain.data)).max())) + S._scale(S._metric_vectors(
+                base.chain, base.response_method if base.response_available else None, [m])[m])
+            tol = 64 * eps * scale / got.steps[p] + 1e-12 * abs(v)
+            pairs = [(got.values[m][p], v)] + list(zip(got.one_sided.get(m, {}).get(p, []),
+                                                        ref.one_sided.get(m, {}).get(p, [])))
+            for a, b in pairs:
+                assert (math.isnan(a) and math.isnan(b)) or abs(a - b) <= tol, (m, p, a, b, tol)
+
+
 def test_json_and_bad_input(tmp_path):
     base = _solve(SLOTTED)
     sens = base.sensitivities(metrics="loss", params=["aqm.p_max", "service.mu"])
@@ -285,7 +323,7 @@ def test_json_and_bad_input(tmp_path):
     with pytest.raises(aqmchain.OptionError, match="metrics"):
         base.sensitivities(metrics=["littles_law_error"])
     for bad in ({"rel_step": 0.5}, {"method": "lu"}, {"max_iter": 0}, {"tol": -1.0}, {"shrink": []},
-                {"nonsense": 1}):
+                {"differences": "matrices"}, {"nonsense": 1}):
         with pytest.raises(aqmchain.OptionError, match=next(iter(bad))):
             base.sensitivities(**bad)
 

@@ -1,0 +1,90 @@
+// The differences of a chain's matrix along one parameter, contracted with the stationary
+// vector and adjoint vectors, row by row (docs/sensitivities.md).
+//
+// For the derivative of a metric along theta the adjoint method needs
+//
+//   pi (dP/dtheta) y_j     for the adjoint vectors y_j (one per metric),
+//
+// and the derivatives of the event weights.  With P+ and P- the matrices of the models at
+// theta + h and theta - h, the central difference is pi (P+ - P-) y_j / (2h): each state's
+// row is generated at both sides by the models' transition generators on the chain's own
+// states and multiplied into y at once, so no chain is explored or assembled and no matrix
+// is kept.  The rows are merged exactly as the builder merges them (duplicates summed;
+// continuous time: self-loops dropped, the diagonal minus the row's out-rate), and an entry
+// one side has and another lacks counts as 0 there, so the result is the product with the
+// difference of the two chains the builder would give, when those chains have the base
+// chain's states.  They do when every successor is a state of the base chain, the
+// descriptor and the initial states are the same, and no entry of the base chain is missing
+// at a side (a side whose rows only gain entries reaches the same states).  A successor
+// outside the chain's states adds states at that side: they are explored and returned with
+// their rows (`added_plus`, `added_minus`), so that the caller can form the one-sided
+// derivative on the union of the states.  A missing entry is reported per side
+// (`plus_drops`, `minus_drops`): the caller then builds the chains.  Smoothness across [theta - h, theta + h]
+// is reported as the supports' changes and the largest excess of |dp - dm| over a quarter of
+// |dp| + |dm| (dp = P+ - P, dm = P - P-, entry by entry, and the same for the event weights).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "aqmchain/state/chain.hpp"
+#include "aqmchain/state/generator.hpp"
+
+namespace aqm {
+
+/// The states a side reaches that the base chain lacks (an update that landed exactly on a
+/// grid point now splits onto a neighbour), explored from the base rows' entries into them.
+struct AddedStates {
+  std::vector<int64_t> keys;                 ///< sorted; state n + i of the side's chain is keys[i]
+  std::vector<std::vector<int32_t>> labels;  ///< per component (descriptor order), per added state
+  std::vector<std::vector<double>> events;   ///< per event, per added state
+  /// The added states' rows (merged as the builder merges them): columns < n are the base
+  /// chain's states, n + i the i-th added state.
+  std::vector<int32_t> rowptr, col;
+  std::vector<double> val;
+  std::vector<double> inflow;  ///< per added state t: sum_s pi_s P_side[s, t] over the base states s
+  int64_t count() const { return static_cast<int64_t>(keys.size()); }
+};
+
+struct ChainDifference {
+  /// The chains at both sides have the base chain's states (see above).  When false only `why`
+  /// is filled.
+  bool valid = false;
+  std::string why;  ///< why not, when valid is false
+  /// Whether a side's rows have exactly the base rows' entries (else they gain some), and
+  /// whether the two sides have the same entries.
+  bool plus_same_support = true, minus_same_support = true, sides_same_support = true;
+  /// The states each side adds (none: the side has the base chain's states, given no drops).
+  /// The products above leave out the entries into them (their y is not known).
+  AddedStates added_plus, added_minus;
+  /// Whether a side lacks an entry of the base chain (its chain might not reach every state:
+  /// its differences are then only good for the distances below).
+  bool plus_drops = false, minus_drops = false;
+  /// Per adjoint vector j: sum_s pi_s sum_t (P+ - P-)_st y_j,t / (2h) (continuous time: G).
+  std::vector<double> products;
+  /// Per adjoint vector j: pi (P+ - P) y_j and pi (P- - P) y_j (not divided by h: the one-sided
+  /// differences where P is not smooth, or a bound's second-order difference with `minus` at
+  /// theta + 2h).
+  std::vector<double> products_plus, products_minus;
+  /// max |P+ - P| and max |P- - P| over the entries and the event weights.
+  double distance_plus = 0.0, distance_minus = 0.0;
+  /// Per event (the base chain's event_names order), per state: the weights at theta + h and theta - h.
+  std::vector<std::vector<double>> events_plus, events_minus;
+  /// max over the entries of P and the event weights of |dp - dm| - (|dp| + |dm|) / 4, and of
+  /// max(|dp|, |dm|).
+  double kink_excess = 0.0, kink_scale = 0.0;
+  double seconds = 0.0;
+};
+
+/// The difference along one parameter of `base` (built from a generator of the same family)
+/// between the generators at theta + h (`plus`) and theta - h (`minus`, or any other point for
+/// the raw products), h > 0; `pi` the
+/// stationary vector and `adjoints` the vectors y_j, each of the chain's size (the caller checks);
+/// a side that adds more than `max_added` states leaves the result invalid.  Runs over the
+/// states on the core's threads; honours check_interrupt().
+ChainDifference chain_difference(const Chain& base, const TransitionGenerator& plus, const TransitionGenerator& minus,
+                                 double h, const double* pi, const std::vector<const double*>& adjoints,
+                                 int64_t max_added);
+
+}  // namespace aqm
