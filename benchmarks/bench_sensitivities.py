@@ -3,6 +3,7 @@ the derivatives against central finite differences of full solves, on the chains
 benchmarks/bench_stationary.py (GEO K = 4, SSMP K = 4).
 
     .venv/bin/python benchmarks/bench_sensitivities.py --cases geo_k4 ssmp_k4 --fd
+    .venv/bin/python benchmarks/bench_sensitivities.py --differences chains rows   # before / after
 
 The finite differences solve the model at theta +- H and theta +- 2H (H = 1e-4 theta) on the
 solve's grid; |D(2H) - D(H)| estimates their truncation error (Richardson), and the solves'
@@ -31,6 +32,8 @@ def main() -> None:
     ap.add_argument("--cases", nargs="+", default=["geo_k4", "ssmp_k4"])
     ap.add_argument("--metric", default="mean_queue")
     ap.add_argument("--method", default="auto", choices=S.SENSITIVITY_METHODS)
+    ap.add_argument("--differences", nargs="+", default=["rows"], choices=S.SENSITIVITY_DIFFERENCES,
+                    help="how dP/dtheta is formed; several: one gradient each, in this order, in the same run")
     ap.add_argument("--fd", action="store_true", help="also check against finite differences of full solves")
     ap.add_argument("--fd-params", nargs="+", default=["aqm.p_max", "service.mu", "source.alpha", "source.q"])
     ap.add_argument("--fd-step", type=float, default=1e-4, help="H relative to the parameter (1e-4)")
@@ -41,14 +44,17 @@ def main() -> None:
         t = time.perf_counter()
         r = aqmchain.solve_stationary(model, method="krylov", tol=1e-13)
         solve = time.perf_counter() - t
-        t = time.perf_counter()
-        sens = r.sensitivities(metrics=[args.metric], method=args.method)
-        grad = time.perf_counter() - t
-        row = {"case": case, "states": int(r.states), "solve_s": solve, "gradient_s": grad, "ratio": grad / solve,
-               "parameters": len(sens.parameters), "adjoint": sens.info["method"],
-               "seconds": sens.info["seconds"], "residual": sens.info["residuals"][args.metric],
-               "notes": sens.notes, "values": sens.values[args.metric]}
-        print(json.dumps(row, indent=1), flush=True)
+        for differences in args.differences:
+            t = time.perf_counter()
+            sens = r.sensitivities(metrics=[args.metric], method=args.method, differences=differences)
+            grad = time.perf_counter() - t
+            row = {"case": case, "states": int(r.states), "differences": differences, "solve_s": solve,
+                   "gradient_s": grad, "ratio": grad / solve, "parameters": len(sens.parameters),
+                   "adjoint": sens.info["method"], "adjoint_iterations": sens.info["iterations"][args.metric],
+                   "solve_iterations": r.info.iterations, "seconds": sens.info["seconds"],
+                   "residual": sens.info["residuals"][args.metric], "formed": sens.info["differences"],
+                   "notes": sens.notes, "values": sens.values[args.metric]}
+            print(json.dumps(row, indent=1), flush=True)
         if args.fd:
             doc = S._frozen_doc(r.chain)
             y = abs(sens.adjoints[args.metric]).max()
