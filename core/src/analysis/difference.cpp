@@ -90,48 +90,88 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
   for (int t = 0; t < T; ++t) {
     Chunk& ch = chunks[static_cast<size_t>(t)];
     ch.acc.assign(J, 0.0), ch.acc_p.assign(J, 0.0), ch.acc_m.assign(J, 0.0);
-    Successors succ, rp, rm;
+    Successors succ, extra[2];
     std::vector<double> evp(E), evm(E);
     std::vector<int32_t> ucol;       // the union of the three rows' columns
     std::vector<double> u0, up, um;  // their values (0 where a row lacks the entry)
+    std::vector<char> hp, hm;        // whether each side has the base row's entries
     const int32_t lo = static_cast<int32_t>(static_cast<int64_t>(n) * t / T);
     const int32_t hi = static_cast<int32_t>(static_cast<int64_t>(n) * (t + 1) / T);
     try {
       for (int32_t s = lo; s < hi && !stop.load(std::memory_order_relaxed); ++s) {
         if (((s - lo) & 16383) == 0) check_interrupt();
         const int64_t key = base.key_of(s);
-        merged_row(plus, key, continuous, succ, rp, E ? evp.data() : nullptr);
-        merged_row(minus, key, continuous, succ, rm, E ? evm.data() : nullptr);
-        // keys -> states (ascending: states are numbered in key order); entries into states
-        // outside the chain are set aside
-        for (int side = 0; side < 2; ++side) {
-          Successors& r = side == 0 ? rp : rm;
-          size_t kept = 0;
-          for (const auto& [k, v] : r) {
-            const int32_t st = base.index_of_key(k);
-            if (st < 0)
-              ch.out[side].push_back({s, k, v});
-            else
-              r[kept++] = {st, v};
-          }
-          if (kept < r.size()) (side == 0 ? ch.plus_same : ch.minus_same) = false, ch.sides_same = false;
-          r.resize(kept);
-        }
-        ucol.clear(), u0.clear(), up.clear(), um.clear();
         const int32_t b = base.rowptr[s], e = base.rowptr[s + 1];
-        for (size_t i0 = static_cast<size_t>(b), ip = 0, im = 0;;) {
-          const int64_t big = std::numeric_limits<int64_t>::max();
-          const int64_t c0 = i0 < static_cast<size_t>(e) ? base.col[i0] : big;
-          const int64_t cp = ip < rp.size() ? rp[ip].first : big, cm = im < rm.size() ? rm[im].first : big;
-          const int64_t c = std::min(c0, std::min(cp, cm));
-          if (c == big) break;
-          const bool h0 = c0 == c, hp = cp == c, hm = cm == c;
-          ucol.push_back(static_cast<int32_t>(c));
-          u0.push_back(h0 ? base.val[i0++] : 0.0);
-          up.push_back(hp ? rp[ip++].second : 0.0);
-          um.push_back(hm ? rm[im++].second : 0.0);
-          ch.plus_drops |= h0 && !hp, ch.minus_drops |= h0 && !hm;
-          ch.plus_same &= h0 == hp, ch.minus_same &= h0 == hm, ch.sides_same &= hp == hm;
+        const size_t len0 = static_cast<size_t>(e - b);
+        // The union of the rows' entries: the base row's first (its columns sorted), then the
+        // entries only a side has.  Each side's generated row is scattered onto it (a binary
+        // search in the base row's columns), duplicates summed; continuous time: self-loops
+        // dropped and the diagonal minus the out-rate, as the builder merges a row.
+        ucol.assign(base.col.begin() + b, base.col.begin() + e);
+        u0.assign(base.val.begin() + b, base.val.begin() + e);
+        up.assign(len0, 0.0), um.assign(len0, 0.0);
+        hp.assign(len0, 0), hm.assign(len0, 0);
+        extra[0].clear(), extra[1].clear();
+        for (int side = 0; side < 2; ++side) {
+          std::vector<double>& u = side == 0 ? up : um;
+          std::vector<char>& has = side == 0 ? hp : hm;
+          succ.clear();
+          (side == 0 ? plus : minus).successors(key, succ, E ? (side == 0 ? evp : evm).data() : nullptr);
+          double out_rate = 0.0;
+          for (const auto& [k, v] : succ) {
+            if (continuous) {
+              if (k == key) continue;  // a self-loop is no transition in continuous time
+              out_rate += v;
+            }
+            const int32_t st = base.index_of_key(k);
+            if (st < 0) {  // a state outside the chain: set aside
+              ch.out[side].push_back({s, k, v});
+              continue;
+            }
+            const size_t pos = static_cast<size_t>(std::lower_bound(ucol.begin(), ucol.begin() + len0, st) - ucol.begin());
+            if (pos < len0 && ucol[pos] == st)
+              u[pos] += v, has[pos] = 1;
+            else
+              extra[side].push_back({st, v});
+          }
+          if (continuous) {
+            const size_t pos = static_cast<size_t>(std::lower_bound(ucol.begin(), ucol.begin() + len0, s) - ucol.begin());
+            if (pos < len0 && ucol[pos] == s)
+              u[pos] += -out_rate, has[pos] = 1;
+            else
+              extra[side].push_back({s, -out_rate});
+          }
+          if (!ch.out[side].empty() && ch.out[side].back().s == s) (side == 0 ? ch.plus_same : ch.minus_same) = false;
+        }
+        if (!ch.out[0].empty() && ch.out[0].back().s == s) ch.sides_same = false;
+        if (!ch.out[1].empty() && ch.out[1].back().s == s) ch.sides_same = false;
+        for (size_t i = 0; i < len0; ++i) {
+          ch.plus_drops |= !hp[i], ch.minus_drops |= !hm[i], ch.sides_same &= hp[i] == hm[i];
+        }
+        if (!extra[0].empty() || !extra[1].empty()) {  // entries the base row lacks (rare): merged by column
+          for (int side = 0; side < 2; ++side) {
+            auto& x = extra[side];
+            std::sort(x.begin(), x.end(), [](const auto& a, const auto& c) { return a.first < c.first; });
+            size_t w = 0;
+            for (size_t i = 0; i < x.size(); ++i)
+              if (w > 0 && x[w - 1].first == x[i].first)
+                x[w - 1].second += x[i].second;
+              else
+                x[w++] = x[i];
+            x.resize(w);
+            if (w) (side == 0 ? ch.plus_same : ch.minus_same) = false;
+          }
+          for (size_t ip = 0, im = 0; ip < extra[0].size() || im < extra[1].size();) {
+            const int64_t big = std::numeric_limits<int64_t>::max();
+            const int64_t cp = ip < extra[0].size() ? extra[0][ip].first : big;
+            const int64_t cm = im < extra[1].size() ? extra[1][im].first : big;
+            const int64_t c = std::min(cp, cm);
+            ch.sides_same &= cp == cm;
+            ucol.push_back(static_cast<int32_t>(c));
+            u0.push_back(0.0);
+            up.push_back(cp == c ? extra[0][ip++].second : 0.0);
+            um.push_back(cm == c ? extra[1][im++].second : 0.0);
+          }
         }
         const size_t len = ucol.size();
         for (size_t i = 0; i < len; ++i) {

@@ -9,8 +9,9 @@
 // theta + h and theta - h, the central difference is pi (P+ - P-) y_j / (2h): each state's
 // row is generated at both sides by the models' transition generators on the chain's own
 // states and multiplied into y at once, so no chain is explored or assembled and no matrix
-// is kept.  The rows are merged exactly as the builder merges them (duplicates summed;
-// continuous time: self-loops dropped, the diagonal minus the row's out-rate), and an entry
+// is kept.  The rows are merged as the builder merges them (duplicates summed, in the order
+// the generator gives them; continuous time: self-loops dropped, the diagonal minus the row's
+// out-rate), and an entry
 // one side has and another lacks counts as 0 there, so the result is the product with the
 // difference of the two chains the builder would give, when those chains have the base
 // chain's states.  They do when every successor is a state of the base chain, the
