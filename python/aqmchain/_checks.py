@@ -116,6 +116,9 @@ def reals(param: str, value: Any, depth: int = 1, *, err: Callable = model_error
         return real(param, value, err=err)
     if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
         raise err(param, "a list" if depth == 1 else "a list of lists", value)
+    if depth == 1 and isinstance(value, list) and all(type(x) is float for x in value) \
+            and math.isfinite(sum(value)):  # plain floats with a finite sum: all finite (a long grid's points)
+        return list(value)
     return [reals(f"{param}[{i}]", x, depth - 1, err=err) for i, x in enumerate(value)]
 
 

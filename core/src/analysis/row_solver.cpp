@@ -10,6 +10,10 @@ SubMatrix restrict_matrix(const Chain& c, const std::vector<int32_t>& local, con
   S.n = static_cast<int32_t>(states.size());
   S.states = states;
   S.rowptr.assign(static_cast<size_t>(S.n) + 1, 0);
+  size_t bound = continuous ? states.size() : 0;  // no regrowth while filling: at most the rows' entries
+  for (const int32_t i : states) bound += static_cast<size_t>(c.rowptr[i + 1] - c.rowptr[i]);
+  S.col.reserve(bound);
+  S.val.reserve(bound);
   for (int32_t li = 0; li < S.n; ++li) {
     const int32_t i = states[static_cast<size_t>(li)];
     double out = 0.0;
