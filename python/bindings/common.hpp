@@ -30,6 +30,14 @@ py::array_t<T> copy(const std::vector<T>& v) {
   return py::array_t<T>(static_cast<py::ssize_t>(v.size()), v.data());
 }
 
+/// A numpy array that takes over the vector's buffer (no copy: large results).
+template <class T>
+py::array_t<T> moved(std::vector<T>&& v) {
+  auto* owned = new std::vector<T>(std::move(v));
+  py::capsule owner(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>(static_cast<py::ssize_t>(owned->size()), owned->data(), owner);
+}
+
 inline py::dict pairs(const std::vector<std::pair<std::string, double>>& v) {
   py::dict d;
   for (const auto& [k, x] : v) d[py::str(k)] = x;

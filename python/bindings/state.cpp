@@ -252,8 +252,8 @@ void define_state(py::module_& m) {
         py::dict ep, em;
         if (d.valid)
           for (size_t e = 0; e < c.event_names.size(); ++e) {
-            ep[py::str(c.event_names[e])] = copy(d.events_plus[e]);
-            em[py::str(c.event_names[e])] = copy(d.events_minus[e]);
+            ep[py::str(c.event_names[e])] = moved(std::move(d.events_plus[e]));
+            em[py::str(c.event_names[e])] = moved(std::move(d.events_minus[e]));
           }
         out["events_plus"] = ep, out["events_minus"] = em;
         for (const auto& [tag, a] : {std::pair<const char*, const AddedStates*>{"added_plus", &d.added_plus},

@@ -69,9 +69,12 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
   const size_t J = adjoints.size(), E = base.event_names.size();
   d.events_plus.assign(E, std::vector<double>(static_cast<size_t>(n)));
   d.events_minus.assign(E, std::vector<double>(static_cast<size_t>(n)));
-  // Contiguous chunks of states, one per thread, each with its own sums; the chunks' sums and
-  // entries into added states are combined in chunk order.
-  const int T = n > 20000 ? std::max(1, loop_threads()) : 1;
+  // Contiguous chunks of states, each with its own sums; the chunks' sums and entries into
+  // added states are combined in chunk order.
+  // (16 chunks per thread, taken as threads come free: rows differ in cost, and another
+  // process may hold a core for a while)
+  const int threads = n > 20000 ? std::max(1, loop_threads()) : 1;
+  const int T = threads > 1 ? 16 * threads : 1;
   struct Outside {
     int32_t s;
     int64_t key;
@@ -86,7 +89,7 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
   };
   std::vector<Chunk> chunks(static_cast<size_t>(T));
   std::atomic<bool> stop{false};
-#pragma omp parallel for schedule(static, 1) num_threads(T)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int t = 0; t < T; ++t) {
     Chunk& ch = chunks[static_cast<size_t>(t)];
     ch.acc.assign(J, 0.0), ch.acc_p.assign(J, 0.0), ch.acc_m.assign(J, 0.0);
