@@ -13,10 +13,13 @@ adjoint system ``(I - P) y = c - (pi c) 1`` (continuous time: ``-G y = c - (pi c
 sparse product.  The matrix is singular but the system is consistent: ``y`` is fixed to 0
 at the state of largest ``pi`` and that state's equation is dropped.
 
-``dP/dtheta`` and the vectors' derivatives come from the chains built at ``theta +- h`` on
-the same resolved grid (same avg points, REDwM s points and drop-spacing caps) with the same
-states; the entries of P are low-degree polynomials in most parameters, so central
-differences of the entries are accurate to round-off.  Where the grid mapping (or a
+``dP/dtheta`` and the vectors' derivatives come from the chains at ``theta +- h`` on the
+same resolved grid (same avg points, REDwM s points and drop-spacing caps) with the same
+states: their rows are generated on the solved chain's states and multiplied into the
+adjoint vectors in the core (``_core.chain_difference``), and the chains are built only
+where a side loses entries of the solved chain's rows (or a model at a step is refused); the
+entries of P are low-degree polynomials in most parameters, so central differences of the
+entries are accurate to round-off.  Where the grid mapping (or a
 threshold on a grid point) makes P piecewise in theta, the step shrinks; when the states or
 the sparsity pattern still change within the smallest step, the one-sided derivatives are
 reported with a note.  docs/sensitivities.md has the method and examples.
