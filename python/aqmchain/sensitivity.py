@@ -645,7 +645,9 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
         return ({"right" if sign > 0 else "left": _Contracted(2 * d1.products - d2.products, dvec)},
                 "at a bound of the parameter: one-sided derivative", h)
     d, h = tried[-1]
-    if d["plus_drops"] or d["minus_drops"]:  # a side's chain may not reach every state: build them
+    # a side's chain may not reach every state (at this step, or at the previous one whose
+    # distances the jump test reads): build them
+    if any(t[0]["plus_drops"] or t[0]["minus_drops"] for t in tried[-2:]):
         return None
     sides, jumps = {}, []
     for side, tag, sign in (("right", "plus", 1.0), ("left", "minus", -1.0)):

@@ -218,11 +218,12 @@ void define_state(py::module_& m) {
          const py::array_t<double, py::array::c_style | py::array::forcecast>& pi,
          const std::vector<py::array_t<double, py::array::c_style | py::array::forcecast>>& adjoints,
          int64_t max_added) {
+        // a caller's error, not a model's (sensitivity.py falls back to building chains on ModelError)
         auto length = [&](const char* name, const py::array& a) {
           if (a.ndim() != 1 || a.shape(0) != c.n)
-            throw ModelError(name, detail::cat("parameter '", name, "' must hold vectors of the chain's ", c.n,
-                                               " states, got shape (", a.ndim() ? a.shape(0) : 0, a.ndim() > 1 ? ", ..." : "",
-                                               ")"));
+            throw std::invalid_argument(detail::cat("argument '", name, "' must be a vector of the chain's ", c.n,
+                                                    " states, got an array of ", a.ndim(), " dimensions and ",
+                                                    a.size(), " values"));
         };
         length("pi", pi);
         std::vector<const double*> ys;

@@ -319,23 +319,34 @@ TEST(ChainDifference, ProductsAreThoseOfTheBuiltChainsAndAddedStatesTheirs) {
     EXPECT_EQ(d.added_plus.count(), 0);
     ASSERT_EQ(d.added_minus.count(), cm.n - c.n);
     EXPECT_FALSE(d.minus_same_support);
+    EXPECT_FALSE(d.minus_drops);  // states are only added: every state of the chain stays reachable
     const AddedStates& a = d.added_minus;
     std::vector<double> inflow(static_cast<size_t>(a.count()), 0.0);
+    std::vector<int> terms(static_cast<size_t>(a.count()), 0);
+    double minus = 0.0, base = 0.0, mass = 0.0;  // pi (P- - P) y over the chain's own states
     for (int32_t s = 0; s < c.n; ++s) {
       const int32_t sm = cm.index_of_key(c.key_of(s));
       ASSERT_GE(sm, 0);
+      base += dense_product(c, pi, y, s), mass += pi[s];
       for (int32_t e = cm.rowptr[sm]; e < cm.rowptr[sm + 1]; ++e) {
         const int64_t k = cm.key_of(cm.col[e]);
-        if (c.index_of_key(k) < 0)
-          inflow[static_cast<size_t>(std::lower_bound(a.keys.begin(), a.keys.end(), k) - a.keys.begin())] +=
-              pi[s] * cm.val[e];
+        const int32_t t = c.index_of_key(k);
+        if (t >= 0) {
+          minus += pi[s] * cm.val[e] * y[static_cast<size_t>(t)];
+          continue;
+        }
+        const size_t i = static_cast<size_t>(std::lower_bound(a.keys.begin(), a.keys.end(), k) - a.keys.begin());
+        inflow[i] += pi[s] * cm.val[e], ++terms[i];
       }
     }
+    EXPECT_NEAR(d.products_minus[0], minus - base, 2.0 * 3.0 * static_cast<double>(cm.nnz()) * eps * mass);
     for (int64_t i = 0; i < a.count(); ++i) {
       const int32_t t = cm.index_of_key(a.keys[static_cast<size_t>(i)]);
       ASSERT_GE(t, 0);
       EXPECT_LT(c.index_of_key(a.keys[static_cast<size_t>(i)]), 0);
-      EXPECT_NEAR(a.inflow[static_cast<size_t>(i)], inflow[static_cast<size_t>(i)], 8.0 * eps * (inflow[i] + 1e-300));
+      // sums of the same positive terms, perhaps in another order: within terms x eps of the sum
+      EXPECT_NEAR(a.inflow[static_cast<size_t>(i)], inflow[static_cast<size_t>(i)],
+                  (terms[static_cast<size_t>(i)] + 1) * eps * inflow[static_cast<size_t>(i)]);
       ASSERT_EQ(a.rowptr[i + 1] - a.rowptr[i], cm.rowptr[t + 1] - cm.rowptr[t]);
       for (int32_t e = a.rowptr[i], f = cm.rowptr[t]; e < a.rowptr[i + 1]; ++e, ++f) {
         const int32_t col = a.col[e];
@@ -350,6 +361,15 @@ TEST(ChainDifference, ProductsAreThoseOfTheBuiltChainsAndAddedStatesTheirs) {
     EXPECT_FALSE(small.valid);
     EXPECT_NE(small.why.find("states are added"), std::string::npos);
   }
+  // a parameter that leaves P alone: both sides are the chain's own model, nothing moves
+  {
+    const auto g = queue_generator(red_model(0.2, 0.5));
+    const ChainDifference d = chain_difference(c, *g, *g, h, pi.data(), {y.data()}, c.n);
+    ASSERT_TRUE(d.valid) << d.why;
+    EXPECT_TRUE(d.plus_same_support && d.minus_same_support && d.sides_same_support);
+    EXPECT_EQ(d.kink_scale, 0.0);  // the differences of the duplicates' summation order count as 0
+    EXPECT_EQ(d.products[0], 0.0);
+  }
   // another descriptor (a grid with more points) is refused, not misread
   {
     Model other = red_model(0.2, 0.5);
@@ -359,4 +379,37 @@ TEST(ChainDifference, ProductsAreThoseOfTheBuiltChainsAndAddedStatesTheirs) {
     EXPECT_FALSE(d.valid);
     EXPECT_NE(d.why.find("descriptor"), std::string::npos);
   }
+}
+
+TEST(ChainDifference, ThreadsGiveTheSameProducts) {
+  // above the size where the pass runs on the core's threads (20,000 states)
+  Model m = geo(100, 0.48, 0.5);
+  m.aqm.drop = DropFunction::red(30, 70, 0.1);
+  m.aqm.w = 0.01;
+  m.grid.k = 8;
+  const QueueChain c = build_chain(m);
+  ASSERT_GT(c.n, 20000);
+  const double h = 1e-3, eps = std::numeric_limits<double>::epsilon();
+  std::vector<double> pi(static_cast<size_t>(c.n)), y(static_cast<size_t>(c.n));
+  double mass = 0.0;
+  for (int32_t i = 0; i < c.n; ++i) pi[i] = 1.0 / (1.0 + i), y[i] = std::cos(0.1 * i), mass += pi[i];
+  Model mp = m, mm = m;
+  mp.aqm.drop = DropFunction::red(30, 70, 0.1 + h);
+  mm.aqm.drop = DropFunction::red(30, 70, 0.1 - h);
+  const auto gp = queue_generator(mp), gm = queue_generator(mm);
+  const int before = set_num_threads(1);
+  const ChainDifference one = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n);
+  set_num_threads(2);
+  const ChainDifference two = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n);
+  set_num_threads(before);
+  ASSERT_TRUE(one.valid && two.valid);
+  // the same terms summed in other chunks: within (terms) eps of the sum of their magnitudes
+  const double round = 3.0 * static_cast<double>(c.nnz()) * eps * mass;
+  EXPECT_NEAR(one.products_plus[0], two.products_plus[0], 2.0 * round);
+  EXPECT_NEAR(one.products_minus[0], two.products_minus[0], 2.0 * round);
+  EXPECT_NEAR(one.products[0], two.products[0], 2.0 * round / (2.0 * h));
+  EXPECT_GT(std::abs(one.products_plus[0]), 100.0 * round);
+  EXPECT_EQ(one.events_plus, two.events_plus);  // per state: no sums across states
+  EXPECT_EQ(one.kink_scale, two.kink_scale);
+  EXPECT_EQ(one.distance_minus, two.distance_minus);
 }

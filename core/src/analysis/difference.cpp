@@ -6,6 +6,7 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "aqmchain/errors.hpp"
@@ -48,6 +49,7 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
   const auto t0 = std::chrono::steady_clock::now();
   const int32_t n = base.n;
   if (!(h > 0.0 && std::isfinite(h))) fail_param("h", "a finite number > 0", h);
+  if (max_added < 0) fail_param("max_added", ">= 0", max_added);
   ChainDifference d;
   auto refuse = [&](std::string why) {
     ChainDifference r;
@@ -62,25 +64,29 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
     std::vector<int64_t> init = g->initial_states();
     std::sort(init.begin(), init.end());
     init.erase(std::unique(init.begin(), init.end()), init.end());
-    if (base.report.initial_keys.empty() || init != base.report.initial_keys)
-      return refuse("the initial states change");
+    if (base.report.initial_keys.empty())
+      return refuse("the chain does not record the initial states it was explored from");
+    if (init != base.report.initial_keys) return refuse("the initial states change");
   }
   const bool continuous = base.time == TimeKind::Continuous;
   const size_t J = adjoints.size(), E = base.event_names.size();
+  const int64_t product = base.space.product();
+  constexpr double kEps = std::numeric_limits<double>::epsilon();
   d.events_plus.assign(E, std::vector<double>(static_cast<size_t>(n)));
   d.events_minus.assign(E, std::vector<double>(static_cast<size_t>(n)));
   // Contiguous chunks of states, each with its own sums; the chunks' sums and entries into
-  // added states are combined in chunk order.
-  // (16 chunks per thread, taken as threads come free: rows differ in cost, and another
-  // process may hold a core for a while)
-  const int threads = n > 20000 ? std::max(1, loop_threads()) : 1;
-  const int T = threads > 1 ? 16 * threads : 1;
+  // added states are combined in chunk order.  16 chunks per thread of the setting (so the
+  // sums depend on the setting, not on the machine's load), taken as threads come free: rows
+  // differ in cost, and another process may hold a core for a while.
+  const int setting = n > 20000 ? std::max(1, num_threads()) : 1;
+  const int T = setting > 1 ? 16 * setting : 1;
+  const int threads = setting > 1 ? std::max(1, loop_threads()) : 1;
   struct Outside {
     int32_t s;
     int64_t key;
     double v;
   };
-  struct Chunk {
+  struct alignas(64) Chunk {  // (a cache line apart: each is written by one thread)
     std::vector<double> acc, acc_p, acc_m;
     double excess = 0.0, scale = 0.0, dist_p = 0.0, dist_m = 0.0;
     bool plus_same = true, minus_same = true, sides_same = true, plus_drops = false, minus_drops = false;
@@ -92,15 +98,15 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int t = 0; t < T; ++t) {
     Chunk& ch = chunks[static_cast<size_t>(t)];
-    ch.acc.assign(J, 0.0), ch.acc_p.assign(J, 0.0), ch.acc_m.assign(J, 0.0);
-    Successors succ, extra[2];
-    std::vector<double> evp(E), evm(E);
-    std::vector<int32_t> ucol;       // the union of the three rows' columns
-    std::vector<double> u0, up, um;  // their values (0 where a row lacks the entry)
-    std::vector<char> hp, hm;        // whether each side has the base row's entries
     const int32_t lo = static_cast<int32_t>(static_cast<int64_t>(n) * t / T);
     const int32_t hi = static_cast<int32_t>(static_cast<int64_t>(n) * (t + 1) / T);
-    try {
+    try {  // nothing may leave the parallel region: errors (allocation included) are kept per chunk
+      ch.acc.assign(J, 0.0), ch.acc_p.assign(J, 0.0), ch.acc_m.assign(J, 0.0);
+      Successors succ, extra[2];
+      std::vector<double> evp(E), evm(E);
+      std::vector<int32_t> ucol;       // the union of the three rows' columns
+      std::vector<double> u0, up, um;  // their values (0 where a row lacks the entry)
+      std::vector<char> hp, hm;        // whether each side has the base row's entries
       for (int32_t s = lo; s < hi && !stop.load(std::memory_order_relaxed); ++s) {
         if (((s - lo) & 16383) == 0) check_interrupt();
         const int64_t key = base.key_of(s);
@@ -115,17 +121,22 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
         up.assign(len0, 0.0), um.assign(len0, 0.0);
         hp.assign(len0, 0), hm.assign(len0, 0);
         extra[0].clear(), extra[1].clear();
+        size_t nsucc[2] = {0, 0};
         for (int side = 0; side < 2; ++side) {
           std::vector<double>& u = side == 0 ? up : um;
           std::vector<char>& has = side == 0 ? hp : hm;
           succ.clear();
           (side == 0 ? plus : minus).successors(key, succ, E ? (side == 0 ? evp : evm).data() : nullptr);
+          nsucc[side] = succ.size();
           double out_rate = 0.0;
           for (const auto& [k, v] : succ) {
             if (continuous) {
               if (k == key) continue;  // a self-loop is no transition in continuous time
               out_rate += v;
             }
+            if (k < 0 || k >= product)
+              throw std::logic_error(detail::cat("internal error: state ", s, " has a successor key ", k,
+                                                 " outside the descriptor"));
             const int32_t st = base.index_of_key(k);
             if (st < 0) {  // a state outside the chain: set aside
               ch.out[side].push_back({s, k, v});
@@ -177,8 +188,16 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
           }
         }
         const size_t len = ucol.size();
+        // The builder sums an entry's duplicates in its sort's order, the scatter in the
+        // generator's: an entry theta does not move may differ from the base by the rounding
+        // of that sum, at most (successors) eps |value|.  Such differences count as 0 in the
+        // smoothness test and the distances (so a parameter that leaves P alone is smooth).
+        const double round = static_cast<double>(std::max(nsucc[0], nsucc[1]) + 1) * kEps;
         for (size_t i = 0; i < len; ++i) {
-          const double dp = up[i] - u0[i], dm = u0[i] - um[i];
+          const double floor = round * std::max(std::abs(u0[i]), std::max(std::abs(up[i]), std::abs(um[i])));
+          double dp = up[i] - u0[i], dm = u0[i] - um[i];
+          if (std::abs(dp) <= floor) dp = 0.0;
+          if (std::abs(dm) <= floor) dm = 0.0;
           ch.excess = std::max(ch.excess, std::abs(dp - dm) - 0.25 * (std::abs(dp) + std::abs(dm)));
           ch.scale = std::max(ch.scale, std::max(std::abs(dp), std::abs(dm)));
           ch.dist_p = std::max(ch.dist_p, std::abs(dp)), ch.dist_m = std::max(ch.dist_m, std::abs(dm));
@@ -240,9 +259,10 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
     Successors succ, row;
     std::vector<std::vector<std::pair<int64_t, double>>> rows;  // by exploration order, keys
     std::vector<std::vector<double>> events;
+    const int64_t budget = std::min(max_added, static_cast<int64_t>(kMaxStatesMax) - n);  // n + i stays an int32
     for (size_t i = 0; i < order.size(); ++i) {
-      if (static_cast<int64_t>(order.size()) > max_added)
-        return refuse(detail::cat("more than ", max_added, " states are added at theta ", side == 0 ? "+" : "-", " h"));
+      if (static_cast<int64_t>(order.size()) > budget)
+        return refuse(detail::cat("more than ", budget, " states are added at theta ", side == 0 ? "+" : "-", " h"));
       if ((i & 4095) == 0) check_interrupt();
       std::vector<double> ev(E);
       merged_row(g, order[i], continuous, succ, row, E ? ev.data() : nullptr);

@@ -3,6 +3,7 @@
 // Gauss-Seidel preconditioner of the stationary solvers (first passage, Poisson's equation).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -74,11 +75,15 @@ struct RowSolver {
     const auto t0 = Clock::now();
     const int32_t n = sys->n;
     std::vector<double> r(static_cast<size_t>(n)), xb(static_cast<size_t>(n));
-    double rhs_l1 = 0.0, rhs_sq = 0.0;
+    double rhs_l1 = 0.0, rhs_max = 0.0, rhs_sq = 0.0;
     for (int32_t i = 0; i < n; ++i) {
       const double v = rhs[static_cast<size_t>(i)];
       r[sys->inv[i]] = v;
-      rhs_l1 += std::abs(v), rhs_sq += v * v;
+      rhs_l1 += std::abs(v), rhs_max = std::max(rhs_max, std::abs(v));
+    }
+    for (int32_t i = 0; rhs_max > 0.0 && i < n; ++i) {  // scaled: no underflow or overflow
+      const double v = rhs[static_cast<size_t>(i)] / rhs_max;
+      rhs_sq += v * v;
     }
     x.assign(static_cast<size_t>(n), 0.0);
     if (!(rhs_l1 > 0.0)) return 0.0;
@@ -87,7 +92,7 @@ struct RowSolver {
     test.target = solve_tol * rhs_l1;
     // the estimate is a 2-norm, the target an L1 norm: their ratio on the right-hand side as a
     // first guess for the residual's (learn_ratio corrects it from the first candidate)
-    test.fac0 = std::sqrt(rhs_sq) / rhs_l1;
+    test.fac0 = rhs_max * std::sqrt(rhs_sq) / rhs_l1;
     test.learn_ratio = true;
     // What double precision allows: the residual of a rounded solution is about
     // eps (||B||_1 ||x||_1 + ||rhs||_1) with ||B||_1 <= 2 here; the target is never below 4 eps ||B|| ||x||.

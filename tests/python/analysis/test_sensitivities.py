@@ -298,6 +298,8 @@ def test_rows_equal_built_chains(doc, rows):
     assert set(used.values()) <= {"rows", "chains"} and set(ref.info["differences"].values()) == {"chains"}
     assert all(used[p] == "rows" for p in (used if rows == "all" else rows)), used
     assert got.notes == ref.notes
+    if doc is ROUND_COEFS:  # the case it stands for: a side adds states, whose rows the pass returns
+        assert "reachable states change" in got.notes["aqm.min_th"]
     eps = np.finfo(float).eps
     for m in metrics:
         y = float(np.abs(got.adjoints[m]).max())
