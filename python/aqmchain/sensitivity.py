@@ -257,15 +257,15 @@ def _model_at(base: _core.Model, base_doc: dict, key: str, delta: float, move_br
 
     doc = copy.deepcopy(base_doc)
     _move(doc, key, delta)
-    model, _ = model_from_dict(doc)
     s_pts = doc["grid"].get("s_points")
     if s_pts and key.startswith("aqm.") and doc["aqm"].get("filter") == "redwm":
-        # the s grid's top point on s's largest value (a_2 + b_1) N moves with it
+        # the s grid's top point on s's largest value (a_2 + b_1) N moves with it (before the
+        # document is read: a top below the new largest value is refused)
         top = lambda d: (_coef(d, "a", 1) + _coef(d, "b", 1)) * d["model"]["buffer"]  # noqa: E731
         old_top, new_top = top(base_doc), top(doc)
         if abs(s_pts[-1] - old_top) <= 1e-12 * max(1.0, old_top) and len(s_pts) > 1 and new_top > s_pts[-2]:
             doc["grid"]["s_points"] = [*s_pts[:-1], new_top]
-            model, _ = model_from_dict(doc)
+    model, _ = model_from_dict(doc)
     if move_breakpoints and key.startswith("aqm."):
         # the grid points on the drop function's breakpoints (the automatic grid has one at
         # each) move with them: p(avg) keeps its kinks and jumps on grid points

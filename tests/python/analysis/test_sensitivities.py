@@ -92,6 +92,11 @@ def _moved(doc, key, delta, move_grid=True):
     if sec == "aqm" and name in ("a", "b"):
         d["aqm"]["a"] = list(d["aqm"]["a"])
         d["aqm"]["a"][0] -= delta
+        # s's largest value (a_2 + b_1) N: an s grid whose top sat on it keeps it there
+        top = lambda t: (t["aqm"]["a"][1] + t["aqm"]["b"][1]) * t["model"]["buffer"]  # noqa: E731
+        pts = d["grid"].get("s_points")
+        if pts and abs(pts[-1] - top(doc)) <= 1e-12 * top(doc) and top(d) > pts[-2]:
+            d["grid"]["s_points"] = [*pts[:-1], top(d)]
     if sec.startswith("class[") and name == "share":
         d["class"][-1]["share"] = d["class"][-1]["share"] - delta
     return d
@@ -215,6 +220,10 @@ def test_redwm_updates_on_grid_points():
     _, sens, checked = _check(doc, metrics=("mean_queue", "loss"),
                               expect_notes=THRESHOLDS + ("aqm.ecn", "aqm.b[0]", "aqm.b[1]", "aqm.a[1]"))
     assert "states" in sens.notes["aqm.b[1]"] and checked >= 10
+    # raising b[1] or a[1] raises s's largest value, on which the s grid's top sits: the top
+    # moves with it, so both sides are formed (each against full solves above)
+    for p in ("aqm.b[1]", "aqm.a[1]"):
+        assert not any(math.isnan(v) for v in sens.one_sided["mean_queue"][p]), (p, sens.one_sided["mean_queue"][p])
 
 
 def test_classes_shares():
@@ -283,7 +292,7 @@ ROUND_COEFS["aqm"]["triple"] = [0.3, 0.15, 0.1]
     (SLOTTED, "all"), (MMBP_ECN, "all"), (CONTINUOUS, "all"), (CLASSES, "all"),
     (REDWM, ("aqm.min_th", "aqm.b[0]", "aqm.a[1]")), (SPACING, ("aqm.p_max", "aqm.min_th")),
     # states added at a side (min_th moves a grid point an update lands on): the added states' rows
-    (ROUND_COEFS, ("aqm.min_th", "aqm.max_th", "aqm.b[0]")),
+    (ROUND_COEFS, ("aqm.min_th", "aqm.max_th", "aqm.b[0]", "aqm.b[1]", "aqm.a[1]")),
 ], ids=["slotted", "mmbp_ecn", "continuous", "classes", "redwm", "spacing", "redwm_states_added"])
 def test_rows_equal_built_chains(doc, rows):
     """The rows of P at theta +- h generated on the chain's states (the default) give the
