@@ -4,7 +4,8 @@ Imported first by the package: when this process is the command line (the ``aqmc
 script or ``python -m aqmchain``), a KeyboardInterrupt that ends the process before
 :func:`aqmchain.cli.main` has taken over (numpy, the core, ... still loading) is reported
 as the command reports it: ``aqmchain: interrupted`` on stderr, exit status 130, no
-traceback.  In any other process (a program or notebook importing aqmchain) nothing is
+traceback; so is one that Python could not raise (in a weakref callback of the import
+system: "Exception ignored in ...").  In any other process (a program or notebook importing aqmchain) nothing is
 changed.
 """
 
@@ -132,6 +133,16 @@ def _excepthook(kind, value, tb) -> None:
     sys.__excepthook__(kind, value, tb)
 
 
+def _unraisablehook(unraisable) -> None:
+    """A KeyboardInterrupt that Python cannot raise (it came in a weakref callback or a
+    finaliser, e.g. the import system's module-lock callback while a module loads) is not
+    lost: the command ends as interrupted."""
+    if _interrupted(getattr(unraisable, "exc_value", None)):
+        interrupted_exit()
+    sys.__unraisablehook__(unraisable)
+
+
 def install() -> None:
     if is_command_line():
         sys.excepthook = _excepthook
+        sys.unraisablehook = _unraisablehook
