@@ -36,8 +36,9 @@ from bench_stationary import model_for as stationary_model, write_block  # noqa:
 
 def model_for(case: str):
     """bench_stationary.py's cases, and ``adaptive_b60``: adaptive RED (p_max moves every 5000
-    slots: a chain with two components outside krylov's blocks, which ``auto`` solves with
-    ``multilevel``), buffer 60, RED 15 / 45 / 0.1, w = 0.07, GEO alpha = mu = 0.5, K = 4."""
+    slots: a chain with two components outside krylov's blocks, nearly decomposable, which
+    ``auto`` solves with krylov and its slices' coarse space), buffer 60, RED 15 / 45 / 0.1,
+    w = 0.07, GEO alpha = mu = 0.5, K = 4."""
     if case != "adaptive_b60":
         return stationary_model(case)
     import aqmchain
@@ -161,7 +162,9 @@ def main() -> None:
     md = table(rows)
     print(md)
     if not args.no_docs:
-        note = f"; 1-minute load average {min(load):.1f}-{max(load):.1f} during the run (other jobs on the machine)"
+        # the run's own two threads count in the load average: above 2.5 something else ran
+        who = "other jobs on the machine" if max(load) > 2.5 else "nothing else running; the run's own threads count in it"
+        note = f"; 1-minute load average {min(load):.1f}-{max(load):.1f} during the run ({who})"
         write_block("warm", md, keep_commands=args.append, note=note)
 
 
