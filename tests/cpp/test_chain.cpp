@@ -260,10 +260,15 @@ TEST(Chain, BatchArrivalsMoveTheLevelByUpToBAndCountEveryPacket) {
 namespace {
 /// Slotted RED, buffer 12, on the integer grid: with w = 0.5 some updates land exactly on grid
 /// points, so w - h adds states (the mass splits onto a neighbour) and w + h does not.
-Model red_model(double p_max, double w) {
-  Model m = geo(12, 0.45, 0.5);
-  m.aqm.drop = DropFunction::red(3, 9, p_max);
+struct RedShape {
+  int buffer = 12, k = 1;
+  double alpha = 0.45, min_th = 3, max_th = 9;
+};
+Model red_model(double p_max, double w, const RedShape& q = {}) {
+  Model m = geo(q.buffer, q.alpha, 0.5);
+  m.aqm.drop = DropFunction::red(q.min_th, q.max_th, p_max);
   m.aqm.w = w;
+  m.grid.k = q.k;
   return m;
 }
 double dense_product(const Chain& a, const std::vector<double>& x, const std::vector<double>& y, int32_t row) {
@@ -383,19 +388,15 @@ TEST(ChainDifference, ProductsAreThoseOfTheBuiltChainsAndAddedStatesTheirs) {
 
 TEST(ChainDifference, ThreadsGiveTheSameProducts) {
   // above the size where the pass runs on the core's threads (20,000 states)
-  Model m = geo(100, 0.48, 0.5);
-  m.aqm.drop = DropFunction::red(30, 70, 0.1);
-  m.aqm.w = 0.01;
-  m.grid.k = 8;
+  const RedShape big{100, 8, 0.48, 30, 70};
+  const Model m = red_model(0.1, 0.01, big);
   const QueueChain c = build_chain(m);
   ASSERT_GT(c.n, 20000);
   const double h = 1e-3, eps = std::numeric_limits<double>::epsilon();
   std::vector<double> pi(static_cast<size_t>(c.n)), y(static_cast<size_t>(c.n));
   double mass = 0.0;
   for (int32_t i = 0; i < c.n; ++i) pi[i] = 1.0 / (1.0 + i), y[i] = std::cos(0.1 * i), mass += pi[i];
-  Model mp = m, mm = m;
-  mp.aqm.drop = DropFunction::red(30, 70, 0.1 + h);
-  mm.aqm.drop = DropFunction::red(30, 70, 0.1 - h);
+  const Model mp = red_model(0.1 + h, 0.01, big), mm = red_model(0.1 - h, 0.01, big);
   const auto gp = queue_generator(mp), gm = queue_generator(mm);
   const int before = set_num_threads(1);
   const ChainDifference one = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n);
