@@ -645,9 +645,11 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
         return ({"right" if sign > 0 else "left": _Contracted(2 * d1.products - d2.products, dvec)},
                 "at a bound of the parameter: one-sided derivative", h)
     d, h = tried[-1]
-    # a side's chain may not reach every state (at this step, or at the previous one whose
-    # distances the jump test reads): build them
-    if any(t[0]["plus_drops"] or t[0]["minus_drops"] for t in tried[-2:]):
+    # a side's chain may not reach every state at this step: build them.  (At the previous
+    # step only its distances are read, by the jump test; they are P's largest change there
+    # whether or not that step's chain kept every state.  The built chains skip the test when
+    # it did not, which only keeps a jump from being reported.)
+    if d["plus_drops"] or d["minus_drops"]:
         return None
     sides, jumps = {}, []
     for side, tag, sign in (("right", "plus", 1.0), ("left", "minus", -1.0)):

@@ -324,6 +324,27 @@ def test_rows_equal_built_chains(doc, rows):
                 assert (math.isnan(a) and math.isnan(b)) or abs(a - b) <= tol, (m, p, a, b, tol)
 
 
+def test_rows_when_the_first_step_loses_entries():
+    """On the GEO RED chain of the papers (buffer 250, K = 4: 234,622 states) the thresholds'
+    first step loses entries of the chain at both sides; only the smaller step's quotients are
+    used (the first one's distances feed the jump test), so the rows still answer, with the
+    built chains' one-sided derivatives and notes."""
+    doc = {"model": {"buffer": 250}, "source": {"kind": "bernoulli", "alpha": 0.5}, "service": {"mu": 0.5},
+           "aqm": {"drop": "red", "min_th": 100, "max_th": 200, "p_max": 0.1, "w": 0.002},
+           "grid": {"k": 4, "refine": "none"}}
+    base = aqmchain.solve_stationary(aqmchain.model_from_dict(doc)[0], method="krylov", tol=1e-13)
+    params = ["aqm.min_th", "aqm.max_th"]
+    got = base.sensitivities(metrics=["mean_queue"], params=params)
+    ref = base.sensitivities(metrics=["mean_queue"], params=params, differences="chains")
+    assert got.info["differences"] == {p: "rows" for p in params}
+    assert got.notes == ref.notes and all("not smooth" in got.notes[p] for p in params)
+    y = float(np.abs(got.adjoints["mean_queue"]).max())
+    for p in params:
+        tol = 64 * np.finfo(float).eps * 2 * y / got.steps[p]  # the quotients' rounding (rows of P sum to 1)
+        for a, b in zip(got.one_sided["mean_queue"][p], ref.one_sided["mean_queue"][p]):
+            assert abs(a - b) <= tol + 1e-12 * abs(b), (p, a, b, tol)
+
+
 def test_json_and_bad_input(tmp_path):
     base = _solve(SLOTTED)
     sens = base.sensitivities(metrics="loss", params=["aqm.p_max", "service.mu"])
