@@ -444,6 +444,37 @@ def _distance(p: _Point, q: _Point) -> float:
     return max(float(d.max()) if d.nnz else 0.0, float(np.abs(p.events - q.events).max()))
 
 
+def _one_sided_note(key, theta, why, h, sides, jumps) -> str:
+    """The note of a parameter whose P is not smooth across its last step."""
+    jump = f"; P jumps at {theta:g} on the {' and '.join(jumps)} (no derivative there)" if jumps else ""
+    return (f"P is not smooth in {key} at {theta:g} ({why} within +-{h:.3g}): one-sided derivatives{jump}"
+            if sides else f"no derivative: {why} within +-{h:.3g}{jump}")
+
+
+def _second_order(d1: dict, d2: dict) -> dict:
+    """The vectors' derivatives 2 D(h) - D(2h) (a bound's second-order one-sided difference)."""
+    return {m: [(2 * a1 - a2, 2 * b1 - b2) for (a1, b1), (a2, b2) in zip(d1[m], d2[m])] for m in d1}
+
+
+def _added_states_adjoints(names, vectors, ratios, new_pairs, pi, P_N_old, P_NN, Y, time_kind) -> np.ndarray:
+    """y on the states a side adds: their own equations (I - P_NN) y_N = c_N - (pi c) + P_N,old y_old
+    (continuous time: -G), c_N from their vectors ``new_pairs`` with the base's ratios and weights;
+    ``P_N_old``: their rows' entries into the base chain's states (in its order)."""
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as sla
+
+    C = np.zeros((P_NN.shape[0], Y.shape[1]))
+    for j, m in enumerate(names):
+        met, r = vectors[m], ratios[m]
+        c_new = sum(w * (a - ri * b) / float(pi @ b0)
+                    for w, ri, (a, b), (_, b0) in zip(met.weights(r), r, new_pairs[m], met.pairs))
+        c_old = sum(w * (a - ri * b) / float(pi @ b) for w, ri, (a, b) in zip(met.weights(r), r, met.pairs))
+        C[:, j] = c_new - float(pi @ c_old)
+    A_NN = (sp.identity(P_NN.shape[0], format="csc") - P_NN) if time_kind == "discrete" else -P_NN
+    rhs = C + P_N_old @ Y
+    return sla.splu(sp.csc_matrix(A_NN)).solve(np.ascontiguousarray(rhs)).reshape(rhs.shape)
+
+
 def _derivative(key, theta, base_doc, base_model, base: _Point, build, response_method, opts):
     """The derivative of P and of the metric vectors along ``key``: (derivative or None for a side,
     note, step used, sides) where sides = {"central"} or {"left", "right"} derivatives."""
@@ -495,8 +526,7 @@ def _derivative(key, theta, base_doc, base_model, base: _Point, build, response_
             if two is not None and _same_pattern(one.chain, two.chain):
                 d1 = quotient(one, base, sign * h)
                 d2 = quotient(two, base, 2 * sign * h)
-                d = _Derivative(2 * d1.dP - d2.dP, {m: [(2 * a1 - a2, 2 * b1 - b2) for (a1, b1), (a2, b2)
-                                                        in zip(d1.dvec[m], d2.dvec[m])] for m in d1.dvec})
+                d = _Derivative(2 * d1.dP - d2.dP, _second_order(d1.dvec, d2.dvec))
                 return {"right" if sign > 0 else "left": d}, "at a bound of the parameter: one-sided derivative", h
             why = "at a bound of the parameter, and the matrix is not smooth on its valid side"
         else:
@@ -520,9 +550,7 @@ def _derivative(key, theta, base_doc, base_model, base: _Point, build, response_
                 jumps.append(side)
                 continue
         sides[side] = quotient(point, base, h) if sign > 0 else quotient(base, point, h)
-    jump = f"; P jumps at {theta:g} on the {' and '.join(jumps)} (no derivative there)" if jumps else ""
-    return sides, (f"P is not smooth in {key} at {theta:g} ({why} within +-{h:.3g}): one-sided derivatives{jump}"
-                   if sides else f"no derivative: {why} within +-{h:.3g}{jump}"), h
+    return sides, _one_sided_note(key, theta, why, h, sides, jumps), h
 
 
 class _SideChain:
@@ -592,28 +620,17 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
         return _Contracted(products / step, _vec_diff(d["vectors_" + tag], base.vectors, 1.0 / step))
 
     def _added_adjoints(d, tag) -> np.ndarray:
-        """y on the states a side adds (as :class:`_Extended`): the added states' own equations
-        (I - P_NN) y_N = c_N - (pi c) + P_N,old y_old (continuous time: -G), with their rows from
-        the model at that side and c_N from their vectors with the base's ratios and weights."""
+        """y on the states a side adds (as :class:`_Extended`), from their rows at that side."""
         import scipy.sparse as sp
-        import scipy.sparse.linalg as sla
 
         added, n = d["added_" + tag], base.chain.n
         m = len(added["keys"])
         rows = sp.csr_matrix((added["val"], added["col"], added["rowptr"]), shape=(m, n + m))
         vec_new = _metric_vectors(_SideChain(base.chain, d["model_" + tag], added["events"], d["grid_" + tag],
                                              added["labels"]), response_method, base.vectors)
-        C = np.zeros((m, Y.shape[1]))
-        for j, name in enumerate(base.vectors):
-            met, r = base.vectors[name], ratios[name]
-            c_new = sum(w * (a - ri * b) / float(pi @ b0)
-                        for w, ri, (a, b), (_, b0) in zip(met.weights(r), r, vec_new[name].pairs, met.pairs))
-            c_old = sum(w * (a - ri * b) / float(pi @ b) for w, ri, (a, b) in zip(met.weights(r), r, met.pairs))
-            C[:, j] = c_new - float(pi @ c_old)
-        P_NN = rows[:, n:]
-        A_NN = (sp.identity(m, format="csc") - P_NN) if base.chain.time == "discrete" else -P_NN
-        rhs = C + rows[:, :n] @ Y
-        return sla.splu(sp.csc_matrix(A_NN)).solve(np.ascontiguousarray(rhs)).reshape(rhs.shape)
+        return _added_states_adjoints(list(base.vectors), base.vectors, ratios,
+                                      {k: v.pairs for k, v in vec_new.items()}, pi, rows[:, :n], rows[:, n:], Y,
+                                      base.chain.time)
 
     tried, why = [], ""
     for factor in opts["shrink"]:
@@ -641,8 +658,8 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
             return None
         d1 = one_side(d, "plus", sign * h)
         d2 = one_side(d, "minus", 2 * sign * h)
-        dvec = {m: [(2 * a1 - a2, 2 * b1 - b2) for (a1, b1), (a2, b2) in zip(d1.dvec[m], d2.dvec[m])] for m in d1.dvec}
-        return ({"right" if sign > 0 else "left": _Contracted(2 * d1.products - d2.products, dvec)},
+        return ({"right" if sign > 0 else "left": _Contracted(2 * d1.products - d2.products,
+                                                              _second_order(d1.dvec, d2.dvec))},
                 "at a bound of the parameter: one-sided derivative", h)
     d, h = tried[-1]
     # a side's chain may not reach every state at this step: build them.  (At the previous
@@ -659,9 +676,7 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
             jumps.append(side)  # the quotient grows like 1 / h: P jumps at theta on this side
             continue
         sides[side] = one_side(d, tag, sign * h)
-    jump = f"; P jumps at {theta:g} on the {' and '.join(jumps)} (no derivative there)" if jumps else ""
-    return sides, (f"P is not smooth in {key} at {theta:g} ({why} within +-{h:.3g}): one-sided derivatives{jump}"
-                   if sides else f"no derivative: {why} within +-{h:.3g}{jump}"), h
+    return sides, _one_sided_note(key, theta, why, h, sides, jumps), h
 
 
 def _adjoint_solver(A, k: int, method: str, opts: dict):
@@ -712,7 +727,12 @@ def sensitivity_metrics(result) -> list[str]:
     but the diagnostics and the tagged-packet chain's response times (not a ratio of pi's
     functionals), plus ``mean_count`` under drop spacing."""
     chain = result._need_chain()
-    vectors = _metric_vectors(chain, result.response_method if result.response_available else None)
+    return _differentiable(_metric_vectors(chain, result.response_method if result.response_available else None))
+
+
+def _differentiable(vectors: dict) -> list[str]:
+    """The metrics among ``vectors`` (of :func:`_metric_vectors`) that have sensitivities, in
+    the result's order."""
     return [m for m, _ in SCALAR_METRICS if m not in _NOT_DIFFERENTIATED and m in vectors] + \
         [m for m in vectors if m not in dict(SCALAR_METRICS)]
 
@@ -761,7 +781,7 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
     response_method = result.response_method if result.response_available else None
 
     vectors = _metric_vectors(chain, response_method)
-    names = _chosen("metrics", metrics, sensitivity_metrics(result), "metrics of this result with a sensitivity")
+    names = _chosen("metrics", metrics, _differentiable(vectors), "metrics of this result with a sensitivity")
     params = _chosen("params", params, sensitivity_parameters(base_model), "continuous parameters of this model")
 
     # the metric values from the vectors must be the result's (the same vectors as the metrics)
@@ -932,7 +952,6 @@ class _Extended:
 
     def apply(self, base: _Point, pi, Y, names, vectors, ratios, time_kind: str) -> list[float]:
         import scipy.sparse as sp
-        import scipy.sparse.linalg as sla
 
         pt, pos = self.point, self.point.pos
         n = pt.chain.n
@@ -944,18 +963,10 @@ class _Extended:
         pi_ext[pos] = pi
         Y_ext = np.zeros((n, Y.shape[1]))
         Y_ext[pos] = Y
-        # c on the new states from their vectors, with the base's ratios and weights
-        C = np.zeros((len(new_idx), Y.shape[1]))
-        for j, m in enumerate(names):
-            met, r = vectors[m], ratios[m]
-            c_new = sum(w * (a[new_idx] - ri * b[new_idx]) / float(pi @ b0)
-                        for w, ri, (a, b), (_, b0) in zip(met.weights(r), r, pt.vectors[m].pairs, met.pairs))
-            c_old = sum(w * (a - ri * b) / float(pi @ b) for w, ri, (a, b) in zip(met.weights(r), r, met.pairs))
-            C[:, j] = c_new - float(pi @ c_old)
-        P_NN = P[new_idx][:, new_idx]
-        A_NN = (sp.identity(len(new_idx), format="csc") - P_NN) if time_kind == "discrete" else -P_NN
-        rhs = C + P[new_idx] @ Y_ext  # Y_ext is 0 on the new states: the old columns only
-        Y_ext[new_idx] = sla.splu(sp.csc_matrix(A_NN)).solve(np.ascontiguousarray(rhs)).reshape(rhs.shape)
+        P_N = P[new_idx]  # the new states' rows: into the base chain's states (pos) and into each other
+        new_pairs = {m: [(a[new_idx], b[new_idx]) for a, b in pt.vectors[m].pairs] for m in names}
+        Y_ext[new_idx] = _added_states_adjoints(names, vectors, ratios, new_pairs, pi, P_N[:, pos], P_N[:, new_idx], Y,
+                                                time_kind)
         P0 = base.P.tocoo()
         P0_ext = sp.csr_matrix((P0.data, (pos[P0.row], pos[P0.col])), shape=(n, n))
         adj = pi_ext @ (((P - P0_ext) / self.step) @ Y_ext)  # the entries' differences: no cancellation

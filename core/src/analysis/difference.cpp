@@ -92,6 +92,13 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
     bool plus_same = true, minus_same = true, sides_same = true, plus_drops = false, minus_drops = false;
     std::vector<Outside> out[2];  // entries into states outside the chain, per side
     std::exception_ptr error;
+    /// One entry's (or event weight's) dp = side+ - base and dm = base - side- into the
+    /// smoothness test and the distances.
+    void note(double dp, double dm) {
+      excess = std::max(excess, std::abs(dp - dm) - 0.25 * (std::abs(dp) + std::abs(dm)));
+      scale = std::max(scale, std::max(std::abs(dp), std::abs(dm)));
+      dist_p = std::max(dist_p, std::abs(dp)), dist_m = std::max(dist_m, std::abs(dm));
+    }
   };
   std::vector<Chunk> chunks(static_cast<size_t>(T));
   std::atomic<bool> stop{false};
@@ -198,9 +205,7 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
           double dp = up[i] - u0[i], dm = u0[i] - um[i];
           if (std::abs(dp) <= floor) dp = 0.0;
           if (std::abs(dm) <= floor) dm = 0.0;
-          ch.excess = std::max(ch.excess, std::abs(dp - dm) - 0.25 * (std::abs(dp) + std::abs(dm)));
-          ch.scale = std::max(ch.scale, std::max(std::abs(dp), std::abs(dm)));
-          ch.dist_p = std::max(ch.dist_p, std::abs(dp)), ch.dist_m = std::max(ch.dist_m, std::abs(dm));
+          ch.note(dp, dm);
         }
         const double w = pi[static_cast<size_t>(s)];
         if (w != 0.0)
@@ -214,10 +219,8 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
             ch.acc[j] += w * r, ch.acc_p[j] += w * r_p, ch.acc_m[j] += w * r_m;
           }
         for (size_t q = 0; q < E; ++q) {  // the event weights count in the smoothness and distances too
-          const double e0 = base.events[q][static_cast<size_t>(s)], dp = evp[q] - e0, dm = e0 - evm[q];
-          ch.excess = std::max(ch.excess, std::abs(dp - dm) - 0.25 * (std::abs(dp) + std::abs(dm)));
-          ch.scale = std::max(ch.scale, std::max(std::abs(dp), std::abs(dm)));
-          ch.dist_p = std::max(ch.dist_p, std::abs(dp)), ch.dist_m = std::max(ch.dist_m, std::abs(dm));
+          const double e0 = base.events[q][static_cast<size_t>(s)];
+          ch.note(evp[q] - e0, e0 - evm[q]);
           d.events_plus[q][static_cast<size_t>(s)] = evp[q];
           d.events_minus[q][static_cast<size_t>(s)] = evm[q];
         }
