@@ -689,13 +689,40 @@ TEST(BlockSystem, WideBlocksAreFactorisedSparselyAndSolveToTheirResidual) {
     std::vector<double> x(b.data(), b.data() + L.size);
     L.solve(x.data());
     const Eigen::VectorXd xs = Eigen::Map<const Eigen::VectorXd>(x.data(), L.size);
-    // LU without pivoting of a column diagonally dominant matrix: growth factor <= 2, so the
-    // backward error is within a few eps times the entries a row touches (Higham, "Accuracy and
-    // Stability of Numerical Algorithms", 9.3); the forward error then within ||D^-1|| of it
-    const double nnz_row = static_cast<double>(L.sparse.entries()) / L.size + 1.0;
-    const double anorm = D.cwiseAbs().rowwise().sum().maxCoeff();
-    const double backward = 4.0 * (2.0 * nnz_row + 1.0) * eps * (anorm * xs.cwiseAbs().maxCoeff() + b.cwiseAbs().maxCoeff());
-    EXPECT_LE((D * xs - b).cwiseAbs().maxCoeff(), backward);
+    // The stored factors as dense matrices, in the block's AMD order (perm[new] = old)
+    const detail::SparseLU& F = L.sparse;
+    Eigen::MatrixXd Lf = Eigen::MatrixXd::Identity(L.size, L.size), Uf = Eigen::MatrixXd::Zero(L.size, L.size);
+    for (int32_t j = 0; j < L.size; ++j) {
+      Uf(j, j) = 1.0 / F.inv_diag[j];
+      for (int32_t e = F.cp[j]; e < F.cp[j + 1]; ++e) {
+        Lf(F.ri[e], j) = static_cast<double>(F.lx[e]);
+        Uf(j, F.ri[e]) = static_cast<double>(F.ux[e]);
+      }
+    }
+    Eigen::MatrixXd Dp(L.size, L.size);
+    for (int32_t a = 0; a < L.size; ++a)
+      for (int32_t c2 = 0; c2 < L.size; ++c2) Dp(a, c2) = D(F.perm[a], F.perm[c2]);
+    const Eigen::MatrixXd LU = Lf.cwiseAbs() * Uf.cwiseAbs();
+    // the factors are D's (LU without pivoting of a column diagonally dominant matrix needs
+    // none), formed in double and stored in single precision: each entry of L and U within
+    // u_f = 2^-24 of its double value, so Lf Uf within (2 u_f + u_f^2) |L||U| of D, plus the
+    // double rounding of the elimination's sums and of this product (gamma_n, n the block's
+    // size: no sum has more terms)
+    const double uf = std::ldexp(1.0, -24);
+    const double gamma = 2.0 * L.size * eps;
+    const Eigen::MatrixXd E = (Lf * Uf - Dp).cwiseAbs();
+    for (int32_t a = 0; a < L.size; ++a)
+      for (int32_t c2 = 0; c2 < L.size; ++c2)
+        ASSERT_LE(E(a, c2), (2.0 * uf + uf * uf + 2.0 * gamma) * LU(a, c2) + 1e-300) << a << "," << c2;
+    // the solve with them: (Lf Uf + dF) x = b with |dF| <= gamma |Lf||Uf| (Higham, "Accuracy and
+    // Stability of Numerical Algorithms", 8.1, 9.3), so D's residual within (E + gamma |L||U|) |x|
+    // (in the block's order); the forward error then within ||D^-1|| of it
+    Eigen::VectorXd xp(L.size), bp(L.size);
+    for (int32_t a = 0; a < L.size; ++a) xp[a] = xs[F.perm[a]], bp[a] = b[F.perm[a]];
+    const Eigen::VectorXd bound_each = (E + gamma * LU) * xp.cwiseAbs() + gamma * bp.cwiseAbs();
+    const Eigen::VectorXd res = (Dp * xp - bp).cwiseAbs();
+    for (int32_t a = 0; a < L.size; ++a) ASSERT_LE(res[a], 2.0 * bound_each[a]) << a;
+    const double backward = 2.0 * bound_each.maxCoeff();
     const Eigen::MatrixXd Dinv = D.inverse();
     const Eigen::VectorXd xr = Dinv * b;
     const double inv_norm = Dinv.cwiseAbs().rowwise().sum().maxCoeff();

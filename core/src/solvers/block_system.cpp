@@ -42,6 +42,8 @@ void BlockLU::factor() {
   }
   inv_diag.resize(static_cast<size_t>(size));
   for (int32_t k = 0; k < size; ++k) inv_diag[k] = 1.0 / at(k, k);
+  f.assign(a.begin(), a.end());
+  std::vector<double>().swap(a);
 }
 
 int64_t BlockLU::storage() const {
@@ -58,20 +60,20 @@ void BlockLU::solve(double* x) const {
   // from one row to the next is then one multiply-add (and the scaling by 1 / U_ii),
   // and no load waits on the store just made.
   const int wd = w();
-  const double* base = a.data() + p;
+  const float* base = f.data() + p;
   double prev = 0.0;
   for (int32_t i = 0; i < size; ++i) {  // L y = x (unit diagonal)
-    const double* row = base + static_cast<std::ptrdiff_t>(i) * wd - i;
+    const float* row = base + static_cast<std::ptrdiff_t>(i) * wd - i;
     double s = x[i];
-    for (int32_t j = std::max(0, i - p); j < i - 1; ++j) s -= row[j] * x[j];
-    if (i > 0 && p > 0) s -= row[i - 1] * prev;
+    for (int32_t j = std::max(0, i - p); j < i - 1; ++j) s -= static_cast<double>(row[j]) * x[j];
+    if (i > 0 && p > 0) s -= static_cast<double>(row[i - 1]) * prev;
     x[i] = prev = s;
   }
   for (int32_t i = size - 1; i >= 0; --i) {  // U x = y
-    const double* row = base + static_cast<std::ptrdiff_t>(i) * wd - i;
+    const float* row = base + static_cast<std::ptrdiff_t>(i) * wd - i;
     double s = x[i];
-    for (int32_t j = std::min(size - 1, i + q); j > i + 1; --j) s -= row[j] * x[j];
-    if (i + 1 < size && q > 0) s -= row[i + 1] * prev;
+    for (int32_t j = std::min(size - 1, i + q); j > i + 1; --j) s -= static_cast<double>(row[j]) * x[j];
+    if (i + 1 < size && q > 0) s -= static_cast<double>(row[i + 1]) * prev;
     x[i] = prev = s * inv_diag[i];
   }
 }
@@ -177,8 +179,7 @@ void SparseLU::factor(const std::vector<int32_t>& rp, const std::vector<int32_t>
         slot[f[ri[e]]++] = e;
       }
   }
-  lx.assign(ri.size(), 0.0);
-  ux.assign(ri.size(), 0.0);
+  std::vector<double> dl(ri.size(), 0.0), du(ri.size(), 0.0);  // L and U in double while formed
   inv_diag.assign(static_cast<size_t>(n), 0.0);
   std::vector<double> wu(static_cast<size_t>(n), 0.0), wl(static_cast<size_t>(n), 0.0);
   // Up-looking: U's column k solves L u = C(0:k, k), L's row k solves l U = C(k, 0:k), both on
@@ -193,11 +194,11 @@ void SparseLU::factor(const std::vector<int32_t>& rp, const std::vector<int32_t>
       const double u = wu[j], l = wl[j] * inv_diag[j];
       wu[j] = wl[j] = 0.0;
       for (int32_t e = cp[j]; e < s; ++e) {
-        wu[ri[e]] -= lx[e] * u;
-        wl[ri[e]] -= ux[e] * l;
+        wu[ri[e]] -= dl[e] * u;
+        wl[ri[e]] -= du[e] * l;
       }
-      lx[s] = l;
-      ux[s] = u;
+      dl[s] = l;
+      du[s] = u;
       d -= l * u;
     }
     if (!(std::abs(d) > 0.0) || !std::isfinite(d))
@@ -205,6 +206,8 @@ void SparseLU::factor(const std::vector<int32_t>& rp, const std::vector<int32_t>
                             first_row + perm[k], ")"));
     inv_diag[k] = 1.0 / d;
   }
+  lx.assign(dl.begin(), dl.end());
+  ux.assign(du.begin(), du.end());
 }
 
 void SparseLU::solve(double* x) const {
@@ -214,11 +217,11 @@ void SparseLU::solve(double* x) const {
   for (int32_t j = 0; j < size; ++j) {  // L y = x (unit diagonal), by columns
     const double tj = t[j];
     if (tj == 0.0) continue;
-    for (int32_t e = cp[j]; e < cp[j + 1]; ++e) t[ri[e]] -= lx[e] * tj;
+    for (int32_t e = cp[j]; e < cp[j + 1]; ++e) t[ri[e]] -= static_cast<double>(lx[e]) * tj;
   }
   for (int32_t j = size - 1; j >= 0; --j) {  // U x = y, row j of U at column j's pattern
     double s = t[j];
-    for (int32_t e = cp[j]; e < cp[j + 1]; ++e) s -= ux[e] * t[ri[e]];
+    for (int32_t e = cp[j]; e < cp[j + 1]; ++e) s -= static_cast<double>(ux[e]) * t[ri[e]];
     t[j] = s * inv_diag[j];
   }
   for (int32_t k = 0; k < size; ++k) x[perm[k]] = t[k];

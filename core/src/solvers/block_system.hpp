@@ -42,7 +42,10 @@ struct SparseLU {
   int32_t size = 0;
   std::vector<int32_t> perm;        ///< perm[new] = old (block-local indices)
   std::vector<int32_t> cp, ri;      ///< the pattern by columns of L: column j's rows ri[cp[j] .. cp[j + 1]) (> j, ascending)
-  std::vector<double> lx, ux;       ///< L_ij and U_ji at each pattern entry (i, j)
+  /// L_ij and U_ji at each pattern entry (i, j), formed in double and stored in single
+  /// precision (the solves compute in double): the preconditioner stays a fixed linear map,
+  /// and the sweeps, which stream the factors from memory, read half the bytes
+  std::vector<float> lx, ux;
   std::vector<double> inv_diag;     ///< 1 / U_jj
   /// The pattern of the factors of the block C (CSR over block-local indices: rows rp, columns ci),
   /// without values: the entries of L strictly below the diagonal.
@@ -56,19 +59,21 @@ struct SparseLU {
   void solve(double* x) const;
 };
 
-/// A diagonal block, LU-factorised without pivoting: in band storage (in place), or sparse
-/// (`sparse` non-empty) where the band is wide and mostly empty (block_system chooses).
+/// A diagonal block, LU-factorised without pivoting: in band storage, or sparse (`sparse`
+/// non-empty) where the band is wide and mostly empty (block_system chooses).  Either way
+/// the factors are formed in double and kept in single precision (see SparseLU).
 struct BlockLU {
   int32_t start = 0, size = 0, p = 0, q = 0;  // first row, rows, lower and upper bandwidth
-  std::vector<double> a;                        // a[i * (p + q + 1) + (j - i + p)]
+  std::vector<double> a;                        // the block, a[i * (p + q + 1) + (j - i + p)] (emptied by factor())
+  std::vector<float> f;                         // its band LU (after factor()), laid out as a
   std::vector<double> inv_diag;                 // 1 / U_ii (after factor())
   SparseLU sparse;                              // used when sparse.size > 0
   bool is_sparse() const { return sparse.size > 0; }
   int w() const { return p + q + 1; }
   double& at(int32_t i, int32_t j) { return a[static_cast<size_t>(i) * w() + (j - i + p)]; }
   double at(int32_t i, int32_t j) const { return a[static_cast<size_t>(i) * w() + (j - i + p)]; }
-  /// The band LU in place (and the reciprocals of U's diagonal); SolverError on a zero or
-  /// non-finite pivot.
+  /// The band LU of `a`, in double, into `f` (and the reciprocals of U's diagonal); `a` is
+  /// released.  SolverError on a zero or non-finite pivot.
   void factor();
   /// x <- D^{-1} x.
   void solve(double* x) const;
