@@ -26,7 +26,7 @@ namespace aqm::detail {
 
 // ------------------------------------------------------------------ band blocks
 
-void BlockLU::factor() {
+void BlockLU::factor(bool exact) {
   for (int32_t k = 0; k < size; ++k) {
     const double piv = at(k, k);
     if (!(std::abs(piv) > 0.0) || !std::isfinite(piv))
@@ -42,6 +42,7 @@ void BlockLU::factor() {
   }
   inv_diag.resize(static_cast<size_t>(size));
   for (int32_t k = 0; k < size; ++k) inv_diag[k] = 1.0 / at(k, k);
+  if (exact) return;
   f.assign(a.begin(), a.end());
   std::vector<double>().swap(a);
 }
@@ -50,32 +51,61 @@ int64_t BlockLU::storage() const {
   return is_sparse() ? 2 * sparse.entries() + size : static_cast<int64_t>(size) * w();
 }
 
-void BlockLU::solve(double* x) const {
-  if (is_sparse()) {
-    sparse.solve(x);
-    return;
-  }
+namespace {
+/// x <- (LU)^{-1} x for the band factors `base` (= the factors' storage + p) of type T.
+template <class T>
+void band_solve(const T* base, int32_t size, int p, int q, int wd, const double* inv_diag, double* x) {
   // Row i of the band starts at a[i w]; its entry (i, j) is row[j] with row = a + i w + p - i.
   // Both sweeps take the entry next to the diagonal last, from a register: the chain
   // from one row to the next is then one multiply-add (and the scaling by 1 / U_ii),
   // and no load waits on the store just made.
-  const int wd = w();
-  const float* base = f.data() + p;
   double prev = 0.0;
   for (int32_t i = 0; i < size; ++i) {  // L y = x (unit diagonal)
-    const float* row = base + static_cast<std::ptrdiff_t>(i) * wd - i;
+    const T* row = base + static_cast<std::ptrdiff_t>(i) * wd - i;
     double s = x[i];
     for (int32_t j = std::max(0, i - p); j < i - 1; ++j) s -= static_cast<double>(row[j]) * x[j];
     if (i > 0 && p > 0) s -= static_cast<double>(row[i - 1]) * prev;
     x[i] = prev = s;
   }
   for (int32_t i = size - 1; i >= 0; --i) {  // U x = y
-    const float* row = base + static_cast<std::ptrdiff_t>(i) * wd - i;
+    const T* row = base + static_cast<std::ptrdiff_t>(i) * wd - i;
     double s = x[i];
     for (int32_t j = std::min(size - 1, i + q); j > i + 1; --j) s -= static_cast<double>(row[j]) * x[j];
     if (i + 1 < size && q > 0) s -= static_cast<double>(row[i + 1]) * prev;
     x[i] = prev = s * inv_diag[i];
   }
+}
+
+/// x <- C^{-1} x for the sparse factors of F with values lx, ux of type T.
+template <class T>
+void sparse_solve(const SparseLU& F, const T* lx, const T* ux, double* x) {
+  thread_local std::vector<double> t;
+  const int32_t size = F.size;
+  t.resize(static_cast<size_t>(size));
+  for (int32_t k = 0; k < size; ++k) t[k] = x[F.perm[k]];
+  for (int32_t j = 0; j < size; ++j) {  // L y = x (unit diagonal), by columns
+    const double tj = t[j];
+    if (tj == 0.0) continue;
+    for (int32_t e = F.cp[j]; e < F.cp[j + 1]; ++e) t[F.ri[e]] -= static_cast<double>(lx[e]) * tj;
+  }
+  for (int32_t j = size - 1; j >= 0; --j) {  // U x = y, row j of U at column j's pattern
+    double s = t[j];
+    for (int32_t e = F.cp[j]; e < F.cp[j + 1]; ++e) s -= static_cast<double>(ux[e]) * t[F.ri[e]];
+    t[j] = s * F.inv_diag[j];
+  }
+  for (int32_t k = 0; k < size; ++k) x[F.perm[k]] = t[k];
+}
+}  // namespace
+
+void BlockLU::solve(double* x) const {
+  if (is_sparse()) {
+    sparse.solve(x);
+    return;
+  }
+  if (f.empty())
+    band_solve(a.data() + p, size, p, q, w(), inv_diag.data(), x);
+  else
+    band_solve(f.data() + p, size, p, q, w(), inv_diag.data(), x);
 }
 
 // ------------------------------------------------------------------ sparse blocks
@@ -138,7 +168,7 @@ SparseLU SparseLU::symbolic(int32_t size, const std::vector<int32_t>& rp, const 
 }
 
 void SparseLU::factor(const std::vector<int32_t>& rp, const std::vector<int32_t>& ci, const std::vector<double>& v,
-                      int32_t first_row) {
+                      int32_t first_row, bool exact) {
   const int32_t n = size;
   std::vector<int32_t> pinv(static_cast<size_t>(n));
   for (int32_t k = 0; k < n; ++k) pinv[perm[k]] = k;
@@ -206,25 +236,21 @@ void SparseLU::factor(const std::vector<int32_t>& rp, const std::vector<int32_t>
                             first_row + perm[k], ")"));
     inv_diag[k] = 1.0 / d;
   }
+  if (exact) {
+    lx.clear(), ux.clear();
+    lxd = std::move(dl), uxd = std::move(du);
+    return;
+  }
+  lxd.clear(), uxd.clear();
   lx.assign(dl.begin(), dl.end());
   ux.assign(du.begin(), du.end());
 }
 
 void SparseLU::solve(double* x) const {
-  thread_local std::vector<double> t;
-  t.resize(static_cast<size_t>(size));
-  for (int32_t k = 0; k < size; ++k) t[k] = x[perm[k]];
-  for (int32_t j = 0; j < size; ++j) {  // L y = x (unit diagonal), by columns
-    const double tj = t[j];
-    if (tj == 0.0) continue;
-    for (int32_t e = cp[j]; e < cp[j + 1]; ++e) t[ri[e]] -= static_cast<double>(lx[e]) * tj;
-  }
-  for (int32_t j = size - 1; j >= 0; --j) {  // U x = y, row j of U at column j's pattern
-    double s = t[j];
-    for (int32_t e = cp[j]; e < cp[j + 1]; ++e) s -= static_cast<double>(ux[e]) * t[ri[e]];
-    t[j] = s * inv_diag[j];
-  }
-  for (int32_t k = 0; k < size; ++k) x[perm[k]] = t[k];
+  if (lx.empty() && !lxd.empty())
+    sparse_solve(*this, lxd.data(), uxd.data(), x);
+  else
+    sparse_solve(*this, lx.data(), ux.data(), x);
 }
 
 // ------------------------------------------------------------------ the system
@@ -807,6 +833,8 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
                                    "bandwidth; sparse: twice the factor's entries + size) take at most ",
                                    max_band_entries, " numbers, got ", stored,
                                    ": use smaller blocks, or number the states of a block near each other"));
+  // one block: the preconditioner is the exact solve, its factors kept in double
+  const bool exact = nb == 1;
   parallel_blocks(nb, [&](int32_t bi) {  // one block's LU: a few per millisecond
     if (taken[bi]) return;
     BlockLU& B = R.blocks[bi];
@@ -815,13 +843,13 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
       std::vector<int32_t> brp, bci;
       std::vector<double> bv;
       block_csr(B, brp, bci, &bv);
-      B.sparse.factor(brp, bci, bv, lo);
+      B.sparse.factor(brp, bci, bv, lo, exact);
       return;
     }
     B.a.assign(static_cast<size_t>(B.size) * B.w(), 0.0);
     for (int32_t j = lo; j < hi; ++j)
       for (int32_t e = R.lo_end[j]; e < R.up_begin[j]; ++e) B.at(j - lo, R.ci[e] - lo) += R.v[e];
-    B.factor();
+    B.factor(exact);
   });
   R.schedule_levels();
   return R;

@@ -42,18 +42,21 @@ struct SparseLU {
   int32_t size = 0;
   std::vector<int32_t> perm;        ///< perm[new] = old (block-local indices)
   std::vector<int32_t> cp, ri;      ///< the pattern by columns of L: column j's rows ri[cp[j] .. cp[j + 1]) (> j, ascending)
-  /// L_ij and U_ji at each pattern entry (i, j), formed in double and stored in single
+  /// L_ij and U_ji at each pattern entry (i, j), formed in double and kept in single
   /// precision (the solves compute in double): the preconditioner stays a fixed linear map,
-  /// and the sweeps, which stream the factors from memory, read half the bytes
+  /// and the sweeps, which stream the factors from memory, read 12 bytes an entry instead of
+  /// 20.  A system of one block keeps them in double (lxd, uxd): its preconditioner is then
+  /// the exact solve.
   std::vector<float> lx, ux;
+  std::vector<double> lxd, uxd;
   std::vector<double> inv_diag;     ///< 1 / U_jj
   /// The pattern of the factors of the block C (CSR over block-local indices: rows rp, columns ci),
   /// without values: the entries of L strictly below the diagonal.
   static SparseLU symbolic(int32_t size, const std::vector<int32_t>& rp, const std::vector<int32_t>& ci);
-  /// The factors of C (values v on symbolic's pattern rp, ci); SolverError naming row `first_row + i`
-  /// on a zero or non-finite pivot.
+  /// The factors of C (values v on symbolic's pattern rp, ci), kept in double when `exact`;
+  /// SolverError naming row `first_row + i` on a zero or non-finite pivot.
   void factor(const std::vector<int32_t>& rp, const std::vector<int32_t>& ci, const std::vector<double>& v,
-              int32_t first_row);
+              int32_t first_row, bool exact = false);
   int64_t entries() const { return static_cast<int64_t>(ri.size()); }
   /// x <- C^{-1} x.
   void solve(double* x) const;
@@ -61,20 +64,22 @@ struct SparseLU {
 
 /// A diagonal block, LU-factorised without pivoting: in band storage, or sparse (`sparse`
 /// non-empty) where the band is wide and mostly empty (block_system chooses).  Either way
-/// the factors are formed in double and kept in single precision (see SparseLU).
+/// the factors are formed in double and kept in single precision, but for a system of one
+/// block (see SparseLU).
 struct BlockLU {
   int32_t start = 0, size = 0, p = 0, q = 0;  // first row, rows, lower and upper bandwidth
-  std::vector<double> a;                        // the block, a[i * (p + q + 1) + (j - i + p)] (emptied by factor())
-  std::vector<float> f;                         // its band LU (after factor()), laid out as a
+  std::vector<double> a;                        // a[i * (p + q + 1) + (j - i + p)]: the block, then its band LU
+                                                // when kept in double (else released by factor())
+  std::vector<float> f;                         // the band LU in single precision, laid out as a
   std::vector<double> inv_diag;                 // 1 / U_ii (after factor())
   SparseLU sparse;                              // used when sparse.size > 0
   bool is_sparse() const { return sparse.size > 0; }
   int w() const { return p + q + 1; }
   double& at(int32_t i, int32_t j) { return a[static_cast<size_t>(i) * w() + (j - i + p)]; }
   double at(int32_t i, int32_t j) const { return a[static_cast<size_t>(i) * w() + (j - i + p)]; }
-  /// The band LU of `a`, in double, into `f` (and the reciprocals of U's diagonal); `a` is
-  /// released.  SolverError on a zero or non-finite pivot.
-  void factor();
+  /// The band LU of `a`, in double (and the reciprocals of U's diagonal), kept in `a` when
+  /// `exact`, else in `f` (`a` released).  SolverError on a zero or non-finite pivot.
+  void factor(bool exact = false);
   /// x <- D^{-1} x.
   void solve(double* x) const;
   /// Numbers stored by the factors (band: size x bandwidth; sparse: twice L's entries + size).
