@@ -730,6 +730,50 @@ TEST(BlockSystem, WideBlocksAreFactorisedSparselyAndSolveToTheirResidual) {
   }
 }
 
+TEST(BlockSystem, WideBandsAreKeptInSinglePrecisionAndSolveToTheirResidual) {
+  const PlaneChain c = plane_chain(3, 10, 5);  // bands of 2 * 10 + 1 = 21 entries a row: band factors
+  detail::BlockSystem B =
+      detail::block_system(c.n, c.rowptr.data(), c.col.data(), c.val.data(), c.block_of, 1.0, 1.0, 5);
+  ASSERT_EQ(B.blocks.size(), 3u);
+  const double eps = std::numeric_limits<double>::epsilon(), uf = std::ldexp(1.0, -24);
+  for (const detail::BlockLU& L : B.blocks) {
+    ASSERT_FALSE(L.is_sparse());
+    ASSERT_GE(L.w(), detail::kSingleBandMin);
+    ASSERT_TRUE(L.a.empty() && !L.f.empty());  // the double LU released, the single one kept
+    Eigen::MatrixXd D = Eigen::MatrixXd::Zero(L.size, L.size), Lf = Eigen::MatrixXd::Identity(L.size, L.size),
+                    Uf = Eigen::MatrixXd::Zero(L.size, L.size);
+    for (int32_t j = L.start; j < L.start + L.size; ++j)
+      for (int32_t e = B.lo_end[j]; e < B.up_begin[j]; ++e) D(j - L.start, B.ci[e] - L.start) += B.v[e];
+    for (int32_t i = 0; i < L.size; ++i)
+      for (int32_t j = std::max(0, i - L.p); j <= std::min(L.size - 1, i + L.q); ++j) {
+        // the diagonal of U is applied as inv_diag (double), the rest from the single factors
+        const double v = j == i ? 1.0 / L.inv_diag[i] : L.f[static_cast<size_t>(i) * L.w() + (j - i + L.p)];
+        (j < i ? Lf : Uf)(i, j) = v;
+      }
+    // as the sparse factors (above): Lf Uf within (2 u_f + u_f^2 + 2 gamma_n) |L||U| of D, the
+    // solve's residual within (E + gamma_n |L||U|) |x| + gamma_n |b|
+    const double gamma = 2.0 * L.size * eps;
+    const Eigen::MatrixXd LU = Lf.cwiseAbs() * Uf.cwiseAbs(), E = (Lf * Uf - D).cwiseAbs();
+    for (int32_t a = 0; a < L.size; ++a)
+      for (int32_t c2 = 0; c2 < L.size; ++c2)
+        ASSERT_LE(E(a, c2), (2.0 * uf + uf * uf + 2.0 * gamma) * LU(a, c2) + 1e-300) << a << "," << c2;
+    Eigen::VectorXd b(L.size);
+    for (int32_t i = 0; i < L.size; ++i) b[i] = std::cos(0.3 * i + L.start);
+    std::vector<double> x(b.data(), b.data() + L.size);
+    L.solve(x.data());
+    const Eigen::VectorXd xs = Eigen::Map<const Eigen::VectorXd>(x.data(), L.size);
+    const Eigen::VectorXd bound = (E + gamma * LU) * xs.cwiseAbs() + gamma * b.cwiseAbs();
+    const Eigen::VectorXd res = (D * xs - b).cwiseAbs();
+    for (int32_t a = 0; a < L.size; ++a) ASSERT_LE(res[a], 2.0 * bound[a]) << a;
+    EXPECT_GT(res.maxCoeff(), 0.0);  // single precision factors: not the exact solve
+  }
+  // one block: the factors stay in double, and the block solve is the exact one to gamma_n
+  std::vector<int32_t> one(static_cast<size_t>(c.n), 0);
+  detail::BlockSystem S = detail::block_system(c.n, c.rowptr.data(), c.col.data(), c.val.data(), one, 1.0, 1.0, 5);
+  ASSERT_EQ(S.blocks.size(), 1u);
+  EXPECT_TRUE(S.blocks[0].f.empty() && S.blocks[0].sparse.lx.empty());
+}
+
 TEST(BlockSystem, AnotherFixedStateRefactorisesOnlyTheBlocksItChanges) {
   const PlaneChain c = plane_chain(4, 6, 3);  // bands of 13: banded blocks
   const int32_t k1 = 2, k2 = 3 * 36 + 7;      // in planes 0 and 3
@@ -850,24 +894,28 @@ TEST(BlockSweeps, ByLevelsEqualsTheSequentialSweepBitForBit) {
   // block and its two triangular solves, plus the off-block products, is at most
   // 3 gamma_k || |D + L| ||_inf ||z||_inf, k the entries one row reads (the off-block part and
   // twice the band), gamma_k = k eps / (1 - k eps) ("Accuracy and Stability of Numerical
-  // Algorithms", Higham, chapters 8-9); the factors are kept in single precision (more than
-  // one block), each entry within u = 2^-24 of its double value, which adds at most
-  // (2 u + u^2) / (1 - u)^2 |L||U| |z| row by row (L, U the stored factors)
+  // Algorithms", Higham, chapters 8-9); factors kept in single precision (bands of at least
+  // kSingleBandMin entries a row), each entry within u = 2^-24 of its double value, add at
+  // most (2 u + u^2) / (1 - u)^2 |L||U| |z| row by row (L, U the stored factors)
   const auto& z = sequential[0];
-  const double uf = std::ldexp(1.0, -24);
   double lu_term = 0.0;
   for (const detail::BlockLU& L : B.blocks) {
     ASSERT_FALSE(L.is_sparse());
-    ASSERT_FALSE(L.f.empty());  // kept in single precision
+    const bool single = !L.f.empty();
+    EXPECT_EQ(single, L.w() >= detail::kSingleBandMin);
+    const double uf = single ? std::ldexp(1.0, -24) : 0.0;
     const int wd = L.w();
-    auto f = [&](int32_t i, int32_t j) { return std::abs(static_cast<double>(L.f[static_cast<size_t>(i) * wd + (j - i + L.p)])); };
+    auto f = [&](int32_t i, int32_t j) {
+      const size_t at = static_cast<size_t>(i) * wd + (j - i + L.p);
+      return std::abs(single ? static_cast<double>(L.f[at]) : L.a[at]);
+    };
     std::vector<double> uz(static_cast<size_t>(L.size));  // |U| |z| of the block
     for (int32_t i = 0; i < L.size; ++i)
       for (int32_t j = i; j <= std::min(L.size - 1, i + L.q); ++j) uz[i] += f(i, j) * std::abs(z[L.start + j]);
     for (int32_t i = 0; i < L.size; ++i) {
       double row = uz[i];  // L's unit diagonal
       for (int32_t j = std::max(0, i - L.p); j < i; ++j) row += f(i, j) * uz[j];
-      lu_term = std::max(lu_term, row);
+      lu_term = std::max(lu_term, (2.0 * uf + uf * uf) / ((1.0 - uf) * (1.0 - uf)) * row);
     }
   }
   double res = 0.0, norm_a = 0.0, norm_z = 0.0;
@@ -881,6 +929,6 @@ TEST(BlockSweeps, ByLevelsEqualsTheSequentialSweepBitForBit) {
     k = std::max(k, B.lo_end[j] - B.rp[j] + 2 * B.band_width());
   }
   const double eps = std::numeric_limits<double>::epsilon();
-  EXPECT_LE(res, 3.0 * k * eps / (1.0 - k * eps) * norm_a * norm_z + (2.0 * uf + uf * uf) / ((1.0 - uf) * (1.0 - uf)) * lu_term);
+  EXPECT_LE(res, 3.0 * k * eps / (1.0 - k * eps) * norm_a * norm_z + lu_term);
   EXPECT_GT(norm_z, 0.0);
 }
