@@ -730,7 +730,7 @@ TEST(BlockSystem, WideBlocksAreFactorisedSparselyAndSolveToTheirResidual) {
   }
 }
 
-TEST(BlockSystem, WideBandsAreKeptInSinglePrecisionAndSolveToTheirResidual) {
+TEST(BlockSystem, BandFactorsAreKeptInSinglePrecisionAndSolveToTheirResidual) {
   const PlaneChain c = plane_chain(3, 10, 5);  // bands of 2 * 10 + 1 = 21 entries a row: band factors
   detail::BlockSystem B =
       detail::block_system(c.n, c.rowptr.data(), c.col.data(), c.val.data(), c.block_of, 1.0, 1.0, 5);
@@ -738,7 +738,6 @@ TEST(BlockSystem, WideBandsAreKeptInSinglePrecisionAndSolveToTheirResidual) {
   const double eps = std::numeric_limits<double>::epsilon(), uf = std::ldexp(1.0, -24);
   for (const detail::BlockLU& L : B.blocks) {
     ASSERT_FALSE(L.is_sparse());
-    ASSERT_GE(L.w(), detail::kSingleBandMin);
     ASSERT_TRUE(L.a.empty() && !L.f.empty());  // the double LU released, the single one kept
     Eigen::MatrixXd D = Eigen::MatrixXd::Zero(L.size, L.size), Lf = Eigen::MatrixXd::Identity(L.size, L.size),
                     Uf = Eigen::MatrixXd::Zero(L.size, L.size);
@@ -894,21 +893,17 @@ TEST(BlockSweeps, ByLevelsEqualsTheSequentialSweepBitForBit) {
   // block and its two triangular solves, plus the off-block products, is at most
   // 3 gamma_k || |D + L| ||_inf ||z||_inf, k the entries one row reads (the off-block part and
   // twice the band), gamma_k = k eps / (1 - k eps) ("Accuracy and Stability of Numerical
-  // Algorithms", Higham, chapters 8-9); factors kept in single precision (bands of at least
-  // kSingleBandMin entries a row), each entry within u = 2^-24 of its double value, add at
-  // most (2 u + u^2) / (1 - u)^2 |L||U| |z| row by row (L, U the stored factors)
+  // Algorithms", Higham, chapters 8-9); the factors are kept in single precision (more than
+  // one block), each entry within u = 2^-24 of its double value, which adds at most
+  // (2 u + u^2) / (1 - u)^2 |L||U| |z| row by row (L, U the stored factors)
   const auto& z = sequential[0];
   double lu_term = 0.0;
   for (const detail::BlockLU& L : B.blocks) {
     ASSERT_FALSE(L.is_sparse());
-    const bool single = !L.f.empty();
-    EXPECT_EQ(single, L.w() >= detail::kSingleBandMin);
-    const double uf = single ? std::ldexp(1.0, -24) : 0.0;
+    ASSERT_TRUE(L.a.empty() && !L.f.empty());  // kept in single precision
+    const double uf = std::ldexp(1.0, -24);
     const int wd = L.w();
-    auto f = [&](int32_t i, int32_t j) {
-      const size_t at = static_cast<size_t>(i) * wd + (j - i + L.p);
-      return std::abs(single ? static_cast<double>(L.f[at]) : L.a[at]);
-    };
+    auto f = [&](int32_t i, int32_t j) { return std::abs(static_cast<double>(L.f[static_cast<size_t>(i) * wd + (j - i + L.p)])); };
     std::vector<double> uz(static_cast<size_t>(L.size));  // |U| |z| of the block
     for (int32_t i = 0; i < L.size; ++i)
       for (int32_t j = i; j <= std::min(L.size - 1, i + L.q); ++j) uz[i] += f(i, j) * std::abs(z[L.start + j]);

@@ -42,7 +42,7 @@ void BlockLU::factor(bool exact) {
   }
   inv_diag.resize(static_cast<size_t>(size));
   for (int32_t k = 0; k < size; ++k) inv_diag[k] = 1.0 / at(k, k);
-  if (exact || w() < kSingleBandMin) return;
+  if (exact) return;
   f.assign(a.begin(), a.end());
   std::vector<double>().swap(a);
 }

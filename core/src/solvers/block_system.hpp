@@ -62,16 +62,10 @@ struct SparseLU {
   void solve(double* x) const;
 };
 
-/// Band factors with fewer entries a row than this stay in double: their solves are bound by
-/// the chain from one row to the next, not by memory, and the conversions cost more than the
-/// bytes saved (GEO count-spacing chain, 7 a row: the sweeps 3 % slower in single precision;
-/// SSMP, 31 a row: 17 % faster).
-constexpr int kSingleBandMin = 16;
-
 /// A diagonal block, LU-factorised without pivoting: in band storage, or sparse (`sparse`
 /// non-empty) where the band is wide and mostly empty (block_system chooses).  The factors
 /// are formed in double and kept in single precision, but for a system of one block (see
-/// SparseLU) and for narrow bands (kSingleBandMin).
+/// SparseLU).
 struct BlockLU {
   int32_t start = 0, size = 0, p = 0, q = 0;  // first row, rows, lower and upper bandwidth
   std::vector<double> a;                        // a[i * (p + q + 1) + (j - i + p)]: the block, then its band LU
@@ -84,8 +78,7 @@ struct BlockLU {
   double& at(int32_t i, int32_t j) { return a[static_cast<size_t>(i) * w() + (j - i + p)]; }
   double at(int32_t i, int32_t j) const { return a[static_cast<size_t>(i) * w() + (j - i + p)]; }
   /// The band LU of `a`, in double (and the reciprocals of U's diagonal), kept in `a` when
-  /// `exact` or the band is narrow, else in `f` (`a` released).  SolverError on a zero or
-  /// non-finite pivot.
+  /// `exact`, else in `f` (`a` released).  SolverError on a zero or non-finite pivot.
   void factor(bool exact = false);
   /// x <- D^{-1} x.
   void solve(double* x) const;
