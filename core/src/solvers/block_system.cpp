@@ -559,7 +559,10 @@ void BlockSystem::precond_two_level(const double* r, double* z) const {
   std::vector<double>& y = scratch_y_;
   d.resize(static_cast<size_t>(n));
   y.resize(static_cast<size_t>(n));
-  forward_sweep(r, z);  // z = (D + L)^{-1} r, so r - B z = -U z
+  // z = (D + L)^{-1} r, so r - B z = -U z (D's solves use its factors as stored, in single
+  // precision for more than one block: d is then r - B z up to their rounding, which leaves
+  // the preconditioner a fixed linear map, a little less close to B^{-1})
+  forward_sweep(r, z);
   const int32_t* up = up_begin.data();
   const int32_t* rpp = rp.data();
   const int32_t* cip = ci.data();

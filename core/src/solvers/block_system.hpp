@@ -18,8 +18,9 @@
 //     columns) and B^{-1} is non-negative with column sums 1.
 //
 // The preconditioner is symmetric block Gauss-Seidel, M = (D + L) D^{-1} (D + U)
-// over the blocks with exact block solves (a band LU, or a sparse LU in a fill-reducing
-// order where the band would be wide and mostly empty: BlockLU); Gmres is restarted GMRES
+// over the blocks, solved with their LU factors (a band LU, or a sparse LU in a fill-reducing
+// order where the band would be wide and mostly empty: BlockLU), formed in double and kept
+// in single precision (exact for a system of one block); Gmres is restarted GMRES
 // (Saad & Schultz 1986) with right preconditioning, modified Gram-Schmidt and
 // Givens rotations, stopping on a quantity the caller defines from the true
 // residual.
@@ -70,7 +71,7 @@ struct BlockLU {
   int32_t start = 0, size = 0, p = 0, q = 0;  // first row, rows, lower and upper bandwidth
   std::vector<double> a;                        // a[i * (p + q + 1) + (j - i + p)]: the block, then its band LU
                                                 // when kept in double (else released by factor())
-  std::vector<float> f;                         // the band LU in single precision, laid out as a
+  std::vector<float> f;                         // the band LU in single precision, laid out as `a`
   std::vector<double> inv_diag;                 // 1 / U_ii (after factor())
   SparseLU sparse;                              // used when sparse.size > 0
   bool is_sparse() const { return sparse.size > 0; }

@@ -21,8 +21,8 @@ struct WarmState {
 namespace aqm::detail {
 
 /// Solve pi P = pi with pi_k fixed (k recurrent) by restarted GMRES, right-
-/// preconditioned by symmetric block Gauss-Seidel over `block_of` (MarkovOperator::block_partition) with exact
-/// banded block solves.  Fills r.pi (unnormalised, pi_k = 1), r.iterations,
+/// preconditioned by symmetric block Gauss-Seidel over `block_of` (MarkovOperator::block_partition), the
+/// blocks solved with their LU factors kept in single precision (exact for one block).  Fills r.pi (unnormalised, pi_k = 1), r.iterations,
 /// r.operator_applications, r.seconds, r.extra, r.note, r.status (the caller finishes).
 /// `fail_fast` (auto, with a fallback behind): stalled after 3 restarts without progress, or
 /// as soon as the rate of the last restarts cannot reach tol within max_iter.
