@@ -235,7 +235,9 @@ class StationaryResult:
         self.max_th_values = self.max_th_pmf = self.mean_max_th = None
         self.count_cap = self.count_cap_exact = self.count_tail_mass = self.count_truncated = None
         #: the caps the stationary solve tried: {"cap" (the largest), "points_truncated" (avg points whose cap is
-        #: below the exact one), "states", "tail_mass", "iterations", "seconds"}
+        #: below the exact one), "states", "tail_mass", "iterations", "tol", "method" (the one that solved the
+        #: round), "multilevel_skipped" (only on rounds where auto did not try multilevel because it had
+        #: failed on an earlier round: why it failed), "seconds"}
         self.count_caps: list[dict[str, Any]] = []
         labels = chain.labels
         count, pmax, maxth = COMPONENTS["count"], COMPONENTS["pmax"], COMPONENTS["maxth"]
@@ -981,6 +983,10 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
             return chain, raw, o
     prev = None
     prev_tail = None
+    # auto's multilevel failing on a round's chain (its coarsening stalls) is not tried again on
+    # the larger chains of the rounds after it: they take the method that solved that round
+    carried: dict[str, str] | None = None
+    asked_auto = options.get("method", "auto") == "auto"
     while True:
         t0 = time.perf_counter()
         m = model.with_count_cap(0) if cap_at is None else model.with_count_caps(cap_at.tolist())
@@ -994,15 +1000,21 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
             loose = _ROUND_TOL_FIRST if prev_tail is None else \
                 _ROUND_TOL_FACTOR * prev_tail if prev_tail > _LOOSE_ROUNDS_TAIL else None
             loose = loose if loose is not None and loose > opts.tol else None
-        o = _prepare(chain, options, opts, memory_limit_gb, response, x0, loose)
+        round_options = options if carried is None else {**options, "method": carried["method"]}
+        o = _prepare(chain, round_options, opts, memory_limit_gb, response, x0, loose)
         raw = _core.solve_stationary(chain, o)
         iterations = int(raw.iterations)
+        skipped = carried is not None
+        if carried is None and asked_auto and raw.converged:
+            failed = [t for t in raw.methods_tried if t["method"] == "multilevel" and t["status"] != "converged"]
+            if failed and raw.method != "multilevel":
+                carried = {"method": str(raw.method), "why": failed[0]["why"]}
         mass = _cap_masses(chain, raw.pi)
         tail = float(mass.sum())
         if loose is not None and raw.converged:
             if tail <= tail_tol or not _growing(mass, cap_at, exact, count_max, tail_tol).any():
                 # the round ends here: its answer is taken at tol
-                o = _prepare(chain, options, opts, memory_limit_gb, response, np.asarray(raw.pi))
+                o = _prepare(chain, round_options, opts, memory_limit_gb, response, np.asarray(raw.pi))
                 raw = _core.solve_stationary(chain, o)
                 iterations += int(raw.iterations)
                 mass = _cap_masses(chain, raw.pi)
@@ -1011,7 +1023,9 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         caps.append({"cap": int(exact if cap_at is None else cap_at.max()),
                      "points_truncated": 0 if cap_at is None else int(np.sum(cap_at < exact)),
                      "states": int(chain.n), "tail_mass": tail, "iterations": iterations,
-                     "tol": float(opts.tol if loose is None else loose), "seconds": time.perf_counter() - t0})
+                     "tol": float(opts.tol if loose is None else loose), "method": str(raw.method),
+                     **({"multilevel_skipped": carried["why"]} if skipped else {}),
+                     "seconds": time.perf_counter() - t0})
         prev_tail = tail
         if not raw.converged or tail <= tail_tol or cap_at is None:
             return chain, raw, o
@@ -1085,6 +1099,13 @@ def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=Non
             "iterations": int(raw.iterations), "seconds": float(raw.seconds.get("total", 0.0))}]
         if caps and len(caps) > 1:  # the smaller caps solved before (their build and solve)
             result.info.seconds["count_cap_search"] = float(sum(c["seconds"] for c in caps[:-1]))
+        skipped = [i for i, c in enumerate(caps or []) if "multilevel_skipped" in c]
+        if skipped:
+            why = caps[skipped[0]]["multilevel_skipped"]
+            rounds = f"round {len(caps)}" if skipped[0] + 1 == len(caps) else f"rounds {skipped[0] + 1}-{len(caps)}"
+            result.info = dataclasses.replace(result.info, requested="auto", note="; ".join(x for x in (
+                result.info.note, f"auto did not try multilevel on the count's cap {rounds} (it failed on round "
+                f"{skipped[0]}'s smaller chain: {why})") if x))
         if result.count_tail_mass > model.aqm.count_tail:
             at_max = bool(caps) and len(caps) > 0 and result.count_cap >= model.aqm.count_max
             raise CountTruncationError(

@@ -284,3 +284,51 @@ def test_bad_count_tail(value, kind):
     assert e.value.param == "aqm.count_tail"
     if kind is not None:
         assert kind in str(e.value) and "aqm.count_tail" in str(e.value)
+
+
+def test_a_multilevel_that_failed_on_a_round_is_not_tried_on_the_rounds_after_it(truncate_always, monkeypatch):
+    """auto on the cap rounds: once a round's multilevel attempt failed (on the large count
+    chains its coarsening stalls), the rounds after it take the method that solved that round.
+    The first round plays it (these small chains never stall): krylov solves it and a failed
+    multilevel attempt is put in front of its account; the later rounds are asked for krylov,
+    say so, and the answer is the direct method's."""
+    model = aqmchain.model_from_dict(GROW_DOC)[0]
+    real = aqmchain.stationary._core.solve_stationary
+    asked = []
+
+    class FailedMultilevelFirst:
+        def __init__(self, raw):
+            self._raw = raw
+
+        def __getattr__(self, name):
+            return getattr(self._raw, name)
+
+        @property
+        def methods_tried(self):
+            return [{"method": "multilevel", "status": "not_computed", "iterations": 0, "seconds": 0.0,
+                     "why": "coarsening stalled (injected)"}] + list(self._raw.methods_tried)
+
+    def solve(chain, o):
+        asked.append(str(o.method))
+        if len(asked) > 1:
+            return real(chain, o)
+        o.method = "krylov"
+        raw = real(chain, o)
+        o.method = "auto"
+        return FailedMultilevelFirst(raw)
+
+    monkeypatch.setattr(aqmchain.stationary._core, "solve_stationary", solve)
+    r = aqmchain.solve_stationary(model, method="auto")
+    monkeypatch.setattr(aqmchain.stationary._core, "solve_stationary", real)
+    caps = r.count_caps
+    assert len(caps) >= 2 and asked[0] == "auto" and caps[0]["method"] == "krylov"
+    assert asked[1:] == ["krylov"] * (len(asked) - 1)  # every later solve, the final re-solve at tol included
+    assert "multilevel_skipped" not in caps[0]
+    assert all(c["multilevel_skipped"] == "coarsening stalled (injected)" and c["method"] == "krylov"
+               for c in caps[1:])
+    assert r.info.requested == "auto" and "did not try multilevel on the count's cap round" in r.info.note
+    di = aqmchain.solve_stationary(model, method="direct")
+    assert np.array_equal(r.chain.model.aqm.count_trunc_at, di.chain.model.aqm.count_trunc_at)
+    P = aqmchain.transition_matrix(r.chain)
+    bound = solution_distance_bound(P, np.asarray(di.pi), r.info.residual, di.info.residual)
+    assert np.abs(np.asarray(r.pi) - np.asarray(di.pi)).sum() <= bound
