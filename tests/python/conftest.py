@@ -121,6 +121,27 @@ def residual_evaluation_error(P) -> float:
     return 4.0 * (per_column + 1) * np.finfo(float).eps
 
 
+def metric_tolerances(ref, d: float, rate: float = 1.0, service: float = 1.0) -> dict:
+    """How far each scalar metric of a chain's answer may move when its stationary vector moves
+    by at most d in L1 (from solution_distance_bound): a mean of f by d max|f|, a ratio a / b by
+    d (max|a| + |v| max|b|) / (pi b - d max|b|).  `rate` bounds the arrival weight of a state
+    (1 in slots, the largest arrival rate in continuous time), `service` the departure weight."""
+    N = ref.chain.model.buffer
+    mu = float(ref.chain.model.service.mu)
+
+    def ratio(v, a_max, b, b_max):
+        return d * (a_max + abs(v) * b_max) / (b - d * b_max)
+
+    count = len(ref.count_pmf) if ref.count_pmf is not None else 0
+    tol = {"arrival_rate": d * rate, "throughput": d * service, "mean_queue": d * N, "mean_system": d * N,
+           "mean_avg": d * N, "var_queue": 3 * d * N * N, "mean_count": d * count, "mean_p_max": d,
+           "mean_max_th": d * N,
+           "mean_response": ratio(ref.mean_response or 0.0, rate * (N + 1) / mu, ref.admitted_rate, rate)}
+    for k in ("loss", "loss_aqm", "loss_overflow", "mark_prob"):
+        tol[k] = ratio(getattr(ref, k), rate, ref.arrival_rate, rate)
+    return tol
+
+
 def interrupt_started(p, wait: float = 0.5, timeout: float = 60.0) -> tuple[str, float]:
     """For a child process `p` (stdout piped as text) that prints "started" and then runs: SIGINT
     `wait` s later; its remaining stdout and the seconds from the signal to its exit.  A child
