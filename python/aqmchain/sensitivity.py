@@ -95,42 +95,75 @@ class _Metric:
         return [1.0] if self.kind == "ratio" else [-2.0 * r[0], 1.0]
 
 
-def _metric_vectors(chain, response_method: str | None, names=None) -> dict[str, _Metric]:
+class _LabelVectors:
+    """The metric vectors that depend on a chain's labels only, each made when first asked for:
+    the chains at theta +- h on the base chain's states share the base chain's (the same
+    arrays, so their differences are known to be 0 without a subtraction)."""
+
+    def __init__(self, chain):
+        self._labels, self._n = chain.labels, chain.n
+
+    @functools.cached_property
+    def n(self) -> np.ndarray:
+        return np.asarray(self._labels[COMPONENTS["level"]], dtype=float)
+
+    @functools.cached_property
+    def one(self) -> np.ndarray:
+        return np.ones(self._n)
+
+    @functools.cached_property
+    def q(self) -> np.ndarray:
+        return np.maximum(self.n - 1.0, 0.0)
+
+    @functools.cached_property
+    def n2(self) -> np.ndarray:
+        return self.n * self.n
+
+    @functools.cached_property
+    def q2(self) -> np.ndarray:
+        return self.q * self.q
+
+    @functools.cached_property
+    def count(self) -> np.ndarray:
+        return np.asarray(self._labels[COMPONENTS["count"]], dtype=float) - 1.0
+
+
+def _metric_vectors(chain, response_method: str | None, names=None,
+                    label_vectors: _LabelVectors | None = None) -> dict[str, _Metric]:
     """Every differentiable scalar metric of ``chain`` (or those of ``names`` it has) as a
     :class:`_Metric`: the vectors core/src/analysis/metrics.cpp sums (events, the level n,
     q = max(n - 1, 0), avg's grid value; the closed-form response time under tail drop from the
-    admissions at each n)."""
+    admissions at each n).  ``label_vectors``: those of the chain's labels, when already made."""
     ev = {k: np.asarray(v, dtype=float) for k, v in chain.events.items()}
     labels = chain.labels
-    n = np.asarray(labels[COMPONENTS["level"]], dtype=float)
-    one = np.ones(chain.n)
+    lv = label_vectors if label_vectors is not None else _LabelVectors(chain)
     arr, aqm, mark, ovf = ev["arrival"], ev["aqm_drop"], ev["mark"], ev["overflow"]
     fc = ev.get("flow_compare")
-    q = np.maximum(n - 1.0, 0.0)
     make = {
-        "arrival_rate": lambda: _Metric("ratio", [(arr, one)]),
-        "throughput": lambda: _Metric("ratio", [(ev["depart"], one)]),
+        "arrival_rate": lambda: _Metric("ratio", [(arr, lv.one)]),
+        "throughput": lambda: _Metric("ratio", [(ev["depart"], lv.one)]),
         "loss": lambda: _Metric("ratio", [(aqm + ovf + (fc if fc is not None else 0.0), arr)]),
         "loss_aqm": lambda: _Metric("ratio", [(aqm, arr)]),
         "loss_overflow": lambda: _Metric("ratio", [(ovf, arr)]),
         "mark_prob": lambda: _Metric("ratio", [(mark, arr)]),
         "aqm_decision_prob": lambda: _Metric("ratio", [(aqm + mark, arr)]),
-        "mean_system": lambda: _Metric("ratio", [(n, one)]),
-        "var_system": lambda: _Metric("variance", [(n, one), (n * n, one)]),
-        "mean_queue": lambda: _Metric("ratio", [(q, one)]),
-        "var_queue": lambda: _Metric("variance", [(q, one), (q * q, one)]),
-        "mean_avg": lambda: _Metric("ratio", [(np.asarray(chain.grid)[np.asarray(chain.grid_index)], one)]),
+        "mean_system": lambda: _Metric("ratio", [(lv.n, lv.one)]),
+        "var_system": lambda: _Metric("variance", [(lv.n, lv.one), (lv.n2, lv.one)]),
+        "mean_queue": lambda: _Metric("ratio", [(lv.q, lv.one)]),
+        "var_queue": lambda: _Metric("variance", [(lv.q, lv.one), (lv.q2, lv.one)]),
+        "mean_avg": lambda: _Metric("ratio", [(np.asarray(chain.grid)[np.asarray(chain.grid_index)], lv.one)]),
     }
     if fc is not None:
         make["loss_flow_compare"] = lambda: _Metric("ratio", [(fc, arr)])
     if response_method != "tagged_chain":  # the tagged chain's admitted rate is its own
-        make["admitted_rate"] = lambda: _Metric("ratio", [(ev["admit"], one)])
+        make["admitted_rate"] = lambda: _Metric("ratio", [(ev["admit"], lv.one)])
     if response_method == "closed_form":
         @functools.cache
         def response():
             model = chain.model
             mu = float(model.service.mu)
             adm = ev["admit"]
+            n = lv.n
             w = np.where(n < model.buffer, adm, 0.0)
             if chain.time == "discrete":  # R | n: NegBin(n + 1, mu) - 1 (n >= 1), Geometric(mu) (n = 0)
                 k = np.where(n == 0, 1.0, n + 1.0)
@@ -146,8 +179,7 @@ def _metric_vectors(chain, response_method: str | None, names=None) -> dict[str,
         for name in ("mean_response", "mean_sojourn", "var_response"):
             make[name] = lambda name=name: response()[name]
     if COMPONENTS["count"] in labels:
-        make["mean_count"] = lambda: _Metric(
-            "ratio", [(np.asarray(labels[COMPONENTS["count"]], dtype=float) - 1.0, one)])
+        make["mean_count"] = lambda: _Metric("ratio", [(lv.count, lv.one)])
     return {m: f() for m, f in make.items() if names is None or m in names}
 
 
@@ -399,7 +431,8 @@ class _Point:
         self.chain = chain
         self._P = None
         self.events = np.concatenate([np.asarray(v, dtype=float) for v in chain.events.values()])
-        vectors = _metric_vectors(chain, response_method, names)
+        self.label_vectors = _LabelVectors(chain)
+        vectors = _metric_vectors(chain, response_method, names, self.label_vectors)
         self.vectors = {m: vectors[m] for m in names}  # in the metrics' order (the adjoints' columns)
 
     @property
@@ -429,8 +462,18 @@ class _Derivative:
 
 
 def _vec_diff(hi: dict, lo: dict, scale: float) -> dict:
-    return {m: [((a1 - a0) * scale, (b1 - b0) * scale) for (a1, b1), (a0, b0) in zip(hi[m].pairs, lo[m].pairs)]
+    """(hi - lo) * scale, pair by pair; 0.0 (a number) where both are the same array (a vector
+    of the labels only, shared by the chains on the same states)."""
+    def diff(x1, x0):
+        return 0.0 if x1 is x0 else (x1 - x0) * scale
+
+    return {m: [(diff(a1, a0), diff(b1, b0)) for (a1, b1), (a0, b0) in zip(hi[m].pairs, lo[m].pairs)]
             for m in hi if m in lo}
+
+
+def _pi_dot(pi: np.ndarray, v) -> float:
+    """pi v for a vector, or 0 for the number 0 of :func:`_vec_diff`."""
+    return float(pi @ v) if isinstance(v, np.ndarray) else 0.0
 
 
 def _flat(point: _Point) -> np.ndarray:
@@ -607,7 +650,7 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
         d["model_plus"], d["model_minus"] = plus, minus
         for tag, m in (("plus", plus), ("minus", minus)):
             d["vectors_" + tag] = _metric_vectors(_SideChain(base.chain, m, d["events_" + tag], d["grid_" + tag]),
-                                                  response_method, base.vectors)
+                                                  response_method, base.vectors, base.label_vectors)
         return d
 
     def one_side(d, tag, step) -> _Contracted:
@@ -987,7 +1030,7 @@ def _apply(d, pi, Y, names, vectors, ratios, base=None, time_kind="discrete") ->
     out = []
     for j, m in enumerate(names):
         met, r = vectors[m], ratios[m]
-        direct = sum(w * float(pi @ (da - ri * db)) / float(pi @ b)
+        direct = sum(w * (_pi_dot(pi, da) - ri * _pi_dot(pi, db)) / float(pi @ b)
                      for w, ri, (a, b), (da, db) in zip(met.weights(r), r, met.pairs, d.dvec[m]))
         out.append(float(adj[j]) + direct)
     return out

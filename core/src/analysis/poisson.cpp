@@ -31,12 +31,16 @@ PoissonSolution solve_poisson(const Chain& c, const std::vector<std::vector<doub
   PoissonSolution s;
   s.fixed_state = k;
   auto t0 = Clock::now();
-  std::vector<int32_t> id(static_cast<size_t>(n)), all(static_cast<size_t>(n));
-  std::iota(id.begin(), id.end(), 0);
-  std::iota(all.begin(), all.end(), 0);
   // the transposed matrix without row and column k, read as a row system:
-  // slotted x (I - P'^T) = b'^T, continuous x (-G'^T) = b'^T
-  const SubMatrix T = transposed_without(restrict_matrix(c, id, all, continuous), k);
+  // slotted x (I - P'^T) = b'^T, continuous x (-G'^T) = b'^T (slotted: transposed from the
+  // chain's own arrays; continuous: from the generator's rows, the diagonal minus the out-rate)
+  const SubMatrix T = [&] {
+    if (!continuous) return transposed_without(n, c.rowptr.data(), c.col.data(), c.val.data(), {}, k);
+    std::vector<int32_t> id(static_cast<size_t>(n)), all(static_cast<size_t>(n));
+    std::iota(id.begin(), id.end(), 0);
+    std::iota(all.begin(), all.end(), 0);
+    return transposed_without(restrict_matrix(c, id, all, continuous), k);
+  }();
   RowSolver solver(c, T, continuous, continuous ? exit_rate(c) : 1.0, tol, max_iter);
   s.seconds.push_back({"setup", since(t0)});
   t0 = Clock::now();

@@ -45,28 +45,32 @@ std::vector<int32_t> blocks_of(const Chain& c, const std::vector<int32_t>& state
 }
 
 SubMatrix transposed_without(const SubMatrix& F, int32_t k) {
-  const int32_t n = F.n;
+  return transposed_without(F.n, F.rowptr.data(), F.col.data(), F.val.data(), F.states, k);
+}
+
+SubMatrix transposed_without(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
+                             const std::vector<int32_t>& states, int32_t k) {
   SubMatrix T;
   T.n = n - 1;
   T.rowptr.assign(static_cast<size_t>(n), 0);
   for (int32_t i = 0; i < n; ++i)
-    for (int32_t e = F.rowptr[i]; e < F.rowptr[i + 1]; ++e)
-      if (i != k && F.col[e] != k) ++T.rowptr[static_cast<size_t>(F.col[e] - (F.col[e] > k)) + 1];
+    for (int32_t e = rowptr[i]; e < rowptr[i + 1]; ++e)
+      if (i != k && col[e] != k) ++T.rowptr[static_cast<size_t>(col[e] - (col[e] > k)) + 1];
   for (int32_t i = 0; i < T.n; ++i) T.rowptr[static_cast<size_t>(i) + 1] += T.rowptr[static_cast<size_t>(i)];
   T.col.resize(static_cast<size_t>(T.rowptr.back()));
   T.val.resize(T.col.size());
   std::vector<int32_t> next(T.rowptr.begin(), T.rowptr.end() - 1);
   for (int32_t i = 0; i < n; ++i)
-    for (int32_t e = F.rowptr[i]; e < F.rowptr[i + 1]; ++e) {
-      const int32_t j = F.col[e];
+    for (int32_t e = rowptr[i]; e < rowptr[i + 1]; ++e) {
+      const int32_t j = col[e];
       if (i == k || j == k) continue;
       const int32_t at = next[static_cast<size_t>(j - (j > k))]++;
       T.col[static_cast<size_t>(at)] = i - (i > k);
-      T.val[static_cast<size_t>(at)] = F.val[e];
+      T.val[static_cast<size_t>(at)] = val[e];
     }
   T.states.reserve(static_cast<size_t>(T.n));
   for (int32_t i = 0; i < n; ++i)
-    if (i != k) T.states.push_back(F.states.empty() ? i : F.states[static_cast<size_t>(i)]);
+    if (i != k) T.states.push_back(states.empty() ? i : states[static_cast<size_t>(i)]);
   return T;
 }
 

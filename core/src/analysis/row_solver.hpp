@@ -41,6 +41,10 @@ std::vector<int32_t> blocks_of(const Chain& c, const std::vector<int32_t>& state
 /// F's transpose without the row and column of state k (local index i - (i > k)); `states`
 /// lists the remaining states of F (global numbering).
 SubMatrix transposed_without(const SubMatrix& F, int32_t k);
+/// The same for a CSR matrix of n rows given by its arrays (`states` empty: the rows' own
+/// numbering), without a copy of it first.
+SubMatrix transposed_without(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
+                             const std::vector<int32_t>& states, int32_t k);
 
 /// Solves x (a I - b M / divisor) = rhs (row vectors) for the submatrix M.
 struct RowSolver {
