@@ -32,9 +32,9 @@ def _no_tagged_chain(model) -> str | None:
     if model.source.max_batch > 1:
         return ("batch arrivals: the chain computes no response times (no tagged-packet chain is "
                 "built; the simulator measures them)")
-    if model.time == "continuous":
-        return ("continuous time: response times under front and random drop are not computed "
-                "(no tagged-packet chain); tail drop uses the closed form")
+    if model.time == "continuous" and model.aqm.semantics == "ns3":
+        return ("ns-3 semantics: response times are computed under tail drop only (the closed form); "
+                "no tagged-packet chain is built")
     return None
 
 

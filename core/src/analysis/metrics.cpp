@@ -272,22 +272,24 @@ Metrics compute_metrics(const QueueChain& c, const std::vector<double>& pi, cons
   } else if (class_chain && steered && c.space.find(component::class2) < 0) {
     m.response_note = "response times under modified RED or the flow comparison are computed on the two-class chain "
                       "(classes = \"approx\"), not on the exact or window chain";
+  } else if (class_chain && c.time == TimeKind::Continuous && (!tail || o.response == "tagged") &&
+             c.space.find(component::class2) < 0) {
+    m.response_note = "response times under front or random drop in continuous time are computed on the two-class "
+                      "chain (classes = \"approx\"), not on the exact or window chain";
   } else if (!(adm > 0)) {
     m.response_note = "no packet is ever admitted";
-  } else if (c.time == TimeKind::Continuous && !(class_chain && steered)) {
+  } else if (c.time == TimeKind::Continuous && !(class_chain && steered) && tail && o.response != "tagged") {
     // PASTA: an admitted arrival sees n with probability prop. to pi(n) x admission
     // rate; R is the sum of n + 1 exponential(mu) times (memoryless service).  (Under
-    // modified RED or the flow comparison a waiting packet may be discarded: the tagged
-    // chain below, uniformised.)
-    if (!tail || o.response == "tagged") {
-      m.response_note = "response times under front/random drop are not computed for continuous-time models";
-    } else {
-      for (auto& x : admit_at) x /= adm;
-      exponential_response(admit_at, c.model.service.mu, m);
-      m.response_available = true;
-      m.response_method = "closed_form";
-      m.mean_sojourn = m.mean_response;
-    }
+    // front or random drop, modified RED or the flow comparison a waiting packet may be
+    // discarded: the tagged chain below, uniformised.)
+    for (auto& x : admit_at) x /= adm;
+    exponential_response(admit_at, c.model.service.mu, m);
+    m.response_available = true;
+    m.response_method = "closed_form";
+    m.mean_sojourn = m.mean_response;
+  } else if (c.time == TimeKind::Continuous && c.model.aqm.ns3()) {
+    m.response_note = "response times of ns-3 semantics are computed under tail drop only";
   } else if (tail && o.response != "tagged" && !(class_chain && steered)) {
     for (auto& x : admit_at) x /= adm;
     tail_response(admit_at, c.model.service.mu, o, m);
@@ -295,8 +297,14 @@ Metrics compute_metrics(const QueueChain& c, const std::vector<double>& pi, cons
     m.response_method = "closed_form";
     m.mean_sojourn = m.mean_response;
   } else {
-    if (class_chain) per_class = steered ? class_steered_response(c, pi, o.tagged) : class_tagged_response(c, pi, o.tagged);
-    const ResponseResult r = class_chain ? per_class[0] : tagged_response(c, pi, o.tagged);
+    // continuous time: the tagged packet on the two-class chain (a chain without classes: on
+    // its one-class two-class chain), uniformised; slotted class-blind models: on the lumped chain
+    const bool continuous = c.time == TimeKind::Continuous;
+    if (class_chain)
+      per_class = steered || continuous ? class_steered_response(c, pi, o.tagged) : class_tagged_response(c, pi, o.tagged);
+    const ResponseResult r = class_chain ? per_class[0]
+                             : continuous ? continuous_tagged_response(c, pi, o.tagged)
+                                          : tagged_response(c, pi, o.tagged);
     m.response_method = "tagged_chain";
     m.response_steps = r.iterations;
     m.response_states = r.states;

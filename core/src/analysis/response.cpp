@@ -1,6 +1,9 @@
 // Tagged-packet absorbing chain for response times (SPEC 5, drop policies of 2.5).
 #include "aqmchain/analysis/response.hpp"
 
+#include <Eigen/IterativeLinearSolvers>
+#include <Eigen/Sparse>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -100,12 +103,18 @@ void ResponseOptions::validate() const {
 int64_t tagged_states_needed(const QueueChain& c, const std::string& response) {
   const bool class_chain = c.space.find(component::class2) >= 0 || c.space.find(component::sequence) >= 0 ||
                            c.space.find(component::window) >= 0;
-  // continuous time: the tagged chain only under modified RED or the flow comparison
   const bool steered = class_chain && (c.model.aqm.modified != Modified::None || c.model.aqm.flow_compare);
-  if (response == "none" || (c.time == TimeKind::Continuous && !steered) || c.n == 0 || c.model.source.max_batch() > 1)
-    return 0;
+  if (response == "none" || c.n == 0 || c.model.source.max_batch() > 1) return 0;
   const auto& level = c.component(component::level);
   int64_t total = 0;
+  if (c.time == TimeKind::Continuous && !steered) {
+    // tail drop: the closed form; else the tagged packet on the two-class chain (without
+    // classes: on the one-class chain, which has the chain's states), uniformised
+    const bool tagged = c.model.aqm.policy != DropPolicy::Tail || response == "tagged";
+    if (!tagged || c.model.aqm.ns3() || (class_chain && c.space.find(component::class2) < 0)) return 0;
+    for (int32_t s = 0; s < c.n; ++s) total += level[s];
+    return total;
+  }
   if (class_chain && !class_blind(c.model)) {  // class_steered_response: (s, k) on the two-class chain
     if (c.space.find(component::class2) < 0) return 0;
     for (int32_t s = 0; s < c.n; ++s) total += level[s];
@@ -334,6 +343,83 @@ void step_until_absorbed(const TC& tc, std::vector<double> v, const ResponseOpti
 
 void tagged_absorption(const TaggedRows& rows, std::vector<double> v, const ResponseOptions& o, ResponseResult& res) {
   step_until_absorbed(rows, std::move(v), o, res);
+}
+
+bool absorbing_moments(const TaggedRows& rows, const std::vector<double>& v, const ResponseOptions& o,
+                       ResponseResult& res) {
+  using Sp = Eigen::SparseMatrix<double, Eigen::RowMajor, int32_t>;
+  const auto t0 = Clock::now();
+  const int64_t T = rows.states;
+  if (T < 1 || static_cast<int64_t>(v.size()) != T) return false;
+  // A = -G_TT, rows = from (a column system: (A x)_i sums over the states i moves to); an
+  // empty row (a state never entered) gets a 1 on the diagonal and a 0 on the right
+  std::vector<Eigen::Triplet<double, int32_t>> entries;
+  entries.reserve(rows.col.size() + static_cast<size_t>(T));
+  for (int64_t i = 0; i < T; ++i) {
+    const int32_t b = rows.rp[static_cast<size_t>(i)], e = rows.rp[static_cast<size_t>(i) + 1];
+    if (b == e) entries.emplace_back(static_cast<int32_t>(i), static_cast<int32_t>(i), 1.0);
+    for (int32_t k = b; k < e; ++k)
+      entries.emplace_back(static_cast<int32_t>(i), rows.col[static_cast<size_t>(k)], -rows.val[static_cast<size_t>(k)]);
+  }
+  Sp A(T, T);
+  A.setFromTriplets(entries.begin(), entries.end());
+  entries = {};
+  Eigen::BiCGSTAB<Sp, Eigen::IncompleteLUT<double, int32_t>> solver;
+  solver.setTolerance(1e-15);
+  solver.setMaxIterations(static_cast<Eigen::Index>(std::min<long>(o.max_steps, 2000)));
+  solver.compute(A);
+  if (solver.info() != Eigen::Success) return false;
+  check_interrupt();
+  long iterations = 0;
+  double worst = 0.0;
+  // x with A x = b, or an empty vector when its relative L1 residual stays above 1e-12
+  auto solve = [&](const Eigen::VectorXd& b) -> Eigen::VectorXd {
+    Eigen::VectorXd x = solver.solve(b);
+    iterations += static_cast<long>(solver.iterations());
+    check_interrupt();
+    const double bn = b.lpNorm<1>();
+    const double r = bn > 0.0 ? (A * x - b).lpNorm<1>() / bn : (A * x).lpNorm<1>();
+    worst = std::max(worst, r);
+    if (!(r <= 1e-12) || !x.allFinite()) return {};
+    return x;
+  };
+  Eigen::VectorXd served(T), pushed(T), one = Eigen::VectorXd::Ones(T);
+  for (int64_t i = 0; i < T; ++i) {
+    served[i] = rows.served[static_cast<size_t>(i)];
+    pushed[i] = rows.pushed[static_cast<size_t>(i)];
+    if (rows.rp[static_cast<size_t>(i)] == rows.rp[static_cast<size_t>(i) + 1]) one[i] = 0.0;
+  }
+  const Eigen::VectorXd u = solve(served);
+  if (u.size() == 0) return false;
+  Eigen::VectorXd po = Eigen::VectorXd::Zero(T);  // P(pushed out): 0 without push-out rates (tail drop)
+  if (pushed.lpNorm<Eigen::Infinity>() > 0.0) {
+    po = solve(pushed);
+    if (po.size() == 0) return false;
+  }
+  const Eigen::VectorXd t = solve(one);
+  if (t.size() == 0) return false;
+  const Eigen::VectorXd m1 = solve(u);
+  if (m1.size() == 0) return false;
+  const Eigen::VectorXd m2 = solve(2.0 * m1);
+  if (m2.size() == 0) return false;
+  const Eigen::Map<const Eigen::VectorXd> law(v.data(), T);
+  const double ps = law.dot(u);
+  res.served_prob = ps;
+  res.pushed_out_prob = law.dot(po);
+  res.mean_sojourn = law.dot(t);
+  if (ps > 0.0) {
+    res.mean_response = law.dot(m1) / ps;
+    res.var_response = law.dot(m2) / ps - res.mean_response * res.mean_response;
+  }
+  res.served_pmf.clear();
+  res.remaining_mass = 0.0;
+  res.residual = worst;
+  res.iterations = iterations;
+  res.operator_applications = 2 * iterations + 5;
+  res.status = Status::Converged;
+  res.note = "continuous time: moments by linear solves with the tagged generator (ILUT-preconditioned BiCGSTAB)";
+  res.seconds.push_back({"solves", since(t0)});
+  return true;
 }
 
 void require_tagged_states(int64_t states, double transitions_per_state, const ResponseOptions& o) {

@@ -1002,15 +1002,17 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
         worst = std::max(worst, std::abs(sum - 1.0));
       }
     }
-    if (continuous) {  // P = I + G / Lambda on the tagged states, absorption probabilities rate / Lambda
-      if (lambda > 0.0) {
-        for (int64_t i = 0; i < T; ++i)
-          for (int32_t e = tr.rp[static_cast<size_t>(i)]; e < tr.rp[static_cast<size_t>(i) + 1]; ++e)
-            tr.val[static_cast<size_t>(e)] = (tr.col[static_cast<size_t>(e)] == i ? 1.0 : 0.0) + tr.val[static_cast<size_t>(e)] / lambda;
-        for (auto& x : tr.served) x /= lambda;
-        for (auto& x : tr.pushed) x /= lambda;
-      }
-    } else if (worst > 1e-12) {
+    // continuous time, when the linear solves do not converge: P = I + G / Lambda on the tagged
+    // states, absorption probabilities rate / Lambda, stepped as in slotted time
+    auto uniformise = [&] {
+      if (!(lambda > 0.0)) return;
+      for (int64_t i = 0; i < T; ++i)
+        for (int32_t e = tr.rp[static_cast<size_t>(i)]; e < tr.rp[static_cast<size_t>(i) + 1]; ++e)
+          tr.val[static_cast<size_t>(e)] = (tr.col[static_cast<size_t>(e)] == i ? 1.0 : 0.0) + tr.val[static_cast<size_t>(e)] / lambda;
+      for (auto& x : tr.served) x /= lambda;
+      for (auto& x : tr.pushed) x /= lambda;
+    };
+    if (!continuous && worst > 1e-12) {
       throw std::logic_error(detail::cat("internal error: tagged chain rows sum to 1 +- ", worst));
     }
     // the tagged packet's law at the end of its arrival slot: an admitted arrival of its kind
@@ -1034,13 +1036,19 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
     part.r.status = Status::Converged;
     if (admitted > 0.0L && (!continuous || lambda > 0.0)) {
       for (auto& x : v) x = static_cast<double>(x / admitted);
-      tagged_absorption(tr, std::move(v), o, part.r);
-      if (continuous) {  // steps r -> time: E[R | r] = r / Lambda, E[R^2 | r] = r (r + 1) / Lambda^2
+      if (continuous && absorbing_moments(tr, v, o, part.r)) {
+        // the moments from linear solves with the tagged generator (no steps)
+      } else if (continuous) {
+        uniformise();
+        tagged_absorption(tr, std::move(v), o, part.r);
+        // steps r -> time: E[R | r] = r / Lambda, E[R^2 | r] = r (r + 1) / Lambda^2
         const double mean = part.r.mean_response, var = part.r.var_response;
         part.r.mean_response = mean / lambda;
         part.r.var_response = (var + mean * mean + mean) / (lambda * lambda) - part.r.mean_response * part.r.mean_response;
         part.r.mean_sojourn /= lambda;
         part.r.served_pmf.clear();
+      } else {
+        tagged_absorption(tr, std::move(v), o, part.r);
       }
     }
     parts.push_back(std::move(part));
@@ -1101,6 +1109,47 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
     res.push_back(std::move(r));
   }
   return res;
+}
+
+ResponseResult continuous_tagged_response(const QueueChain& c, const std::vector<double>& pi,
+                                          const ResponseOptions& o) {
+  if (c.time != TimeKind::Continuous || needs_class_chain(c.model) || c.model.aqm.ns3())
+    throw std::invalid_argument("continuous_tagged_response: needs a continuous-time chain without classes");
+  if (static_cast<int32_t>(pi.size()) != c.n)
+    throw std::invalid_argument(detail::cat("pi has ", pi.size(), " entries, the chain ", c.n, " states"));
+  // The model with one class of every arrival (its ECN probability the model's; a model
+  // given with one class keeps it): its two-class chain's class contents are implied by n
+  // (no packet of a second class), so it has the plain chain's states and generator, and pi
+  // carries over state by state.
+  Model one = c.model;
+  if (one.classes.empty()) {
+    TrafficClass all;
+    all.name = "all";
+    all.share = {1.0};
+    all.ecn = c.model.aqm.ecn;
+    one.classes = {all};
+    one.aqm.ecn = 0.0;
+  }
+  const auto gen = class_generator(one, ClassChain::Approx);
+  BuildOptions bo;
+  bo.max_states = std::max<int64_t>(bo.max_states, c.n);
+  bo.memory_limit_bytes = std::max(bo.memory_limit_bytes, o.memory_limit_bytes);
+  const QueueChain cc = build_chain(*gen, one, bo);
+  std::vector<int> at(static_cast<size_t>(c.space.count()));
+  for (int i = 0; i < c.space.count(); ++i) at[static_cast<size_t>(i)] = cc.space.at(c.space.component(i).name);
+  std::vector<double> pc(static_cast<size_t>(cc.n), 0.0);
+  std::vector<char> hit(static_cast<size_t>(c.n), 0);
+  for (int32_t s = 0; s < cc.n; ++s) {
+    int64_t key = 0;
+    for (int i = 0; i < c.space.count(); ++i) key += c.space.stride(i) * cc.labels[static_cast<size_t>(at[static_cast<size_t>(i)])][s];
+    const int32_t t = c.index_of_key(key);
+    if (t < 0 || hit[static_cast<size_t>(t)])
+      throw std::logic_error("internal error: the one-class chain's states are not the plain chain's");
+    hit[static_cast<size_t>(t)] = 1;
+    pc[static_cast<size_t>(s)] = pi[static_cast<size_t>(t)];
+  }
+  if (cc.n != c.n) throw std::logic_error("internal error: the one-class chain's states are not the plain chain's");
+  return class_steered_response(cc, pc, o)[0];
 }
 
 }  // namespace aqm

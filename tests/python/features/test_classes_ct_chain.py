@@ -539,8 +539,9 @@ def test_class_blind_red_gives_every_class_the_classless_loss(policy):
                                atol=64 * np.finfo(float).eps * np.abs(G0).max())
     for k in range(2):
         assert list(r.classes.values())[k].loss == pytest.approx(ref.loss, rel=1e-10)
-        if policy == "tail":
-            assert list(r.classes.values())[k].mean_response == pytest.approx(ref.mean_response, rel=1e-10)
+        # a Poisson source's classes see the same law: under front drop too (the tagged chain
+        # on the two-class chain against the classless model's, on its one-class chain)
+        assert list(r.classes.values())[k].mean_response == pytest.approx(ref.mean_response, rel=1e-10)
     assert r.loss == pytest.approx(ref.loss, rel=1e-10)
     assert sum(c.throughput for c in r.classes.values()) == pytest.approx(ref.throughput, rel=1e-10)
 
@@ -569,6 +570,27 @@ def test_tagged_ct_chain_equals_exact_tag_where_the_approximation_is_exact(case)
     assert k.mean_response == pytest.approx(mean, rel=1e-10)
     assert k.var_response == pytest.approx(var, rel=1e-9)
     assert r.mean_response == pytest.approx(mean, rel=1e-10)
+
+
+@pytest.mark.parametrize("ecn", [0.0, 0.3])
+@pytest.mark.parametrize("src", ["mmpp", "poisson"])
+@pytest.mark.parametrize("policy", ["front", "random", "tail"])
+def test_tagged_ct_front_and_random_drop_equal_exact_tag(policy, src, ecn):
+    """Front and random drop (and tail drop with the tagged chain asked for) in continuous time
+    without classes: the tagged packet on the model's one-class two-class chain, uniformised.
+    Its victims are picked by position, so the random-order approximation is exact here."""
+    s = spec(buffer=3, policy=policy, source=POISSON if src == "poisson" else MMPP,
+             classes=[{"name": "all", "share": 1.0, "ecn": ecn}])
+    mean, var = exact_tagged_response(s, 0)
+    for m in (model_of(s), classless(s, ecn=ecn)):  # a class table of one class builds the classless chain
+        r = aqmchain.solve_stationary(m, response="tagged", response_tail=1e-14)
+        assert r.class_chain == "single" and r.response_method == "tagged_chain" and r.response_available
+        assert r.response_pmf is None  # R has a density in continuous time
+        # the tagged chain stops with mass 1e-14 unabsorbed: its moments are that close
+        assert r.mean_response == pytest.approx(mean, rel=1e-10)
+        assert r.var_response == pytest.approx(var, rel=1e-9)
+        assert (r.pushed_out_prob > 0.0) == (policy != "tail")
+        assert r.littles_law_error < 1e-10
 
 
 #: relative error of the random-order approximation's per-class mean response against the

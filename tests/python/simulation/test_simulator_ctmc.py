@@ -79,6 +79,8 @@ DISCRETISED = {
                          ecn=0.3, k=2),
     "poisson_gentle_front": dict(N=12, rates=(0.9,), mu=0.6, drop=aqmchain.DropFunction.gentle_red(2, 5, 0.2),
                                  w=0.8, k=2, policy="front"),
+    "mmpp_red_random": dict(N=10, rates=(0.2, 1.5), Q=[[-0.2, 0.2], [0.5, -0.5]], mu=0.7, red=(2, 7, 0.4), w=1.0,
+                            ecn=0.3, k=2, policy="random"),
 }
 
 
@@ -94,8 +96,12 @@ def test_discretised_simulation_has_the_chain_as_its_law(name):
         within(sim, metric, getattr(ana, metric))
     big = ana.queue_pmf > 1e-3
     assert np.all(np.abs(sim.queue_pmf[big] - ana.queue_pmf[big]) <= 3 * sim.queue_pmf_ci[big])
-    if DISCRETISED[name].get("policy") == "front":  # the chain's n-law is that of tail drop; packets are pushed out
+    if DISCRETISED[name].get("policy") in ("front", "random"):
+        # packets are pushed out; the response times come from the tagged-packet chain (its
+        # mean and variance are among the rows above), and so does the push-out probability
+        assert ana.response_method == "tagged_chain"
         assert sim.pushed_out_prob > 0
+        within(sim, "pushed_out_prob", ana.pushed_out_prob)
 
 
 @pytest.mark.parametrize("spec", [dict(N=20, rates=(0.55,), mu=0.5, red=(3, 12, 0.3), w=0.4, k=4),

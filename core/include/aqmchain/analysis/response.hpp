@@ -55,9 +55,10 @@ struct ResponseResult : ConvergenceReport<ResponseMethod> {
 double tagged_chain_bytes(int64_t states, double transitions_per_state = 16.0);
 
 /// States of the tagged-packet chain that compute_metrics(chain, pi, response) will build
-/// (0 when it builds none: tail drop without response = "tagged", response = "none",
-/// continuous time, class chains under modified RED or the flow comparison); for a class
-/// chain, that of its lumped chain.  Exact, from the chain's labels, before any solve.
+/// (0 when it builds none: tail drop without response = "tagged", response = "none", batch
+/// arrivals, an exact or window class chain where the two-class chain's is needed); for a
+/// class chain of a class-blind slotted model, that of its lumped chain.  Exact, from the
+/// chain's labels, before any solve.
 int64_t tagged_states_needed(const QueueChain& chain, const std::string& response = "auto");
 
 /// Refuse (StateSpaceTooLarge naming tagged_max_states or memory_limit_gb, with the value
@@ -81,6 +82,18 @@ struct TaggedRows {
 void tagged_absorption(const TaggedRows& rows, std::vector<double> v, const ResponseOptions& options,
                        ResponseResult& res);
 
+/// Continuous time: the tagged packet's absorption from its generator rows (`rows` holds rates:
+/// the diagonal minus the exit rate, `served` and `pushed` the rates into the two absorbing
+/// states; an empty row is a state never entered) by linear solves with A = -G_TT, one
+/// ILUT-preconditioned BiCGSTAB for each of A u = served (P(served)), A p = pushed (P(pushed
+/// out)), A t = 1 (the sojourn),
+/// A m1 = u (E[R 1_served]) and A m2 = 2 m1 (E[R^2 1_served]), started from the normalised law
+/// v.  Fills res (no pmf: R has a density) and returns true when every solve's relative L1
+/// residual is at most 1e-12; false (res untouched) otherwise, and the caller steps the
+/// uniformised chain instead.
+bool absorbing_moments(const TaggedRows& rows, const std::vector<double>& v, const ResponseOptions& options,
+                       ResponseResult& res);
+
 /// Refuse (StateSpaceTooLarge naming tagged_max_states or memory_limit_gb) a tagged chain of
 /// `states` states with about `transitions_per_state` nonzeros per state beyond the budgets.
 void require_tagged_states(int64_t states, double transitions_per_state, const ResponseOptions& options);
@@ -93,6 +106,13 @@ void require_tagged_states(int64_t states, double transitions_per_state, const R
 /// all admitted packets, entry k + 1: class k (as class_tagged_response).
 std::vector<ResponseResult> class_steered_response(const QueueChain& class_chain, const std::vector<double>& pi,
                                                    const ResponseOptions& options = {});
+
+/// Response times under front or random drop (or tail drop with the tagged chain asked for) of
+/// a continuous-time chain without classes: the tagged packet of class_steered_response on the
+/// model's one-class two-class chain, which has the chain's states and generator (exact: every
+/// waiting packet is alike), uniformised at its largest exit rate (docs/response-times.md).
+ResponseResult continuous_tagged_response(const QueueChain& chain, const std::vector<double>& pi,
+                                          const ResponseOptions& options = {});
 
 /// Whether the (n, avg, modulator) part of a class model's chain is a Markov chain of its
 /// own (docs/classes.md): no modified RED, no flow comparison, nothing else that reads the
