@@ -414,3 +414,47 @@ TEST(ChainDifference, ThreadsGiveTheSameProducts) {
   EXPECT_EQ(one.kink_scale, two.kink_scale);
   EXPECT_EQ(one.distance_minus, two.distance_minus);
 }
+
+// The tagged packet of an M/M/1 queue with push-outs, from position j (j packets ahead): it
+// moves ahead at the service rate mu, is served from position 0 at rate mu and pushed out at
+// rate g from every position.  Closed forms: with s = mu / (mu + g) the probability of passing
+// one position, P(served | j) = s^(j+1); given served, R is Erlang(j + 1, mu + g) (each stage
+// lasts an exponential(mu + g) time whatever happens), so E[R 1_served] = s^(j+1) (j+1) / (mu + g)
+// and E[R^2 1_served] = s^(j+1) (j+1)(j+2) / (mu + g)^2; the sojourn is the time to the
+// first of the (j+1) stages' ends or a push-out.
+TEST(TaggedChain, ContinuousMomentsBySolvesEqualTheClosedForm) {
+  const int J = 6;
+  const double mu = 0.7, g = 0.2, r = mu + g, s = mu / r;
+  TaggedRows tr;
+  tr.states = J + 1;  // state j + 1 never entered: an empty row (state J)
+  tr.rp.assign(static_cast<size_t>(J) + 2, 0);
+  tr.served.assign(static_cast<size_t>(J) + 1, 0.0);
+  tr.pushed.assign(static_cast<size_t>(J) + 1, 0.0);
+  for (int j = 0; j < J; ++j) {
+    if (j > 0) tr.col.push_back(j - 1), tr.val.push_back(mu);
+    tr.col.push_back(j), tr.val.push_back(-r);
+    tr.rp[static_cast<size_t>(j) + 1] = static_cast<int32_t>(tr.col.size());
+    tr.served[static_cast<size_t>(j)] = j == 0 ? mu : 0.0;
+    tr.pushed[static_cast<size_t>(j)] = g;
+  }
+  tr.rp[static_cast<size_t>(J) + 1] = tr.rp[static_cast<size_t>(J)];
+  std::vector<double> v(static_cast<size_t>(J) + 1, 0.0);
+  v[1] = 0.25, v[3] = 0.75;  // the law of the tagged arrival's position
+  ResponseResult res;
+  ASSERT_TRUE(absorbing_moments(tr, v, ResponseOptions{}, res));
+  double ps = 0, m1 = 0, m2 = 0, soj = 0;
+  for (int j = 0; j < J; ++j) {
+    const double w = v[static_cast<size_t>(j)], k = j + 1, pj = std::pow(s, k);
+    ps += w * pj, m1 += w * pj * k / r, m2 += w * pj * k * (k + 1) / (r * r);
+    soj += w * (1.0 - pj) / g;  // E[min(stages' end, push-out)] = P(pushed) / g (push-outs at rate g)
+  }
+  // the solves' residuals are at most 1e-12 relative; A's condition here is about (mu + g) / g
+  // times J, so the moments are good to well within 1e-10
+  EXPECT_NEAR(res.served_prob, ps, 1e-10 * ps);
+  EXPECT_NEAR(res.pushed_out_prob, 1.0 - ps, 1e-10);
+  EXPECT_NEAR(res.mean_response, m1 / ps, 1e-10 * m1 / ps);
+  EXPECT_NEAR(res.var_response, m2 / ps - (m1 / ps) * (m1 / ps), 1e-9 * m2 / ps);
+  EXPECT_NEAR(res.mean_sojourn, soj, 1e-10 * soj);
+  EXPECT_TRUE(res.served_pmf.empty());
+  EXPECT_EQ(res.remaining_mass, 0.0);
+}
