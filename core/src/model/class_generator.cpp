@@ -1036,17 +1036,46 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
     part.r.status = Status::Converged;
     if (admitted > 0.0L && (!continuous || lambda > 0.0)) {
       for (auto& x : v) x = static_cast<double>(x / admitted);
-      if (continuous && absorbing_moments(tr, v, o, part.r)) {
-        // the moments from linear solves with the tagged generator (no steps)
-      } else if (continuous) {
+      if (continuous) {
+        // Step the uniformised chain for at most kStepsBeforeSolves steps.  A chain whose avg
+        // moves fast has a large Lambda and needs tens of thousands; if the mass is not absorbed
+        // by then, the moments come from linear solves with the generator (restored from the
+        // uniformised values: the diagonal kept, the other rates times Lambda again, 1 ulp), and
+        // the steps go on to max_steps only if a solve stops short.
+        std::vector<double> diag(static_cast<size_t>(T), 0.0);
+        for (int64_t i = 0; i < T; ++i)
+          for (int32_t e = tr.rp[static_cast<size_t>(i)]; e < tr.rp[static_cast<size_t>(i) + 1]; ++e)
+            if (tr.col[static_cast<size_t>(e)] == i) diag[static_cast<size_t>(i)] = tr.val[static_cast<size_t>(e)];
+        const ResponseResult fresh = part.r;
         uniformise();
-        tagged_absorption(tr, std::move(v), o, part.r);
-        // steps r -> time: E[R | r] = r / Lambda, E[R^2 | r] = r (r + 1) / Lambda^2
-        const double mean = part.r.mean_response, var = part.r.var_response;
-        part.r.mean_response = mean / lambda;
-        part.r.var_response = (var + mean * mean + mean) / (lambda * lambda) - part.r.mean_response * part.r.mean_response;
-        part.r.mean_sojourn /= lambda;
-        part.r.served_pmf.clear();
+        ResponseOptions first = o;
+        first.max_steps = std::min<long>(o.max_steps, kStepsBeforeSolves);
+        tagged_absorption(tr, v, first, part.r);
+        bool stepped = true;
+        if (!part.r.converged() && o.max_steps > first.max_steps) {
+          for (int64_t i = 0; i < T; ++i)
+            for (int32_t e = tr.rp[static_cast<size_t>(i)]; e < tr.rp[static_cast<size_t>(i) + 1]; ++e)
+              tr.val[static_cast<size_t>(e)] =
+                  tr.col[static_cast<size_t>(e)] == i ? diag[static_cast<size_t>(i)] : tr.val[static_cast<size_t>(e)] * lambda;
+          for (auto& x : tr.served) x *= lambda;
+          for (auto& x : tr.pushed) x *= lambda;
+          ResponseResult solved = fresh;
+          if (absorbing_moments(tr, v, o, solved)) {
+            part.r = std::move(solved);
+            stepped = false;
+          } else {
+            uniformise();
+            part.r = fresh;
+            tagged_absorption(tr, v, o, part.r);
+          }
+        }
+        if (stepped) {  // steps r -> time: E[R | r] = r / Lambda, E[R^2 | r] = r (r + 1) / Lambda^2
+          const double mean = part.r.mean_response, var = part.r.var_response;
+          part.r.mean_response = mean / lambda;
+          part.r.var_response = (var + mean * mean + mean) / (lambda * lambda) - part.r.mean_response * part.r.mean_response;
+          part.r.mean_sojourn /= lambda;
+          part.r.served_pmf.clear();
+        }
       } else {
         tagged_absorption(tr, std::move(v), o, part.r);
       }

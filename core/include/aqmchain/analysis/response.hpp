@@ -85,14 +85,18 @@ void tagged_absorption(const TaggedRows& rows, std::vector<double> v, const Resp
 /// Continuous time: the tagged packet's absorption from its generator rows (`rows` holds rates:
 /// the diagonal minus the exit rate, `served` and `pushed` the rates into the two absorbing
 /// states; an empty row is a state never entered) by linear solves with A = -G_TT, one
-/// ILUT-preconditioned BiCGSTAB for each of A u = served (P(served)), A p = pushed (P(pushed
+/// ILU(0)-preconditioned BiCGSTAB for each of A u = served (P(served)), A p = pushed (P(pushed
 /// out)), A t = 1 (the sojourn),
 /// A m1 = u (E[R 1_served]) and A m2 = 2 m1 (E[R^2 1_served]), started from the normalised law
 /// v.  Fills res (no pmf: R has a density) and returns true when every solve's relative L1
-/// residual is at most 1e-12; false (res untouched) otherwise, and the caller steps the
-/// uniformised chain instead.
+/// residual is at most 1e-12 (after up to three corrections x += A^-1 (b - A x)); false (res
+/// untouched) otherwise, and the caller steps the uniformised chain instead.
 bool absorbing_moments(const TaggedRows& rows, const std::vector<double>& v, const ResponseOptions& options,
                        ResponseResult& res);
+/// Continuous time: steps of the uniformised tagged chain tried before absorbing_moments (a
+/// chain whose exit rates are far above its service rate needs tens of thousands of steps;
+/// a slow one is absorbed within these, cheaper than the solves' preconditioner and iterations).
+constexpr long kStepsBeforeSolves = 500;
 
 /// Refuse (StateSpaceTooLarge naming tagged_max_states or memory_limit_gb) a tagged chain of
 /// `states` states with about `transitions_per_state` nonzeros per state beyond the budgets.
