@@ -148,3 +148,14 @@ def test_chain_flows_and_fairness():
     # unequal flows under the comparison: refused with the reason
     r3 = aqmchain.solve_stationary(model_of(dict(s, classes=two({}, {"flows": 2, "flow_weights": [0.8, 0.2]}))))
     assert r3.flows is None and r3.fairness is None and "flow_weights" in r3.flows_note
+
+
+def test_a_tagged_chain_stopped_by_max_steps_says_so():
+    """The tagged chain of the two-class chain (modified RED) stopped after 3 steps, far from
+    absorbed: the response times carry the note and the mass left, not a silent answer."""
+    s = spec(policy="front", modified="front", classes=two({"mice": True}, {"ecn": 0.5}))
+    r = aqmchain.solve_stationary(model_of(s), response="none")
+    chain = r.chain
+    m = aqmchain._core.compute_metrics(chain, np.asarray(r.pi), "auto", max_steps=3)
+    assert "stopped after 3 steps" in m.response_note
+    assert m.response_truncated > 1e-3
