@@ -457,4 +457,15 @@ TEST(TaggedChain, ContinuousMomentsBySolvesEqualTheClosedForm) {
   EXPECT_NEAR(res.mean_sojourn, soj, 1e-10 * soj);
   EXPECT_TRUE(res.served_pmf.empty());
   EXPECT_EQ(res.remaining_mass, 0.0);
+  // beyond the memory budget, or with a row's columns out of order, the solves are declined
+  // (the caller steps instead) and the result is left alone
+  ResponseOptions small;
+  small.memory_limit_bytes = 100.0;
+  ResponseResult untouched;
+  EXPECT_FALSE(absorbing_moments(tr, v, small, untouched));
+  EXPECT_EQ(untouched.served_prob, 0.0);
+  TaggedRows swapped = tr;
+  std::swap(swapped.col[1], swapped.col[2]), std::swap(swapped.val[1], swapped.val[2]);  // row 1: (1, 0)
+  EXPECT_FALSE(absorbing_moments(swapped, v, ResponseOptions{}, untouched));
+  EXPECT_EQ(untouched.served_prob, 0.0);
 }

@@ -427,18 +427,26 @@ bool absorbing_moments(const TaggedRows& rows, const std::vector<double>& v, con
   const int64_t T = rows.states;
   if (T < 1 || static_cast<int64_t>(v.size()) != T) return false;
   // A = -G_TT, rows = from (a column system: (A x)_i sums over the states i moves to); an
-  // empty row (a state never entered) gets a 1 on the diagonal and a 0 on the right
-  std::vector<Eigen::Triplet<double, int32_t>> entries;
-  entries.reserve(rows.col.size() + static_cast<size_t>(T));
+  // empty row (a state never entered) gets a 1 on the diagonal and a 0 on the right.  Its
+  // memory and its ILU(0)'s (12 bytes an entry each) and the solver's vectors are checked
+  // against memory_limit first: the steps need none of it.
+  Eigen::VectorXi sizes(T);
+  for (int64_t i = 0; i < T; ++i)
+    sizes[i] = std::max(1, rows.rp[static_cast<size_t>(i) + 1] - rows.rp[static_cast<size_t>(i)]);
+  const double bytes = 24.0 * static_cast<double>(sizes.cast<double>().sum()) + 8.0 * 16.0 * static_cast<double>(T);
+  if (bytes > o.memory_limit_bytes) return false;
+  Sp A(T, T);
+  A.reserve(sizes);
   for (int64_t i = 0; i < T; ++i) {
     const int32_t b = rows.rp[static_cast<size_t>(i)], e = rows.rp[static_cast<size_t>(i) + 1];
-    if (b == e) entries.emplace_back(static_cast<int32_t>(i), static_cast<int32_t>(i), 1.0);
-    for (int32_t k = b; k < e; ++k)
-      entries.emplace_back(static_cast<int32_t>(i), rows.col[static_cast<size_t>(k)], -rows.val[static_cast<size_t>(k)]);
+    if (b == e) A.insert(i, i) = 1.0;
+    for (int32_t k = b; k < e; ++k) {
+      if (k > b && !(rows.col[static_cast<size_t>(k)] > rows.col[static_cast<size_t>(k) - 1]))
+        return false;  // the rows' columns must be sorted and merged
+      A.insert(i, rows.col[static_cast<size_t>(k)]) = -rows.val[static_cast<size_t>(k)];
+    }
   }
-  Sp A(T, T);
-  A.setFromTriplets(entries.begin(), entries.end());
-  entries = {};
+  A.makeCompressed();
   Eigen::BiCGSTAB<Sp, Ilu0> solver;
   solver.setTolerance(1e-15);
   solver.setMaxIterations(static_cast<Eigen::Index>(std::min<long>(o.max_steps, 2000)));

@@ -90,7 +90,9 @@ void tagged_absorption(const TaggedRows& rows, std::vector<double> v, const Resp
 /// A m1 = u (E[R 1_served]) and A m2 = 2 m1 (E[R^2 1_served]), started from the normalised law
 /// v.  Fills res (no pmf: R has a density) and returns true when every solve's relative L1
 /// residual is at most 1e-12 (after up to three corrections x += A^-1 (b - A x)); false (res
-/// untouched) otherwise, and the caller steps the uniformised chain instead.
+/// untouched) otherwise, or when A, its ILU(0) and the solver's vectors would exceed
+/// options.memory_limit_bytes, or a row's columns are not sorted and merged; the caller then
+/// steps the uniformised chain instead.
 bool absorbing_moments(const TaggedRows& rows, const std::vector<double>& v, const ResponseOptions& options,
                        ResponseResult& res);
 /// Continuous time: steps of the uniformised tagged chain tried before absorbing_moments (a
