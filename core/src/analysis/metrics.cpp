@@ -282,7 +282,7 @@ Metrics compute_metrics(const QueueChain& c, const std::vector<double>& pi, cons
     // PASTA: an admitted arrival sees n with probability prop. to pi(n) x admission
     // rate; R is the sum of n + 1 exponential(mu) times (memoryless service).  (Under
     // front or random drop, modified RED or the flow comparison a waiting packet may be
-    // discarded: the tagged chain below, uniformised.)
+    // discarded: the tagged chain below.)
     for (auto& x : admit_at) x /= adm;
     exponential_response(admit_at, c.model.service.mu, m);
     m.response_available = true;
@@ -298,7 +298,8 @@ Metrics compute_metrics(const QueueChain& c, const std::vector<double>& pi, cons
     m.mean_sojourn = m.mean_response;
   } else {
     // continuous time: the tagged packet on the two-class chain (a chain without classes: on
-    // its one-class two-class chain), uniformised; slotted class-blind models: on the lumped chain
+    // its one-class two-class chain), stepped on its uniformised chain or, if that is slow,
+    // solved for the moments (absorbing_moments); slotted class-blind models: on the lumped chain
     const bool continuous = c.time == TimeKind::Continuous;
     if (class_chain)
       per_class = steered || continuous ? class_steered_response(c, pi, o.tagged) : class_tagged_response(c, pi, o.tagged);
