@@ -142,6 +142,23 @@ def metric_tolerances(ref, d: float, rate: float = 1.0, service: float = 1.0) ->
     return tol
 
 
+def lumping_tolerances(plain, r) -> dict:
+    """How far each scalar metric of a class chain that lumps exactly onto the chain of `plain`
+    may be from plain's, from the two solves' residuals (nothing tuned to a machine): the
+    class chain's stationary vector summed over the class components is a probability vector of
+    the plain chain whose residual is at most the class chain's plus the lumped rows' rounding
+    (construction_error per entry, c entries a row), so its L1 distance d from plain's pi is
+    within solution_distance_bound; the metrics then move as metric_tolerances says."""
+    import scipy.sparse as sp
+
+    c = plain.chain
+    P = sp.csr_matrix((np.array(c.data), np.array(c.indices), np.array(c.indptr)), shape=(c.n, c.n))
+    per_row = int(np.diff(P.indptr).max())
+    lumped_residual = r.info.residual + per_row * construction_error(P.toarray())
+    d = solution_distance_bound(P, np.asarray(plain.pi), plain.info.residual, lumped_residual)
+    return metric_tolerances(plain, d)
+
+
 def interrupt_started(p, wait: float = 0.5, timeout: float = 60.0) -> tuple[str, float]:
     """For a child process `p` (stdout piped as text) that prints "started" and then runs: SIGINT
     `wait` s later; its remaining stdout and the seconds from the signal to its exit.  A child

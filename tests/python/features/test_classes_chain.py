@@ -10,7 +10,7 @@ import pytest
 
 import aqmchain
 from class_oracle import assert_classes_match_simulation, class_chain, two
-from conftest import (construction_error, metric_tolerances, residual_evaluation_error, solution_distance_bound,
+from conftest import (construction_error, lumping_tolerances, residual_evaluation_error, solution_distance_bound,
                       spec_to_doc, summation_error)
 
 MMBP = {"kind": "mmbp", "matrix": [[0.9, 0.1], [0.3, 0.7]], "arrival": [0.25, 0.85]}
@@ -32,23 +32,6 @@ def spec(**kw):
     s = {"buffer": 9, "mu": 0.5, "w": 0.35, "k": 2, "mapping": "split", "update": "per_slot", "source": MMBP, **RED}
     s.update(kw)
     return s
-
-
-def lumping_tolerances(plain, r) -> dict:
-    """How far each scalar metric of a class chain that lumps exactly onto the chain of `plain`
-    may be from plain's, from the two solves' residuals (nothing tuned to a machine): the
-    class chain's stationary vector summed over the class components is a probability vector of
-    the plain chain whose residual is at most the class chain's plus the lumped rows' rounding
-    (construction_error per entry, c entries a row), so its L1 distance d from plain's pi is
-    within solution_distance_bound; the metrics then move as metric_tolerances says."""
-    import scipy.sparse as sp
-
-    c = plain.chain
-    P = sp.csr_matrix((np.array(c.data), np.array(c.indices), np.array(c.indptr)), shape=(c.n, c.n))
-    per_row = int(np.diff(P.indptr).max())
-    lumped_residual = r.info.residual + per_row * construction_error(P.toarray())
-    d = solution_distance_bound(P, np.asarray(plain.pi), plain.info.residual, lumped_residual)
-    return metric_tolerances(plain, d)
 
 
 # ---------------------------------------------------------------- the dense oracle

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as sla
 
 import aqmchain
-from conftest import BASE_DOC, construction_error, model_of, solution_distance_bound
+from conftest import BASE_DOC, construction_error, lumping_tolerances, model_of, solution_distance_bound
 from oracle import stateful_chain
 
 BERN = {"kind": "bernoulli", "alpha": 0.45}
@@ -220,8 +220,10 @@ def test_class_chain_truncates_as_the_single_chain(kind):
     assert r.class_chain == kind and r.states > plain.states
     assert np.asarray(aqmchain.state_labels(r.chain)["count"]).max() == max(caps) + 1
     assert r.count_tail_mass == pytest.approx(plain.count_tail_mass, rel=1e-9) and plain.count_tail_mass > 1e-6
+    # within what the two solves' residuals allow the lumped vector to move (and the metrics with it)
+    tol = lumping_tolerances(plain, r)
     for k in ("loss", "loss_aqm", "mean_queue", "var_queue", "throughput", "mean_count"):
-        assert getattr(r, k) == pytest.approx(getattr(plain, k), rel=1e-9, abs=1e-14), k
+        assert abs(getattr(r, k) - getattr(plain, k)) <= tol[k], k
     np.testing.assert_allclose(r.count_pmf, plain.count_pmf, atol=1e-11)
 
 
