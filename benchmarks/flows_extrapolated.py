@@ -20,35 +20,24 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 import aqmchain
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "classes"))
-from tables import flow_models  # noqa: E402
+from tables import add_flow_run_options, flow_grid, flow_run  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--step", type=float, default=0.125, help="the avg grid's step on [0, 20]")
     ap.add_argument("--window", type=int, default=4, help="the window chain's L")
-    ap.add_argument("--slots", type=int, default=4_000_000)
-    ap.add_argument("--replications", type=int, default=4)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--memory-limit-gb", type=float, default=40.0,
-                    help="the builder's memory bound (an upper bound of the window chain's; it ran on 24 GB)")
-    ap.add_argument("--max-states", type=int, default=12_000_000, help="solver option max_states")
-    ap.add_argument("--aqms", default="RED + flow comparison,FDynamicAutoRED")
+    add_flow_run_options(ap, 12_000_000, "the builder's memory bound (an upper bound of the window chain's; it ran on 24 GB)")
     a = ap.parse_args()
-    grid = [float(x) for x in np.arange(0.0, 20.0 + 1e-9, a.step)] + [35.0, 50.0]
-    sim = {"slots": a.slots, "replications": a.replications, "seed": a.seed}
-    wanted = a.aqms.split(",")
+    grid = flow_grid(a.step)
+    sim, models = flow_run(a)
     print("| AQM | flow metric | chain on the grid | extrapolated ± error bar (method) | simulator, continuous avg "
           "| extrapolated vs simulator |")
     print("|---|---|---|---|---|---|")
-    for label, m in flow_models():
-        if label not in wanted:
-            continue
+    for label, m in models:
         d = aqmchain.simulate(m, **sim)
         t0 = time.perf_counter()
         r = aqmchain.solve_stationary(m.with_grid(aqmchain.GridSpec(points=grid)), classes=f"window:{a.window}",

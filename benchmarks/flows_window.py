@@ -20,14 +20,12 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 import aqmchain
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples" / "classes"))
-from tables import flow_models  # noqa: E402
+from tables import add_flow_run_options, flow_grid, flow_run  # noqa: E402
 
-GRID = [float(x) for x in np.arange(0.0, 20.001, 0.25)] + [35.0, 50.0]
+GRID = flow_grid(0.25)
 
 
 def flow(r, cls: str) -> dict:
@@ -37,22 +35,14 @@ def flow(r, cls: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--windows", default="3,4,5", help="window lengths L to solve (comma separated)")
-    ap.add_argument("--slots", type=int, default=4_000_000)
-    ap.add_argument("--replications", type=int, default=4)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--memory-limit-gb", type=float, default=40.0,
-                    help="the builder's memory bound (L = 5: its upper bound is 40 GB; it ran on a 24 GB machine)")
-    ap.add_argument("--max-states", type=int, default=8_000_000, help="solver option max_states (L = 5: 5.5 million)")
-    ap.add_argument("--aqms", default="RED + flow comparison,FDynamicAutoRED")
+    add_flow_run_options(ap, 8_000_000, "the builder's memory bound (L = 5: its upper bound is 40 GB; it ran on a "
+                         "24 GB machine; L = 5 has 5.5 million states)")
     a = ap.parse_args()
-    sim = {"slots": a.slots, "replications": a.replications, "seed": a.seed}
-    wanted = a.aqms.split(",")
+    sim, models = flow_run(a)
     print("| AQM | chain | tcp flow loss | udp loss | tcp flow throughput | udp throughput | fairness | "
           "tcp / udp loss vs sim grid | tcp / udp loss vs sim | states | seconds |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for label, m in flow_models():
-        if label not in wanted:
-            continue
+    for label, m in models:
         mg = m.with_grid(aqmchain.GridSpec(points=GRID))
         refs = {"sim grid": aqmchain.simulate(mg, discretised=True, **sim), "sim": aqmchain.simulate(m, **sim)}
         for name, d in refs.items():

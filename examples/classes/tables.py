@@ -50,6 +50,29 @@ def mice_models():
             yield label, ecn, aqmchain.model_from_dict(d)[0]
 
 
+def flow_grid(step: float) -> list[float]:
+    """The flows examples' avg grid where avg lives: step `step` on [0, 20], then 35 and 50."""
+    n = round(20.0 / step)
+    return [i * step for i in range(n + 1)] + [35.0, 50.0]
+
+
+def add_flow_run_options(ap: argparse.ArgumentParser, max_states: int, memory_help: str) -> None:
+    """The options the flows scripts share: the simulator's run and the chains' budgets."""
+    ap.add_argument("--slots", type=int, default=4_000_000)
+    ap.add_argument("--replications", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--memory-limit-gb", type=float, default=40.0, help=memory_help)
+    ap.add_argument("--max-states", type=int, default=max_states, help="solver option max_states")
+    ap.add_argument("--aqms", default="RED + flow comparison,FDynamicAutoRED", help="the AQMs of flow_models to run")
+
+
+def flow_run(a: argparse.Namespace) -> tuple[dict, list]:
+    """From add_flow_run_options' options: the simulator's keywords and the (label, model) pairs asked for."""
+    wanted = a.aqms.split(",")
+    sim = {"slots": a.slots, "replications": a.replications, "seed": a.seed}
+    return sim, [(label, m) for label, m in flow_models() if label in wanted]
+
+
 def flow_models():
     doc = aqmchain.modelfile.load_document(HERE / "flows.toml")
     for label, aqm in FLOW_AQMS:
