@@ -85,7 +85,7 @@ class _Metric:
         self.kind, self.pairs = kind, pairs
 
     def ratios(self, pi: np.ndarray) -> list[float]:
-        return [float(pi @ a) / float(pi @ b) for a, b in self.pairs]
+        return [_dot(pi, a) / _dot(pi, b) for a, b in self.pairs]
 
     def value(self, r: Sequence[float]) -> float:
         return r[0] if self.kind == "ratio" else r[1] - r[0] ** 2
@@ -443,6 +443,11 @@ class _Point:
         return self._P
 
 
+#: the smoothness test's tolerance: one-sided quotients of an entry differ by more than a
+#: quarter of their magnitudes plus this much of the largest change (relative)
+_KINK_TOLERANCE = 1e-6
+
+
 def _kinked(f_minus, f0, f_plus) -> bool:
     """One-sided quotients (f+ - f0, f0 - f-: the same step) that differ by more than a smooth
     curvature explains: a kink in [-h, h]."""
@@ -451,7 +456,7 @@ def _kinked(f_minus, f0, f_plus) -> bool:
     scale = max(float(np.abs(dp).max()), float(np.abs(dm).max()))
     if scale == 0.0:
         return False
-    return bool(np.any(np.abs(dp - dm) > 0.25 * (np.abs(dp) + np.abs(dm)) + 1e-6 * scale))
+    return bool(np.any(np.abs(dp - dm) > 0.25 * (np.abs(dp) + np.abs(dm)) + _KINK_TOLERANCE * scale))
 
 
 class _Derivative:
@@ -471,9 +476,36 @@ def _vec_diff(hi: dict, lo: dict, scale: float) -> dict:
             for m in hi if m in lo}
 
 
+def _effective(small: dict, plus: dict, minus: dict, base: dict, mask: np.ndarray, c: float) -> dict:
+    """The metric vectors of an effective side (core/include/aqmchain/analysis/difference.hpp):
+    ``small``'s where ``mask`` (the redone rows' states), ``base + c (plus - minus)`` elsewhere;
+    a vector of the labels only (the same array at every side) stays shared."""
+    def one(xs, xp, xm, x0):
+        if xs is x0 and xp is x0 and xm is x0:
+            return x0
+        return np.where(mask, xs, x0 + c * (xp - xm))
+
+    out = {}
+    for m in small:
+        if m not in plus or m not in minus or m not in base:
+            continue
+        pairs = [(one(a_s, a_p, a_m, a_0), one(b_s, b_p, b_m, b_0)) for (a_s, b_s), (a_p, b_p), (a_m, b_m), (a_0, b_0)
+                 in zip(small[m].pairs, plus[m].pairs, minus[m].pairs, base[m].pairs)]
+        out[m] = _Metric(small[m].kind, pairs)
+    return out
+
+
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    """x . y without the BLAS: its dot runs on a pool of threads above ten thousand entries
+    (OpenBLAS), which then spin for a while and take the second core from the core's passes
+    over the rows and its solves that follow (measured: the passes of a gradient on GEO K = 4
+    took 0.72-0.84 s after BLAS dots, 0.44-0.52 s with one BLAS thread)."""
+    return float(np.einsum("i,i->", x, y))
+
+
 def _pi_dot(pi: np.ndarray, v) -> float:
     """pi v for a vector, or 0 for the number 0 of :func:`_vec_diff`."""
-    return float(pi @ v) if isinstance(v, np.ndarray) else 0.0
+    return _dot(pi, v) if isinstance(v, np.ndarray) else 0.0
 
 
 def _flat(point: _Point) -> np.ndarray:
@@ -509,10 +541,10 @@ def _added_states_adjoints(names, vectors, ratios, new_pairs, pi, P_N_old, P_NN,
     C = np.zeros((P_NN.shape[0], Y.shape[1]))
     for j, m in enumerate(names):
         met, r = vectors[m], ratios[m]
-        c_new = sum(w * (a - ri * b) / float(pi @ b0)
+        c_new = sum(w * (a - ri * b) / _dot(pi, b0)
                     for w, ri, (a, b), (_, b0) in zip(met.weights(r), r, new_pairs[m], met.pairs))
-        c_old = sum(w * (a - ri * b) / float(pi @ b) for w, ri, (a, b) in zip(met.weights(r), r, met.pairs))
-        C[:, j] = c_new - float(pi @ c_old)
+        c_old = sum(w * (a - ri * b) / _dot(pi, b) for w, ri, (a, b) in zip(met.weights(r), r, met.pairs))
+        C[:, j] = c_new - _dot(pi, c_old)
     A_NN = (sp.identity(P_NN.shape[0], format="csc") - P_NN) if time_kind == "discrete" else -P_NN
     rhs = C + P_N_old @ Y
     return sla.splu(sp.csc_matrix(A_NN)).solve(np.ascontiguousarray(rhs)).reshape(rhs.shape)
@@ -616,7 +648,8 @@ class _Contracted:
         self.products, self.dvec = np.asarray(products, dtype=float), dvec
 
 
-def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratios, classes, response_method, opts):
+def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratios, classes, response_method, opts,
+                    passes: list | None = None):
     """:func:`_derivative` from the rows of P at theta +- h generated on the base chain's states
     and multiplied into the adjoint vectors in the core (no chain is built): the same steps,
     smoothness test, one-sided derivatives and bound rule, with :class:`_Contracted` in place of
@@ -633,24 +666,46 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
         except _core.ModelError:
             return None
 
-    def difference(plus, minus, h):
-        """The core's difference with the sides' metric vectors; None where a side has states
-        the chain lacks."""
-        try:
-            d = _core.chain_difference(base.chain, plus, minus, classes, h, pi, adjoints, base.chain.n)
-        except _core.ModelError:
-            return None
-        if not d["valid"]:
-            return None
+    def prepare(d, plus, minus):
+        """The smoothness verdict, distances and the sides' metric vectors of one step's result."""
         # smooth: the supports unchanged (_same_pattern) and _kinked's test on the entries of P
         # and the event weights (the core's excess and scale)
         d["smooth"] = (d["plus_same_support"] and d["minus_same_support"]
-                       and not (d["kink_scale"] > 0.0 and d["kink_excess"] > 1e-6 * d["kink_scale"]))
+                       and not (d["kink_scale"] > 0.0 and d["kink_excess"] > _KINK_TOLERANCE * d["kink_scale"]))
         d["dist"] = {"plus": d["distance_plus"], "minus": d["distance_minus"]}
         d["model_plus"], d["model_minus"] = plus, minus
         for tag, m in (("plus", plus), ("minus", minus)):
             d["vectors_" + tag] = _metric_vectors(_SideChain(base.chain, m, d["events_" + tag], d["grid_" + tag]),
                                                   response_method, base.vectors, base.label_vectors)
+
+    def difference(plus, minus, h, small=None):
+        """The core's difference with the sides' metric vectors; None where a side has states
+        the chain lacks.  ``small``: the models at theta +- h_s, for the rows not smooth at h
+        (the result's "small" is then the step h_s on the effective sides, or None when every
+        row is smooth at h)."""
+        extra = {} if small is None else {"plus_small": small[0], "minus_small": small[1], "h_small": small[2],
+                                          "kink_tolerance": _KINK_TOLERANCE}
+        try:
+            d = _core.chain_difference(base.chain, plus, minus, classes, h, pi, adjoints, base.chain.n, **extra)
+        except _core.ModelError:
+            return None
+        if not d["valid"]:
+            return None
+        if passes is not None:
+            passes.append(int(d["rows_redone"]))
+        prepare(d, plus, minus)
+        s = d["small"]
+        if s is None:  # every row smooth at h, or no second step
+            return d
+        prepare(s, small[0], small[1])
+        # the effective sides' vectors: at theta +- h_s on the redone rows' states, and the base
+        # vectors moved by +- h_s times the central quotient at h elsewhere
+        mask, c = d["redone"], small[2] / (2.0 * h)
+        for tag, sign in (("plus", 1.0), ("minus", -1.0)):
+            s["vectors_" + tag] = _effective(s["vectors_" + tag], d["vectors_plus"], d["vectors_minus"], base.vectors,
+                                             mask, sign * c)
+        # the jump test compares P's change on the redone rows at both steps
+        d["dist"] = {"plus": d["redone_distance_plus"], "minus": d["redone_distance_minus"]}
         return d
 
     def one_side(d, tag, step) -> _Contracted:
@@ -675,20 +730,41 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
                                       {k: v.pairs for k, v in vec_new.items()}, pi, rows[:, :n], rows[:, n:], Y,
                                       base.chain.time)
 
-    tried, why = [], ""
-    for factor in opts["shrink"]:
-        h = h0 * factor
+    def central(d, h):
+        return {"central": _Contracted(d["products"], _vec_diff(d["vectors_plus"], d["vectors_minus"], 0.5 / h))}
+
+    def why_not(d):
+        return ("the reachable states change" if len(d["added_plus"]["keys"]) or len(d["added_minus"]["keys"])
+                else "the matrix's entries are not smooth (a grid point or threshold is crossed)")
+
+    # each pass takes the next step too, on the rows that are not smooth at this one (so a
+    # threshold on a grid point costs one pass, not two)
+    tried, why, shrink, i = [], "", list(opts["shrink"]), 0
+    while i < len(shrink):
+        h = h0 * shrink[i]
         plus, minus = model(h), model(-h)
         if plus is not None and minus is not None:
-            d = difference(plus, minus, h)
+            small = None
+            if i + 1 < len(shrink):
+                hs = h0 * shrink[i + 1]
+                ps, ms = model(hs), model(-hs)
+                small = (ps, ms, hs) if ps is not None and ms is not None and hs < h else None
+            d = difference(plus, minus, h, small)
             if d is None:
                 return None
             if d["smooth"] and not (d["plus_drops"] or d["minus_drops"]):
-                return {"central": _Contracted(d["products"], _vec_diff(d["vectors_plus"], d["vectors_minus"],
-                                                                        0.5 / h))}, "", h
-            why = ("the reachable states change" if len(d["added_plus"]["keys"]) or len(d["added_minus"]["keys"])
-                   else "the matrix's entries are not smooth (a grid point or threshold is crossed)")
+                return central(d, h), "", h
+            why = why_not(d)
             tried.append((d, h))
+            s = d["small"]
+            i += 1
+            if s is None:
+                continue
+            if s["smooth"] and not (s["plus_drops"] or s["minus_drops"]):
+                return central(s, small[2]), "", small[2]
+            why = why_not(s)
+            tried.append((s, small[2]))
+            i += 1
             continue
         if plus is None and minus is None:
             return None
@@ -852,8 +928,8 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
     rhs_all = []
     for m in names:
         met, r = vectors[m], ratios[m]
-        c = sum(w * (a - ri * b) / float(pi @ b) for w, ri, (a, b) in zip(met.weights(r), r, met.pairs))
-        rhs_all.append(c - float(pi @ c))
+        c = sum(w * (a - ri * b) / _dot(pi, b) for w, ri, (a, b) in zip(met.weights(r), r, met.pairs))
+        rhs_all.append(c - _dot(pi, c))
     Y = np.zeros((chain.n, len(names)))
     residuals, iterations = {}, {}
     adjoint_note = ""
@@ -933,11 +1009,14 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
     # core runs over the states on its threads); the parameters whose chains change states or
     # support, or whose P is not smooth across the step, then get their chains built
     pending = list(params)
+    row_passes: dict[str, list[int]] = {}
     if opts["differences"] == "rows" and names:
         pending = []
         for p in params:
             theta = _get(base_doc, p)
-            got = _row_difference(p, theta, base_doc, base_model, base, pi, Y, ratios, classes, response_method, opts)
+            row_passes[p] = []
+            got = _row_difference(p, theta, base_doc, base_model, base, pi, Y, ratios, classes, response_method, opts,
+                                  row_passes[p])
             if got is None:
                 pending.append(p)
             else:
@@ -956,6 +1035,7 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
     info = {"method": method, "states": int(chain.n), "fixed_state": k, "residuals": residuals, "note": adjoint_note,
             "iterations": iterations, "skipped_metrics": skipped,
             "differences": {p: differences[p] for p in params if p in differences},
+            "row_passes": {p: v for p, v in row_passes.items() if differences.get(p) == "rows"},
             "seconds": {"adjoint_factor": t_factor, "adjoint": t_adjoint, "parameters": t_params,
                         "total": time.perf_counter() - t_start}}
     return Sensitivities(out, values, thetas, notes, one_sided, steps, info,
@@ -1012,11 +1092,11 @@ class _Extended:
                                                 time_kind)
         P0 = base.P.tocoo()
         P0_ext = sp.csr_matrix((P0.data, (pos[P0.row], pos[P0.col])), shape=(n, n))
-        adj = pi_ext @ (((P - P0_ext) / self.step) @ Y_ext)  # the entries' differences: no cancellation
+        adj = np.einsum("i,ij->j", pi_ext, ((P - P0_ext) / self.step) @ Y_ext)  # the entries' differences: no cancellation
         out = []
         for j, m in enumerate(names):
             met, r = vectors[m], ratios[m]
-            direct = sum(w * float(pi @ ((a1[pos] - a0) - ri * (b1[pos] - b0))) / self.step / float(pi @ b0)
+            direct = sum(w * _dot(pi, (a1[pos] - a0) - ri * (b1[pos] - b0)) / self.step / _dot(pi, b0)
                          for w, ri, (a0, b0), (a1, b1) in zip(met.weights(r), r, met.pairs, pt.vectors[m].pairs))
             out.append(float(adj[j]) + direct)
         return out
@@ -1026,11 +1106,11 @@ def _apply(d, pi, Y, names, vectors, ratios, base=None, time_kind="discrete") ->
     """pi dP y_m + sum_i F_i pi (da_i - r_i db_i) / (pi b_i), per metric m."""
     if isinstance(d, _Extended):
         return d.apply(base, pi, Y, names, vectors, ratios, time_kind)
-    adj = d.products if isinstance(d, _Contracted) else pi @ (d.dP @ Y)
+    adj = d.products if isinstance(d, _Contracted) else np.einsum("i,ij->j", pi, d.dP @ Y)
     out = []
     for j, m in enumerate(names):
         met, r = vectors[m], ratios[m]
-        direct = sum(w * (_pi_dot(pi, da) - ri * _pi_dot(pi, db)) / float(pi @ b)
+        direct = sum(w * (_pi_dot(pi, da) - ri * _pi_dot(pi, db)) / _dot(pi, b)
                      for w, ri, (a, b), (da, db) in zip(met.weights(r), r, met.pairs, d.dvec[m]))
         out.append(float(adj[j]) + direct)
     return out

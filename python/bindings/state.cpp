@@ -217,7 +217,8 @@ void define_state(py::module_& m) {
       [](const QueueChain& c, const Model& plus, const Model& minus, const std::string& classes, double h,
          const py::array_t<double, py::array::c_style | py::array::forcecast>& pi,
          const std::vector<py::array_t<double, py::array::c_style | py::array::forcecast>>& adjoints,
-         int64_t max_added) {
+         int64_t max_added, const Model* plus_small, const Model* minus_small, double h_small,
+         double kink_tolerance) {
         // a caller's error, not a model's (sensitivity.py falls back to building chains on ModelError)
         auto length = [&](const char* name, const py::array& a) {
           if (a.ndim() != 1 || a.shape(0) != c.n)
@@ -226,10 +227,12 @@ void define_state(py::module_& m) {
                                                     a.size(), " values"));
         };
         length("pi", pi);
+        if ((plus_small == nullptr) != (minus_small == nullptr))
+          throw std::invalid_argument("arguments 'plus_small' and 'minus_small' must be given together");
         std::vector<const double*> ys;
         for (const auto& a : adjoints) length("adjoints", a), ys.push_back(a.data());
         ChainDifference d;
-        std::vector<double> grid_plus, grid_minus;
+        std::vector<double> grid_plus, grid_minus, grid_plus_small, grid_minus_small;
         {
           InterruptGuard interrupt;
           py::gil_scoped_release release;
@@ -239,40 +242,64 @@ void define_state(py::module_& m) {
           const auto gp = queue_generator(plus, kind, window), gm = queue_generator(minus, kind, window);
           grid_plus = plus.grid.resolve(plus.buffer);
           grid_minus = minus.grid.resolve(minus.buffer);
-          d = chain_difference(c, *gp, *gm, h, pi.data(), ys, max_added);
-        }
-        py::dict out;
-        out["valid"] = d.valid, out["why"] = d.why, out["products"] = d.products;
-        out["plus_same_support"] = d.plus_same_support, out["minus_same_support"] = d.minus_same_support;
-        out["sides_same_support"] = d.sides_same_support;
-        out["plus_drops"] = d.plus_drops, out["minus_drops"] = d.minus_drops;
-        out["products_plus"] = d.products_plus, out["products_minus"] = d.products_minus;
-        out["distance_plus"] = d.distance_plus, out["distance_minus"] = d.distance_minus;
-        out["kink_excess"] = d.kink_excess, out["kink_scale"] = d.kink_scale, out["seconds"] = d.seconds;
-        out["grid_plus"] = copy(grid_plus), out["grid_minus"] = copy(grid_minus);
-        py::dict ep, em;
-        if (d.valid)
-          for (size_t e = 0; e < c.event_names.size(); ++e) {
-            ep[py::str(c.event_names[e])] = moved(std::move(d.events_plus[e]));
-            em[py::str(c.event_names[e])] = moved(std::move(d.events_minus[e]));
+          std::unique_ptr<TransitionGenerator> gps, gms;
+          SmallStep small;
+          if (plus_small) {
+            plus_small->validate();
+            minus_small->validate();
+            gps = queue_generator(*plus_small, kind, window), gms = queue_generator(*minus_small, kind, window);
+            grid_plus_small = plus_small->grid.resolve(plus_small->buffer);
+            grid_minus_small = minus_small->grid.resolve(minus_small->buffer);
+            small = {gps.get(), gms.get(), h_small, kink_tolerance};
           }
-        out["events_plus"] = ep, out["events_minus"] = em;
-        for (const auto& [tag, a] : {std::pair<const char*, const AddedStates*>{"added_plus", &d.added_plus},
-                                     std::pair<const char*, const AddedStates*>{"added_minus", &d.added_minus}}) {
-          py::dict ad;
-          ad["keys"] = copy(a->keys), ad["rowptr"] = copy(a->rowptr), ad["col"] = copy(a->col);
-          ad["val"] = copy(a->val), ad["inflow"] = copy(a->inflow);
-          py::dict lab, ev;
-          for (int i = 0; i < c.space.count() && !a->labels.empty(); ++i)
-            lab[py::str(c.space.component(i).name)] = copy(a->labels[static_cast<size_t>(i)]);
-          for (size_t e = 0; e < a->events.size(); ++e) ev[py::str(c.event_names[e])] = copy(a->events[e]);
-          ad["labels"] = lab, ad["events"] = ev;
-          out[tag] = ad;
+          d = chain_difference(c, *gp, *gm, h, pi.data(), ys, max_added, plus_small ? &small : nullptr);
+        }
+        auto result = [&](ChainDifference& x, std::vector<double>& gplus, std::vector<double>& gminus) {
+          py::dict out;
+          out["valid"] = x.valid, out["why"] = x.why, out["products"] = x.products;
+          out["plus_same_support"] = x.plus_same_support, out["minus_same_support"] = x.minus_same_support;
+          out["sides_same_support"] = x.sides_same_support;
+          out["plus_drops"] = x.plus_drops, out["minus_drops"] = x.minus_drops;
+          out["products_plus"] = x.products_plus, out["products_minus"] = x.products_minus;
+          out["distance_plus"] = x.distance_plus, out["distance_minus"] = x.distance_minus;
+          out["kink_excess"] = x.kink_excess, out["kink_scale"] = x.kink_scale, out["seconds"] = x.seconds;
+          out["grid_plus"] = copy(gplus), out["grid_minus"] = copy(gminus);
+          py::dict ep, em;
+          if (x.valid)
+            for (size_t e = 0; e < c.event_names.size(); ++e) {
+              ep[py::str(c.event_names[e])] = moved(std::move(x.events_plus[e]));
+              em[py::str(c.event_names[e])] = moved(std::move(x.events_minus[e]));
+            }
+          out["events_plus"] = ep, out["events_minus"] = em;
+          for (const auto& [tag, a] : {std::pair<const char*, const AddedStates*>{"added_plus", &x.added_plus},
+                                       std::pair<const char*, const AddedStates*>{"added_minus", &x.added_minus}}) {
+            py::dict ad;
+            ad["keys"] = copy(a->keys), ad["rowptr"] = copy(a->rowptr), ad["col"] = copy(a->col);
+            ad["val"] = copy(a->val), ad["inflow"] = copy(a->inflow);
+            py::dict lab, ev;
+            for (int i = 0; i < c.space.count() && !a->labels.empty(); ++i)
+              lab[py::str(c.space.component(i).name)] = copy(a->labels[static_cast<size_t>(i)]);
+            for (size_t e = 0; e < a->events.size(); ++e) ev[py::str(c.event_names[e])] = copy(a->events[e]);
+            ad["labels"] = lab, ad["events"] = ev;
+            out[tag] = ad;
+          }
+          return out;
+        };
+        py::dict out = result(d, grid_plus, grid_minus);
+        out["small"] = py::none();
+        out["rows_redone"] = d.rows_redone;
+        out["redone_distance_plus"] = d.redone_distance_plus, out["redone_distance_minus"] = d.redone_distance_minus;
+        if (d.small) {
+          out["small"] = result(*d.small, grid_plus_small, grid_minus_small);
+          py::array_t<bool> mask(static_cast<py::ssize_t>(d.redone.size()));
+          std::copy(d.redone.begin(), d.redone.end(), mask.mutable_data());
+          out["redone"] = mask;
         }
         return out;
       },
       py::arg("chain"), py::arg("plus"), py::arg("minus"), py::arg("classes"), py::arg("h"), py::arg("pi"),
-      py::arg("adjoints"), py::arg("max_added"),
+      py::arg("adjoints"), py::arg("max_added"), py::arg("plus_small") = nullptr, py::arg("minus_small") = nullptr,
+      py::arg("h_small") = 0.0, py::arg("kink_tolerance") = 0.0,
       "The central difference of the chain's matrix between the models `plus` (theta + h) and `minus` (theta - h), "
       "generated row by row on the chain's states: dict with valid (False: `why` says why the chains must be "
       "built), plus_same_support, minus_same_support and sides_same_support (the rows' entries unchanged), "
@@ -282,7 +309,12 @@ void define_state(py::module_& m) {
       "events_minus (per event, per state), kink_excess and kink_scale (smoothness across the step), grid_plus and "
       "grid_minus (the models' avg grids), added_plus and added_minus (the states a side adds, at most max_added: "
       "keys, labels, events, their rows in CSR with columns n + i for the i-th added state, and inflow, pi's "
-      "flow into each), seconds.");
+      "flow into each), seconds.  With `plus_small` and `minus_small` (the models at theta +- h_small, "
+      "h_small < h): the rows not smooth at h (their own excess above kink_tolerance times their own scale, or "
+      "a support change) are generated again there, and `small` holds the same dict at h_small for the "
+      "effective sides (core/include/aqmchain/analysis/difference.hpp) and `redone` the rows redone (a boolean "
+      "vector), or None when no row was redone; `rows_redone` their number (0 without a second step), and "
+      "redone_distance_plus / redone_distance_minus P's largest change on them at h.");
   m.def("class_chains", []() { return std::vector<std::string>{to_string(ClassChain::Approx), to_string(ClassChain::Exact), to_string(ClassChain::Window)}; },
         "Names of the class chains (build_chain's `classes`).");
   m.def(

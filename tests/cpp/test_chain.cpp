@@ -386,6 +386,105 @@ TEST(ChainDifference, ProductsAreThoseOfTheBuiltChainsAndAddedStatesTheirs) {
   }
 }
 
+namespace {
+/// Row s of the base chain `c` in a chain `a` built at another parameter value (matched by key):
+/// its product with y over the base chain's states, and whether its support differs from the
+/// base row's (entries gained, lost, or into states the base chain lacks).
+std::pair<double, bool> side_row(const Chain& a, const Chain& c, const std::vector<double>& y, int32_t s) {
+  const int32_t r = a.index_of_key(c.key_of(s));
+  EXPECT_GE(r, 0);
+  double sum = 0.0;
+  std::vector<int32_t> cols;
+  bool outside = false;
+  for (int32_t e = a.rowptr[r]; e < a.rowptr[r + 1]; ++e) {
+    const int32_t t = c.index_of_key(a.key_of(a.col[e]));
+    if (t < 0) {
+      outside = true;
+      continue;
+    }
+    sum += a.val[e] * y[static_cast<size_t>(t)], cols.push_back(t);
+  }
+  std::sort(cols.begin(), cols.end());
+  const std::vector<int32_t> base(c.col.begin() + c.rowptr[s], c.col.begin() + c.rowptr[s + 1]);
+  return {sum, outside || cols != base};
+}
+}  // namespace
+
+TEST(ChainDifference, ASmallStepRedoesTheRowsNotSmoothAndKeepsTheOthersCentral) {
+  const double h = 1e-5, hs = 1e-7, eps = std::numeric_limits<double>::epsilon();
+  const QueueChain c = build_chain(red_model(0.2, 0.5));
+  std::vector<double> pi(static_cast<size_t>(c.n)), y(static_cast<size_t>(c.n));
+  double mass = 0.0;
+  for (int32_t i = 0; i < c.n; ++i) pi[i] = 1.0 + 0.01 * i, y[i] = std::sin(1.0 + i), mass += pi[i];
+  // w: w - h adds states (updates that landed on grid points split), so those rows are redone
+  const Model mp = red_model(0.2, 0.5 + h), mm = red_model(0.2, 0.5 - h);
+  const Model msp = red_model(0.2, 0.5 + hs), msm = red_model(0.2, 0.5 - hs);
+  const auto gp = queue_generator(mp), gm = queue_generator(mm), gsp = queue_generator(msp), gsm = queue_generator(msm);
+  const SmallStep small{gsp.get(), gsm.get(), hs, 1e-6};
+  const ChainDifference d = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n, &small);
+  ASSERT_TRUE(d.valid) << d.why;
+  ASSERT_TRUE(d.small != nullptr);
+  const ChainDifference& sd = *d.small;
+  ASSERT_TRUE(sd.valid);
+  ASSERT_EQ(d.redone.size(), static_cast<size_t>(c.n));
+  EXPECT_GT(d.rows_redone, 0);
+  EXPECT_LT(d.rows_redone, c.n);  // the others keep their central quotient
+  // at h, every result is that of the pass without a second step
+  const ChainDifference plain = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n);
+  EXPECT_EQ(d.products, plain.products);
+  EXPECT_EQ(d.products_minus, plain.products_minus);
+  EXPECT_EQ(d.added_minus.keys, plain.added_minus.keys);
+  EXPECT_EQ(d.kink_excess, plain.kink_excess);
+  // the effective sides from the built chains, row by row
+  const QueueChain cp = build_chain(mp), cm = build_chain(mm), csp = build_chain(msp), csm = build_chain(msm);
+  double plus = 0.0, minus = 0.0, central = 0.0;
+  int64_t redone = 0;
+  for (int32_t s = 0; s < c.n; ++s) {
+    const auto [p0, changed_p] = side_row(cp, c, y, s);
+    const auto [m0, changed_m] = side_row(cm, c, y, s);
+    const double b = dense_product(c, pi, y, s) / pi[static_cast<size_t>(s)];
+    const double w = pi[static_cast<size_t>(s)];
+    if (changed_p || changed_m) EXPECT_TRUE(d.redone[static_cast<size_t>(s)]) << "state " << s;  // a support change is redone
+    if (d.redone[static_cast<size_t>(s)]) {
+      ++redone;
+      const double p1 = side_row(csp, c, y, s).first, m1 = side_row(csm, c, y, s).first;
+      plus += w * (p1 - b), minus += w * (m1 - b), central += w * (p1 - m1);
+    } else {
+      const double kept = hs / (2.0 * h) * (p0 - m0);
+      plus += w * kept, minus -= w * kept, central += w * 2.0 * kept;
+    }
+  }
+  EXPECT_EQ(redone, d.rows_redone);
+  // sums of at most 3 nnz terms per side (|y| <= 1, rows of P sum to 1), each within its eps;
+  // the kept rows' quotient has h / hs of the difference's rounding
+  const double round = 4.0 * static_cast<double>(c.nnz()) * eps * mass;
+  EXPECT_NEAR(sd.products_plus[0], plus, 2.0 * round);
+  EXPECT_NEAR(sd.products_minus[0], minus, 2.0 * round);
+  EXPECT_NEAR(sd.products[0] * 2.0 * hs, central, 2.0 * round);
+  EXPECT_GT(std::abs(sd.products_minus[0]), 100.0 * round);
+  // the states w - hs adds are the built chain's, explored from the redone rows
+  EXPECT_EQ(sd.added_minus.count(), csm.n - c.n);
+  EXPECT_EQ(sd.added_plus.count(), csp.n - c.n);
+  for (size_t e = 0; e < c.event_names.size(); ++e)
+    for (int32_t s = 0; s < c.n; ++s)
+      if (d.redone[static_cast<size_t>(s)])
+        EXPECT_EQ(sd.events_minus[e][static_cast<size_t>(s)], csm.events[e][static_cast<size_t>(csm.index_of_key(c.key_of(s)))]);
+  // p_max: every row smooth, none redone, no result at the small step
+  {
+    const Model pp = red_model(0.2 + h, 0.5), pm = red_model(0.2 - h, 0.5), psp = red_model(0.2 + hs, 0.5),
+                psm = red_model(0.2 - hs, 0.5);
+    const auto a = queue_generator(pp), b = queue_generator(pm), sa = queue_generator(psp), sb = queue_generator(psm);
+    const SmallStep st{sa.get(), sb.get(), hs, 1e-6};
+    const ChainDifference e = chain_difference(c, *a, *b, h, pi.data(), {y.data()}, c.n, &st);
+    ASSERT_TRUE(e.valid);
+    EXPECT_EQ(e.rows_redone, 0);
+    EXPECT_TRUE(e.small == nullptr);  // the result at h is the answer
+  }
+  // a second step that is not smaller is refused, naming it
+  const SmallStep wrong{gsp.get(), gsm.get(), 2.0 * h, 1e-6};
+  EXPECT_THROW(chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n, &wrong), ModelError);
+}
+
 TEST(ChainDifference, ThreadsGiveTheSameProducts) {
   // above the size where the pass runs on the core's threads (20,000 states)
   const RedShape big{100, 8, 0.48, 30, 70};

@@ -41,15 +41,237 @@ void merged_row(const TransitionGenerator& gen, int64_t key, bool continuous, Su
       row.push_back({k, p});
 }
 
+struct Outside {  // an entry into a state outside the chain
+  int32_t s;
+  int64_t key;
+  double v;
+};
+
+/// One step's sums over a chunk of rows.
+struct StepSums {
+  std::vector<double> acc, acc_p, acc_m;
+  double excess = 0.0, scale = 0.0, dist_p = 0.0, dist_m = 0.0;
+  bool plus_same = true, minus_same = true, sides_same = true, plus_drops = false, minus_drops = false;
+  std::vector<Outside> out[2];  // entries into states outside the chain, per side
+  void start(size_t J) { acc.assign(J, 0.0), acc_p.assign(J, 0.0), acc_m.assign(J, 0.0); }
+};
+
+/// One row generated at both sides and scattered onto the base row's columns, with the row's
+/// own smoothness numbers and its products with the adjoint vectors.
+struct RowPair {
+  Successors succ, extra[2];
+  std::vector<double> evp, evm;    // the event weights at both sides
+  std::vector<int32_t> ucol;       // the union of the three rows' columns
+  std::vector<double> u0, up, um;  // their values (0 where a row lacks the entry)
+  std::vector<char> hp, hm;        // whether each side has the base row's entries
+  std::vector<double> rc, rp, rm;  // per adjoint vector: (P+ - P-) y, (P+ - P) y, (P- - P) y over the row
+  double excess = 0.0, scale = 0.0, dist_p = 0.0, dist_m = 0.0;
+  bool changed = false;  // the row's support changes at a side (entries gained or lost, or outside the chain)
+  /// One entry's (or event weight's) dp = side+ - base and dm = base - side- into the row's
+  /// smoothness test and distances.
+  void note(double dp, double dm) {
+    excess = std::max(excess, std::abs(dp - dm) - 0.25 * (std::abs(dp) + std::abs(dm)));
+    scale = std::max(scale, std::max(std::abs(dp), std::abs(dm)));
+    dist_p = std::max(dist_p, std::abs(dp)), dist_m = std::max(dist_m, std::abs(dm));
+  }
+};
+
+/// The row of state s (key `key`) at both sides, into r, with its flags folded into st (entries
+/// outside the chain set aside there); the products with the adjoints when `w` (pi_s) is not 0.
+void pair_row(const Chain& base, const TransitionGenerator& plus, const TransitionGenerator& minus, int32_t s,
+              int64_t key, double w, const std::vector<const double*>& adjoints, RowPair& r, StepSums& st) {
+  constexpr double kEps = std::numeric_limits<double>::epsilon();
+  const bool continuous = base.time == TimeKind::Continuous;
+  const int64_t product = base.space.product();
+  const size_t E = base.event_names.size(), J = adjoints.size();
+  const int32_t b = base.rowptr[s], e = base.rowptr[s + 1];
+  const size_t len0 = static_cast<size_t>(e - b);
+  // The union of the rows' entries: the base row's first (its columns sorted), then the
+  // entries only a side has.  Each side's generated row is scattered onto it (a binary
+  // search in the base row's columns), duplicates summed; continuous time: self-loops
+  // dropped and the diagonal minus the out-rate, as the builder merges a row.
+  r.ucol.assign(base.col.begin() + b, base.col.begin() + e);
+  r.u0.assign(base.val.begin() + b, base.val.begin() + e);
+  r.up.assign(len0, 0.0), r.um.assign(len0, 0.0);
+  r.hp.assign(len0, 0), r.hm.assign(len0, 0);
+  r.evp.resize(E), r.evm.resize(E);
+  r.extra[0].clear(), r.extra[1].clear();
+  r.excess = r.scale = r.dist_p = r.dist_m = 0.0;
+  r.changed = false;
+  size_t nsucc[2] = {0, 0};
+  for (int side = 0; side < 2; ++side) {
+    std::vector<double>& u = side == 0 ? r.up : r.um;
+    std::vector<char>& has = side == 0 ? r.hp : r.hm;
+    r.succ.clear();
+    (side == 0 ? plus : minus).successors(key, r.succ, E ? (side == 0 ? r.evp : r.evm).data() : nullptr);
+    nsucc[side] = r.succ.size();
+    double out_rate = 0.0;
+    const size_t outside = st.out[side].size();
+    for (const auto& [k, v] : r.succ) {
+      if (continuous) {
+        if (k == key) continue;  // a self-loop is no transition in continuous time
+        out_rate += v;
+      }
+      if (k < 0 || k >= product)
+        throw std::logic_error(
+            detail::cat("internal error: state ", s, " has a successor key ", k, " outside the descriptor"));
+      const int32_t t = base.index_of_key(k);
+      if (t < 0) {  // a state outside the chain: set aside
+        st.out[side].push_back({s, k, v});
+        continue;
+      }
+      const size_t pos =
+          static_cast<size_t>(std::lower_bound(r.ucol.begin(), r.ucol.begin() + len0, t) - r.ucol.begin());
+      if (pos < len0 && r.ucol[pos] == t)
+        u[pos] += v, has[pos] = 1;
+      else
+        r.extra[side].push_back({t, v});
+    }
+    if (continuous) {
+      const size_t pos =
+          static_cast<size_t>(std::lower_bound(r.ucol.begin(), r.ucol.begin() + len0, s) - r.ucol.begin());
+      if (pos < len0 && r.ucol[pos] == s)
+        u[pos] += -out_rate, has[pos] = 1;
+      else
+        r.extra[side].push_back({s, -out_rate});
+    }
+    if (st.out[side].size() > outside) (side == 0 ? st.plus_same : st.minus_same) = false, st.sides_same = false, r.changed = true;
+  }
+  for (size_t i = 0; i < len0; ++i) {
+    st.plus_drops |= !r.hp[i], st.minus_drops |= !r.hm[i], st.sides_same &= r.hp[i] == r.hm[i];
+    r.changed |= !r.hp[i] || !r.hm[i];
+  }
+  if (!r.extra[0].empty() || !r.extra[1].empty()) {  // entries the base row lacks (rare): merged by column
+    r.changed = true;
+    for (int side = 0; side < 2; ++side) {
+      auto& x = r.extra[side];
+      std::sort(x.begin(), x.end(), [](const auto& a, const auto& c) { return a.first < c.first; });
+      size_t n = 0;
+      for (size_t i = 0; i < x.size(); ++i)
+        if (n > 0 && x[n - 1].first == x[i].first)
+          x[n - 1].second += x[i].second;
+        else
+          x[n++] = x[i];
+      x.resize(n);
+      if (n) (side == 0 ? st.plus_same : st.minus_same) = false;
+    }
+    for (size_t ip = 0, im = 0; ip < r.extra[0].size() || im < r.extra[1].size();) {
+      const int64_t big = std::numeric_limits<int64_t>::max();
+      const int64_t cp = ip < r.extra[0].size() ? r.extra[0][ip].first : big;
+      const int64_t cm = im < r.extra[1].size() ? r.extra[1][im].first : big;
+      const int64_t c = std::min(cp, cm);
+      st.sides_same &= cp == cm;
+      r.ucol.push_back(static_cast<int32_t>(c));
+      r.u0.push_back(0.0);
+      r.up.push_back(cp == c ? r.extra[0][ip++].second : 0.0);
+      r.um.push_back(cm == c ? r.extra[1][im++].second : 0.0);
+    }
+  }
+  const size_t len = r.ucol.size();
+  // The builder sums an entry's duplicates in its sort's order, the scatter in the
+  // generator's: an entry theta does not move may differ from the base by the rounding
+  // of that sum, at most (successors) eps |value|.  Such differences count as 0 in the
+  // smoothness test and the distances (so a parameter that leaves P alone is smooth).
+  const double round = static_cast<double>(std::max(nsucc[0], nsucc[1]) + 1) * kEps;
+  for (size_t i = 0; i < len; ++i) {
+    const double floor = round * std::max(std::abs(r.u0[i]), std::max(std::abs(r.up[i]), std::abs(r.um[i])));
+    double dp = r.up[i] - r.u0[i], dm = r.u0[i] - r.um[i];
+    if (std::abs(dp) <= floor) dp = 0.0;
+    if (std::abs(dm) <= floor) dm = 0.0;
+    r.note(dp, dm);
+  }
+  for (size_t q = 0; q < E; ++q) {  // the event weights count in the smoothness and distances too
+    const double e0 = base.events[q][static_cast<size_t>(s)];
+    r.note(r.evp[q] - e0, e0 - r.evm[q]);
+  }
+  st.excess = std::max(st.excess, r.excess), st.scale = std::max(st.scale, r.scale);
+  st.dist_p = std::max(st.dist_p, r.dist_p), st.dist_m = std::max(st.dist_m, r.dist_m);
+  r.rc.assign(J, 0.0), r.rp.assign(J, 0.0), r.rm.assign(J, 0.0);
+  if (w != 0.0)
+    for (size_t j = 0; j < J; ++j) {
+      const double* y = adjoints[j];
+      double rc = 0.0, rp = 0.0, rm = 0.0;
+      for (size_t i = 0; i < len; ++i) {
+        const double yk = y[r.ucol[i]];
+        rc += (r.up[i] - r.um[i]) * yk, rp += (r.up[i] - r.u0[i]) * yk, rm += (r.um[i] - r.u0[i]) * yk;
+      }
+      r.rc[j] = rc, r.rp[j] = rp, r.rm[j] = rm;
+    }
+}
+
+/// The states a side adds, explored from the entries `out` into them with that side's
+/// generator (AddedStates above); false when more than `max_added` are added.
+bool added_states(const Chain& base, const TransitionGenerator& g, const std::vector<Outside>& out, const double* pi,
+                  int64_t max_added, AddedStates& a) {
+  if (out.empty()) return true;
+  const int32_t n = base.n;
+  const bool continuous = base.time == TimeKind::Continuous;
+  const size_t E = base.event_names.size();
+  std::unordered_map<int64_t, int32_t> local;  // added key -> exploration order
+  std::vector<int64_t> order;
+  auto visit = [&](int64_t k) {
+    if (local.emplace(k, static_cast<int32_t>(order.size())).second) order.push_back(k);
+  };
+  for (const Outside& o : out) visit(o.key);
+  Successors succ, row;
+  std::vector<std::vector<std::pair<int64_t, double>>> rows;  // by exploration order, keys
+  std::vector<std::vector<double>> events;
+  const int64_t budget = std::min(max_added, static_cast<int64_t>(kMaxStatesMax) - n);  // n + i stays an int32
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (static_cast<int64_t>(order.size()) > budget) return false;
+    if ((i & 4095) == 0) check_interrupt();
+    std::vector<double> ev(E);
+    merged_row(g, order[i], continuous, succ, row, E ? ev.data() : nullptr);
+    for (const auto& [k, v] : row)
+      if (base.index_of_key(k) < 0) visit(k);
+    rows.emplace_back(row.begin(), row.end());
+    events.push_back(std::move(ev));
+  }
+  // numbered in key order: state n + i is the i-th added key
+  std::vector<int32_t> by_key(order.size());
+  for (size_t i = 0; i < by_key.size(); ++i) by_key[i] = static_cast<int32_t>(i);
+  std::sort(by_key.begin(), by_key.end(), [&](int32_t x, int32_t y) { return order[x] < order[y]; });
+  std::vector<int32_t> rank(order.size());
+  for (size_t i = 0; i < by_key.size(); ++i) rank[static_cast<size_t>(by_key[i])] = static_cast<int32_t>(i);
+  const size_t m = order.size();
+  a.keys.resize(m);
+  a.labels.assign(static_cast<size_t>(base.space.count()), std::vector<int32_t>(m));
+  a.events.assign(E, std::vector<double>(m));
+  a.inflow.assign(m, 0.0);
+  a.rowptr.assign(m + 1, 0);
+  std::vector<int32_t> tuple(static_cast<size_t>(base.space.count()));
+  for (size_t i = 0; i < m; ++i) {
+    const int32_t x = by_key[i];
+    a.keys[i] = order[static_cast<size_t>(x)];
+    base.space.decode(a.keys[i], tuple.data());
+    for (int c = 0; c < base.space.count(); ++c) a.labels[static_cast<size_t>(c)][i] = tuple[static_cast<size_t>(c)];
+    for (size_t q = 0; q < E; ++q) a.events[q][i] = events[static_cast<size_t>(x)][q];
+    for (const auto& [k, v] : rows[static_cast<size_t>(x)]) {
+      const int32_t st = base.index_of_key(k);
+      a.col.push_back(st >= 0 ? st : n + rank[static_cast<size_t>(local.at(k))]);
+      a.val.push_back(v);
+    }
+    a.rowptr[i + 1] = static_cast<int32_t>(a.col.size());
+  }
+  for (const Outside& o : out) a.inflow[static_cast<size_t>(rank[static_cast<size_t>(local.at(o.key))])] += pi[o.s] * o.v;
+  return true;
+}
+
 }  // namespace
 
 ChainDifference chain_difference(const Chain& base, const TransitionGenerator& plus, const TransitionGenerator& minus,
                                  double h, const double* pi, const std::vector<const double*>& adjoints,
-                                 int64_t max_added) {
+                                 int64_t max_added, const SmallStep* small) {
   const auto t0 = std::chrono::steady_clock::now();
   const int32_t n = base.n;
   if (!(h > 0.0 && std::isfinite(h))) fail_param("h", "a finite number > 0", h);
   if (max_added < 0) fail_param("max_added", ">= 0", max_added);
+  if (small) {
+    if (!small->plus || !small->minus) fail_param("small", "generators at both sides", "a null generator");
+    if (!(small->h > 0.0 && small->h < h)) fail_param("h_small", detail::cat("in (0, h = ", h, ")"), small->h);
+    if (!(small->kink_tolerance >= 0.0 && std::isfinite(small->kink_tolerance)))
+      fail_param("kink_tolerance", "a finite number >= 0", small->kink_tolerance);
+  }
   ChainDifference d;
   auto refuse = [&](std::string why) {
     ChainDifference r;
@@ -57,7 +279,9 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r;
   };
-  for (const TransitionGenerator* g : {&plus, &minus}) {
+  std::vector<const TransitionGenerator*> gens{&plus, &minus};
+  if (small) gens.push_back(small->plus), gens.push_back(small->minus);
+  for (const TransitionGenerator* g : gens) {
     if (!(g->space() == base.space)) return refuse("the state descriptor changes");
     if (g->time() != base.time) return refuse("the time kind changes");
     if (g->event_names() != base.event_names) return refuse("the event names change");
@@ -68,12 +292,16 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
       return refuse("the chain does not record the initial states it was explored from");
     if (init != base.report.initial_keys) return refuse("the initial states change");
   }
-  const bool continuous = base.time == TimeKind::Continuous;
   const size_t J = adjoints.size(), E = base.event_names.size();
-  const int64_t product = base.space.product();
-  constexpr double kEps = std::numeric_limits<double>::epsilon();
   d.events_plus.assign(E, std::vector<double>(static_cast<size_t>(n)));
   d.events_minus.assign(E, std::vector<double>(static_cast<size_t>(n)));
+  std::unique_ptr<ChainDifference> sd;
+  if (small) {
+    sd = std::make_unique<ChainDifference>();
+    d.redone.assign(static_cast<size_t>(n), 0);
+  }
+  // the effective sides' rows where a row is kept: P +- h_s (P+ - P-) / (2h)
+  const double ratio = small ? small->h / h : 0.0;
   // Contiguous chunks of states, each with its own sums; the chunks' sums and entries into
   // added states are combined in chunk order.  16 chunks per thread of the setting (so the
   // sums depend on the setting, not on the machine's load), taken as threads come free: rows
@@ -81,24 +309,12 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
   const int setting = n > 20000 ? std::max(1, num_threads()) : 1;
   const int T = setting > 1 ? 16 * setting : 1;
   const int threads = setting > 1 ? std::max(1, loop_threads()) : 1;
-  struct Outside {
-    int32_t s;
-    int64_t key;
-    double v;
-  };
   struct alignas(64) Chunk {  // (a cache line apart: each is written by one thread)
-    std::vector<double> acc, acc_p, acc_m;
-    double excess = 0.0, scale = 0.0, dist_p = 0.0, dist_m = 0.0;
-    bool plus_same = true, minus_same = true, sides_same = true, plus_drops = false, minus_drops = false;
-    std::vector<Outside> out[2];  // entries into states outside the chain, per side
+    StepSums at, at_small;  // at h over every row; at h_s over the redone rows (sums over all)
+    double kept_scale = 0.0, redone_dist_p = 0.0, redone_dist_m = 0.0;
+    int64_t redone = 0;
+    std::vector<std::vector<std::pair<int32_t, std::pair<double, double>>>> events_small;  // per event: the redone rows' weights
     std::exception_ptr error;
-    /// One entry's (or event weight's) dp = side+ - base and dm = base - side- into the
-    /// smoothness test and the distances.
-    void note(double dp, double dm) {
-      excess = std::max(excess, std::abs(dp - dm) - 0.25 * (std::abs(dp) + std::abs(dm)));
-      scale = std::max(scale, std::max(std::abs(dp), std::abs(dm)));
-      dist_p = std::max(dist_p, std::abs(dp)), dist_m = std::max(dist_m, std::abs(dm));
-    }
   };
   std::vector<Chunk> chunks(static_cast<size_t>(T));
   std::atomic<bool> stop{false};
@@ -108,121 +324,34 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
     const int32_t lo = static_cast<int32_t>(static_cast<int64_t>(n) * t / T);
     const int32_t hi = static_cast<int32_t>(static_cast<int64_t>(n) * (t + 1) / T);
     try {  // nothing may leave the parallel region: errors (allocation included) are kept per chunk
-      ch.acc.assign(J, 0.0), ch.acc_p.assign(J, 0.0), ch.acc_m.assign(J, 0.0);
-      Successors succ, extra[2];
-      std::vector<double> evp(E), evm(E);
-      std::vector<int32_t> ucol;       // the union of the three rows' columns
-      std::vector<double> u0, up, um;  // their values (0 where a row lacks the entry)
-      std::vector<char> hp, hm;        // whether each side has the base row's entries
+      ch.at.start(J), ch.at_small.start(J);
+      if (small) ch.events_small.assign(E, {});
+      RowPair r;
       for (int32_t s = lo; s < hi && !stop.load(std::memory_order_relaxed); ++s) {
         if (((s - lo) & 16383) == 0) check_interrupt();
         const int64_t key = base.key_of(s);
-        const int32_t b = base.rowptr[s], e = base.rowptr[s + 1];
-        const size_t len0 = static_cast<size_t>(e - b);
-        // The union of the rows' entries: the base row's first (its columns sorted), then the
-        // entries only a side has.  Each side's generated row is scattered onto it (a binary
-        // search in the base row's columns), duplicates summed; continuous time: self-loops
-        // dropped and the diagonal minus the out-rate, as the builder merges a row.
-        ucol.assign(base.col.begin() + b, base.col.begin() + e);
-        u0.assign(base.val.begin() + b, base.val.begin() + e);
-        up.assign(len0, 0.0), um.assign(len0, 0.0);
-        hp.assign(len0, 0), hm.assign(len0, 0);
-        extra[0].clear(), extra[1].clear();
-        size_t nsucc[2] = {0, 0};
-        for (int side = 0; side < 2; ++side) {
-          std::vector<double>& u = side == 0 ? up : um;
-          std::vector<char>& has = side == 0 ? hp : hm;
-          succ.clear();
-          (side == 0 ? plus : minus).successors(key, succ, E ? (side == 0 ? evp : evm).data() : nullptr);
-          nsucc[side] = succ.size();
-          double out_rate = 0.0;
-          for (const auto& [k, v] : succ) {
-            if (continuous) {
-              if (k == key) continue;  // a self-loop is no transition in continuous time
-              out_rate += v;
-            }
-            if (k < 0 || k >= product)
-              throw std::logic_error(detail::cat("internal error: state ", s, " has a successor key ", k,
-                                                 " outside the descriptor"));
-            const int32_t st = base.index_of_key(k);
-            if (st < 0) {  // a state outside the chain: set aside
-              ch.out[side].push_back({s, k, v});
-              continue;
-            }
-            const size_t pos = static_cast<size_t>(std::lower_bound(ucol.begin(), ucol.begin() + len0, st) - ucol.begin());
-            if (pos < len0 && ucol[pos] == st)
-              u[pos] += v, has[pos] = 1;
-            else
-              extra[side].push_back({st, v});
-          }
-          if (continuous) {
-            const size_t pos = static_cast<size_t>(std::lower_bound(ucol.begin(), ucol.begin() + len0, s) - ucol.begin());
-            if (pos < len0 && ucol[pos] == s)
-              u[pos] += -out_rate, has[pos] = 1;
-            else
-              extra[side].push_back({s, -out_rate});
-          }
-          if (!ch.out[side].empty() && ch.out[side].back().s == s) (side == 0 ? ch.plus_same : ch.minus_same) = false;
-        }
-        if (!ch.out[0].empty() && ch.out[0].back().s == s) ch.sides_same = false;
-        if (!ch.out[1].empty() && ch.out[1].back().s == s) ch.sides_same = false;
-        for (size_t i = 0; i < len0; ++i) {
-          ch.plus_drops |= !hp[i], ch.minus_drops |= !hm[i], ch.sides_same &= hp[i] == hm[i];
-        }
-        if (!extra[0].empty() || !extra[1].empty()) {  // entries the base row lacks (rare): merged by column
-          for (int side = 0; side < 2; ++side) {
-            auto& x = extra[side];
-            std::sort(x.begin(), x.end(), [](const auto& a, const auto& c) { return a.first < c.first; });
-            size_t w = 0;
-            for (size_t i = 0; i < x.size(); ++i)
-              if (w > 0 && x[w - 1].first == x[i].first)
-                x[w - 1].second += x[i].second;
-              else
-                x[w++] = x[i];
-            x.resize(w);
-            if (w) (side == 0 ? ch.plus_same : ch.minus_same) = false;
-          }
-          for (size_t ip = 0, im = 0; ip < extra[0].size() || im < extra[1].size();) {
-            const int64_t big = std::numeric_limits<int64_t>::max();
-            const int64_t cp = ip < extra[0].size() ? extra[0][ip].first : big;
-            const int64_t cm = im < extra[1].size() ? extra[1][im].first : big;
-            const int64_t c = std::min(cp, cm);
-            ch.sides_same &= cp == cm;
-            ucol.push_back(static_cast<int32_t>(c));
-            u0.push_back(0.0);
-            up.push_back(cp == c ? extra[0][ip++].second : 0.0);
-            um.push_back(cm == c ? extra[1][im++].second : 0.0);
-          }
-        }
-        const size_t len = ucol.size();
-        // The builder sums an entry's duplicates in its sort's order, the scatter in the
-        // generator's: an entry theta does not move may differ from the base by the rounding
-        // of that sum, at most (successors) eps |value|.  Such differences count as 0 in the
-        // smoothness test and the distances (so a parameter that leaves P alone is smooth).
-        const double round = static_cast<double>(std::max(nsucc[0], nsucc[1]) + 1) * kEps;
-        for (size_t i = 0; i < len; ++i) {
-          const double floor = round * std::max(std::abs(u0[i]), std::max(std::abs(up[i]), std::abs(um[i])));
-          double dp = up[i] - u0[i], dm = u0[i] - um[i];
-          if (std::abs(dp) <= floor) dp = 0.0;
-          if (std::abs(dm) <= floor) dm = 0.0;
-          ch.note(dp, dm);
-        }
         const double w = pi[static_cast<size_t>(s)];
-        if (w != 0.0)
+        pair_row(base, plus, minus, s, key, w, adjoints, r, ch.at);
+        for (size_t j = 0; j < J; ++j)
+          ch.at.acc[j] += w * r.rc[j], ch.at.acc_p[j] += w * r.rp[j], ch.at.acc_m[j] += w * r.rm[j];
+        for (size_t q = 0; q < E; ++q) {
+          d.events_plus[q][static_cast<size_t>(s)] = r.evp[q];
+          d.events_minus[q][static_cast<size_t>(s)] = r.evm[q];
+        }
+        if (!small) continue;
+        if (r.changed || (r.scale > 0.0 && r.excess > small->kink_tolerance * r.scale)) {  // redone at h_s
+          d.redone[static_cast<size_t>(s)] = 1, ++ch.redone;
+          ch.redone_dist_p = std::max(ch.redone_dist_p, r.dist_p), ch.redone_dist_m = std::max(ch.redone_dist_m, r.dist_m);
+          pair_row(base, *small->plus, *small->minus, s, key, w, adjoints, r, ch.at_small);
+          for (size_t j = 0; j < J; ++j)
+            ch.at_small.acc[j] += w * r.rc[j], ch.at_small.acc_p[j] += w * r.rp[j], ch.at_small.acc_m[j] += w * r.rm[j];
+          for (size_t q = 0; q < E; ++q) ch.events_small[q].push_back({s, {r.evp[q], r.evm[q]}});
+        } else {  // kept: (P_s+ - P_s-) = ratio (P+ - P-), P_s+- - P = +- ratio / 2 (P+ - P-)
+          ch.kept_scale = std::max(ch.kept_scale, ratio * r.scale);
           for (size_t j = 0; j < J; ++j) {
-            const double* y = adjoints[j];
-            double r = 0.0, r_p = 0.0, r_m = 0.0;
-            for (size_t i = 0; i < len; ++i) {
-              const double yk = y[ucol[i]];
-              r += (up[i] - um[i]) * yk, r_p += (up[i] - u0[i]) * yk, r_m += (um[i] - u0[i]) * yk;
-            }
-            ch.acc[j] += w * r, ch.acc_p[j] += w * r_p, ch.acc_m[j] += w * r_m;
+            const double c = w * r.rc[j] * ratio;
+            ch.at_small.acc[j] += c, ch.at_small.acc_p[j] += 0.5 * c, ch.at_small.acc_m[j] -= 0.5 * c;
           }
-        for (size_t q = 0; q < E; ++q) {  // the event weights count in the smoothness and distances too
-          const double e0 = base.events[q][static_cast<size_t>(s)];
-          ch.note(evp[q] - e0, e0 - evm[q]);
-          d.events_plus[q][static_cast<size_t>(s)] = evp[q];
-          d.events_minus[q][static_cast<size_t>(s)] = evm[q];
         }
       }
     } catch (...) {
@@ -232,75 +361,56 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
   }
   for (const Chunk& ch : chunks)
     if (ch.error) std::rethrow_exception(ch.error);
-  d.products.assign(J, 0.0);
-  d.products_plus.assign(J, 0.0);
-  d.products_minus.assign(J, 0.0);
-  for (const Chunk& ch : chunks) {
-    for (size_t j = 0; j < J; ++j)
-      d.products[j] += ch.acc[j], d.products_plus[j] += ch.acc_p[j], d.products_minus[j] += ch.acc_m[j];
-    d.kink_excess = std::max(d.kink_excess, ch.excess), d.kink_scale = std::max(d.kink_scale, ch.scale);
-    d.distance_plus = std::max(d.distance_plus, ch.dist_p), d.distance_minus = std::max(d.distance_minus, ch.dist_m);
-    d.plus_same_support = d.plus_same_support && ch.plus_same;
-    d.minus_same_support = d.minus_same_support && ch.minus_same;
-    d.sides_same_support = d.sides_same_support && ch.sides_same;
-    d.plus_drops = d.plus_drops || ch.plus_drops, d.minus_drops = d.minus_drops || ch.minus_drops;
-  }
-  for (double& v : d.products) v /= 2.0 * h;
-  // The states a side adds: explored from the entries into them with that side's generator.
-  for (int side = 0; side < 2; ++side) {
-    std::vector<Outside> out;
-    for (const Chunk& ch : chunks) out.insert(out.end(), ch.out[side].begin(), ch.out[side].end());
-    if (out.empty()) continue;
-    const TransitionGenerator& g = side == 0 ? plus : minus;
-    AddedStates& a = side == 0 ? d.added_plus : d.added_minus;
-    std::unordered_map<int64_t, int32_t> local;  // added key -> exploration order
-    std::vector<int64_t> order;
-    auto visit = [&](int64_t k) {
-      if (local.emplace(k, static_cast<int32_t>(order.size())).second) order.push_back(k);
-    };
-    for (const Outside& o : out) visit(o.key);
-    Successors succ, row;
-    std::vector<std::vector<std::pair<int64_t, double>>> rows;  // by exploration order, keys
-    std::vector<std::vector<double>> events;
-    const int64_t budget = std::min(max_added, static_cast<int64_t>(kMaxStatesMax) - n);  // n + i stays an int32
-    for (size_t i = 0; i < order.size(); ++i) {
-      if (static_cast<int64_t>(order.size()) > budget)
-        return refuse(detail::cat("more than ", budget, " states are added at theta ", side == 0 ? "+" : "-", " h"));
-      if ((i & 4095) == 0) check_interrupt();
-      std::vector<double> ev(E);
-      merged_row(g, order[i], continuous, succ, row, E ? ev.data() : nullptr);
-      for (const auto& [k, v] : row)
-        if (base.index_of_key(k) < 0) visit(k);
-      rows.emplace_back(row.begin(), row.end());
-      events.push_back(std::move(ev));
+  // the chunks' sums into a result, in chunk order
+  auto combine = [&](ChainDifference& x, StepSums Chunk::*part, double step) {
+    x.products.assign(J, 0.0), x.products_plus.assign(J, 0.0), x.products_minus.assign(J, 0.0);
+    for (const Chunk& ch : chunks) {
+      const StepSums& p = ch.*part;
+      for (size_t j = 0; j < J; ++j)
+        x.products[j] += p.acc[j], x.products_plus[j] += p.acc_p[j], x.products_minus[j] += p.acc_m[j];
+      x.kink_excess = std::max(x.kink_excess, p.excess), x.kink_scale = std::max(x.kink_scale, p.scale);
+      x.distance_plus = std::max(x.distance_plus, p.dist_p), x.distance_minus = std::max(x.distance_minus, p.dist_m);
+      x.plus_same_support = x.plus_same_support && p.plus_same;
+      x.minus_same_support = x.minus_same_support && p.minus_same;
+      x.sides_same_support = x.sides_same_support && p.sides_same;
+      x.plus_drops = x.plus_drops || p.plus_drops, x.minus_drops = x.minus_drops || p.minus_drops;
     }
-    // numbered in key order: state n + i is the i-th added key
-    std::vector<int32_t> by_key(order.size());
-    for (size_t i = 0; i < by_key.size(); ++i) by_key[i] = static_cast<int32_t>(i);
-    std::sort(by_key.begin(), by_key.end(), [&](int32_t x, int32_t y) { return order[x] < order[y]; });
-    std::vector<int32_t> rank(order.size());
-    for (size_t i = 0; i < by_key.size(); ++i) rank[static_cast<size_t>(by_key[i])] = static_cast<int32_t>(i);
-    const size_t m = order.size();
-    a.keys.resize(m);
-    a.labels.assign(static_cast<size_t>(base.space.count()), std::vector<int32_t>(m));
-    a.events.assign(E, std::vector<double>(m));
-    a.inflow.assign(m, 0.0);
-    a.rowptr.assign(m + 1, 0);
-    std::vector<int32_t> tuple(static_cast<size_t>(base.space.count()));
-    for (size_t i = 0; i < m; ++i) {
-      const int32_t x = by_key[i];
-      a.keys[i] = order[static_cast<size_t>(x)];
-      base.space.decode(a.keys[i], tuple.data());
-      for (int c = 0; c < base.space.count(); ++c) a.labels[static_cast<size_t>(c)][i] = tuple[static_cast<size_t>(c)];
-      for (size_t q = 0; q < E; ++q) a.events[q][i] = events[static_cast<size_t>(x)][q];
-      for (const auto& [k, v] : rows[static_cast<size_t>(x)]) {
-        const int32_t st = base.index_of_key(k);
-        a.col.push_back(st >= 0 ? st : n + rank[static_cast<size_t>(local.at(k))]);
-        a.val.push_back(v);
+    for (double& v : x.products) v /= 2.0 * step;
+  };
+  combine(d, &Chunk::at, h);
+  // the states a side adds: explored from the entries into them with that side's generator
+  auto add = [&](ChainDifference& x, StepSums Chunk::*part, const TransitionGenerator& gp,
+                 const TransitionGenerator& gm, const char* step) -> bool {
+    for (int side = 0; side < 2; ++side) {
+      std::vector<Outside> out;
+      for (const Chunk& ch : chunks) out.insert(out.end(), (ch.*part).out[side].begin(), (ch.*part).out[side].end());
+      if (!added_states(base, side == 0 ? gp : gm, out, pi, max_added, side == 0 ? x.added_plus : x.added_minus)) {
+        x.why = detail::cat("more than ", std::min(max_added, static_cast<int64_t>(kMaxStatesMax) - n),
+                            " states are added at theta ", side == 0 ? "+" : "-", " ", step);
+        return false;
       }
-      a.rowptr[i + 1] = static_cast<int32_t>(a.col.size());
     }
-    for (const Outside& o : out) a.inflow[static_cast<size_t>(rank[static_cast<size_t>(local.at(o.key))])] += pi[o.s] * o.v;
+    return true;
+  };
+  if (!add(d, &Chunk::at, plus, minus, "h")) return refuse(d.why);
+  for (const Chunk& ch : chunks) {
+    d.rows_redone += ch.redone;
+    d.redone_distance_plus = std::max(d.redone_distance_plus, ch.redone_dist_p);
+    d.redone_distance_minus = std::max(d.redone_distance_minus, ch.redone_dist_m);
+  }
+  if (small && d.rows_redone > 0) {  // (every row smooth at h: the result at h is the answer)
+    combine(*sd, &Chunk::at_small, small->h);
+    for (const Chunk& ch : chunks) sd->kink_scale = std::max(sd->kink_scale, ch.kept_scale);
+    if (!add(*sd, &Chunk::at_small, *small->plus, *small->minus, "h_small")) return refuse(sd->why);
+    // the event weights at the small step: the redone rows', the first step's elsewhere
+    sd->events_plus = d.events_plus, sd->events_minus = d.events_minus;
+    for (const Chunk& ch : chunks)
+      for (size_t q = 0; q < E; ++q)
+        for (const auto& [s, v] : ch.events_small[q])
+          sd->events_plus[q][static_cast<size_t>(s)] = v.first, sd->events_minus[q][static_cast<size_t>(s)] = v.second;
+    sd->valid = true;
+    sd->seconds = 0.0;
+    d.small = std::move(sd);
   }
   d.valid = true;
   d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -23,9 +23,21 @@
 // (`plus_drops`, `minus_drops`): the caller then builds the chains.  Smoothness across [theta - h, theta + h]
 // is reported as the supports' changes and the largest excess of |dp - dm| over a quarter of
 // |dp| + |dm| (dp = P+ - P, dm = P - P-, entry by entry, and the same for the event weights).
+//
+// A second, smaller step (`SmallStep`, h_s < h) is taken in the same pass on the rows that are
+// not smooth at h (their supports change, they lack an entry, or their own excess exceeds the
+// kink tolerance times their own scale): those rows are generated again at theta +- h_s, and
+// the others keep their central quotient at h.  The result at the small step (`small`) is that
+// of the "effective" sides P_s+- : the rows generated at theta +- h_s where a row was redone,
+// and P +- h_s (P+ - P-) / (2h) elsewhere.  Its one-sided quotients are then the right and
+// left derivatives where only the redone rows have kinks, with the smooth rows' central
+// quotient at h (second order) instead of a one-sided one at h_s; its central quotient is the
+// central one at h_s where every redone row is smooth there.  A threshold that sits on a grid
+// point kinks a few rows, so a parameter that is not smooth costs one pass, not two.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,16 +88,40 @@ struct ChainDifference {
   /// max(|dp|, |dm|).
   double kink_excess = 0.0, kink_scale = 0.0;
   double seconds = 0.0;
+  /// With a second step: per state 1 where the row was generated again at the small step, their
+  /// number, and max |P+ - P| and max |P- - P| over those rows at h (P's change there at the
+  /// step h, for a test whether P jumps).
+  std::vector<uint8_t> redone;
+  int64_t rows_redone = 0;
+  double redone_distance_plus = 0.0, redone_distance_minus = 0.0;
+  /// With a second step: the fields above at the small step for the effective sides (see the
+  /// top of this file; `products` divided by 2 h_s).  The supports, drops, distances and added
+  /// states are those of the redone rows; `kink_scale` also counts the other rows' entries at h
+  /// scaled by h_s / h; `events_plus` / `events_minus` are the redone rows' weights at
+  /// theta +- h_s and the weights at theta +- h elsewhere.  Null without a second step, when no
+  /// row was redone (every row is smooth at h), or when `valid` is false.
+  std::unique_ptr<ChainDifference> small;
+};
+
+/// The generators at theta +- h_s for the rows that are not smooth at h, and the relative
+/// excess over which a row counts as not smooth (a row's excess above kink_tolerance times
+/// its own scale).
+struct SmallStep {
+  const TransitionGenerator* plus = nullptr;
+  const TransitionGenerator* minus = nullptr;
+  double h = 0.0;
+  double kink_tolerance = 0.0;
 };
 
 /// The difference along one parameter of `base` (built from a generator of the same family)
 /// between the generators at theta + h (`plus`) and theta - h (`minus`, or any other point for
 /// the raw products), h > 0; `pi` the
 /// stationary vector and `adjoints` the vectors y_j, each of the chain's size (the caller checks);
-/// a side that adds more than `max_added` states leaves the result invalid.  Runs over the
+/// a side that adds more than `max_added` states leaves the result invalid.  `small`: the
+/// second step (0 < h_s < h) taken on the rows not smooth at h, or null.  Runs over the
 /// states on the core's threads; honours check_interrupt().
 ChainDifference chain_difference(const Chain& base, const TransitionGenerator& plus, const TransitionGenerator& minus,
                                  double h, const double* pi, const std::vector<const double*>& adjoints,
-                                 int64_t max_added);
+                                 int64_t max_added, const SmallStep* small = nullptr);
 
 }  // namespace aqm
