@@ -4,6 +4,12 @@ lives and on its every-2nd and every-4th point grids (`error_estimate=True`), ag
 simulator with continuous avg, in the same run.
 
     .venv/bin/python benchmarks/flows_extrapolated.py [--step 0.125] [--window 4] [--slots 4000000]
+    .venv/bin/python benchmarks/flows_extrapolated.py --window 5 --memory-limit-gb 80   # docs/classes.md's table
+
+With `--window 5` the finest grid's chain has 10.8 million states and the run peaks at about
+18 GB; the builder's upper bound of its memory is above the default 40 GB under RED with the
+comparison (77.6 GB), hence `--memory-limit-gb 80` (a bound checked before building, not
+memory taken).
 
 Grid: step `--step` on [0, 20] (where avg lives), then 35 and 50.  Prints one markdown row per
 (AQM, flow metric): the chain on the grid, the extrapolation with its error bar and method,
