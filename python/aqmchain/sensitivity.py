@@ -672,7 +672,11 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
         # and the event weights (the core's excess and scale)
         d["smooth"] = (d["plus_same_support"] and d["minus_same_support"]
                        and not (d["kink_scale"] > 0.0 and d["kink_excess"] > _KINK_TOLERANCE * d["kink_scale"]))
+        # P's largest change at each side over the rows the step covers ("dist": as the later step
+        # of the jump test, "dist_prev": as the earlier one; they differ on a pass with a second
+        # step, see difference())
         d["dist"] = {"plus": d["distance_plus"], "minus": d["distance_minus"]}
+        d["dist_prev"] = dict(d["dist"])
         d["model_plus"], d["model_minus"] = plus, minus
         for tag, m in (("plus", plus), ("minus", minus)):
             d["vectors_" + tag] = _metric_vectors(_SideChain(base.chain, m, d["events_" + tag], d["grid_" + tag]),
@@ -704,8 +708,11 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
         for tag, sign in (("plus", 1.0), ("minus", -1.0)):
             s["vectors_" + tag] = _effective(s["vectors_" + tag], d["vectors_plus"], d["vectors_minus"], base.vectors,
                                              mask, sign * c)
-        # the jump test compares P's change on the redone rows at both steps
-        d["dist"] = {"plus": d["redone_distance_plus"], "minus": d["redone_distance_minus"]}
+        # the jump test compares P's change on the redone rows at both steps; a later pass (an odd
+        # number of factors in shrink) compares its change on every row with the effective
+        # sides' (the redone rows' at h_s, h_s / (2h) |P+ - P-| on the others)
+        d["dist_prev"] = {"plus": d["redone_distance_plus"], "minus": d["redone_distance_minus"]}
+        s["dist_prev"] = {tag: max(s["distance_" + tag], s["kept_distance"]) for tag in ("plus", "minus")}
         return d
 
     def one_side(d, tag, step) -> _Contracted:
@@ -791,7 +798,7 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
     for side, tag, sign in (("right", "plus", 1.0), ("left", "minus", -1.0)):
         prev = tried[-2][0] if len(tried) > 1 else None
         if (prev is not None and not len(d["added_" + tag]["keys"]) and not len(prev["added_" + tag]["keys"])
-                and d["dist"][tag] / h > 10.0 * prev["dist"][tag] / tried[-2][1]):
+                and d["dist"][tag] / h > 10.0 * prev["dist_prev"][tag] / tried[-2][1]):
             jumps.append(side)  # the quotient grows like 1 / h: P jumps at theta on this side
             continue
         sides[side] = one_side(d, tag, sign * h)

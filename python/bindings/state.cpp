@@ -263,6 +263,7 @@ void define_state(py::module_& m) {
           out["products_plus"] = x.products_plus, out["products_minus"] = x.products_minus;
           out["distance_plus"] = x.distance_plus, out["distance_minus"] = x.distance_minus;
           out["kink_excess"] = x.kink_excess, out["kink_scale"] = x.kink_scale, out["seconds"] = x.seconds;
+          out["kept_distance"] = x.kept_distance;
           out["grid_plus"] = copy(gplus), out["grid_minus"] = copy(gminus);
           py::dict ep, em;
           if (x.valid)

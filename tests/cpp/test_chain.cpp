@@ -512,6 +512,30 @@ TEST(ChainDifference, ThreadsGiveTheSameProducts) {
   EXPECT_EQ(one.events_plus, two.events_plus);  // per state: no sums across states
   EXPECT_EQ(one.kink_scale, two.kink_scale);
   EXPECT_EQ(one.distance_minus, two.distance_minus);
+  // a second step on the rows min_th kinks (min_th sits on a grid point): the same rows
+  // redone, the same sums within their rounding
+  {
+    RedShape lo = big, hi = big, slo = big, shi = big;
+    const double hs = 1e-5;
+    hi.min_th += h, lo.min_th -= h, shi.min_th += hs, slo.min_th -= hs;
+    const auto a = queue_generator(red_model(0.1, 0.01, hi)), b = queue_generator(red_model(0.1, 0.01, lo));
+    const auto sa = queue_generator(red_model(0.1, 0.01, shi)), sb = queue_generator(red_model(0.1, 0.01, slo));
+    const SmallStep st{sa.get(), sb.get(), hs, 1e-6};
+    set_num_threads(1);
+    const ChainDifference s1 = chain_difference(c, *a, *b, h, pi.data(), {y.data()}, c.n, &st);
+    set_num_threads(2);
+    const ChainDifference s2 = chain_difference(c, *a, *b, h, pi.data(), {y.data()}, c.n, &st);
+    set_num_threads(before);
+    ASSERT_TRUE(s1.valid && s2.valid && s1.small && s2.small);
+    EXPECT_GT(s1.rows_redone, 0);
+    EXPECT_LT(s1.rows_redone, c.n / 10);
+    EXPECT_EQ(s1.redone, s2.redone);
+    EXPECT_EQ(s1.small->events_minus, s2.small->events_minus);
+    EXPECT_EQ(s1.small->kink_scale, s2.small->kink_scale);
+    EXPECT_EQ(s1.small->kept_distance, s2.small->kept_distance);
+    EXPECT_NEAR(s1.small->products_plus[0], s2.small->products_plus[0], 2.0 * round);
+    EXPECT_NEAR(s1.small->products_minus[0], s2.small->products_minus[0], 2.0 * round);
+  }
 }
 
 // The tagged packet of an M/M/1 queue with push-outs, from position j (j packets ahead): it

@@ -66,6 +66,7 @@ struct RowPair {
   std::vector<char> hp, hm;        // whether each side has the base row's entries
   std::vector<double> rc, rp, rm;  // per adjoint vector: (P+ - P-) y, (P+ - P) y, (P- - P) y over the row
   double excess = 0.0, scale = 0.0, dist_p = 0.0, dist_m = 0.0;
+  double dist_c = 0.0;   // max |P+ - P-| over the row's entries and event weights
   bool changed = false;  // the row's support changes at a side (entries gained or lost, or outside the chain)
   /// One entry's (or event weight's) dp = side+ - base and dm = base - side- into the row's
   /// smoothness test and distances.
@@ -73,6 +74,7 @@ struct RowPair {
     excess = std::max(excess, std::abs(dp - dm) - 0.25 * (std::abs(dp) + std::abs(dm)));
     scale = std::max(scale, std::max(std::abs(dp), std::abs(dm)));
     dist_p = std::max(dist_p, std::abs(dp)), dist_m = std::max(dist_m, std::abs(dm));
+    dist_c = std::max(dist_c, std::abs(dp + dm));
   }
 };
 
@@ -96,7 +98,7 @@ void pair_row(const Chain& base, const TransitionGenerator& plus, const Transiti
   r.hp.assign(len0, 0), r.hm.assign(len0, 0);
   r.evp.resize(E), r.evm.resize(E);
   r.extra[0].clear(), r.extra[1].clear();
-  r.excess = r.scale = r.dist_p = r.dist_m = 0.0;
+  r.excess = r.scale = r.dist_p = r.dist_m = r.dist_c = 0.0;
   r.changed = false;
   size_t nsucc[2] = {0, 0};
   for (int side = 0; side < 2; ++side) {
@@ -311,7 +313,7 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
   const int threads = setting > 1 ? std::max(1, loop_threads()) : 1;
   struct alignas(64) Chunk {  // (a cache line apart: each is written by one thread)
     StepSums at, at_small;  // at h over every row; at h_s over the redone rows (sums over all)
-    double kept_scale = 0.0, redone_dist_p = 0.0, redone_dist_m = 0.0;
+    double kept_scale = 0.0, kept_dist = 0.0, redone_dist_p = 0.0, redone_dist_m = 0.0;
     int64_t redone = 0;
     std::vector<std::vector<std::pair<int32_t, std::pair<double, double>>>> events_small;  // per event: the redone rows' weights
     std::exception_ptr error;
@@ -348,6 +350,7 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
           for (size_t q = 0; q < E; ++q) ch.events_small[q].push_back({s, {r.evp[q], r.evm[q]}});
         } else {  // kept: (P_s+ - P_s-) = ratio (P+ - P-), P_s+- - P = +- ratio / 2 (P+ - P-)
           ch.kept_scale = std::max(ch.kept_scale, ratio * r.scale);
+          ch.kept_dist = std::max(ch.kept_dist, 0.5 * ratio * r.dist_c);
           for (size_t j = 0; j < J; ++j) {
             const double c = w * r.rc[j] * ratio;
             ch.at_small.acc[j] += c, ch.at_small.acc_p[j] += 0.5 * c, ch.at_small.acc_m[j] -= 0.5 * c;
@@ -400,8 +403,15 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
   }
   if (small && d.rows_redone > 0) {  // (every row smooth at h: the result at h is the answer)
     combine(*sd, &Chunk::at_small, small->h);
-    for (const Chunk& ch : chunks) sd->kink_scale = std::max(sd->kink_scale, ch.kept_scale);
-    if (!add(*sd, &Chunk::at_small, *small->plus, *small->minus, "h_small")) return refuse(sd->why);
+    for (const Chunk& ch : chunks)
+      sd->kink_scale = std::max(sd->kink_scale, ch.kept_scale), sd->kept_distance = std::max(sd->kept_distance, ch.kept_dist);
+    // too many states added at the small step: no result there (the one at h stands; a
+    // caller that needs the small step takes it in a pass of its own, which refuses the same)
+    if (!add(*sd, &Chunk::at_small, *small->plus, *small->minus, "h_small")) sd.reset();
+  } else {
+    sd.reset();
+  }
+  if (sd) {
     // the event weights at the small step: the redone rows', the first step's elsewhere
     sd->events_plus = d.events_plus, sd->events_minus = d.events_minus;
     for (const Chunk& ch : chunks)

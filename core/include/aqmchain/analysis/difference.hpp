@@ -99,8 +99,12 @@ struct ChainDifference {
   /// states are those of the redone rows; `kink_scale` also counts the other rows' entries at h
   /// scaled by h_s / h; `events_plus` / `events_minus` are the redone rows' weights at
   /// theta +- h_s and the weights at theta +- h elsewhere.  Null without a second step, when no
-  /// row was redone (every row is smooth at h), or when `valid` is false.
+  /// row was redone (every row is smooth at h), when the small step adds more than
+  /// `max_added` states (a pass of its own refuses the same), or when `valid` is false.
   std::unique_ptr<ChainDifference> small;
+  /// In `small`: max |P_s+- - P| over the kept rows' entries and event weights, h_s / (2h)
+  /// |P+ - P-| (with the redone rows' distances, the effective sides' largest change).
+  double kept_distance = 0.0;
 };
 
 /// The generators at theta +- h_s for the rows that are not smooth at h, and the relative
