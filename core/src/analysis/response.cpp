@@ -322,11 +322,9 @@ void step_until_absorbed(const TC& tc, std::vector<double> v, const ResponseOpti
       break;
     }
   }
-  if (!res.converged()) {
-    res.status = Status::NotConverged;
+  if (!res.converged())
     res.note = detail::cat("max_steps = ", o.max_steps, " reached with mass ", static_cast<double>(mass),
                            " still in the system");
-  }
   res.iterations = r;
   res.operator_applications = T.applications();
   res.residual = res.remaining_mass = static_cast<double>(mass);
@@ -426,51 +424,55 @@ bool absorbing_moments(const TaggedRows& rows, const std::vector<double>& v, con
   const auto t0 = Clock::now();
   const int64_t T = rows.states;
   if (T < 1 || static_cast<int64_t>(v.size()) != T) return false;
-  // A = -G_TT, rows = from (a column system: (A x)_i sums over the states i moves to); an
-  // empty row (a state never entered) gets a 1 on the diagonal and a 0 on the right.  Its
-  // memory and its ILU(0)'s (12 bytes an entry each) and the solver's vectors are checked
-  // against memory_limit first: the steps need none of it.
-  Eigen::VectorXi sizes(T);
-  for (int64_t i = 0; i < T; ++i)
-    sizes[i] = std::max(1, rows.rp[static_cast<size_t>(i) + 1] - rows.rp[static_cast<size_t>(i)]);
-  const double bytes = 24.0 * static_cast<double>(sizes.cast<double>().sum()) + 8.0 * 16.0 * static_cast<double>(T);
-  if (bytes > o.memory_limit_bytes) return false;
-  Sp A(T, T);
-  A.reserve(sizes);
+  // A = -G_TT (rows = from); the solves are with its transpose, from the law v (row systems
+  // z A = v), so three give every moment.  An empty row (a state never entered) gets a 1 on the
+  // diagonal.  The transpose's memory and its ILU(0)'s (12 bytes an entry each) and the
+  // solver's vectors are checked against memory_limit first: the steps need none of it.
+  Eigen::VectorXi sizes = Eigen::VectorXi::Zero(T);  // entries per row of A^T: per column of A
+  double entries = 0.0;
   for (int64_t i = 0; i < T; ++i) {
     const int32_t b = rows.rp[static_cast<size_t>(i)], e = rows.rp[static_cast<size_t>(i) + 1];
-    if (b == e) A.insert(i, i) = 1.0;
+    if (b == e) ++sizes[i];
     for (int32_t k = b; k < e; ++k) {
       if (k > b && !(rows.col[static_cast<size_t>(k)] > rows.col[static_cast<size_t>(k) - 1]))
         return false;  // the rows' columns must be sorted and merged
-      A.insert(i, rows.col[static_cast<size_t>(k)]) = -rows.val[static_cast<size_t>(k)];
+      ++sizes[rows.col[static_cast<size_t>(k)]];
     }
+    entries += std::max(1, e - b);
   }
-  A.makeCompressed();
+  if (24.0 * entries + 8.0 * 16.0 * static_cast<double>(T) > o.memory_limit_bytes) return false;
+  Sp At(T, T);
+  At.reserve(sizes);
+  for (int64_t i = 0; i < T; ++i) {
+    const int32_t b = rows.rp[static_cast<size_t>(i)], e = rows.rp[static_cast<size_t>(i) + 1];
+    if (b == e) At.insert(i, i) = 1.0;
+    for (int32_t k = b; k < e; ++k) At.insert(rows.col[static_cast<size_t>(k)], i) = -rows.val[static_cast<size_t>(k)];
+  }
+  At.makeCompressed();
   Eigen::BiCGSTAB<Sp, Ilu0> solver;
   solver.setTolerance(1e-15);
   solver.setMaxIterations(static_cast<Eigen::Index>(std::min<long>(o.max_steps, 2000)));
-  solver.compute(A);
+  solver.compute(At);
   if (solver.info() != Eigen::Success) return false;
   check_interrupt();
   long iterations = 0, products = 0;  // BiCGSTAB's steps (two products each) and the residuals' products
   double worst = 0.0;
-  // x with A x = b, or an empty vector when its relative L1 residual stays above 1e-12: the
+  // x with A^T x = b, or an empty vector when its relative L1 residual stays above 1e-12: the
   // solver's recursive residual drifts from the true one, so up to three corrections
-  // x += A^-1 (b - A x) follow while the true residual is above the target
+  // x += A^-T (b - A^T x) follow while the true residual is above the target
   auto solve = [&](const Eigen::VectorXd& b) -> Eigen::VectorXd {
     const double bn = b.lpNorm<1>();
     if (!(bn > 0.0)) return Eigen::VectorXd::Zero(b.size());
     Eigen::VectorXd x = solver.solve(b);
     iterations += static_cast<long>(solver.iterations());
-    Eigen::VectorXd residual = b - A * x;
+    Eigen::VectorXd residual = b - At * x;
     ++products;
     double r = residual.lpNorm<1>() / bn;
     for (int round = 0; round < 3 && !(r <= 1e-12) && x.allFinite(); ++round) {
       check_interrupt();
       x += solver.solve(residual);
       iterations += static_cast<long>(solver.iterations());
-      residual = b - A * x;
+      residual = b - At * x;
       ++products;
       r = residual.lpNorm<1>() / bn;
     }
@@ -479,30 +481,26 @@ bool absorbing_moments(const TaggedRows& rows, const std::vector<double>& v, con
     if (!(r <= 1e-12) || !x.allFinite()) return {};
     return x;
   };
-  Eigen::VectorXd served(T), pushed(T), one = Eigen::VectorXd::Ones(T);
-  for (int64_t i = 0; i < T; ++i) {
-    served[i] = rows.served[static_cast<size_t>(i)];
-    pushed[i] = rows.pushed[static_cast<size_t>(i)];
-    if (rows.rp[static_cast<size_t>(i)] == rows.rp[static_cast<size_t>(i) + 1]) one[i] = 0.0;
-  }
-  const Eigen::VectorXd u = solve(served);
-  if (u.size() == 0) return false;
-  const Eigen::VectorXd po = solve(pushed);  // P(pushed out): 0 without push-out rates (tail drop)
-  if (po.size() == 0) return false;
-  const Eigen::VectorXd t = solve(one);
-  if (t.size() == 0) return false;
-  const Eigen::VectorXd m1 = solve(u);
-  if (m1.size() == 0) return false;
-  const Eigen::VectorXd m2 = solve(2.0 * m1);
-  if (m2.size() == 0) return false;
-  const Eigen::Map<const Eigen::VectorXd> law(v.data(), T);
-  const double ps = law.dot(u);
+  // z = v A^-1 (the expected time spent in each state), w = z A^-1, w2 = w A^-1: with the exit
+  // rates into served and pushed, P(served) = z served, P(pushed) = z pushed, the sojourn
+  // z 1 (over the states entered), E[R 1_served] = w served, E[R^2 1_served] = 2 w2 served
+  const Eigen::VectorXd z = solve(Eigen::Map<const Eigen::VectorXd>(v.data(), T));
+  if (z.size() == 0) return false;
+  const Eigen::VectorXd w = solve(z);
+  if (w.size() == 0) return false;
+  const Eigen::VectorXd w2 = solve(w);
+  if (w2.size() == 0) return false;
+  const Eigen::Map<const Eigen::VectorXd> served(rows.served.data(), T), pushed(rows.pushed.data(), T);
+  double sojourn = 0.0;
+  for (int64_t i = 0; i < T; ++i)
+    if (rows.rp[static_cast<size_t>(i)] != rows.rp[static_cast<size_t>(i) + 1]) sojourn += z[i];
+  const double ps = z.dot(served);
   res.served_prob = ps;
-  res.pushed_out_prob = law.dot(po);
-  res.mean_sojourn = law.dot(t);
+  res.pushed_out_prob = z.dot(pushed);
+  res.mean_sojourn = sojourn;
   if (ps > 0.0) {
-    res.mean_response = law.dot(m1) / ps;
-    res.var_response = law.dot(m2) / ps - res.mean_response * res.mean_response;
+    res.mean_response = w.dot(served) / ps;
+    res.var_response = 2.0 * w2.dot(served) / ps - res.mean_response * res.mean_response;
   }
   res.served_pmf.clear();
   res.remaining_mass = 0.0;

@@ -1004,8 +1004,7 @@ std::vector<ResponseResult> class_steered_response(const QueueChain& c, const st
     }
     // continuous time, when the linear solves do not converge: P = I + G / Lambda on the tagged
     // states, absorption probabilities rate / Lambda, stepped as in slotted time
-    auto uniformise = [&] {
-      if (!(lambda > 0.0)) return;
+    auto uniformise = [&] {  // (called with lambda > 0 only)
       for (int64_t i = 0; i < T; ++i)
         for (int32_t e = tr.rp[static_cast<size_t>(i)]; e < tr.rp[static_cast<size_t>(i) + 1]; ++e)
           tr.val[static_cast<size_t>(e)] = (tr.col[static_cast<size_t>(e)] == i ? 1.0 : 0.0) + tr.val[static_cast<size_t>(e)] / lambda;

@@ -542,6 +542,8 @@ def test_class_blind_red_gives_every_class_the_classless_loss(policy):
         # a Poisson source's classes see the same law: under front drop too (the tagged chain
         # on the two-class chain against the classless model's, on its one-class chain)
         assert list(r.classes.values())[k].mean_response == pytest.approx(ref.mean_response, rel=1e-10)
+        # and the exact tagged computation on the exact chain (the packets' order kept)
+        assert list(r.classes.values())[k].mean_response == pytest.approx(exact_tagged_response(s, k)[0], rel=1e-10)
     assert r.loss == pytest.approx(ref.loss, rel=1e-10)
     assert sum(c.throughput for c in r.classes.values()) == pytest.approx(ref.throughput, rel=1e-10)
 

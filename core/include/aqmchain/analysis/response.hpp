@@ -84,13 +84,13 @@ void tagged_absorption(const TaggedRows& rows, std::vector<double> v, const Resp
 
 /// Continuous time: the tagged packet's absorption from its generator rows (`rows` holds rates:
 /// the diagonal minus the exit rate, `served` and `pushed` the rates into the two absorbing
-/// states; an empty row is a state never entered) by linear solves with A = -G_TT, one
-/// ILU(0)-preconditioned BiCGSTAB for each of A u = served (P(served)), A p = pushed (P(pushed
-/// out)), A t = 1 (the sojourn),
-/// A m1 = u (E[R 1_served]) and A m2 = 2 m1 (E[R^2 1_served]), started from the normalised law
-/// v.  Fills res (no pmf: R has a density) and returns true when every solve's relative L1
-/// residual is at most 1e-12 (after up to three corrections x += A^-1 (b - A x)); false (res
-/// untouched) otherwise, or when A, its ILU(0) and the solver's vectors would exceed
+/// states; an empty row is a state never entered) by linear solves with A = -G_TT from the
+/// normalised law v, one ILU(0)-preconditioned BiCGSTAB (on A^T) for each of z A = v (the
+/// expected time in each state: P(served) = z served, P(pushed out) = z pushed, the sojourn
+/// z 1), w A = z (E[R 1_served] = w served) and w2 A = w (E[R^2 1_served] = 2 w2 served).
+/// Fills res (no pmf: R has a density) and returns true when every solve's relative L1
+/// residual is at most 1e-12 (after up to three corrections x += A^-T (b - A^T x)); false
+/// (res untouched) otherwise, or when A^T, its ILU(0) and the solver's vectors would exceed
 /// options.memory_limit_bytes, or a row's columns are not sorted and merged; the caller then
 /// steps the uniformised chain instead.
 bool absorbing_moments(const TaggedRows& rows, const std::vector<double>& v, const ResponseOptions& options,
