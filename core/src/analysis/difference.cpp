@@ -64,6 +64,33 @@ struct RowPair {
   std::vector<int32_t> ucol;       // the union of the three rows' columns
   std::vector<double> u0, up, um;  // their values (0 where a row lacks the entry)
   std::vector<char> hp, hm;        // whether each side has the base row's entries
+  /// The base row's columns by hash (open addressing, linear probing, at most half full):
+  /// slot_col[i] a column (-1: empty), slot_pos[i] its position in the row.
+  std::vector<int32_t> slot_col, slot_pos;
+  uint32_t slot_shift = 32;
+  /// A hash table of the base row's columns `col[0..len)`.
+  void index(const int32_t* col, size_t len) {
+    size_t size = 8;
+    int bits = 3;
+    while (size < 2 * len) size *= 2, ++bits;
+    slot_col.assign(size, -1), slot_pos.resize(size);
+    slot_shift = static_cast<uint32_t>(32 - bits);
+    const size_t mask = size - 1;
+    for (size_t i = 0; i < len; ++i) {
+      size_t h = slot(col[i]);
+      while (slot_col[h] >= 0) h = (h + 1) & mask;
+      slot_col[h] = col[i], slot_pos[h] = static_cast<int32_t>(i);
+    }
+  }
+  size_t slot(int32_t t) const { return (static_cast<uint32_t>(t) * 0x9E3779B1u) >> slot_shift; }
+  /// The position of column t in the base row, or -1.
+  int32_t find(int32_t t) const {
+    const size_t mask = slot_col.size() - 1;
+    for (size_t h = slot(t);; h = (h + 1) & mask) {
+      if (slot_col[h] == t) return slot_pos[h];
+      if (slot_col[h] < 0) return -1;
+    }
+  }
   std::vector<double> rc, rp, rm;  // per adjoint vector: (P+ - P-) y, (P+ - P) y, (P- - P) y over the row
   double excess = 0.0, scale = 0.0, dist_p = 0.0, dist_m = 0.0;
   double dist_c = 0.0;   // max |P+ - P-| over the row's entries and event weights
@@ -96,6 +123,7 @@ void pair_row(const Chain& base, const TransitionGenerator& plus, const Transiti
   r.u0.assign(base.val.begin() + b, base.val.begin() + e);
   r.up.assign(len0, 0.0), r.um.assign(len0, 0.0);
   r.hp.assign(len0, 0), r.hm.assign(len0, 0);
+  r.index(base.col.data() + b, len0);
   r.evp.resize(E), r.evm.resize(E);
   r.extra[0].clear(), r.extra[1].clear();
   r.excess = r.scale = r.dist_p = r.dist_m = r.dist_c = 0.0;
@@ -122,18 +150,16 @@ void pair_row(const Chain& base, const TransitionGenerator& plus, const Transiti
         st.out[side].push_back({s, k, v});
         continue;
       }
-      const size_t pos =
-          static_cast<size_t>(std::lower_bound(r.ucol.begin(), r.ucol.begin() + len0, t) - r.ucol.begin());
-      if (pos < len0 && r.ucol[pos] == t)
-        u[pos] += v, has[pos] = 1;
+      const int32_t pos = r.find(t);
+      if (pos >= 0)
+        u[static_cast<size_t>(pos)] += v, has[static_cast<size_t>(pos)] = 1;
       else
         r.extra[side].push_back({t, v});
     }
     if (continuous) {
-      const size_t pos =
-          static_cast<size_t>(std::lower_bound(r.ucol.begin(), r.ucol.begin() + len0, s) - r.ucol.begin());
-      if (pos < len0 && r.ucol[pos] == s)
-        u[pos] += -out_rate, has[pos] = 1;
+      const int32_t pos = r.find(s);
+      if (pos >= 0)
+        u[static_cast<size_t>(pos)] += -out_rate, has[static_cast<size_t>(pos)] = 1;
       else
         r.extra[side].push_back({s, -out_rate});
     }

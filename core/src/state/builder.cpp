@@ -144,15 +144,7 @@ const std::vector<double>& Chain::event(const std::string& name) const {
   throw std::out_of_range("the chain has no event '" + name + "'");
 }
 
-int64_t Chain::key_of(int32_t s) const {
-  int64_t k = 0;
-  for (int c = 0; c < space.count(); ++c) k += space.stride(c) * labels[c][s];
-  return k;
-}
-
-int32_t Chain::index_of_key(int64_t key) const {
-  if (key < 0 || key >= space.product()) return -1;
-  if (!rank_.empty()) return rank_[static_cast<size_t>(key)];
+int32_t Chain::hashed_index_of(int64_t key) const {
   const auto it = std::lower_bound(keys_.begin(), keys_.end(), key);
   return it != keys_.end() && *it == key ? static_cast<int32_t>(it - keys_.begin()) : -1;
 }

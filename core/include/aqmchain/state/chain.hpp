@@ -121,14 +121,24 @@ class Chain {
   /// Weights of the event called `name` (std::out_of_range when absent).
   const std::vector<double>& event(const std::string& name) const;
   /// Key of state s.
-  int64_t key_of(int32_t s) const;
-  /// Index of the state with this key, or -1 when it is not reachable.
-  int32_t index_of_key(int64_t key) const;
+  int64_t key_of(int32_t s) const {
+    int64_t k = 0;
+    for (int c = 0; c < space.count(); ++c) k += space.stride(c) * labels[static_cast<size_t>(c)][static_cast<size_t>(s)];
+    return k;
+  }
+  /// Index of the state with this key, or -1 when it is not reachable (inline: on the hot
+  /// path of every pass over the rows).
+  int32_t index_of_key(int64_t key) const {
+    if (key < 0 || key >= space.product()) return -1;
+    if (!rank_.empty()) return rank_[static_cast<size_t>(key)];
+    return hashed_index_of(key);
+  }
   /// Index of the state with these component values, or -1 (std::out_of_range on a bad tuple).
   int32_t index_of(const std::vector<int32_t>& values) const;
 
  private:
   friend struct ChainIndex;  // the builder
+  int32_t hashed_index_of(int64_t key) const;
   std::vector<int32_t> rank_;   ///< dense index: key -> state (-1: unreachable); empty when hashed
   std::vector<int64_t> keys_;   ///< hashed index: sorted keys of the states
 };
