@@ -658,7 +658,7 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
     entries of the base chain's rows (and perhaps states), or a model at a step is refused
     (:func:`_derivative` then builds the chains)."""
     h0 = opts["rel_step"] * abs(theta) if theta != 0 else opts["abs_step"]
-    adjoints = [np.ascontiguousarray(Y[:, j]) for j in range(Y.shape[1])]
+    adjoints = np.ascontiguousarray(Y)  # a row per state: an entry's J values adjacent
 
     def model(delta):
         try:

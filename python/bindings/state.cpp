@@ -216,7 +216,7 @@ void define_state(py::module_& m) {
       "chain_difference",
       [](const QueueChain& c, const Model& plus, const Model& minus, const std::string& classes, double h,
          const py::array_t<double, py::array::c_style | py::array::forcecast>& pi,
-         const std::vector<py::array_t<double, py::array::c_style | py::array::forcecast>>& adjoints,
+         const py::array_t<double, py::array::c_style | py::array::forcecast>& adjoints,
          int64_t max_added, const Model* plus_small, const Model* minus_small, double h_small,
          double kink_tolerance) {
         // a caller's error, not a model's (sensitivity.py falls back to building chains on ModelError)
@@ -229,8 +229,11 @@ void define_state(py::module_& m) {
         length("pi", pi);
         if ((plus_small == nullptr) != (minus_small == nullptr))
           throw std::invalid_argument("arguments 'plus_small' and 'minus_small' must be given together");
-        std::vector<const double*> ys;
-        for (const auto& a : adjoints) length("adjoints", a), ys.push_back(a.data());
+        if (adjoints.ndim() != 2 || adjoints.shape(0) != c.n)
+          throw std::invalid_argument(detail::cat("argument 'adjoints' must be a matrix with a row per state of the "
+                                                  "chain (", c.n, " rows, a column per adjoint vector), got an array "
+                                                  "of ", adjoints.ndim(), " dimensions and ", adjoints.size(), " values"));
+        const Adjoints ys(adjoints.data(), static_cast<size_t>(adjoints.shape(1)));
         ChainDifference d;
         std::vector<double> grid_plus, grid_minus, grid_plus_small, grid_minus_small;
         {
@@ -304,7 +307,8 @@ void define_state(py::module_& m) {
       "The central difference of the chain's matrix between the models `plus` (theta + h) and `minus` (theta - h), "
       "generated row by row on the chain's states: dict with valid (False: `why` says why the chains must be "
       "built), plus_same_support, minus_same_support and sides_same_support (the rows' entries unchanged), "
-      "plus_drops and minus_drops (a side lacks an entry of the chain: its chain may not reach every state), products (pi (P+ - P-) y / (2h) per adjoint vector y), products_plus and "
+      "plus_drops and minus_drops (a side lacks an entry of the chain: its chain may not reach every state), products (pi (P+ - P-) y / (2h) per adjoint vector y, the columns of `adjoints`, an n x J "
+      "matrix), products_plus and "
       "products_minus (pi (P+ - P) y and pi (P- - P) y), distance_plus and distance_minus (max |P+ - P|, "
       "max |P- - P|), events_plus and "
       "events_minus (per event, per state), kink_excess and kink_scale (smoothness across the step), grid_plus and "

@@ -290,7 +290,7 @@ TEST(ChainDifference, ProductsAreThoseOfTheBuiltChainsAndAddedStatesTheirs) {
     ASSERT_EQ(cp.n, c.n);
     ASSERT_EQ(cm.n, c.n);
     const auto gp = queue_generator(mp), gm = queue_generator(mm);
-    const ChainDifference d = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n);
+    const ChainDifference d = chain_difference(c, *gp, *gm, h, pi.data(), {y.data(), 1}, c.n);
     ASSERT_TRUE(d.valid) << d.why;
     EXPECT_TRUE(d.plus_same_support && d.minus_same_support && !d.plus_drops && !d.minus_drops);
     EXPECT_EQ(d.added_plus.count() + d.added_minus.count(), 0);
@@ -319,7 +319,7 @@ TEST(ChainDifference, ProductsAreThoseOfTheBuiltChainsAndAddedStatesTheirs) {
     const QueueChain cm = build_chain(mm);
     ASSERT_GT(cm.n, c.n);
     const auto gp = queue_generator(mp), gm = queue_generator(mm);
-    const ChainDifference d = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n);
+    const ChainDifference d = chain_difference(c, *gp, *gm, h, pi.data(), {y.data(), 1}, c.n);
     ASSERT_TRUE(d.valid) << d.why;
     EXPECT_EQ(d.added_plus.count(), 0);
     ASSERT_EQ(d.added_minus.count(), cm.n - c.n);
@@ -362,14 +362,14 @@ TEST(ChainDifference, ProductsAreThoseOfTheBuiltChainsAndAddedStatesTheirs) {
       for (size_t e = 0; e < c.event_names.size(); ++e) EXPECT_EQ(a.events[e][i], cm.events[e][t]);
     }
     // a budget below the added states leaves the result invalid, saying why
-    const ChainDifference small = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, a.count() - 1);
+    const ChainDifference small = chain_difference(c, *gp, *gm, h, pi.data(), {y.data(), 1}, a.count() - 1);
     EXPECT_FALSE(small.valid);
     EXPECT_NE(small.why.find("states are added"), std::string::npos);
   }
   // a parameter that leaves P alone: both sides are the chain's own model, nothing moves
   {
     const auto g = queue_generator(red_model(0.2, 0.5));
-    const ChainDifference d = chain_difference(c, *g, *g, h, pi.data(), {y.data()}, c.n);
+    const ChainDifference d = chain_difference(c, *g, *g, h, pi.data(), {y.data(), 1}, c.n);
     ASSERT_TRUE(d.valid) << d.why;
     EXPECT_TRUE(d.plus_same_support && d.minus_same_support && d.sides_same_support);
     EXPECT_EQ(d.kink_scale, 0.0);  // the differences of the duplicates' summation order count as 0
@@ -380,7 +380,7 @@ TEST(ChainDifference, ProductsAreThoseOfTheBuiltChainsAndAddedStatesTheirs) {
     Model other = red_model(0.2, 0.5);
     other.grid.k = 2;
     const auto g = queue_generator(other);
-    const ChainDifference d = chain_difference(c, *g, *g, h, pi.data(), {y.data()}, c.n);
+    const ChainDifference d = chain_difference(c, *g, *g, h, pi.data(), {y.data(), 1}, c.n);
     EXPECT_FALSE(d.valid);
     EXPECT_NE(d.why.find("descriptor"), std::string::npos);
   }
@@ -421,7 +421,7 @@ TEST(ChainDifference, ASmallStepRedoesTheRowsNotSmoothAndKeepsTheOthersCentral) 
   const Model msp = red_model(0.2, 0.5 + hs), msm = red_model(0.2, 0.5 - hs);
   const auto gp = queue_generator(mp), gm = queue_generator(mm), gsp = queue_generator(msp), gsm = queue_generator(msm);
   const SmallStep small{gsp.get(), gsm.get(), hs, 1e-6};
-  const ChainDifference d = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n, &small);
+  const ChainDifference d = chain_difference(c, *gp, *gm, h, pi.data(), {y.data(), 1}, c.n, &small);
   ASSERT_TRUE(d.valid) << d.why;
   ASSERT_TRUE(d.small != nullptr);
   const ChainDifference& sd = *d.small;
@@ -430,7 +430,7 @@ TEST(ChainDifference, ASmallStepRedoesTheRowsNotSmoothAndKeepsTheOthersCentral) 
   EXPECT_GT(d.rows_redone, 0);
   EXPECT_LT(d.rows_redone, c.n);  // the others keep their central quotient
   // at h, every result is that of the pass without a second step
-  const ChainDifference plain = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n);
+  const ChainDifference plain = chain_difference(c, *gp, *gm, h, pi.data(), {y.data(), 1}, c.n);
   EXPECT_EQ(d.products, plain.products);
   EXPECT_EQ(d.products_minus, plain.products_minus);
   EXPECT_EQ(d.added_minus.keys, plain.added_minus.keys);
@@ -475,14 +475,14 @@ TEST(ChainDifference, ASmallStepRedoesTheRowsNotSmoothAndKeepsTheOthersCentral) 
                 psm = red_model(0.2 - hs, 0.5);
     const auto a = queue_generator(pp), b = queue_generator(pm), sa = queue_generator(psp), sb = queue_generator(psm);
     const SmallStep st{sa.get(), sb.get(), hs, 1e-6};
-    const ChainDifference e = chain_difference(c, *a, *b, h, pi.data(), {y.data()}, c.n, &st);
+    const ChainDifference e = chain_difference(c, *a, *b, h, pi.data(), {y.data(), 1}, c.n, &st);
     ASSERT_TRUE(e.valid);
     EXPECT_EQ(e.rows_redone, 0);
     EXPECT_TRUE(e.small == nullptr);  // the result at h is the answer
   }
   // a second step that is not smaller is refused, naming it
   const SmallStep wrong{gsp.get(), gsm.get(), 2.0 * h, 1e-6};
-  EXPECT_THROW(chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n, &wrong), ModelError);
+  EXPECT_THROW(chain_difference(c, *gp, *gm, h, pi.data(), {y.data(), 1}, c.n, &wrong), ModelError);
 }
 
 TEST(ChainDifference, ThreadsGiveTheSameProducts) {
@@ -498,9 +498,9 @@ TEST(ChainDifference, ThreadsGiveTheSameProducts) {
   const Model mp = red_model(0.1 + h, 0.01, big), mm = red_model(0.1 - h, 0.01, big);
   const auto gp = queue_generator(mp), gm = queue_generator(mm);
   const int before = set_num_threads(1);
-  const ChainDifference one = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n);
+  const ChainDifference one = chain_difference(c, *gp, *gm, h, pi.data(), {y.data(), 1}, c.n);
   set_num_threads(2);
-  const ChainDifference two = chain_difference(c, *gp, *gm, h, pi.data(), {y.data()}, c.n);
+  const ChainDifference two = chain_difference(c, *gp, *gm, h, pi.data(), {y.data(), 1}, c.n);
   set_num_threads(before);
   ASSERT_TRUE(one.valid && two.valid);
   // the same terms summed in other chunks: within (terms) eps of the sum of their magnitudes
@@ -522,9 +522,9 @@ TEST(ChainDifference, ThreadsGiveTheSameProducts) {
     const auto sa = queue_generator(red_model(0.1, 0.01, shi)), sb = queue_generator(red_model(0.1, 0.01, slo));
     const SmallStep st{sa.get(), sb.get(), hs, 1e-6};
     set_num_threads(1);
-    const ChainDifference s1 = chain_difference(c, *a, *b, h, pi.data(), {y.data()}, c.n, &st);
+    const ChainDifference s1 = chain_difference(c, *a, *b, h, pi.data(), {y.data(), 1}, c.n, &st);
     set_num_threads(2);
-    const ChainDifference s2 = chain_difference(c, *a, *b, h, pi.data(), {y.data()}, c.n, &st);
+    const ChainDifference s2 = chain_difference(c, *a, *b, h, pi.data(), {y.data(), 1}, c.n, &st);
     set_num_threads(before);
     ASSERT_TRUE(s1.valid && s2.valid && s1.small && s2.small);
     EXPECT_GT(s1.rows_redone, 0);

@@ -108,7 +108,7 @@ struct RowPair {
 /// The row of state s (key `key`) at both sides, into r, with its flags folded into st (entries
 /// outside the chain set aside there); the products with the adjoints when `w` (pi_s) is not 0.
 void pair_row(const Chain& base, const TransitionGenerator& plus, const TransitionGenerator& minus, int32_t s,
-              int64_t key, double w, const std::vector<const double*>& adjoints, RowPair& r, StepSums& st) {
+              int64_t key, double w, const Adjoints& adjoints, RowPair& r, StepSums& st) {
   constexpr double kEps = std::numeric_limits<double>::epsilon();
   const bool continuous = base.time == TimeKind::Continuous;
   const int64_t product = base.space.product();
@@ -215,16 +215,18 @@ void pair_row(const Chain& base, const TransitionGenerator& plus, const Transiti
   st.excess = std::max(st.excess, r.excess), st.scale = std::max(st.scale, r.scale);
   st.dist_p = std::max(st.dist_p, r.dist_p), st.dist_m = std::max(st.dist_m, r.dist_m);
   r.rc.assign(J, 0.0), r.rp.assign(J, 0.0), r.rm.assign(J, 0.0);
-  if (w != 0.0)
-    for (size_t j = 0; j < J; ++j) {
-      const double* y = adjoints[j];
-      double rc = 0.0, rp = 0.0, rm = 0.0;
-      for (size_t i = 0; i < len; ++i) {
-        const double yk = y[r.ucol[i]];
-        rc += (r.up[i] - r.um[i]) * yk, rp += (r.up[i] - r.u0[i]) * yk, rm += (r.um[i] - r.u0[i]) * yk;
-      }
-      r.rc[j] = rc, r.rp[j] = rp, r.rm[j] = rm;
+  if (w != 0.0) {
+    // entry by entry, its J adjoint values adjacent; each sum still runs over the entries in
+    // order (the same sums as one vector at a time)
+    double* rc = r.rc.data();
+    double* rp = r.rp.data();
+    double* rm = r.rm.data();
+    for (size_t i = 0; i < len; ++i) {
+      const double* yk = adjoints.data + static_cast<size_t>(r.ucol[i]) * J;
+      const double c = r.up[i] - r.um[i], p = r.up[i] - r.u0[i], m = r.um[i] - r.u0[i];
+      for (size_t j = 0; j < J; ++j) rc[j] += c * yk[j], rp[j] += p * yk[j], rm[j] += m * yk[j];
     }
+  }
 }
 
 /// The states a side adds, explored from the entries `out` into them with that side's
@@ -288,7 +290,7 @@ bool added_states(const Chain& base, const TransitionGenerator& g, const std::ve
 }  // namespace
 
 ChainDifference chain_difference(const Chain& base, const TransitionGenerator& plus, const TransitionGenerator& minus,
-                                 double h, const double* pi, const std::vector<const double*>& adjoints,
+                                 double h, const double* pi, const Adjoints& adjoints,
                                  int64_t max_added, const SmallStep* small) {
   const auto t0 = std::chrono::steady_clock::now();
   const int32_t n = base.n;

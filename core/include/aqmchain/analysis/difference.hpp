@@ -107,6 +107,16 @@ struct ChainDifference {
   double kept_distance = 0.0;
 };
 
+/// The adjoint vectors y_j as the columns of a row-major n x J matrix (y_j at state t is
+/// data[t J + j]): the J values an entry of P is multiplied into are adjacent (one or two
+/// cache lines instead of J scattered reads).
+struct Adjoints {
+  const double* data;
+  size_t count;
+  Adjoints(const double* d, size_t j) : data(d), count(j) {}
+  size_t size() const { return count; }
+};
+
 /// The generators at theta +- h_s for the rows that are not smooth at h, and the relative
 /// excess over which a row counts as not smooth (a row's excess above kink_tolerance times
 /// its own scale).
@@ -120,12 +130,12 @@ struct SmallStep {
 /// The difference along one parameter of `base` (built from a generator of the same family)
 /// between the generators at theta + h (`plus`) and theta - h (`minus`, or any other point for
 /// the raw products), h > 0; `pi` the
-/// stationary vector and `adjoints` the vectors y_j, each of the chain's size (the caller checks);
+/// stationary vector and `adjoints` the vectors y_j (of the chain's size: the caller checks);
 /// a side that adds more than `max_added` states leaves the result invalid.  `small`: the
 /// second step (0 < h_s < h) taken on the rows not smooth at h, or null.  Runs over the
 /// states on the core's threads; honours check_interrupt().
 ChainDifference chain_difference(const Chain& base, const TransitionGenerator& plus, const TransitionGenerator& minus,
-                                 double h, const double* pi, const std::vector<const double*>& adjoints,
+                                 double h, const double* pi, const Adjoints& adjoints,
                                  int64_t max_added, const SmallStep* small = nullptr);
 
 }  // namespace aqm
