@@ -30,7 +30,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", nargs="+", default=["geo_k4", "ssmp_k4"])
-    ap.add_argument("--metric", default="mean_queue")
+    ap.add_argument("--metric", default="mean_queue", help="a metric, or all (every metric of the result at once)")
     ap.add_argument("--method", default="auto", choices=S.SENSITIVITY_METHODS)
     ap.add_argument("--differences", nargs="+", default=["rows"], choices=S.SENSITIVITY_DIFFERENCES,
                     help="how dP/dtheta is formed; several: one gradient each, in this order, in the same run")
@@ -38,6 +38,8 @@ def main() -> None:
     ap.add_argument("--fd-params", nargs="+", default=["aqm.p_max", "service.mu", "source.alpha", "source.q"])
     ap.add_argument("--fd-step", type=float, default=1e-4, help="H relative to the parameter (1e-4)")
     args = ap.parse_args()
+    if args.fd and args.metric == "all":
+        ap.error("--fd checks one metric: give --metric NAME")
     rows = []
     for case in args.cases:
         model = model_for(case)
@@ -46,14 +48,19 @@ def main() -> None:
         solve = time.perf_counter() - t
         for differences in args.differences:
             t = time.perf_counter()
-            sens = r.sensitivities(metrics=[args.metric], method=args.method, differences=differences)
+            every = args.metric == "all"
+            sens = r.sensitivities(metrics=None if every else [args.metric], method=args.method,
+                                   differences=differences)
             grad = time.perf_counter() - t
+            shown = list(sens.metrics) if every else [args.metric]
             row = {"case": case, "states": int(r.states), "differences": differences, "solve_s": solve,
                    "gradient_s": grad, "ratio": grad / solve, "parameters": len(sens.parameters),
-                   "adjoint": sens.info["method"], "adjoint_iterations": sens.info["iterations"][args.metric],
+                   "metrics": len(shown), "adjoint_solves": sens.info.get("adjoint_solves"),
+                   "adjoint": sens.info["method"],
+                   "adjoint_iterations": {m: sens.info["iterations"][m] for m in shown},
                    "solve_iterations": r.info.iterations, "seconds": sens.info["seconds"],
-                   "residual": sens.info["residuals"][args.metric], "formed": sens.info["differences"],
-                   "notes": sens.notes, "values": sens.values[args.metric]}
+                   "residual": max(sens.info["residuals"][m] for m in shown), "formed": sens.info["differences"],
+                   "notes": sens.notes, "values": {m: sens.values[m] for m in shown}}
             print(json.dumps(row, indent=1), flush=True)
         if args.fd:
             doc = S._frozen_doc(r.chain)

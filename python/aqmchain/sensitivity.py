@@ -937,18 +937,26 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
         met, r = vectors[m], ratios[m]
         c = sum(w * (a - ri * b) / _dot(pi, b) for w, ri, (a, b) in zip(met.weights(r), r, met.pairs))
         rhs_all.append(c - _dot(pi, c))
+    # metrics whose right-hand sides are equal (their vectors coincide on this model, e.g.
+    # loss_aqm and aqm_decision_prob without ECN marking) share one solve: `first[j]` is the
+    # metric whose solve metric j takes, `solved` the metrics solved
+    first = _first_equal(rhs_all)
+    solved = [j for j in range(len(names)) if first[j] == j]
     Y = np.zeros((chain.n, len(names)))
     residuals, iterations = {}, {}
     adjoint_note = ""
     t_factor = 0.0
     if method in ("auto", "krylov") and names:
-        out = _core.solve_poisson(chain, [np.ascontiguousarray(v) for v in rhs_all], k, opts["tol"],
+        out = _core.solve_poisson(chain, [np.ascontiguousarray(rhs_all[j]) for j in solved], k, opts["tol"],
                                   opts["max_iter"])
         t_factor = out["seconds"].get("setup", 0.0)
         if out["status"] == "converged":
-            Y[:] = np.asarray(out["h"]).T
+            h = np.asarray(out["h"]).T
+            its = dict(zip(solved, out["iterations"]))
+            for j, m in enumerate(names):
+                Y[:, j] = h[:, solved.index(first[j])]
+                iterations[m] = int(its[first[j]])
             method = "krylov"
-            iterations = {m: int(i) for m, i in zip(names, out["iterations"])}
         elif method == "krylov":
             raise _core.SolverError(f"the adjoint solve (krylov) did not converge: {out['note']}; "
                                     "use method='direct' or 'gmres'")
@@ -962,6 +970,9 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
         keep, A_red, solve = _adjoint_solver(A.tocsr(), k, method, opts)
         t_factor += time.perf_counter() - t0
         for j, m in enumerate(names):
+            if first[j] != j:  # solved with an earlier metric
+                Y[:, j], iterations[m] = Y[:, first[j]], iterations[names[first[j]]]
+                continue
             y, its = solve(rhs_all[j][keep])
             Y[keep, j] = y
             iterations[m] = int(its)
@@ -1040,13 +1051,26 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
             record(p, theta, sides, note, h)
     t_params = time.perf_counter() - t0
     info = {"method": method, "states": int(chain.n), "fixed_state": k, "residuals": residuals, "note": adjoint_note,
-            "iterations": iterations, "skipped_metrics": skipped,
+            "iterations": iterations, "skipped_metrics": skipped, "adjoint_solves": len(solved),
+            "shared_adjoints": {m: names[first[j]] for j, m in enumerate(names) if first[j] != j},
             "differences": {p: differences[p] for p in params if p in differences},
             "row_passes": {p: v for p, v in row_passes.items() if differences.get(p) == "rows"},
             "seconds": {"adjoint_factor": t_factor, "adjoint": t_adjoint, "parameters": t_params,
                         "total": time.perf_counter() - t_start}}
     return Sensitivities(out, values, thetas, notes, one_sided, steps, info,
                          {m: Y[:, j] for j, m in enumerate(names)})
+
+
+def _first_equal(vectors: list[np.ndarray]) -> list[int]:
+    """Per vector, the index of the first vector equal to it (itself when none before is)."""
+    first, seen = [], {}
+    for j, v in enumerate(vectors):
+        key = hash(np.ascontiguousarray(v).tobytes())
+        i = next((i for i in seen.get(key, []) if np.array_equal(vectors[i], v)), j)
+        if i == j:
+            seen.setdefault(key, []).append(j)
+        first.append(i)
+    return first
 
 
 def _scale(metric: _Metric) -> float:

@@ -271,6 +271,29 @@ def test_adjoint_matters_and_metrics_do_not_mix():
     assert max(both.info["residuals"].values()) < 1e-10
 
 
+@pytest.mark.parametrize("method", ["auto", "direct"])
+def test_equal_right_hand_sides_share_one_solve(method):
+    """Without ECN marking every AQM decision is a drop: loss_aqm and aqm_decision_prob have the
+    same vectors, so the same adjoint system; it is solved once and both metrics take its
+    solution.  Each shared metric's derivatives equal those of a call that asks for it alone
+    (its own solve) within the sensitivities' accuracy target (1e-6 relative)."""
+    base = _solve(SLOTTED)
+    params = ["aqm.p_max", "aqm.w", "service.mu"]
+    every = base.sensitivities(params=params, method=method)
+    names = list(every.metrics)
+    assert every.info["shared_adjoints"]["aqm_decision_prob"] == "loss_aqm"
+    assert every.info["adjoint_solves"] == len(names) - len(every.info["shared_adjoints"])
+    for m, first in every.info["shared_adjoints"].items():
+        assert np.array_equal(every.adjoints[m], every.adjoints[first])
+        assert every.info["iterations"][m] == every.info["iterations"][first]
+        alone = base.sensitivities(metrics=[m], params=params, method=method)
+        assert alone.info["adjoint_solves"] == 1 and not alone.info["shared_adjoints"]
+        for p in params:
+            assert every.values[m][p] == pytest.approx(alone.values[m][p], rel=1e-6, abs=1e-12), (m, p)
+    # metrics with other right-hand sides keep their own solves (loss counts overflow too)
+    assert "loss" not in every.info["shared_adjoints"] and "mean_queue" not in every.info["shared_adjoints"]
+
+
 @pytest.mark.parametrize("doc", [SLOTTED, CONTINUOUS, CLASSES], ids=["slotted", "continuous", "classes"])
 def test_adjoint_methods_agree(doc):
     """The core's Krylov adjoint (auto's first choice), SuperLU and SciPy's GMRES: the same
