@@ -355,12 +355,21 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         _say(args, "\ndiscretisation error estimate (grids with 4x, 2x, 1x the steps):\n"
              + result.error_estimate.table())
     sens = None
-    if args.sensitivities:
+    if args.sensitivities or args.sensitivity_metrics or args.sensitivity_params:
+        flags = {"metrics": "--sensitivity-metrics", "params": "--sensitivity-params"}
         with _progress.activity(_progress_on(args), "aqmchain: sensitivities"):
-            sens = result.sensitivities()
-        _say(args, f"\nsensitivities ({sens.info['method']} adjoint, {sens.info['seconds']['total']:.3g} s; "
-             "all metrics in the JSON output):\n" + "\n\n".join(
-                 sens.table(m) for m in ("mean_queue", "loss", "mean_response") if m in sens.values))
+            try:
+                sens = result.sensitivities(metrics=args.sensitivity_metrics, params=args.sensitivity_params)
+            except _core.OptionError as exc:  # named by its flag here, not by the function's argument
+                param = getattr(exc, "param", None)
+                if param not in flags:
+                    raise
+                raise _core.OptionError(str(exc).replace(f"solver option '{param}'", f"option '{flags[param]}'")) from None
+        shown = [m for m in (args.sensitivity_metrics or ("mean_queue", "loss", "mean_response")) if m in sens.values]
+        more = len(sens.values) - len(shown)
+        _say(args, f"\nsensitivities ({sens.info['method']} adjoint, {sens.info['seconds']['total']:.3g} s"
+             + (f"; {more} more metrics in the JSON output" if more else "") + "):\n"
+             + "\n\n".join(sens.table(m) for m in shown))
     if args.json:
         _write_json(args, {**_capped_dict(result), **(sens.to_dict() if sens is not None else {})})
     if args.csv:
@@ -1063,6 +1072,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also d(metric)/d(parameter) of every scalar metric by every continuous parameter (model-file "
                         "keys), one adjoint solve per metric (JSON keys sensitivities, elasticities; "
                         "docs/sensitivities.md)")
+    s.add_argument("--sensitivity-metrics", nargs="+", metavar="METRIC",
+                   help="sensitivities of these metrics only (implies --sensitivities; default every scalar metric): "
+                        "one adjoint solve each")
+    s.add_argument("--sensitivity-params", nargs="+", metavar="KEY",
+                   help="sensitivities by these parameters only, model-file keys such as aqm.p_max (implies "
+                        "--sensitivities; default every continuous parameter): one pass over the chain's rows each")
     s.set_defaults(func=_cmd_solve)
 
     si = _sub(sub, "simulate")

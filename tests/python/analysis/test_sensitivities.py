@@ -449,6 +449,22 @@ def test_cli_sensitivities(tmp_path):
     api = _solve(SLOTTED).sensitivities()
     assert doc["sensitivities"]["mean_queue"]["aqm.p_max"] == pytest.approx(
         api.values["mean_queue"]["aqm.p_max"], rel=1e-9)
+    # only some metrics and parameters: the same numbers, nothing else computed
+    code, text, err = run_cli("solve", model, "--sensitivity-metrics", "var_queue", "loss",
+                              "--sensitivity-params", "aqm.w", "service.mu", "--json", out)
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    assert set(doc["sensitivities"]) == {"var_queue", "loss"}
+    assert all(set(row) == {"aqm.w", "service.mu"} for row in doc["sensitivities"].values())
+    for m in ("var_queue", "loss"):
+        for p in ("aqm.w", "service.mu"):
+            assert doc["sensitivities"][m][p] == pytest.approx(api.values[m][p], rel=1e-9), (m, p)
+    assert "var_queue" in text and "more metrics" not in text
+    # a wrong name is refused naming the flag, the bound and the value
+    code, _, err = run_cli("solve", model, "--sensitivity-metrics", "mean_queu", "-q")
+    assert code == 2 and "--sensitivity-metrics" in err and "mean_queue" in err and "'mean_queu'" in err, err
+    code, _, err = run_cli("solve", model, "--sensitivity-params", "aqm.pmax", "-q")
+    assert code == 2 and "--sensitivity-params" in err and "aqm.p_max" in err and "'aqm.pmax'" in err, err
 
 
 def test_tornado_plot(tmp_path):
