@@ -128,6 +128,26 @@ class _LabelVectors:
         return np.asarray(self._labels[COMPONENTS["count"]], dtype=float) - 1.0
 
 
+#: the event weights each metric's vectors read (:func:`_metric_vectors`); a metric not listed
+#: reads every event
+_EVENTS_OF: dict[str, tuple[str, ...]] = {
+    "arrival_rate": ("arrival",), "throughput": ("depart",),
+    "loss": ("aqm_drop", "overflow", "flow_compare", "arrival"), "loss_aqm": ("aqm_drop", "arrival"),
+    "loss_overflow": ("overflow", "arrival"), "mark_prob": ("mark", "arrival"),
+    "aqm_decision_prob": ("aqm_drop", "mark", "arrival"), "loss_flow_compare": ("flow_compare", "arrival"),
+    "mean_system": (), "var_system": (), "mean_queue": (), "var_queue": (), "mean_avg": (), "mean_count": (),
+    "admitted_rate": ("admit",), "mean_response": ("admit",), "mean_sojourn": ("admit",), "var_response": ("admit",),
+}
+
+
+def _events_read(names, chain) -> list[str] | None:
+    """The chain's events the vectors of the metrics ``names`` read (None: all of them)."""
+    if any(m not in _EVENTS_OF for m in names):
+        return None
+    have = list(chain.events)
+    return [e for e in have if any(e in _EVENTS_OF[m] for m in names)]
+
+
 def _metric_vectors(chain, response_method: str | None, names=None,
                     label_vectors: _LabelVectors | None = None) -> dict[str, _Metric]:
     """Every differentiable scalar metric of ``chain`` (or those of ``names`` it has) as a
@@ -137,7 +157,8 @@ def _metric_vectors(chain, response_method: str | None, names=None,
     ev = {k: np.asarray(v, dtype=float) for k, v in chain.events.items()}
     labels = chain.labels
     lv = label_vectors if label_vectors is not None else _LabelVectors(chain)
-    arr, aqm, mark, ovf = ev["arrival"], ev["aqm_drop"], ev["mark"], ev["overflow"]
+    # (a side of a difference carries only the events its metrics read: _events_read)
+    arr, aqm, mark, ovf = ev.get("arrival"), ev.get("aqm_drop"), ev.get("mark"), ev.get("overflow")
     fc = ev.get("flow_compare")
     make = {
         "arrival_rate": lambda: _Metric("ratio", [(arr, lv.one)]),
@@ -411,6 +432,13 @@ def _csr(chain):
                          shape=(chain.n, chain.n))
 
 
+def _matvec(chain, y: np.ndarray) -> np.ndarray:
+    """P y (continuous time: G y) read from the chain's own (read-only) arrays, without a copy."""
+    import scipy.sparse as sp
+
+    return sp.csr_matrix((chain.data, chain.indices, chain.indptr), shape=(chain.n, chain.n), copy=False) @ y
+
+
 def _same_states(a, b) -> bool:
     if a.n != b.n:
         return False
@@ -430,10 +458,17 @@ class _Point:
         self.pos = None  # with states added: the index of each base state in this chain
         self.chain = chain
         self._P = None
-        self.events = np.concatenate([np.asarray(v, dtype=float) for v in chain.events.values()])
+        self._events = None
         self.label_vectors = _LabelVectors(chain)
         vectors = _metric_vectors(chain, response_method, names, self.label_vectors)
         self.vectors = {m: vectors[m] for m in names}  # in the metrics' order (the adjoints' columns)
+
+    @property
+    def events(self) -> np.ndarray:
+        """Every event's weights, one after the other (made when first asked for)."""
+        if self._events is None:
+            self._events = np.concatenate([np.asarray(v, dtype=float) for v in self.chain.events.values()])
+        return self._events
 
     @property
     def P(self):
@@ -659,6 +694,7 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
     (:func:`_derivative` then builds the chains)."""
     h0 = opts["rel_step"] * abs(theta) if theta != 0 else opts["abs_step"]
     adjoints = np.ascontiguousarray(Y)  # a row per state: an entry's J values adjacent
+    events = _events_read(list(base.vectors), base.chain)  # the sides' event weights the metrics read
 
     def model(delta):
         try:
@@ -690,7 +726,8 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
         extra = {} if small is None else {"plus_small": small[0], "minus_small": small[1], "h_small": small[2],
                                           "kink_tolerance": _KINK_TOLERANCE}
         try:
-            d = _core.chain_difference(base.chain, plus, minus, classes, h, pi, adjoints, base.chain.n, **extra)
+            d = _core.chain_difference(base.chain, plus, minus, classes, h, pi, adjoints, base.chain.n,
+                                       events=events, **extra)
         except _core.ModelError:
             return None
         if not d["valid"]:
@@ -928,7 +965,6 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
     import scipy.sparse as sp
 
     t0 = time.perf_counter()
-    P = _csr(chain)
     k = int(np.argmax(pi))
     method = opts["method"]
     keep = np.r_[0:k, k + 1:chain.n]
@@ -966,6 +1002,7 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
     if method in ("auto", "direct", "gmres") or adjoint_note:
         if method == "auto":
             method = "direct" if chain.n <= opts["direct_max_states"] else "gmres"
+        P = _csr(chain)
         A = (sp.identity(chain.n, format="csr") - P) if chain.time == "discrete" else -P
         keep, A_red, solve = _adjoint_solver(A.tocsr(), k, method, opts)
         t_factor += time.perf_counter() - t0
@@ -978,7 +1015,8 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
             iterations[m] = int(its)
     for j, m in enumerate(names):  # max |A y - rhs| over the reduced system's rows, relative
         y = Y[:, j]
-        Ay = (y - P @ y) if chain.time == "discrete" else -(P @ y)
+        Py = _matvec(chain, y)
+        Ay = (y - Py) if chain.time == "discrete" else -Py
         rhs = rhs_all[j][keep]
         residuals[m] = float(np.abs(Ay[keep] - rhs).max()) / (float(np.abs(rhs).max()) or 1.0)
     t_adjoint = time.perf_counter() - t0

@@ -1,4 +1,6 @@
 // Bindings of the state layer: descriptor, chain (matrix, labels, events), builder.
+#include <optional>
+
 #include "common.hpp"
 
 #include "aqmchain/analysis/difference.hpp"
@@ -218,7 +220,7 @@ void define_state(py::module_& m) {
          const py::array_t<double, py::array::c_style | py::array::forcecast>& pi,
          const py::array_t<double, py::array::c_style | py::array::forcecast>& adjoints,
          int64_t max_added, const Model* plus_small, const Model* minus_small, double h_small,
-         double kink_tolerance) {
+         double kink_tolerance, const std::optional<std::vector<std::string>>& events) {
         // a caller's error, not a model's (sensitivity.py falls back to building chains on ModelError)
         auto length = [&](const char* name, const py::array& a) {
           if (a.ndim() != 1 || a.shape(0) != c.n)
@@ -234,6 +236,21 @@ void define_state(py::module_& m) {
                                                   "chain (", c.n, " rows, a column per adjoint vector), got an array "
                                                   "of ", adjoints.ndim(), " dimensions and ", adjoints.size(), " values"));
         const Adjoints ys(adjoints.data(), static_cast<size_t>(adjoints.shape(1)));
+        uint64_t kept = ~uint64_t{0};
+        if (events) {
+          kept = 0;
+          for (const std::string& name : *events) {
+            const auto it = std::find(c.event_names.begin(), c.event_names.end(), name);
+            if (it == c.event_names.end()) {
+              std::string known;
+              for (const std::string& e : c.event_names) known += (known.empty() ? "" : ", ") + e;
+              throw std::invalid_argument(
+                  detail::cat("argument 'events' must name events of the chain (", known, "), got '", name, "'"));
+            }
+            const size_t q = static_cast<size_t>(it - c.event_names.begin());
+            if (q < 64) kept |= uint64_t{1} << q;
+          }
+        }
         ChainDifference d;
         std::vector<double> grid_plus, grid_minus, grid_plus_small, grid_minus_small;
         {
@@ -255,7 +272,7 @@ void define_state(py::module_& m) {
             grid_minus_small = minus_small->grid.resolve(minus_small->buffer);
             small = {gps.get(), gms.get(), h_small, kink_tolerance};
           }
-          d = chain_difference(c, *gp, *gm, h, pi.data(), ys, max_added, plus_small ? &small : nullptr);
+          d = chain_difference(c, *gp, *gm, h, pi.data(), ys, max_added, plus_small ? &small : nullptr, kept);
         }
         auto result = [&](ChainDifference& x, std::vector<double>& gplus, std::vector<double>& gminus) {
           py::dict out;
@@ -271,6 +288,7 @@ void define_state(py::module_& m) {
           py::dict ep, em;
           if (x.valid)
             for (size_t e = 0; e < c.event_names.size(); ++e) {
+              if (e < 64 && !((kept >> e) & 1u)) continue;  // not asked for
               ep[py::str(c.event_names[e])] = moved(std::move(x.events_plus[e]));
               em[py::str(c.event_names[e])] = moved(std::move(x.events_minus[e]));
             }
@@ -303,7 +321,7 @@ void define_state(py::module_& m) {
       },
       py::arg("chain"), py::arg("plus"), py::arg("minus"), py::arg("classes"), py::arg("h"), py::arg("pi"),
       py::arg("adjoints"), py::arg("max_added"), py::arg("plus_small") = nullptr, py::arg("minus_small") = nullptr,
-      py::arg("h_small") = 0.0, py::arg("kink_tolerance") = 0.0,
+      py::arg("h_small") = 0.0, py::arg("kink_tolerance") = 0.0, py::arg("events") = py::none(),
       "The central difference of the chain's matrix between the models `plus` (theta + h) and `minus` (theta - h), "
       "generated row by row on the chain's states: dict with valid (False: `why` says why the chains must be "
       "built), plus_same_support, minus_same_support and sides_same_support (the rows' entries unchanged), "
@@ -311,7 +329,7 @@ void define_state(py::module_& m) {
       "matrix), products_plus and "
       "products_minus (pi (P+ - P) y and pi (P- - P) y), distance_plus and distance_minus (max |P+ - P|, "
       "max |P- - P|), events_plus and "
-      "events_minus (per event, per state), kink_excess and kink_scale (smoothness across the step), grid_plus and "
+      "events_minus (per event, per state; `events`: only these events, by name), kink_excess and kink_scale (smoothness across the step), grid_plus and "
       "grid_minus (the models' avg grids), added_plus and added_minus (the states a side adds, at most max_added: "
       "keys, labels, events, their rows in CSR with columns n + i for the i-th added state, and inflow, pi's "
       "flow into each), seconds.  With `plus_small` and `minus_small` (the models at theta +- h_small, "

@@ -485,6 +485,51 @@ TEST(ChainDifference, ASmallStepRedoesTheRowsNotSmoothAndKeepsTheOthersCentral) 
   EXPECT_THROW(chain_difference(c, *gp, *gm, h, pi.data(), {y.data(), 1}, c.n, &wrong), ModelError);
 }
 
+TEST(ChainDifference, EventsNotKeptAreNotStoredButStillTested) {
+  // w: some rows redone at a second step, so the small step's events are checked too
+  const double h = 1e-5, hs = 1e-7;
+  const QueueChain c = build_chain(red_model(0.2, 0.5));
+  ASSERT_GE(c.event_names.size(), 3u);
+  std::vector<double> pi(static_cast<size_t>(c.n)), y(2 * static_cast<size_t>(c.n));
+  for (int32_t i = 0; i < c.n; ++i) pi[i] = 1.0 + 0.01 * i, y[2 * i] = std::sin(1.0 + i), y[2 * i + 1] = std::cos(2.0 * i);
+  const Model mp = red_model(0.2, 0.5 + h), mm = red_model(0.2, 0.5 - h);
+  const Model msp = red_model(0.2, 0.5 + hs), msm = red_model(0.2, 0.5 - hs);
+  const auto gp = queue_generator(mp), gm = queue_generator(mm), gsp = queue_generator(msp), gsm = queue_generator(msm);
+  const SmallStep small{gsp.get(), gsm.get(), hs, 1e-6};
+  const ChainDifference all = chain_difference(c, *gp, *gm, h, pi.data(), {y.data(), 2}, c.n, &small);
+  const uint64_t kept = (uint64_t{1} << 0) | (uint64_t{1} << 2);  // the first and the third event
+  const ChainDifference some = chain_difference(c, *gp, *gm, h, pi.data(), {y.data(), 2}, c.n, &small, kept);
+  ASSERT_TRUE(all.valid && some.valid);
+  ASSERT_TRUE(all.small && some.small);
+  const std::pair<const ChainDifference*, const ChainDifference*> steps[] = {{&all, &some},
+                                                                             {all.small.get(), some.small.get()}};
+  for (const auto& [pa, pb] : steps) {
+    const ChainDifference& a = *pa;
+    const ChainDifference& b = *pb;
+    for (size_t q = 0; q < c.event_names.size(); ++q) {
+      if (q == 0 || q == 2) {
+        EXPECT_EQ(b.events_plus[q], a.events_plus[q]) << c.event_names[q];
+        EXPECT_EQ(b.events_minus[q], a.events_minus[q]) << c.event_names[q];
+      } else {
+        EXPECT_TRUE(b.events_plus[q].empty() && b.events_minus[q].empty()) << c.event_names[q];
+      }
+    }
+    // the products (two adjoint vectors, interleaved) and the smoothness numbers are the same
+    EXPECT_EQ(b.products, a.products);
+    EXPECT_EQ(b.products_plus, a.products_plus);
+    EXPECT_EQ(b.kink_excess, a.kink_excess);
+    EXPECT_EQ(b.kink_scale, a.kink_scale);
+    EXPECT_EQ(b.distance_plus, a.distance_plus);
+  }
+  EXPECT_EQ(some.rows_redone, all.rows_redone);
+  // the second adjoint vector's products are those of a pass with it alone
+  std::vector<double> y2(static_cast<size_t>(c.n));
+  for (int32_t i = 0; i < c.n; ++i) y2[i] = y[2 * i + 1];
+  const ChainDifference second = chain_difference(c, *gp, *gm, h, pi.data(), {y2.data(), 1}, c.n);
+  EXPECT_EQ(second.products_plus[0], all.products_plus[1]);
+  EXPECT_EQ(second.products[0], all.products[1]);
+}
+
 TEST(ChainDifference, ThreadsGiveTheSameProducts) {
   // above the size where the pass runs on the core's threads (20,000 states)
   const RedShape big{100, 8, 0.48, 30, 70};

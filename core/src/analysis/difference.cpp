@@ -291,7 +291,7 @@ bool added_states(const Chain& base, const TransitionGenerator& g, const std::ve
 
 ChainDifference chain_difference(const Chain& base, const TransitionGenerator& plus, const TransitionGenerator& minus,
                                  double h, const double* pi, const Adjoints& adjoints,
-                                 int64_t max_added, const SmallStep* small) {
+                                 int64_t max_added, const SmallStep* small, uint64_t events_kept) {
   const auto t0 = std::chrono::steady_clock::now();
   const int32_t n = base.n;
   if (!(h > 0.0 && std::isfinite(h))) fail_param("h", "a finite number > 0", h);
@@ -323,8 +323,13 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
     if (init != base.report.initial_keys) return refuse("the initial states change");
   }
   const size_t J = adjoints.size(), E = base.event_names.size();
-  d.events_plus.assign(E, std::vector<double>(static_cast<size_t>(n)));
-  d.events_minus.assign(E, std::vector<double>(static_cast<size_t>(n)));
+  // the weights of the events kept (the others are tested for smoothness, not stored)
+  std::vector<char> kept(E, 0);
+  for (size_t q = 0; q < E; ++q) kept[q] = q >= 64 || ((events_kept >> q) & 1u);
+  d.events_plus.assign(E, {});
+  d.events_minus.assign(E, {});
+  for (size_t q = 0; q < E; ++q)
+    if (kept[q]) d.events_plus[q].resize(static_cast<size_t>(n)), d.events_minus[q].resize(static_cast<size_t>(n));
   std::unique_ptr<ChainDifference> sd;
   if (small) {
     sd = std::make_unique<ChainDifference>();
@@ -364,10 +369,11 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
         pair_row(base, plus, minus, s, key, w, adjoints, r, ch.at);
         for (size_t j = 0; j < J; ++j)
           ch.at.acc[j] += w * r.rc[j], ch.at.acc_p[j] += w * r.rp[j], ch.at.acc_m[j] += w * r.rm[j];
-        for (size_t q = 0; q < E; ++q) {
-          d.events_plus[q][static_cast<size_t>(s)] = r.evp[q];
-          d.events_minus[q][static_cast<size_t>(s)] = r.evm[q];
-        }
+        for (size_t q = 0; q < E; ++q)
+          if (kept[q]) {
+            d.events_plus[q][static_cast<size_t>(s)] = r.evp[q];
+            d.events_minus[q][static_cast<size_t>(s)] = r.evm[q];
+          }
         if (!small) continue;
         if (r.changed || (r.scale > 0.0 && r.excess > small->kink_tolerance * r.scale)) {  // redone at h_s
           d.redone[static_cast<size_t>(s)] = 1, ++ch.redone;
@@ -375,7 +381,8 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
           pair_row(base, *small->plus, *small->minus, s, key, w, adjoints, r, ch.at_small);
           for (size_t j = 0; j < J; ++j)
             ch.at_small.acc[j] += w * r.rc[j], ch.at_small.acc_p[j] += w * r.rp[j], ch.at_small.acc_m[j] += w * r.rm[j];
-          for (size_t q = 0; q < E; ++q) ch.events_small[q].push_back({s, {r.evp[q], r.evm[q]}});
+          for (size_t q = 0; q < E; ++q)
+            if (kept[q]) ch.events_small[q].push_back({s, {r.evp[q], r.evm[q]}});
         } else {  // kept: (P_s+ - P_s-) = ratio (P+ - P-), P_s+- - P = +- ratio / 2 (P+ - P-)
           ch.kept_scale = std::max(ch.kept_scale, ratio * r.scale);
           ch.kept_dist = std::max(ch.kept_dist, 0.5 * ratio * r.dist_c);

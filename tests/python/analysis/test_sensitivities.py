@@ -294,6 +294,27 @@ def test_equal_right_hand_sides_share_one_solve(method):
     assert "loss" not in every.info["shared_adjoints"] and "mean_queue" not in every.info["shared_adjoints"]
 
 
+def test_rows_return_only_the_events_the_metrics_read():
+    """A pass returns the sides' weights of the events its metrics read (mean_queue: none;
+    loss: arrivals, AQM drops, overflows), and the same derivatives; an unknown event is refused."""
+    base = _solve(SLOTTED)
+    assert S._events_read(["mean_queue", "var_queue"], base.chain) == []
+    assert set(S._events_read(["loss"], base.chain)) == {"arrival", "aqm_drop", "overflow"}
+    assert S._events_read(["loss", "no_such_metric"], base.chain) is None
+    chain, pi = base.chain, np.asarray(base.pi)
+    doc = S._frozen_doc(chain)
+    h = 1e-4 * S._get(doc, "service.mu")
+    plus, minus = (S._model_at(chain.model, doc, "service.mu", d, True) for d in (h, -h))
+    Y = np.ones((chain.n, 1))
+    every = aqmchain._core.chain_difference(chain, plus, minus, "approx", h, pi, Y, chain.n)
+    some = aqmchain._core.chain_difference(chain, plus, minus, "approx", h, pi, Y, chain.n, events=["arrival"])
+    assert set(some["events_plus"]) == {"arrival"} and set(every["events_plus"]) == set(chain.events)
+    assert np.array_equal(some["events_plus"]["arrival"], every["events_plus"]["arrival"])
+    assert some["products"] == every["products"] and some["kink_scale"] == every["kink_scale"]
+    with pytest.raises(ValueError, match="'events' must name events of the chain .*got 'arrivals'"):
+        aqmchain._core.chain_difference(chain, plus, minus, "approx", h, pi, Y, chain.n, events=["arrivals"])
+
+
 @pytest.mark.parametrize("doc", [SLOTTED, CONTINUOUS, CLASSES], ids=["slotted", "continuous", "classes"])
 def test_adjoint_methods_agree(doc):
     """The core's Krylov adjoint (auto's first choice), SuperLU and SciPy's GMRES: the same

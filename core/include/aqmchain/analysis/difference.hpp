@@ -82,7 +82,8 @@ struct ChainDifference {
   std::vector<double> products_plus, products_minus;
   /// max |P+ - P| and max |P- - P| over the entries and the event weights.
   double distance_plus = 0.0, distance_minus = 0.0;
-  /// Per event (the base chain's event_names order), per state: the weights at theta + h and theta - h.
+  /// Per event (the base chain's event_names order), per state: the weights at theta + h and
+  /// theta - h (empty for an event not kept, see chain_difference).
   std::vector<std::vector<double>> events_plus, events_minus;
   /// max over the entries of P and the event weights of |dp - dm| - (|dp| + |dm|) / 4, and of
   /// max(|dp|, |dm|).
@@ -132,10 +133,14 @@ struct SmallStep {
 /// the raw products), h > 0; `pi` the
 /// stationary vector and `adjoints` the vectors y_j (of the chain's size: the caller checks);
 /// a side that adds more than `max_added` states leaves the result invalid.  `small`: the
-/// second step (0 < h_s < h) taken on the rows not smooth at h, or null.  Runs over the
+/// second step (0 < h_s < h) taken on the rows not smooth at h, or null.  `events_kept`: bit q
+/// set, event q's weights are returned in `events_plus` / `events_minus` (the others are left
+/// empty; every event still counts in the smoothness test and the distances; events from the
+/// 65th on are always kept).  Runs over the
 /// states on the core's threads; honours check_interrupt().
 ChainDifference chain_difference(const Chain& base, const TransitionGenerator& plus, const TransitionGenerator& minus,
                                  double h, const double* pi, const Adjoints& adjoints,
-                                 int64_t max_added, const SmallStep* small = nullptr);
+                                 int64_t max_added, const SmallStep* small = nullptr,
+                                 uint64_t events_kept = ~uint64_t{0});
 
 }  // namespace aqm
