@@ -433,10 +433,8 @@ def _csr(chain):
 
 
 def _matvec(chain, y: np.ndarray) -> np.ndarray:
-    """P y (continuous time: G y) read from the chain's own (read-only) arrays, without a copy."""
-    import scipy.sparse as sp
-
-    return sp.csr_matrix((chain.data, chain.indices, chain.indptr), shape=(chain.n, chain.n), copy=False) @ y
+    """P y (continuous time: G y), in the core on the chain's own arrays."""
+    return np.asarray(chain.matvec(np.ascontiguousarray(y, dtype=float)))
 
 
 def _same_states(a, b) -> bool:
@@ -962,8 +960,6 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
     names = list(values)
 
     # adjoint solves: (I - P) y = c - (pi c) 1 (continuous: -G y = ...), y_k = 0 at k = argmax pi
-    import scipy.sparse as sp
-
     t0 = time.perf_counter()
     k = int(np.argmax(pi))
     method = opts["method"]
@@ -1002,6 +998,8 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
     if method in ("auto", "direct", "gmres") or adjoint_note:
         if method == "auto":
             method = "direct" if chain.n <= opts["direct_max_states"] else "gmres"
+        import scipy.sparse as sp  # (the core's krylov needs no SciPy)
+
         P = _csr(chain)
         A = (sp.identity(chain.n, format="csr") - P) if chain.time == "discrete" else -P
         keep, A_red, solve = _adjoint_solver(A.tocsr(), k, method, opts)

@@ -193,6 +193,22 @@ void define_state(py::module_& m) {
                              "The builder's accounts: product states, memory estimate, seconds, closed classes, "
                              "warnings.")
       .def("index_of", &Chain::index_of, py::arg("values"), "State index of a tuple of component values, or -1.")
+      .def(
+          "matvec",
+          [](const Chain& c, const py::array_t<double, py::array::c_style | py::array::forcecast>& x) {
+            if (x.ndim() != 1 || x.shape(0) != c.n)
+              throw std::invalid_argument(detail::cat("argument 'x' must be a vector of the chain's ", c.n,
+                                                      " states, got an array of ", x.ndim(), " dimensions and ",
+                                                      x.size(), " values"));
+            std::vector<double> y(static_cast<size_t>(c.n));
+            {
+              py::gil_scoped_release release;
+              const Eigen::Map<const Eigen::VectorXd> xv(x.data(), c.n);
+              Eigen::Map<Eigen::VectorXd>(y.data(), c.n).noalias() = c.matrix() * xv;
+            }
+            return moved(std::move(y));
+          },
+          py::arg("x"), "P x (continuous: G x), the matrix times a column vector of the chain's size.")
       .def("residual", [](const Chain& c, const std::vector<double>& pi) { return stationary_residual(c, pi); },
            py::arg("pi"), "||pi P - pi||_1 (discrete) or ||pi G||_1 / max |G_ii| (continuous)");
 
