@@ -365,7 +365,8 @@ def _cmd_solve(args: argparse.Namespace) -> int:
                 if param not in flags:
                     raise
                 raise _core.OptionError(str(exc).replace(f"solver option '{param}'", f"option '{flags[param]}'")) from None
-        shown = [m for m in (args.sensitivity_metrics or ("mean_queue", "loss", "mean_response")) if m in sens.values]
+        shown = [m for m in dict.fromkeys(args.sensitivity_metrics or ("mean_queue", "loss", "mean_response"))
+                 if m in sens.values]
         more = len(sens.values) - len(shown)
         _say(args, f"\nsensitivities ({sens.info['method']} adjoint, {sens.info['seconds']['total']:.3g} s"
              + (f"; {more} more metrics in the JSON output" if more else "") + "):\n"
@@ -1070,11 +1071,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "waiting packets' classes in order, random order behind them); docs/classes.md")
     s.add_argument("--sensitivities", action="store_true",
                    help="also d(metric)/d(parameter) of every scalar metric by every continuous parameter (model-file "
-                        "keys), one adjoint solve per metric (JSON keys sensitivities, elasticities; "
+                        "keys), one adjoint solve per metric (metrics with equal right-hand sides share one; JSON keys "
+                        "sensitivities, elasticities; "
                         "docs/sensitivities.md)")
     s.add_argument("--sensitivity-metrics", nargs="+", metavar="METRIC",
                    help="sensitivities of these metrics only (implies --sensitivities; default every scalar metric): "
-                        "one adjoint solve each")
+                        "one adjoint solve each, shared by metrics with equal right-hand sides")
     s.add_argument("--sensitivity-params", nargs="+", metavar="KEY",
                    help="sensitivities by these parameters only, model-file keys such as aqm.p_max (implies "
                         "--sensitivities; default every continuous parameter): one pass over the chain's rows each")

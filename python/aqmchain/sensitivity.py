@@ -1,4 +1,5 @@
-"""Sensitivities: d(metric)/d(parameter) of a solved model by one adjoint solve per metric.
+"""Sensitivities: d(metric)/d(parameter) of a solved model by one adjoint solve per metric (metrics
+with equal right-hand sides share one).
 
 A metric of a stationary solution is a function of ratios ``r = (pi a) / (pi b)`` of
 per-state vectors built from the chain's event weights and state labels (the vectors the
@@ -876,7 +877,7 @@ def _chosen(option: str, given: Any, allowed: list, what: str) -> list:
     """``given`` (one name or a list; None: all of ``allowed``), each checked against ``allowed``."""
     if given is None:
         return list(allowed)
-    given = [given] if isinstance(given, str) else list(given)
+    given = list(dict.fromkeys([given] if isinstance(given, str) else given))  # each once, in order
     for g in given:
         if g not in allowed:
             raise _checks.option_error(option, f"{what}: " + ", ".join(allowed), g)

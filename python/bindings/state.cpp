@@ -345,7 +345,7 @@ void define_state(py::module_& m) {
       "matrix), products_plus and "
       "products_minus (pi (P+ - P) y and pi (P- - P) y), distance_plus and distance_minus (max |P+ - P|, "
       "max |P- - P|), events_plus and "
-      "events_minus (per event, per state; `events`: only these events, by name), kink_excess and kink_scale (smoothness across the step), grid_plus and "
+      "events_minus (per event, per state; `events`: only these events, by name, and every event from the 65th on), kink_excess and kink_scale (smoothness across the step), grid_plus and "
       "grid_minus (the models' avg grids), added_plus and added_minus (the states a side adds, at most max_added: "
       "keys, labels, events, their rows in CSR with columns n + i for the i-th added state, and inflow, pi's "
       "flow into each), seconds.  With `plus_small` and `minus_small` (the models at theta +- h_small, "

@@ -471,8 +471,8 @@ def test_cli_sensitivities(tmp_path):
     assert doc["sensitivities"]["mean_queue"]["aqm.p_max"] == pytest.approx(
         api.values["mean_queue"]["aqm.p_max"], rel=1e-9)
     # only some metrics and parameters: the same numbers, nothing else computed
-    code, text, err = run_cli("solve", model, "--sensitivity-metrics", "var_queue", "loss",
-                              "--sensitivity-params", "aqm.w", "service.mu", "--json", out)
+    code, text, err = run_cli("solve", model, "--sensitivity-metrics", "var_queue", "loss", "loss",
+                              "--sensitivity-params", "aqm.w", "service.mu", "aqm.w", "--json", out)
     assert code == 0, err
     doc = json.loads(out.read_text())
     assert set(doc["sensitivities"]) == {"var_queue", "loss"}
@@ -480,7 +480,8 @@ def test_cli_sensitivities(tmp_path):
     for m in ("var_queue", "loss"):
         for p in ("aqm.w", "service.mu"):
             assert doc["sensitivities"][m][p] == pytest.approx(api.values[m][p], rel=1e-9), (m, p)
-    assert "var_queue" in text and "more metrics" not in text
+    assert "var_queue" in text and "more metrics" not in text  # (a name given twice counts once)
+    assert text.count("dloss/dp") == 1, text
     # a wrong name is refused naming the flag, the bound and the value
     code, _, err = run_cli("solve", model, "--sensitivity-metrics", "mean_queu", "-q")
     assert code == 2 and "--sensitivity-metrics" in err and "mean_queue" in err and "'mean_queu'" in err, err
