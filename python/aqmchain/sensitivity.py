@@ -455,6 +455,7 @@ class _Point:
 
     def __init__(self, chain, response_method, names):
         self.pos = None  # with states added: the index of each base state in this chain
+        self.pi = None  # the base point: its stationary vector (set by sensitivities)
         self.chain = chain
         self._P = None
         self._events = None
@@ -494,19 +495,30 @@ def _kinked(f_minus, f0, f_plus) -> bool:
 
 
 class _Derivative:
-    """dP/dtheta (sparse) and, per metric, d a_i / dtheta and d b_i / dtheta."""
+    """dP/dtheta (sparse) and, per metric, pi d a_i / dtheta and pi d b_i / dtheta (the vectors'
+    derivatives weighted by pi: all the derivative needs of them, :func:`_apply`)."""
 
-    def __init__(self, dP, dvec: dict[str, list[tuple[np.ndarray, np.ndarray]]]):
+    def __init__(self, dP, dvec: dict[str, list[tuple[float, float]]]):
         self.dP, self.dvec = dP, dvec
 
 
-def _vec_diff(hi: dict, lo: dict, scale: float) -> dict:
-    """(hi - lo) * scale, pair by pair; 0.0 (a number) where both are the same array (a vector
-    of the labels only, shared by the chains on the same states)."""
-    def diff(x1, x0):
-        return 0.0 if x1 is x0 else (x1 - x0) * scale
+#: the chunk of states :func:`_pi_diff` takes at a time (its temporaries stay in the cache)
+_DIFF_CHUNK = 1 << 16
 
-    return {m: [(diff(a1, a0), diff(b1, b0)) for (a1, b1), (a0, b0) in zip(hi[m].pairs, lo[m].pairs)]
+
+def _pi_diff(pi: np.ndarray, x1: np.ndarray, x0: np.ndarray) -> float:
+    """pi (x1 - x0), chunk by chunk (no temporary of the chain's size); 0 where both are the
+    same array (a vector of the labels only, shared by the chains on the same states)."""
+    if x1 is x0:
+        return 0.0
+    return sum(_dot(pi[i:i + _DIFF_CHUNK], x1[i:i + _DIFF_CHUNK] - x0[i:i + _DIFF_CHUNK])
+               for i in range(0, len(pi), _DIFF_CHUNK))
+
+
+def _vec_diff(hi: dict, lo: dict, scale: float, pi: np.ndarray) -> dict:
+    """pi (hi - lo) * scale, pair by pair."""
+    return {m: [(_pi_diff(pi, a1, a0) * scale, _pi_diff(pi, b1, b0) * scale)
+                for (a1, b1), (a0, b0) in zip(hi[m].pairs, lo[m].pairs)]
             for m in hi if m in lo}
 
 
@@ -514,10 +526,16 @@ def _effective(small: dict, plus: dict, minus: dict, base: dict, mask: np.ndarra
     """The metric vectors of an effective side (core/include/aqmchain/analysis/difference.hpp):
     ``small``'s where ``mask`` (the redone rows' states), ``base + c (plus - minus)`` elsewhere;
     a vector of the labels only (the same array at every side) stays shared."""
+    redone = np.flatnonzero(mask)  # (a few rows: the others are formed in place, one array per vector)
+
     def one(xs, xp, xm, x0):
         if xs is x0 and xp is x0 and xm is x0:
             return x0
-        return np.where(mask, xs, x0 + c * (xp - xm))
+        out = np.subtract(xp, xm)
+        out *= c
+        out += x0
+        out[redone] = xs[redone]
+        return out
 
     out = {}
     for m in small:
@@ -535,11 +553,6 @@ def _dot(x: np.ndarray, y: np.ndarray) -> float:
     over the rows and its solves that follow (measured: the passes of a gradient on GEO K = 4
     took 0.72-0.84 s after BLAS dots, 0.44-0.52 s with one BLAS thread)."""
     return float(np.einsum("i,i->", x, y))
-
-
-def _pi_dot(pi: np.ndarray, v) -> float:
-    """pi v for a vector, or 0 for the number 0 of :func:`_vec_diff`."""
-    return _dot(pi, v) if isinstance(v, np.ndarray) else 0.0
 
 
 def _flat(point: _Point) -> np.ndarray:
@@ -609,7 +622,7 @@ def _derivative(key, theta, base_doc, base_model, base: _Point, build, response_
         return point, ""
 
     def quotient(p: _Point, q: _Point, h: float) -> _Derivative:
-        return _Derivative((p.P - q.P) / h, _vec_diff(p.vectors, q.vectors, 1.0 / h))
+        return _Derivative((p.P - q.P) / h, _vec_diff(p.vectors, q.vectors, 1.0 / h, base.pi))
 
     why = ""
     tried, refused = [], []
@@ -678,7 +691,7 @@ class _Contracted:
     """A central derivative already contracted in the core: ``products[j] = pi dP y_j`` per metric
     (the metrics' order), and the vectors' derivatives as in :class:`_Derivative`."""
 
-    def __init__(self, products, dvec: dict[str, list[tuple[np.ndarray, np.ndarray]]]):
+    def __init__(self, products, dvec: dict[str, list[tuple[float, float]]]):
         self.products, self.dvec = np.asarray(products, dtype=float), dvec
 
 
@@ -758,7 +771,7 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
         added = d["added_" + tag]
         if len(added["keys"]):
             products = products + added["inflow"] @ _added_adjoints(d, tag)
-        return _Contracted(products / step, _vec_diff(d["vectors_" + tag], base.vectors, 1.0 / step))
+        return _Contracted(products / step, _vec_diff(d["vectors_" + tag], base.vectors, 1.0 / step, pi))
 
     def _added_adjoints(d, tag) -> np.ndarray:
         """y on the states a side adds (as :class:`_Extended`), from their rows at that side."""
@@ -774,7 +787,7 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
                                       base.chain.time)
 
     def central(d, h):
-        return {"central": _Contracted(d["products"], _vec_diff(d["vectors_plus"], d["vectors_minus"], 0.5 / h))}
+        return {"central": _Contracted(d["products"], _vec_diff(d["vectors_plus"], d["vectors_minus"], 0.5 / h, pi))}
 
     def why_not(d):
         return ("the reachable states change" if len(d["added_plus"]["keys"]) or len(d["added_minus"]["keys"])
@@ -1030,6 +1043,7 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
 
     base_doc = _frozen_doc(chain)
     base = _Point(chain, response_method, names)
+    base.pi = pi  # (the vectors' derivatives are weighted by it: _vec_diff)
     out: dict[str, dict[str, float]] = {m: {} for m in names}
     one_sided: dict[str, dict[str, list[float]]] = {}
     notes, steps, thetas = {}, {}, {}
@@ -1178,7 +1192,7 @@ def _apply(d, pi, Y, names, vectors, ratios, base=None, time_kind="discrete") ->
     out = []
     for j, m in enumerate(names):
         met, r = vectors[m], ratios[m]
-        direct = sum(w * (_pi_dot(pi, da) - ri * _pi_dot(pi, db)) / _dot(pi, b)
+        direct = sum(w * (da - ri * db) / _dot(pi, b)
                      for w, ri, (a, b), (da, db) in zip(met.weights(r), r, met.pairs, d.dvec[m]))
         out.append(float(adj[j]) + direct)
     return out
