@@ -455,7 +455,6 @@ class _Point:
 
     def __init__(self, chain, response_method, names):
         self.pos = None  # with states added: the index of each base state in this chain
-        self.pi = None  # the base point: its stationary vector (set by sensitivities)
         self.chain = chain
         self._P = None
         self._events = None
@@ -597,9 +596,10 @@ def _added_states_adjoints(names, vectors, ratios, new_pairs, pi, P_N_old, P_NN,
     return sla.splu(sp.csc_matrix(A_NN)).solve(np.ascontiguousarray(rhs)).reshape(rhs.shape)
 
 
-def _derivative(key, theta, base_doc, base_model, base: _Point, build, response_method, opts):
+def _derivative(key, theta, base_doc, base_model, base: _Point, pi, build, response_method, opts):
     """The derivative of P and of the metric vectors along ``key``: (derivative or None for a side,
-    note, step used, sides) where sides = {"central"} or {"left", "right"} derivatives."""
+    note, step used, sides) where sides = {"central"} or {"left", "right"} derivatives; ``pi``
+    (the base's stationary vector) weighs the vectors' derivatives (:func:`_vec_diff`)."""
     h0 = opts["rel_step"] * abs(theta) if theta != 0 else opts["abs_step"]
 
     def at(delta):
@@ -622,7 +622,7 @@ def _derivative(key, theta, base_doc, base_model, base: _Point, build, response_
         return point, ""
 
     def quotient(p: _Point, q: _Point, h: float) -> _Derivative:
-        return _Derivative((p.P - q.P) / h, _vec_diff(p.vectors, q.vectors, 1.0 / h, base.pi))
+        return _Derivative((p.P - q.P) / h, _vec_diff(p.vectors, q.vectors, 1.0 / h, pi))
 
     why = ""
     tried, refused = [], []
@@ -998,10 +998,10 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
         t_factor = out["seconds"].get("setup", 0.0)
         if out["status"] == "converged":
             h = np.asarray(out["h"]).T
-            its = dict(zip(solved, out["iterations"]))
+            column = {j: i for i, j in enumerate(solved)}  # a solved metric's column of h
             for j, m in enumerate(names):
-                Y[:, j] = h[:, solved.index(first[j])]
-                iterations[m] = int(its[first[j]])
+                Y[:, j] = h[:, column[first[j]]]
+                iterations[m] = int(out["iterations"][column[first[j]]])
             method = "krylov"
         elif method == "krylov":
             raise _core.SolverError(f"the adjoint solve (krylov) did not converge: {out['note']}; "
@@ -1026,6 +1026,9 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
             Y[keep, j] = y
             iterations[m] = int(its)
     for j, m in enumerate(names):  # max |A y - rhs| over the reduced system's rows, relative
+        if first[j] != j:  # the same y and right-hand side as an earlier metric
+            residuals[m] = residuals[names[first[j]]]
+            continue
         y = Y[:, j]
         Py = _matvec(chain, y)
         Ay = (y - Py) if chain.time == "discrete" else -Py
@@ -1043,7 +1046,6 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
 
     base_doc = _frozen_doc(chain)
     base = _Point(chain, response_method, names)
-    base.pi = pi  # (the vectors' derivatives are weighted by it: _vec_diff)
     out: dict[str, dict[str, float]] = {m: {} for m in names}
     one_sided: dict[str, dict[str, list[float]]] = {}
     notes, steps, thetas = {}, {}, {}
@@ -1052,7 +1054,7 @@ def sensitivities(result, metrics: Sequence[str] | None = None, params: Sequence
 
     def derive(p):
         theta = _get(base_doc, p)
-        return p, theta, _derivative(p, theta, base_doc, base_model, base, build, response_method, opts)
+        return p, theta, _derivative(p, theta, base_doc, base_model, base, pi, build, response_method, opts)
 
     def record(p, theta, sides, note, h):
         thetas[p] = theta

@@ -304,7 +304,7 @@ void define_state(py::module_& m) {
           py::dict ep, em;
           if (x.valid)
             for (size_t e = 0; e < c.event_names.size(); ++e) {
-              if (e < 64 && !((kept >> e) & 1u)) continue;  // not asked for
+              if (x.events_plus[e].empty()) continue;  // not kept (chain_difference's events_kept)
               ep[py::str(c.event_names[e])] = moved(std::move(x.events_plus[e]));
               em[py::str(c.event_names[e])] = moved(std::move(x.events_minus[e]));
             }

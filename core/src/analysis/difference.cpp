@@ -54,6 +54,10 @@ struct StepSums {
   bool plus_same = true, minus_same = true, sides_same = true, plus_drops = false, minus_drops = false;
   std::vector<Outside> out[2];  // entries into states outside the chain, per side
   void start(size_t J) { acc.assign(J, 0.0), acc_p.assign(J, 0.0), acc_m.assign(J, 0.0); }
+  /// A row's products (per adjoint vector: (P+ - P-) y, (P+ - P) y, (P- - P) y) weighted by pi_s.
+  void add(double w, const std::vector<double>& rc, const std::vector<double>& rp, const std::vector<double>& rm) {
+    for (size_t j = 0; j < acc.size(); ++j) acc[j] += w * rc[j], acc_p[j] += w * rp[j], acc_m[j] += w * rm[j];
+  }
 };
 
 /// One row generated at both sides and scattered onto the base row's columns, with the row's
@@ -64,33 +68,6 @@ struct RowPair {
   std::vector<int32_t> ucol;       // the union of the three rows' columns
   std::vector<double> u0, up, um;  // their values (0 where a row lacks the entry)
   std::vector<char> hp, hm;        // whether each side has the base row's entries
-  /// The base row's columns by hash (open addressing, linear probing, at most half full):
-  /// slot_col[i] a column (-1: empty), slot_pos[i] its position in the row.
-  std::vector<int32_t> slot_col, slot_pos;
-  uint32_t slot_shift = 32;
-  /// A hash table of the base row's columns `col[0..len)`.
-  void index(const int32_t* col, size_t len) {
-    size_t size = 8;
-    int bits = 3;
-    while (size < 2 * len) size *= 2, ++bits;
-    slot_col.assign(size, -1), slot_pos.resize(size);
-    slot_shift = static_cast<uint32_t>(32 - bits);
-    const size_t mask = size - 1;
-    for (size_t i = 0; i < len; ++i) {
-      size_t h = slot(col[i]);
-      while (slot_col[h] >= 0) h = (h + 1) & mask;
-      slot_col[h] = col[i], slot_pos[h] = static_cast<int32_t>(i);
-    }
-  }
-  size_t slot(int32_t t) const { return (static_cast<uint32_t>(t) * 0x9E3779B1u) >> slot_shift; }
-  /// The position of column t in the base row, or -1.
-  int32_t find(int32_t t) const {
-    const size_t mask = slot_col.size() - 1;
-    for (size_t h = slot(t);; h = (h + 1) & mask) {
-      if (slot_col[h] == t) return slot_pos[h];
-      if (slot_col[h] < 0) return -1;
-    }
-  }
   std::vector<double> rc, rp, rm;  // per adjoint vector: (P+ - P-) y, (P+ - P) y, (P- - P) y over the row
   double excess = 0.0, scale = 0.0, dist_p = 0.0, dist_m = 0.0;
   double dist_c = 0.0;   // max |P+ - P-| over the row's entries and event weights
@@ -123,11 +100,15 @@ void pair_row(const Chain& base, const TransitionGenerator& plus, const Transiti
   r.u0.assign(base.val.begin() + b, base.val.begin() + e);
   r.up.assign(len0, 0.0), r.um.assign(len0, 0.0);
   r.hp.assign(len0, 0), r.hm.assign(len0, 0);
-  r.index(base.col.data() + b, len0);
   r.evp.resize(E), r.evm.resize(E);
   r.extra[0].clear(), r.extra[1].clear();
   r.excess = r.scale = r.dist_p = r.dist_m = r.dist_c = 0.0;
   r.changed = false;
+  // the position of column t in the base row (its columns sorted), len0 when it has none
+  auto position = [&](int32_t t) {
+    const auto end = r.ucol.begin() + static_cast<std::ptrdiff_t>(len0), it = std::lower_bound(r.ucol.begin(), end, t);
+    return it != end && *it == t ? static_cast<size_t>(it - r.ucol.begin()) : len0;
+  };
   size_t nsucc[2] = {0, 0};
   for (int side = 0; side < 2; ++side) {
     std::vector<double>& u = side == 0 ? r.up : r.um;
@@ -150,16 +131,16 @@ void pair_row(const Chain& base, const TransitionGenerator& plus, const Transiti
         st.out[side].push_back({s, k, v});
         continue;
       }
-      const int32_t pos = r.find(t);
-      if (pos >= 0)
-        u[static_cast<size_t>(pos)] += v, has[static_cast<size_t>(pos)] = 1;
+      const size_t pos = position(t);
+      if (pos < len0)
+        u[pos] += v, has[pos] = 1;
       else
         r.extra[side].push_back({t, v});
     }
     if (continuous) {
-      const int32_t pos = r.find(s);
-      if (pos >= 0)
-        u[static_cast<size_t>(pos)] += -out_rate, has[static_cast<size_t>(pos)] = 1;
+      const size_t pos = position(s);
+      if (pos < len0)
+        u[pos] += -out_rate, has[pos] = 1;
       else
         r.extra[side].push_back({s, -out_rate});
     }
@@ -367,8 +348,7 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
         const int64_t key = base.key_of(s);
         const double w = pi[static_cast<size_t>(s)];
         pair_row(base, plus, minus, s, key, w, adjoints, r, ch.at);
-        for (size_t j = 0; j < J; ++j)
-          ch.at.acc[j] += w * r.rc[j], ch.at.acc_p[j] += w * r.rp[j], ch.at.acc_m[j] += w * r.rm[j];
+        ch.at.add(w, r.rc, r.rp, r.rm);
         for (size_t q = 0; q < E; ++q)
           if (kept[q]) {
             d.events_plus[q][static_cast<size_t>(s)] = r.evp[q];
@@ -379,8 +359,7 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
           d.redone[static_cast<size_t>(s)] = 1, ++ch.redone;
           ch.redone_dist_p = std::max(ch.redone_dist_p, r.dist_p), ch.redone_dist_m = std::max(ch.redone_dist_m, r.dist_m);
           pair_row(base, *small->plus, *small->minus, s, key, w, adjoints, r, ch.at_small);
-          for (size_t j = 0; j < J; ++j)
-            ch.at_small.acc[j] += w * r.rc[j], ch.at_small.acc_p[j] += w * r.rp[j], ch.at_small.acc_m[j] += w * r.rm[j];
+          ch.at_small.add(w, r.rc, r.rp, r.rm);
           for (size_t q = 0; q < E; ++q)
             if (kept[q]) ch.events_small[q].push_back({s, {r.evp[q], r.evm[q]}});
         } else {  // kept: (P_s+ - P_s-) = ratio (P+ - P-), P_s+- - P = +- ratio / 2 (P+ - P-)
