@@ -1,6 +1,7 @@
 // Solvers: agreement across methods, non-convergence status, reducible chains, options.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -943,4 +944,68 @@ TEST(BlockSweeps, ByLevelsEqualsTheSequentialSweepBitForBit) {
   const double eps = std::numeric_limits<double>::epsilon();
   EXPECT_LE(res, 3.0 * k * eps / (1.0 - k * eps) * norm_a * norm_z + lu_term);
   EXPECT_GT(norm_z, 0.0);
+}
+
+TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
+  // The count-spacing chain of ByLevelsEqualsTheSequentialSweepBitForBit: a drop resets the
+  // count, so a row of the count's first value gathers entries from the blocks of every count.
+  Model m = test::geo_model(12, 0.45, 0.5);
+  m.aqm.drop = DropFunction::red(2, 6, 0.3);
+  m.aqm.w = 0.3;
+  m.grid.k = 2;
+  m.aqm.spacing = Spacing::Count;
+  const QueueChain c = build_chain(m);
+  const MarkovOperator op(c);
+  detail::BlockSystem B = detail::block_system(c.n, c.rowptr.data(), c.col.data(), c.val.data(), op.block_partition(),
+                                               1.0, 1.0, 0, 0, 1.0);
+  // the default rule: nothing of this small chain is 4096 states away
+  EXPECT_EQ(B.up_left_out, 0);
+  EXPECT_EQ(B.up_end, std::vector<int32_t>(B.rp.begin() + 1, B.rp.end()));
+  const detail::BlockSystem full = B;
+  B.far_states = 40;
+  B.wide_row = 6;
+  B.schedule_levels();
+  // the entries left out, from the definition: a row's entries more than far_states after it,
+  // when it has at least wide_row of them
+  int64_t out = 0;
+  int32_t rows = 0;
+  for (int32_t j = 0; j < c.n; ++j) {
+    const auto far = std::count_if(B.ci.begin() + B.up_begin[j], B.ci.begin() + B.rp[j + 1],
+                                   [j](int32_t col) { return col - j > 40; });
+    const bool cut = far >= 6;
+    EXPECT_EQ(B.up_end[j], cut ? B.rp[j + 1] - static_cast<int32_t>(far) : B.rp[j + 1]) << "row " << j;
+    out += cut ? far : 0;
+    rows += cut ? 1 : 0;
+  }
+  ASSERT_GT(rows, 0);
+  EXPECT_EQ(B.up_left_out, out);
+  EXPECT_EQ(B.up_rows_cut, rows);
+  // Leaving an entry out is the sweep of the same system with that entry zero: bit for bit, in
+  // both sweeps that read U (the symmetric preconditioner and the backward sweep), on both schedules.
+  detail::BlockSystem zeroed = full;
+  for (int32_t j = 0; j < c.n; ++j)
+    for (int32_t e = B.up_end[j]; e < B.rp[j + 1]; ++e) zeroed.v[e] = 0.0;
+  std::vector<double> r(static_cast<size_t>(c.n));
+  for (int32_t i = 0; i < c.n; ++i) r[i] = std::sin(1.0 + i) + (i % 7 == 0 ? 2.0 : 0.0);
+  auto apply = [&](detail::BlockSystem& S, detail::BlockSystem::Schedule s) {
+    S.schedule = s;
+    std::vector<std::vector<double>> z(2, std::vector<double>(static_cast<size_t>(c.n), 0.0));
+    S.backward_sweep(r.data(), z[0].data());
+    S.precond(r.data(), z[1].data());
+    return z;
+  };
+  const auto reference = apply(zeroed, detail::BlockSystem::Schedule::Sequential);
+  for (auto s : {detail::BlockSystem::Schedule::Sequential, detail::BlockSystem::Schedule::Levels})
+    for (int threads : {1, 2}) {
+      const ThreadSetting setting(threads);
+      const auto got = apply(B, s);
+      for (int k = 0; k < 2; ++k)
+        for (int32_t i = 0; i < c.n; ++i) ASSERT_EQ(got[k][i], reference[k][i]) << "sweep " << k << " state " << i;
+    }
+  // and the entries left out did matter: the full sweep differs
+  detail::BlockSystem whole = full;
+  const auto with_all = apply(whole, detail::BlockSystem::Schedule::Sequential);
+  double diff = 0.0;
+  for (int32_t i = 0; i < c.n; ++i) diff = std::max(diff, std::abs(with_all[0][i] - reference[0][i]));
+  EXPECT_GT(diff, 1e-6);
 }

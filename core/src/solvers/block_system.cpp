@@ -360,26 +360,26 @@ constexpr int32_t kSweepBailLevels = 16;
   B.solve(t);
 }
 
-/// z_J = D_J^{-1} (r_J - U_J z): the backward sweep's step on block J.
+/// z_J = D_J^{-1} (r_J - U'_J z): the backward sweep's step on block J.
 [[gnu::noinline]] void backward_block(const BlockSystem& S, int32_t bi, const double* r, double* z) {
   const BlockLU& B = S.blocks[bi];
   double* t = z + B.start;
   for (int32_t j = B.start; j < B.start + B.size; ++j) {
     double s = r[j];
-    for (int32_t e = S.up_begin[j]; e < S.rp[j + 1]; ++e) s -= S.v[e] * z[S.ci[e]];
+    for (int32_t e = S.up_begin[j]; e < S.up_end[j]; ++e) s -= S.v[e] * z[S.ci[e]];
     t[j - B.start] = s;
   }
   B.solve(t);
 }
 
-/// z_J -= D_J^{-1} U_J z: the symmetric preconditioner's backward step on block J (t: scratch).
+/// z_J -= D_J^{-1} U'_J z: the symmetric preconditioner's backward step on block J (t: scratch).
 [[gnu::noinline]] void correct_block(const BlockSystem& S, int32_t bi, double* z, std::vector<double>& t) {
   const BlockLU& B = S.blocks[bi];
   t.assign(static_cast<size_t>(B.size), 0.0);
   bool any = false;
   for (int32_t j = B.start; j < B.start + B.size; ++j) {
     double s = 0.0;
-    for (int32_t e = S.up_begin[j]; e < S.rp[j + 1]; ++e) s += S.v[e] * z[S.ci[e]];
+    for (int32_t e = S.up_begin[j]; e < S.up_end[j]; ++e) s += S.v[e] * z[S.ci[e]];
     t[j - B.start] = s;
     any = any || s != 0.0;
   }
@@ -480,6 +480,19 @@ void finish_levels(BlockSystem::Levels& lv, const std::vector<int64_t>& work) {
 }  // namespace
 
 void BlockSystem::schedule_levels() {
+  // U': a row's entries more than far_states after it are sorted last (columns ascend)
+  up_end.assign(rp.begin() + 1, rp.end());
+  up_left_out = 0;
+  up_rows_cut = 0;
+  if (far_states > 0 && wide_row > 0)
+    for (int32_t j = 0; j < n; ++j) {
+      int32_t e = up_begin[j];
+      while (e < rp[j + 1] && ci[e] - j <= far_states) ++e;
+      if (rp[j + 1] - e < wide_row) continue;
+      up_left_out += rp[j + 1] - e;
+      ++up_rows_cut;
+      up_end[j] = e;
+    }
   const int32_t nb = static_cast<int32_t>(blocks.size());
   std::vector<int32_t> block_of(static_cast<size_t>(n));
   for (int32_t bi = 0; bi < nb; ++bi)
@@ -503,8 +516,8 @@ void BlockSystem::schedule_levels() {
     int32_t lev = 0;
     int64_t w = static_cast<int64_t>(B.size) * (B.w() + 1);
     for (int32_t j = B.start; j < B.start + B.size; ++j) {
-      w += rp[j + 1] - up_begin[j];
-      for (int32_t e = up_begin[j]; e < rp[j + 1]; ++e) lev = std::max(lev, backward_levels.level[block_of[ci[e]]] + 1);
+      w += up_end[j] - up_begin[j];
+      for (int32_t e = up_begin[j]; e < up_end[j]; ++e) lev = std::max(lev, backward_levels.level[block_of[ci[e]]] + 1);
     }
     backward_levels.level[bi] = lev;
     wb[bi] = w;

@@ -17,8 +17,8 @@
 //     Every column of B then sums to 1 (B is strictly diagonally dominant by
 //     columns) and B^{-1} is non-negative with column sums 1.
 //
-// The preconditioner is symmetric block Gauss-Seidel, M = (D + L) D^{-1} (D + U)
-// over the blocks, solved with their LU factors (a band LU, or a sparse LU in a fill-reducing
+// The preconditioner is symmetric block Gauss-Seidel, M = (D + L) D^{-1} (D + U')
+// over the blocks (U' = U without the far entries of the rows that gather many: up_end), solved with their LU factors (a band LU, or a sparse LU in a fill-reducing
 // order where the band would be wide and mostly empty: BlockLU), formed in double and kept
 // in single precision (exact for a system of one block); Gmres is restarted GMRES
 // (Saad & Schultz 1986) with right preconditioning, modified Gram-Schmidt and
@@ -93,6 +93,19 @@ struct BlockSystem {
   std::vector<int32_t> perm, inv;          ///< perm[new] = old, inv[old] = new
   std::vector<int32_t> rp, ci, lo_end, up_begin, bstart;
   std::vector<double> v;                   ///< B in CSR over block-ordered indices
+  /// The end of the part of row j's U = [up_begin[j], rp[j + 1]) that the backward sweeps read:
+  /// rp[j + 1], or, for a row that gathers at least `wide_row` entries from states more than
+  /// `far_states` after it (block order), its first such entry: the backward sweeps then use
+  /// U' = U without those entries (set by schedule_levels; see far_states).
+  std::vector<int32_t> up_end;
+  /// The rule for up_end.  A row fed from thousands of states spread over the whole chain (the
+  /// drop resets of count or wait spacing: every value of the spacing component jumps back to
+  /// its first) gathers each of them from another part of the vector, at several times the cost
+  /// of a near entry; left out of the backward sweeps, they cost GMRES one or two steps
+  /// (docs/performance.md).  0: nothing is left out.
+  int32_t far_states = 4096, wide_row = 256;
+  int64_t up_left_out = 0;                 ///< entries of U the backward sweeps leave out
+  int32_t up_rows_cut = 0;                 ///< rows they are left out of
   std::vector<double> b;                   ///< right-hand side from the fixed state's column (empty without)
   std::vector<BlockLU> blocks;
   mutable long precond_applications = 0;
@@ -135,8 +148,9 @@ struct BlockSystem {
     int32_t count() const { return ptr.empty() ? 0 : static_cast<int32_t>(ptr.size()) - 1; }
   };
   Levels forward_levels, backward_levels;
-  /// Compute forward_levels and backward_levels from the split rows and the blocks (block_system
-  /// calls it; a caller that edits rp / ci / lo_end / up_begin calls it again).
+  /// Compute up_end (by far_states and wide_row), then forward_levels and backward_levels from
+  /// the split rows and the blocks (block_system calls it; a caller that edits rp / ci / lo_end /
+  /// up_begin / far_states / wide_row calls it again).
   void schedule_levels();
   /// Seconds spent in precond (both sweeps and any coarse correction), and in the block sweeps
   /// alone, all applications.
