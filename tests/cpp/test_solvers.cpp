@@ -867,22 +867,33 @@ TEST(BlockSweeps, LevelsOfAHandMadeBlockPattern) {
   EXPECT_FALSE(B.backward_levels.parallel);
 }
 
-TEST(BlockSweeps, ByLevelsEqualsTheSequentialSweepBitForBit) {
-  // A count-spacing RED chain: blocks (count, avg) with the queue inside, a block depending on
-  // the blocks of the count before it and of lower avg.  Bitwise equality holds because each
-  // block runs the same out-of-line function (forward_block, backward_block, correct_block) on
-  // the same operands in both schedules: a block's level is above every block it reads, so
-  // every value it reads is final when it runs, as in the sequential order, and it writes only
-  // its own entries.
+namespace {
+/// A count-spacing RED chain: blocks (count, avg) with the queue inside, a block depending on
+/// the blocks of the count before it and of lower avg (and a drop resetting the count from
+/// every value), and its stationary system with state 0 fixed.
+QueueChain small_count_chain() {
   Model m = test::geo_model(12, 0.45, 0.5);
   m.aqm.drop = DropFunction::red(2, 6, 0.3);
   m.aqm.w = 0.3;
   m.grid.k = 2;
   m.aqm.spacing = Spacing::Count;
-  const QueueChain c = build_chain(m);
+  return build_chain(m);
+}
+
+detail::BlockSystem count_chain_system(const QueueChain& c) {
   const MarkovOperator op(c);
-  detail::BlockSystem B = detail::block_system(c.n, c.rowptr.data(), c.col.data(), c.val.data(), op.block_partition(),
-                                               1.0, 1.0, 0, 0, 1.0);
+  return detail::block_system(c.n, c.rowptr.data(), c.col.data(), c.val.data(), op.block_partition(), 1.0, 1.0, 0, 0,
+                              1.0);
+}
+}  // namespace
+
+TEST(BlockSweeps, ByLevelsEqualsTheSequentialSweepBitForBit) {
+  // Bitwise equality holds because each block runs the same out-of-line function (forward_block, backward_block, correct_block) on
+  // the same operands in both schedules: a block's level is above every block it reads, so
+  // every value it reads is final when it runs, as in the sequential order, and it writes only
+  // its own entries.
+  const QueueChain c = small_count_chain();
+  detail::BlockSystem B = count_chain_system(c);
   const int32_t nb = static_cast<int32_t>(B.blocks.size());
   // a nontrivial schedule: fewer levels than blocks, yet more than one
   ASSERT_GT(B.forward_levels.count(), 1);
@@ -949,15 +960,8 @@ TEST(BlockSweeps, ByLevelsEqualsTheSequentialSweepBitForBit) {
 TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
   // The count-spacing chain of ByLevelsEqualsTheSequentialSweepBitForBit: a drop resets the
   // count, so a row of the count's first value gathers entries from the blocks of every count.
-  Model m = test::geo_model(12, 0.45, 0.5);
-  m.aqm.drop = DropFunction::red(2, 6, 0.3);
-  m.aqm.w = 0.3;
-  m.grid.k = 2;
-  m.aqm.spacing = Spacing::Count;
-  const QueueChain c = build_chain(m);
-  const MarkovOperator op(c);
-  detail::BlockSystem B = detail::block_system(c.n, c.rowptr.data(), c.col.data(), c.val.data(), op.block_partition(),
-                                               1.0, 1.0, 0, 0, 1.0);
+  const QueueChain c = small_count_chain();
+  detail::BlockSystem B = count_chain_system(c);
   // the default rule: nothing of this small chain is 4096 states away
   EXPECT_EQ(B.up_left_out, 0);
   EXPECT_EQ(B.up_end, std::vector<int32_t>(B.rp.begin() + 1, B.rp.end()));
