@@ -957,6 +957,42 @@ TEST(BlockSweeps, ByLevelsEqualsTheSequentialSweepBitForBit) {
   EXPECT_GT(norm_z, 0.0);
 }
 
+TEST(BlockSweeps, TheFarEntriesRuleAtItsBounds) {
+  // 12 states, one block each; every state i > 0 resets to 0 (M_i0 = 0.1) and steps to
+  // i + 1, so row 0 of B = I - M^T has U entries in columns 1 .. 11 (distance = column).
+  const int32_t n = 12;
+  std::vector<int32_t> rp{0}, col, block_of(n);
+  std::vector<double> val;
+  for (int32_t s = 0; s < n; ++s) {
+    std::vector<std::pair<int32_t, double>> row;
+    if (s > 0) row.push_back({0, 0.1});
+    if (s + 1 < n) row.push_back({s + 1, 0.5});
+    double out = 0.0;
+    for (auto [j, v] : row) out += v;
+    row.push_back({s, 1.0 - out});
+    std::sort(row.begin(), row.end());
+    for (auto [j, v] : row) col.push_back(j), val.push_back(v);
+    rp.push_back(static_cast<int32_t>(col.size()));
+    block_of[s] = s;
+  }
+  detail::BlockSystem B = detail::block_system(n, rp.data(), col.data(), val.data(), block_of, 1.0, 1.0, -1);
+  auto first_column_left_out = [&](int32_t far_states, int32_t wide_row) {
+    B.far_states = far_states;
+    B.wide_row = wide_row;
+    B.schedule_levels();
+    return B.up_end[0] < B.rp[1] ? B.ci[B.up_end[0]] : -1;
+  };
+  // far: more than 5 after the row, i.e. columns 6 .. 11 (six entries); column 5 stays
+  EXPECT_EQ(first_column_left_out(5, 6), 6);
+  EXPECT_EQ(B.up_left_out, 6);
+  EXPECT_EQ(B.up_rows_cut, 1);
+  EXPECT_EQ(first_column_left_out(5, 7), -1);  // six far entries: below a width of seven
+  EXPECT_EQ(B.up_left_out, 0);
+  EXPECT_EQ(first_column_left_out(4, 7), 5);  // columns 5 .. 11
+  EXPECT_EQ(first_column_left_out(0, 7), -1);  // 0: nothing is left out
+  for (int32_t j = 1; j < n; ++j) EXPECT_EQ(B.up_end[j], B.rp[j + 1]);
+}
+
 TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
   // The count-spacing chain of ByLevelsEqualsTheSequentialSweepBitForBit: a drop resets the
   // count, so a row of the count's first value gathers entries from the blocks of every count.
@@ -966,22 +1002,38 @@ TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
   EXPECT_EQ(B.up_left_out, 0);
   EXPECT_EQ(B.up_end, std::vector<int32_t>(B.rp.begin() + 1, B.rp.end()));
   const detail::BlockSystem full = B;
-  B.far_states = 40;
-  B.wide_row = 6;
+  // The rule's bounds taken from the chain, so that both are met exactly somewhere: far_states
+  // the median distance of a U entry from its row (an entry exactly that far stays), wide_row
+  // the largest number of farther entries in one row (a row with exactly that many is cut,
+  // one with fewer is not).
+  std::vector<int32_t> dist;
+  for (int32_t j = 0; j < c.n; ++j)
+    for (int32_t e = B.up_begin[j]; e < B.rp[j + 1]; ++e) dist.push_back(B.ci[e] - j);
+  ASSERT_FALSE(dist.empty());
+  std::nth_element(dist.begin(), dist.begin() + dist.size() / 2, dist.end());
+  const int32_t F = dist[dist.size() / 2];
+  std::vector<int32_t> far(static_cast<size_t>(c.n), 0);
+  for (int32_t j = 0; j < c.n; ++j)
+    far[j] = static_cast<int32_t>(std::count_if(B.ci.begin() + B.up_begin[j], B.ci.begin() + B.rp[j + 1],
+                                                [j, F](int32_t col) { return col - j > F; }));
+  const int32_t W = *std::max_element(far.begin(), far.end());
+  ASSERT_GE(W, 2);
+  B.far_states = F;
+  B.wide_row = W;
   B.schedule_levels();
   // the entries left out, from the definition: a row's entries more than far_states after it,
   // when it has at least wide_row of them
   int64_t out = 0;
-  int32_t rows = 0;
+  int32_t rows = 0, kept_with_far = 0;
   for (int32_t j = 0; j < c.n; ++j) {
-    const auto far = std::count_if(B.ci.begin() + B.up_begin[j], B.ci.begin() + B.rp[j + 1],
-                                   [j](int32_t col) { return col - j > 40; });
-    const bool cut = far >= 6;
-    EXPECT_EQ(B.up_end[j], cut ? B.rp[j + 1] - static_cast<int32_t>(far) : B.rp[j + 1]) << "row " << j;
-    out += cut ? far : 0;
+    const bool cut = far[j] >= W;
+    EXPECT_EQ(B.up_end[j], cut ? B.rp[j + 1] - far[j] : B.rp[j + 1]) << "row " << j;
+    out += cut ? far[j] : 0;
     rows += cut ? 1 : 0;
+    kept_with_far += !cut && far[j] > 0 ? 1 : 0;
   }
   ASSERT_GT(rows, 0);
+  ASSERT_GT(kept_with_far, 0);  // rows below the width keep their far entries
   EXPECT_EQ(B.up_left_out, out);
   EXPECT_EQ(B.up_rows_cut, rows);
   // Leaving an entry out is the sweep of the same system with that entry zero: bit for bit, in
@@ -1006,10 +1058,8 @@ TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
       for (int k = 0; k < 2; ++k)
         for (int32_t i = 0; i < c.n; ++i) ASSERT_EQ(got[k][i], reference[k][i]) << "sweep " << k << " state " << i;
     }
-  // and the entries left out did matter: the full sweep differs
+  // and the entries left out did matter: the full sweeps differ
   detail::BlockSystem whole = full;
   const auto with_all = apply(whole, detail::BlockSystem::Schedule::Sequential);
-  double diff = 0.0;
-  for (int32_t i = 0; i < c.n; ++i) diff = std::max(diff, std::abs(with_all[0][i] - reference[0][i]));
-  EXPECT_GT(diff, 1e-6);
+  for (int k = 0; k < 2; ++k) EXPECT_NE(with_all[k], reference[k]) << "sweep " << k;
 }

@@ -552,7 +552,7 @@ void BlockSystem::precond(const double* r, double* z) const {
     precond_two_level(r, z);
   } else {
     forward_sweep(r, z);  // (D + L) y = r
-    // backward: z = y - D^{-1} U z
+    // backward: z = y - D^{-1} U' z
     sweep(*this, backward_levels, true, [this, z](int32_t bi, std::vector<double>& t) { correct_block(*this, bi, z, t); });
   }
   precond_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -562,7 +562,7 @@ void BlockSystem::forward_sweep(const double* r, double* z) const {  // (D + L) 
   sweep(*this, forward_levels, false, [this, r, z](int32_t bi, std::vector<double>&) { forward_block(*this, bi, r, z); });
 }
 
-void BlockSystem::backward_sweep(const double* r, double* z) const {  // (D + U) z = r
+void BlockSystem::backward_sweep(const double* r, double* z) const {  // (D + U') z = r
   sweep(*this, backward_levels, true, [this, r, z](int32_t bi, std::vector<double>&) { backward_block(*this, bi, r, z); });
 }
 
@@ -605,7 +605,7 @@ void BlockSystem::precond_two_level(const double* r, double* z) const {
     dp[i] -= s;
   }
   std::fill(y.begin(), y.end(), 0.0);
-  backward_sweep(d.data(), y.data());  // z += (D + U)^{-1} (r - B z)
+  backward_sweep(d.data(), y.data());  // z += (D + U')^{-1} (r - B z)
   for (int32_t i = 0; i < n; ++i) z[i] += y[i];
   if (K >= 0) z[K] = r[K];  // the fixed state's row is the identity
 }

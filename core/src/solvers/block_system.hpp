@@ -127,7 +127,7 @@ struct BlockSystem {
   Coarse coarse;
   /// The level schedule of the block sweeps (wavefronts; set by block_system).  Block J
   /// depends on block I in the forward sweep when a row of J has an entry in a column of I
-  /// left of J (I < J), in the backward sweep when it has one right of J (I > J); a block's
+  /// left of J (I < J), in the backward sweep when it has one of U' right of J (I > J); a block's
   /// level is 1 + the largest level of the blocks it depends on (0 without any).  The blocks
   /// of one level are independent: solved in parallel, each with the arithmetic of the
   /// sequential sweep (which reads every dependency's final value in both orders), so the
@@ -165,7 +165,7 @@ struct BlockSystem {
   void matvec(const double* x, double* y) const;
   /// z = M^{-1} r, one forward and one backward block sweep.
   void precond(const double* r, double* z) const;
-  /// z = (D + L)^{-1} r and z = (D + U)^{-1} r: one forward or backward block sweep.
+  /// z = (D + L)^{-1} r and z = (D + U')^{-1} r: one forward or backward block sweep (U': up_end).
   void forward_sweep(const double* r, double* z) const;
   void backward_sweep(const double* r, double* z) const;
   /// The two-level preconditioner (coarse set): forward sweep, coarse correction, backward sweep.
