@@ -356,15 +356,10 @@ def _cmd_solve(args: argparse.Namespace) -> int:
              + result.error_estimate.table())
     sens = None
     if args.sensitivities or args.sensitivity_metrics or args.sensitivity_params:
-        flags = {"metrics": "--sensitivity-metrics", "params": "--sensitivity-params"}
+        # an error names the flag, not the function's argument (_message)
+        args.names.update(metrics="--sensitivity-metrics", params="--sensitivity-params")
         with _progress.activity(_progress_on(args), "aqmchain: sensitivities"):
-            try:
-                sens = result.sensitivities(metrics=args.sensitivity_metrics, params=args.sensitivity_params)
-            except _core.OptionError as exc:  # named by its flag here, not by the function's argument
-                param = getattr(exc, "param", None)
-                if param not in flags:
-                    raise
-                raise _core.OptionError(str(exc).replace(f"solver option '{param}'", f"option '{flags[param]}'")) from None
+            sens = result.sensitivities(metrics=args.sensitivity_metrics, params=args.sensitivity_params)
         shown = [m for m in dict.fromkeys(args.sensitivity_metrics or ("mean_queue", "loss", "mean_response"))
                  if m in sens.values]
         more = len(sens.values) - len(shown)

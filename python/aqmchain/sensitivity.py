@@ -129,54 +129,47 @@ class _LabelVectors:
         return np.asarray(self._labels[COMPONENTS["count"]], dtype=float) - 1.0
 
 
-#: the event weights each metric's vectors read (:func:`_metric_vectors`); a metric not listed
-#: reads every event
-_EVENTS_OF: dict[str, tuple[str, ...]] = {
-    "arrival_rate": ("arrival",), "throughput": ("depart",),
-    "loss": ("aqm_drop", "overflow", "flow_compare", "arrival"), "loss_aqm": ("aqm_drop", "arrival"),
-    "loss_overflow": ("overflow", "arrival"), "mark_prob": ("mark", "arrival"),
-    "aqm_decision_prob": ("aqm_drop", "mark", "arrival"), "loss_flow_compare": ("flow_compare", "arrival"),
-    "mean_system": (), "var_system": (), "mean_queue": (), "var_queue": (), "mean_avg": (), "mean_count": (),
-    "admitted_rate": ("admit",), "mean_response": ("admit",), "mean_sojourn": ("admit",), "var_response": ("admit",),
-}
+class _Reads(dict):
+    """A chain's event weights by name, noting which ones are read (``read``)."""
 
+    def __init__(self, items):
+        super().__init__(items)
+        self.read: set[str] = set()
 
-def _events_read(names, chain) -> list[str] | None:
-    """The chain's events the vectors of the metrics ``names`` read (None: all of them)."""
-    if any(m not in _EVENTS_OF for m in names):
-        return None
-    have = list(chain.events)
-    return [e for e in have if any(e in _EVENTS_OF[m] for m in names)]
+    def __getitem__(self, name):
+        self.read.add(name)
+        return super().__getitem__(name)
 
 
 def _metric_vectors(chain, response_method: str | None, names=None,
-                    label_vectors: _LabelVectors | None = None) -> dict[str, _Metric]:
+                    label_vectors: _LabelVectors | None = None, reads: set | None = None) -> dict[str, _Metric]:
     """Every differentiable scalar metric of ``chain`` (or those of ``names`` it has) as a
     :class:`_Metric`: the vectors core/src/analysis/metrics.cpp sums (events, the level n,
     q = max(n - 1, 0), avg's grid value; the closed-form response time under tail drop from the
-    admissions at each n).  ``label_vectors``: those of the chain's labels, when already made."""
-    ev = {k: np.asarray(v, dtype=float) for k, v in chain.events.items()}
+    admissions at each n).  ``label_vectors``: those of the chain's labels, when already made.
+    ``reads``: receives the names of the events the vectors read (a side of a difference then
+    carries only those)."""
+    ev = _Reads((k, np.asarray(v, dtype=float)) for k, v in chain.events.items())
     labels = chain.labels
     lv = label_vectors if label_vectors is not None else _LabelVectors(chain)
-    # (a side of a difference carries only the events its metrics read: _events_read)
-    arr, aqm, mark, ovf = ev.get("arrival"), ev.get("aqm_drop"), ev.get("mark"), ev.get("overflow")
-    fc = ev.get("flow_compare")
+    flow_compare = "flow_compare" in ev
     make = {
-        "arrival_rate": lambda: _Metric("ratio", [(arr, lv.one)]),
+        "arrival_rate": lambda: _Metric("ratio", [(ev["arrival"], lv.one)]),
         "throughput": lambda: _Metric("ratio", [(ev["depart"], lv.one)]),
-        "loss": lambda: _Metric("ratio", [(aqm + ovf + (fc if fc is not None else 0.0), arr)]),
-        "loss_aqm": lambda: _Metric("ratio", [(aqm, arr)]),
-        "loss_overflow": lambda: _Metric("ratio", [(ovf, arr)]),
-        "mark_prob": lambda: _Metric("ratio", [(mark, arr)]),
-        "aqm_decision_prob": lambda: _Metric("ratio", [(aqm + mark, arr)]),
+        "loss": lambda: _Metric("ratio", [(ev["aqm_drop"] + ev["overflow"]
+                                           + (ev["flow_compare"] if flow_compare else 0.0), ev["arrival"])]),
+        "loss_aqm": lambda: _Metric("ratio", [(ev["aqm_drop"], ev["arrival"])]),
+        "loss_overflow": lambda: _Metric("ratio", [(ev["overflow"], ev["arrival"])]),
+        "mark_prob": lambda: _Metric("ratio", [(ev["mark"], ev["arrival"])]),
+        "aqm_decision_prob": lambda: _Metric("ratio", [(ev["aqm_drop"] + ev["mark"], ev["arrival"])]),
         "mean_system": lambda: _Metric("ratio", [(lv.n, lv.one)]),
         "var_system": lambda: _Metric("variance", [(lv.n, lv.one), (lv.n2, lv.one)]),
         "mean_queue": lambda: _Metric("ratio", [(lv.q, lv.one)]),
         "var_queue": lambda: _Metric("variance", [(lv.q, lv.one), (lv.q2, lv.one)]),
         "mean_avg": lambda: _Metric("ratio", [(np.asarray(chain.grid)[np.asarray(chain.grid_index)], lv.one)]),
     }
-    if fc is not None:
-        make["loss_flow_compare"] = lambda: _Metric("ratio", [(fc, arr)])
+    if flow_compare:
+        make["loss_flow_compare"] = lambda: _Metric("ratio", [(ev["flow_compare"], ev["arrival"])])
     if response_method != "tagged_chain":  # the tagged chain's admitted rate is its own
         make["admitted_rate"] = lambda: _Metric("ratio", [(ev["admit"], lv.one)])
     if response_method == "closed_form":
@@ -202,7 +195,10 @@ def _metric_vectors(chain, response_method: str | None, names=None,
             make[name] = lambda name=name: response()[name]
     if COMPONENTS["count"] in labels:
         make["mean_count"] = lambda: _Metric("ratio", [(lv.count, lv.one)])
-    return {m: f() for m, f in make.items() if names is None or m in names}
+    out = {m: f() for m, f in make.items() if names is None or m in names}
+    if reads is not None:
+        reads.update(ev.read)
+    return out
 
 
 # ------------------------------------------------------------------ parameters
@@ -457,17 +453,17 @@ class _Point:
         self.pos = None  # with states added: the index of each base state in this chain
         self.chain = chain
         self._P = None
-        self._events = None
         self.label_vectors = _LabelVectors(chain)
-        vectors = _metric_vectors(chain, response_method, names, self.label_vectors)
+        reads: set[str] = set()
+        vectors = _metric_vectors(chain, response_method, names, self.label_vectors, reads)
         self.vectors = {m: vectors[m] for m in names}  # in the metrics' order (the adjoints' columns)
+        #: the events these vectors read, in the chain's order (the sides of a row pass carry only these)
+        self.events_read = [e for e in chain.events if e in reads]
 
-    @property
+    @functools.cached_property
     def events(self) -> np.ndarray:
         """Every event's weights, one after the other (made when first asked for)."""
-        if self._events is None:
-            self._events = np.concatenate([np.asarray(v, dtype=float) for v in self.chain.events.values()])
-        return self._events
+        return np.concatenate([np.asarray(v, dtype=float) for v in self.chain.events.values()])
 
     @property
     def P(self):
@@ -706,7 +702,7 @@ def _row_difference(key, theta, base_doc, base_model, base: _Point, pi, Y, ratio
     (:func:`_derivative` then builds the chains)."""
     h0 = opts["rel_step"] * abs(theta) if theta != 0 else opts["abs_step"]
     adjoints = np.ascontiguousarray(Y)  # a row per state: an entry's J values adjacent
-    events = _events_read(list(base.vectors), base.chain)  # the sides' event weights the metrics read
+    events = base.events_read  # the sides' event weights the metrics read
 
     def model(delta):
         try:

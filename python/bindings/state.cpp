@@ -252,9 +252,9 @@ void define_state(py::module_& m) {
                                                   "chain (", c.n, " rows, a column per adjoint vector), got an array "
                                                   "of ", adjoints.ndim(), " dimensions and ", adjoints.size(), " values"));
         const Adjoints ys(adjoints.data(), static_cast<size_t>(adjoints.shape(1)));
-        uint64_t kept = ~uint64_t{0};
+        std::vector<char> kept;  // empty: every event
         if (events) {
-          kept = 0;
+          kept.assign(c.event_names.size(), 0);
           for (const std::string& name : *events) {
             const auto it = std::find(c.event_names.begin(), c.event_names.end(), name);
             if (it == c.event_names.end()) {
@@ -263,8 +263,7 @@ void define_state(py::module_& m) {
               throw std::invalid_argument(
                   detail::cat("argument 'events' must name events of the chain (", known, "), got '", name, "'"));
             }
-            const size_t q = static_cast<size_t>(it - c.event_names.begin());
-            if (q < 64) kept |= uint64_t{1} << q;
+            kept[static_cast<size_t>(it - c.event_names.begin())] = 1;
           }
         }
         ChainDifference d;
@@ -345,7 +344,7 @@ void define_state(py::module_& m) {
       "matrix), products_plus and "
       "products_minus (pi (P+ - P) y and pi (P- - P) y), distance_plus and distance_minus (max |P+ - P|, "
       "max |P- - P|), events_plus and "
-      "events_minus (per event, per state; `events`: only these events, by name, and every event from the 65th on), kink_excess and kink_scale (smoothness across the step), grid_plus and "
+      "events_minus (per event, per state; `events`: only these events, by name), kink_excess and kink_scale (smoothness across the step), grid_plus and "
       "grid_minus (the models' avg grids), added_plus and added_minus (the states a side adds, at most max_added: "
       "keys, labels, events, their rows in CSR with columns n + i for the i-th added state, and inflow, pi's "
       "flow into each), seconds.  With `plus_small` and `minus_small` (the models at theta +- h_small, "

@@ -497,7 +497,8 @@ TEST(ChainDifference, EventsNotKeptAreNotStoredButStillTested) {
   const auto gp = queue_generator(mp), gm = queue_generator(mm), gsp = queue_generator(msp), gsm = queue_generator(msm);
   const SmallStep small{gsp.get(), gsm.get(), hs, 1e-6};
   const ChainDifference all = chain_difference(c, *gp, *gm, h, pi.data(), {y.data(), 2}, c.n, &small);
-  const uint64_t kept = (uint64_t{1} << 0) | (uint64_t{1} << 2);  // the first and the third event
+  std::vector<char> kept(c.event_names.size(), 0);
+  kept[0] = kept[2] = 1;  // the first and the third event
   const ChainDifference some = chain_difference(c, *gp, *gm, h, pi.data(), {y.data(), 2}, c.n, &small, kept);
   ASSERT_TRUE(all.valid && some.valid);
   ASSERT_TRUE(all.small && some.small);

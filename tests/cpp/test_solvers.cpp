@@ -984,10 +984,10 @@ TEST(BlockSweeps, TheFarEntriesRuleAtItsBounds) {
   };
   // far: more than 5 after the row, i.e. columns 6 .. 11 (six entries); column 5 stays
   EXPECT_EQ(first_column_left_out(5, 6), 6);
-  EXPECT_EQ(B.up_left_out, 6);
-  EXPECT_EQ(B.up_rows_cut, 1);
+  EXPECT_EQ(B.up_left_out(), 6);
+  EXPECT_EQ(B.up_rows_cut(), 1);
   EXPECT_EQ(first_column_left_out(5, 7), -1);  // six far entries: below a width of seven
-  EXPECT_EQ(B.up_left_out, 0);
+  EXPECT_EQ(B.up_left_out(), 0);
   EXPECT_EQ(first_column_left_out(4, 7), 5);  // columns 5 .. 11
   EXPECT_EQ(first_column_left_out(0, 7), -1);  // 0: nothing is left out
   for (int32_t j = 1; j < n; ++j) EXPECT_EQ(B.up_end[j], B.rp[j + 1]);
@@ -999,7 +999,7 @@ TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
   const QueueChain c = small_count_chain();
   detail::BlockSystem B = count_chain_system(c);
   // the default rule: nothing of this small chain is 4096 states away
-  EXPECT_EQ(B.up_left_out, 0);
+  EXPECT_EQ(B.up_left_out(), 0);
   EXPECT_EQ(B.up_end, std::vector<int32_t>(B.rp.begin() + 1, B.rp.end()));
   const detail::BlockSystem full = B;
   // The rule's bounds taken from the chain, so that both are met exactly somewhere: far_states
@@ -1034,8 +1034,8 @@ TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
   }
   ASSERT_GT(rows, 0);
   ASSERT_GT(kept_with_far, 0);  // rows below the width keep their far entries
-  EXPECT_EQ(B.up_left_out, out);
-  EXPECT_EQ(B.up_rows_cut, rows);
+  EXPECT_EQ(B.up_left_out(), out);
+  EXPECT_EQ(B.up_rows_cut(), rows);
   // Leaving an entry out is the sweep of the same system with that entry zero: bit for bit, in
   // both sweeps that read U (the symmetric preconditioner and the backward sweep), on both schedules.
   detail::BlockSystem zeroed = full;

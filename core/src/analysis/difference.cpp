@@ -272,7 +272,7 @@ bool added_states(const Chain& base, const TransitionGenerator& g, const std::ve
 
 ChainDifference chain_difference(const Chain& base, const TransitionGenerator& plus, const TransitionGenerator& minus,
                                  double h, const double* pi, const Adjoints& adjoints,
-                                 int64_t max_added, const SmallStep* small, uint64_t events_kept) {
+                                 int64_t max_added, const SmallStep* small, const std::vector<char>& events_kept) {
   const auto t0 = std::chrono::steady_clock::now();
   const int32_t n = base.n;
   if (!(h > 0.0 && std::isfinite(h))) fail_param("h", "a finite number > 0", h);
@@ -305,8 +305,9 @@ ChainDifference chain_difference(const Chain& base, const TransitionGenerator& p
   }
   const size_t J = adjoints.size(), E = base.event_names.size();
   // the weights of the events kept (the others are tested for smoothness, not stored)
-  std::vector<char> kept(E, 0);
-  for (size_t q = 0; q < E; ++q) kept[q] = q >= 64 || ((events_kept >> q) & 1u);
+  if (!events_kept.empty() && events_kept.size() != E)
+    fail_param("events_kept", detail::cat("a flag per event of the chain (", E, ")"), static_cast<double>(events_kept.size()));
+  const std::vector<char> kept = events_kept.empty() ? std::vector<char>(E, 1) : events_kept;
   d.events_plus.assign(E, {});
   d.events_minus.assign(E, {});
   for (size_t q = 0; q < E; ++q)

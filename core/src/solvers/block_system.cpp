@@ -482,16 +482,11 @@ void finish_levels(BlockSystem::Levels& lv, const std::vector<int64_t>& work) {
 void BlockSystem::schedule_levels() {
   // U': a row's entries more than far_states after it are sorted last (columns ascend)
   up_end.assign(rp.begin() + 1, rp.end());
-  up_left_out = 0;
-  up_rows_cut = 0;
   if (far_states > 0 && wide_row > 0)
     for (int32_t j = 0; j < n; ++j) {
       int32_t e = up_begin[j];
       while (e < rp[j + 1] && ci[e] - j <= far_states) ++e;
-      if (rp[j + 1] - e < wide_row) continue;
-      up_left_out += rp[j + 1] - e;
-      ++up_rows_cut;
-      up_end[j] = e;
+      if (rp[j + 1] - e >= wide_row) up_end[j] = e;
     }
   const int32_t nb = static_cast<int32_t>(blocks.size());
   std::vector<int32_t> block_of(static_cast<size_t>(n));
@@ -524,6 +519,18 @@ void BlockSystem::schedule_levels() {
   }
   finish_levels(forward_levels, wf);
   finish_levels(backward_levels, wb);
+}
+
+int64_t BlockSystem::up_left_out() const {
+  int64_t k = 0;
+  for (int32_t j = 0; j < n; ++j) k += rp[j + 1] - up_end[j];
+  return k;
+}
+
+int32_t BlockSystem::up_rows_cut() const {
+  int32_t k = 0;
+  for (int32_t j = 0; j < n; ++j) k += up_end[j] < rp[j + 1] ? 1 : 0;
+  return k;
 }
 
 int BlockSystem::sweep_threads(const Levels& lv) const {

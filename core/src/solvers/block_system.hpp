@@ -104,8 +104,8 @@ struct BlockSystem {
   /// of a near entry; left out of the backward sweeps, they cost GMRES one or two steps
   /// (docs/performance.md).  0: nothing is left out.
   int32_t far_states = 4096, wide_row = 256;
-  int64_t up_left_out = 0;                 ///< entries of U the backward sweeps leave out
-  int32_t up_rows_cut = 0;                 ///< rows they are left out of
+  int64_t up_left_out() const;             ///< entries of U the backward sweeps leave out
+  int32_t up_rows_cut() const;             ///< rows they are left out of
   std::vector<double> b;                   ///< right-hand side from the fixed state's column (empty without)
   std::vector<BlockLU> blocks;
   mutable long precond_applications = 0;

@@ -322,8 +322,8 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   r.extra.push_back({"sweep_gain_backward", R.backward_levels.speedup2});
   r.extra.push_back({"sweep_work_forward", static_cast<double>(R.forward_levels.work)});
   // the far entries of the widely fed rows the backward sweeps leave out (BlockSystem::up_end)
-  r.extra.push_back({"sweep_far_entries_left_out", static_cast<double>(R.up_left_out)});
-  r.extra.push_back({"sweep_far_rows", static_cast<double>(R.up_rows_cut)});
+  r.extra.push_back({"sweep_far_entries_left_out", static_cast<double>(R.up_left_out())});
+  r.extra.push_back({"sweep_far_rows", static_cast<double>(R.up_rows_cut())});
 
   t0 = Clock::now();
   std::vector<double> x(n, 0.0);

@@ -133,14 +133,14 @@ struct SmallStep {
 /// the raw products), h > 0; `pi` the
 /// stationary vector and `adjoints` the vectors y_j (of the chain's size: the caller checks);
 /// a side that adds more than `max_added` states leaves the result invalid.  `small`: the
-/// second step (0 < h_s < h) taken on the rows not smooth at h, or null.  `events_kept`: bit q
-/// set, event q's weights are returned in `events_plus` / `events_minus` (the others are left
-/// empty; every event still counts in the smoothness test and the distances; events from the
-/// 65th on are always kept).  Runs over the
+/// second step (0 < h_s < h) taken on the rows not smooth at h, or null.  `events_kept`: one
+/// flag per event (the base chain's event_names order), its weights returned in `events_plus` /
+/// `events_minus` when set (the others are left empty; every event still counts in the
+/// smoothness test and the distances); empty: every event.  Runs over the
 /// states on the core's threads; honours check_interrupt().
 ChainDifference chain_difference(const Chain& base, const TransitionGenerator& plus, const TransitionGenerator& minus,
                                  double h, const double* pi, const Adjoints& adjoints,
                                  int64_t max_added, const SmallStep* small = nullptr,
-                                 uint64_t events_kept = ~uint64_t{0});
+                                 const std::vector<char>& events_kept = {});
 
 }  // namespace aqm
