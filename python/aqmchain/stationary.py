@@ -492,15 +492,24 @@ def refine_grid(model: _core.Model | _core.Scenario | list, *, memory_limit_gb: 
         models = [model]
     if not models or not all(isinstance(m, _core.Model) for m in models):
         raise _checks.model_error("model", "an aqmchain.Model, a Scenario or a list of models", model)
+    return _refine_grid(model, models, memory_limit_gb, options)[:2]
+
+
+def _refine_grid(model, models: list, memory_limit_gb, options: dict) -> tuple[Any, dict[str, Any], "WarmStart | None"]:
+    """refine_grid, and the pre-solve's answer as a WarmStart (one model whose grid was
+    refined; else None)."""
     opts = _options(dict(options))
-    grid, report = _core.refine_grid(models, opts, _limit_bytes(memory_limit_gb))
+    grid, report, presolve = _core.refine_grid(models, opts, _limit_bytes(memory_limit_gb))
     report = dict(report, refine=models[0].grid.refine)
     if not report["refined"]:
-        return model, report
+        return model, report, None
     refined = [m.with_grid(grid) for m in models]
     if isinstance(model, _core.Scenario):
-        return _core.Scenario([_core.Phase(p.duration, m, p.label) for p, m in zip(model.phases, refined)]), report
-    return (refined if isinstance(model, (list, tuple)) else refined[0]), report
+        return (_core.Scenario([_core.Phase(p.duration, m, p.label) for p, m in zip(model.phases, refined)]),
+                report, None)
+    if isinstance(model, (list, tuple)):
+        return refined, report, None
+    return refined[0], report, None if presolve is None else WarmStart.of_presolve(presolve, refined[0])
 
 
 class ErrorEstimate:
@@ -669,6 +678,7 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
         raw = None
     else:
         input_model = model
+        presolve = None  # the automatic grid's pre-solve answer: the count truncation's first start
         if ws is not None and model.grid.refine == "auto" and ws.grid_report and ws.grid_report.get("refined") \
                 and ws.resolved_grid.refine != "auto" and (
                 warm_grid == "same" or (warm_grid == "auto" and _same_model(model, ws.input_model))):
@@ -679,10 +689,10 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
         else:
             # the pre-solve runs with the default solver options: it only has to locate avg's mass
             warm_info["grid"] = "refined" if model.grid.refine == "auto" else "explicit"
-            model, grid = refine_grid(model, memory_limit_gb=memory_limit_gb)
+            model, grid, presolve = _refine_grid(model, [model], memory_limit_gb, {})
         if model.aqm.spacing != "none" and (model.time == "discrete" or model.aqm.semantics == "ns3"):
             chain, raw, opts = _solve_count_truncated(model, options, opts, memory_limit_gb, classes, response, caps,
-                                                      ws, warm_info)
+                                                      ws, warm_info, presolve)
         else:
             like = ws.chain if ws is not None and ws.chain is not None and ws.chain.time == model.time else None
             chain, raw = build_chain(model, memory_limit_gb, classes, opts.max_states, like), None
@@ -837,6 +847,21 @@ class WarmStart:
         w.chain = chain
         return w
 
+    @classmethod
+    def of_presolve(cls, presolve: dict, model: _core.Model) -> "WarmStart":
+        """The automatic grid's pre-solve answer (``presolve``: pi, labels and avg grid of its
+        chain, from the core's refine_grid) as a start for ``model``, the model on the refined grid."""
+        w = cls()
+        w.time = model.time
+        w.labels = {k: np.asarray(v) for k, v in presolve["labels"].items()}
+        w.pi = np.asarray(presolve["pi"], dtype=float)
+        w.grid = np.asarray(presolve["grid"], dtype=float)
+        # the pre-solve changes the avg grid and the count's caps only: REDwM's s grid is the model's
+        w.s_grid = np.asarray(_core.redwm_s_grid(model), dtype=float) if COMPONENTS["s"] in w.labels else None
+        w.input_model = w.resolved_grid = w.grid_report = w.state = w.chain = None
+        w.iterations = 0
+        return w
+
     def same_states(self, chain: _core.Chain) -> bool:
         """Whether ``chain`` has the previous chain's states, in the same order (same labels)."""
         labels = chain.labels
@@ -935,7 +960,8 @@ _LOOSE_ROUNDS_TAIL = 1e-5
 
 
 def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes, response, caps: list,
-                           warm: WarmStart | None = None, warm_info: dict | None = None):
+                           warm: WarmStart | None = None, warm_info: dict | None = None,
+                           presolve: WarmStart | None = None):
     """Drop spacing (docs/stateful-aqm.md): solve with the count truncated at a cap per avg
     point (stateful_info's count_start_at first), growing the caps (up to the exact cap and
     aqm.count_max) at the points whose mass at the cap is above aqm.count_tail / points, until
@@ -976,10 +1002,11 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         except (_core.StateSpaceTooLarge, _core.ModelError):
             chain = None
         if chain is not None:
-            o = _prepare(chain, options, opts, memory_limit_gb, response, _first_x0(warm, chain, warm_info))
+            x0, start = _first_x0(warm, chain, warm_info, None if "x0" in options else presolve)
+            o = _prepare(chain, options, opts, memory_limit_gb, response, x0)
             raw = _core.solve_stationary(chain, o)
             caps.append({"cap": exact, "points_truncated": 0, "states": int(chain.n), "tail_mass": 0.0,
-                         "iterations": int(raw.iterations), "seconds": time.perf_counter() - t0})
+                         "iterations": int(raw.iterations), "start": start, "seconds": time.perf_counter() - t0})
             return chain, raw, o
     prev = None
     prev_tail = None
@@ -992,8 +1019,9 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         m = model.with_count_cap(0) if cap_at is None else model.with_count_caps(cap_at.tolist())
         chain = build_chain(m, memory_limit_gb, classes, opts.max_states)
         x0 = _warm_start(prev[0], prev[1], chain) if prev is not None and "x0" not in options else None
-        if prev is None and not caps:  # the first caps: from the warm start, if any
-            x0 = _first_x0(warm, chain, warm_info)
+        start = "previous caps" if x0 is not None else "x0" if "x0" in options else "none"
+        if prev is None and not caps:  # the first caps: from the warm start or the grid's pre-solve, if any
+            x0, start = _first_x0(warm, chain, warm_info, None if "x0" in options else presolve)
         prev = None
         loose = None  # this round's tolerance when its caps will likely grow (see above)
         if cap_at is not None:
@@ -1023,7 +1051,7 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         caps.append({"cap": int(exact if cap_at is None else cap_at.max()),
                      "points_truncated": 0 if cap_at is None else int(np.sum(cap_at < exact)),
                      "states": int(chain.n), "tail_mass": tail, "iterations": iterations,
-                     "tol": float(opts.tol if loose is None else loose), "method": str(raw.method),
+                     "tol": float(opts.tol if loose is None else loose), "method": str(raw.method), "start": start,
                      **({"multilevel_skipped": carried["why"]} if skipped else {}),
                      "seconds": time.perf_counter() - t0})
         prev_tail = tail
@@ -1050,14 +1078,21 @@ def _growing(mass: np.ndarray, cap_at: np.ndarray, exact: int, count_max: int, t
     return grow & (cap_at < count_max)
 
 
-def _first_x0(warm: WarmStart | None, chain, warm_info: dict | None) -> np.ndarray | None:
-    """The warm start's vector on the first chain of the count truncation (accounts into warm_info)."""
-    if warm is None:
-        return None
-    x0, info = warm.x0(chain)
-    if warm_info is not None:
-        warm_info.update(info, x0=x0 is not None)
-    return x0
+def _first_x0(warm: WarmStart | None, chain, warm_info: dict | None,
+              presolve: WarmStart | None = None) -> tuple[np.ndarray | None, str]:
+    """The starting vector on the first chain of the count truncation and what it came from:
+    the warm start's (accounts into warm_info), else the automatic grid's pre-solve answer
+    (the same model on a uniform grid with smaller caps: on the count model of
+    docs/stateful-aqm.md it halves the first round's multilevel cycles), else none."""
+    if warm is not None:
+        x0, info = warm.x0(chain)
+        if warm_info is not None:
+            warm_info.update(info, x0=x0 is not None)
+        return x0, "warm" if x0 is not None else "none"
+    if presolve is not None:
+        x0 = presolve.x0(chain)[0]
+        return x0, "pre-solve" if x0 is not None else "none"
+    return None, "none"
 
 
 def _carried_options(model: Any) -> dict:

@@ -122,11 +122,24 @@ void define_analysis(py::module_& m) {
         d["mass_ranges"] = r.mass_ranges, d["jumps"] = r.jumps, d["points"] = r.points, d["min_step"] = r.min_step;
         d["max_step"] = r.max_step, d["refined_ranges"] = r.refined_ranges, d["estimated_states"] = r.estimated_states;
         d["budget_factor"] = r.budget_factor, d["budget_limited"] = r.budget_limited, d["note"] = r.note;
-        return py::make_tuple(g.grid, d);
+        py::object pre = py::none();  // the pre-solve's answer (one model): {pi, labels, grid}
+        if (!g.presolve.pi.empty()) {
+          py::dict labels;
+          for (size_t i = 0; i < g.presolve.names.size(); ++i)
+            labels[py::str(g.presolve.names[i])] = py::array_t<int32_t>(
+                static_cast<py::ssize_t>(g.presolve.labels[i].size()), g.presolve.labels[i].data());
+          py::dict pd;
+          pd["pi"] = py::array_t<double>(static_cast<py::ssize_t>(g.presolve.pi.size()), g.presolve.pi.data());
+          pd["labels"] = labels;
+          pd["grid"] = py::array_t<double>(static_cast<py::ssize_t>(g.presolve.grid.size()), g.presolve.grid.data());
+          pre = pd;
+        }
+        return py::make_tuple(g.grid, d, pre);
       },
       py::arg("models"), py::arg("presolve") = StationaryOptions{},
       py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
-      "The automatic grid of `models` (one model or a scenario's phases): (GridSpec with points, report dict).");
+      "The automatic grid of `models` (one model or a scenario's phases): (GridSpec with points, report dict, "
+      "the pre-solve's answer {pi, labels, grid} for one model or None).");
 
   m.def("compute_metrics", &metrics, py::arg("chain"), py::arg("pi"), py::arg("response") = "auto",
         py::arg("tail_mass") = ResponseOptions{}.tail_mass, py::arg("max_steps") = ResponseOptions{}.max_steps,

@@ -107,6 +107,12 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
                                     " did not converge (", to_string(r.method), ", residual ", r.residual,
                                     "); set grid.refine = \"none\" or choose another solver method"));
     out.report.presolve_states += c.n;
+    if (models.size() == 1) {  // the refined grid's solve may start from it
+      out.presolve.pi = r.pi;
+      out.presolve.grid = c.grid;
+      out.presolve.labels = c.labels;
+      for (int i = 0; i < c.space.count(); ++i) out.presolve.names.push_back(c.space.component(i).name);
+    }
     const auto& avg = c.grid_index();
     std::vector<double> mass(c.grid.size(), 0.0), count(c.grid.size(), 0.0);
     for (size_t s = 0; s < avg.size(); ++s) {

@@ -244,6 +244,39 @@ def test_default_grid_with_spacing_fits_its_budget(truncate_always):
     assert r.states <= 2 * r.grid["estimated_states"]
 
 
+def test_the_first_round_starts_from_the_grids_presolve(truncate_always):
+    """On an automatic grid the first round starts from the pre-solve's answer (the same model on
+    the uniform grid with smaller caps), carried by the labels: every pre-solve state lands on a
+    state of the first round (its caps are at least the pre-solve's), avg's mass on the nearest
+    refined point.  The answer is the one solved from no start, to the residuals."""
+    doc = {"model": {"buffer": 25}, "source": {"kind": "bernoulli", "alpha": 0.5}, "service": {"mu": 0.45},
+           "aqm": {"drop": "red", "min_th": 10, "max_th": 20, "p_max": 0.1, "w": 0.02, "spacing": "count"},
+           "grid": {"state_budget": 30000}}
+    model = aqmchain.model_from_dict(doc)[0]
+    refined, report, pre = aqmchain.stationary._refine_grid(model, [model], None, {})
+    assert report["refined"] and pre is not None
+    first = aqmchain.build_chain(refined.with_count_caps(
+        aqmchain.stateful_info(refined.with_count_cap(1))["count_start_at"]))
+    x0, info = pre.x0(first)
+    assert info["matched_mass"] == pytest.approx(1.0, abs=1e-12) and np.all(x0 >= 0)
+    # avg's marginal: each pre-solve point's mass on the refined point nearest to it
+    grid = np.asarray(first.grid)
+    nearest = np.abs(pre.grid[:, None] - grid[None, :]).argmin(axis=1)
+    old = np.bincount(pre.labels["avg_index"], weights=pre.pi, minlength=len(pre.grid))
+    want = np.bincount(nearest, weights=old, minlength=len(grid)) / old.sum()
+    got = np.bincount(np.asarray(first.grid_index), weights=x0, minlength=len(grid))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-15 * len(grid))
+
+    warm = aqmchain.solve_stationary(model, method="krylov", response="none")
+    cold = aqmchain.solve_stationary(refined, method="krylov", response="none")
+    assert [c["start"] for c in warm.count_caps] == ["pre-solve"] + ["previous caps"] * (len(warm.count_caps) - 1)
+    assert cold.count_caps[0]["start"] == "none" and len(warm.count_caps) >= 2
+    assert np.array_equal(warm.chain.model.aqm.count_trunc_at, cold.chain.model.aqm.count_trunc_at)
+    P = aqmchain.transition_matrix(warm.chain)
+    bound = solution_distance_bound(P, np.asarray(cold.pi), warm.info.residual, cold.info.residual)
+    assert np.abs(np.asarray(warm.pi) - np.asarray(cold.pi)).sum() <= bound
+
+
 def test_cap_at_count_max_with_tail_above_raises_with_the_result():
     doc = copy.deepcopy(GROW_DOC)
     doc["aqm"]["count_max"] = 20

@@ -38,9 +38,19 @@ struct GridReport {
   std::string note;
 };
 
+/// The pre-solve's answer on its own chain: a starting vector for the solve on the refined
+/// grid, carried to its states by their labels (the avg index to the nearest refined point).
+struct Presolve {
+  std::vector<double> pi;                    ///< stationary vector (to the pre-solve's tolerance)
+  std::vector<std::string> names;            ///< the chain's components, descriptor order
+  std::vector<std::vector<int32_t>> labels;  ///< per component, each state's value
+  std::vector<double> grid;                  ///< the pre-solve's avg grid values
+};
+
 struct RefinedGrid {
   GridSpec grid;  ///< explicit points, refine = none: what the chain is built on
   GridReport report;
+  Presolve presolve;  ///< one model only (empty for a scenario's phases): its pre-solve's answer
 };
 
 /// The automatic grid for `models` (one model, or the phases of a scenario: one grid
