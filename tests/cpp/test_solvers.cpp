@@ -1063,3 +1063,44 @@ TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
   const auto with_all = apply(whole, detail::BlockSystem::Schedule::Sequential);
   for (int k = 0; k < 2; ++k) EXPECT_NE(with_all[k], reference[k]) << "sweep " << k;
 }
+
+TEST(Gmres, BlockGramSchmidtProjectsOutTheBasisForEveryBlockRemainder) {
+  // An orthonormal basis (Eigen's QR of a random matrix) and a w with parts along it and off
+  // it: block_mgs must leave w - V V^T w and the coefficients V^T w (to the round-off of sums of
+  // n products) for every count, so for a last block of 1, 2, 3 and 4 vectors; on a vector long
+  // enough for the threaded loops and on a short one.  The same call twice gives the same bits.
+  for (const int32_t n : {1000, 120001}) {
+    const int m = 11;
+    std::mt19937 gen(7);
+    std::normal_distribution<double> nd;
+    Eigen::MatrixXd A(n, m);
+    for (int32_t i = 0; i < n; ++i)
+      for (int k = 0; k < m; ++k) A(i, k) = nd(gen);
+    const Eigen::MatrixXd Q = Eigen::HouseholderQR<Eigen::MatrixXd>(A).householderQ() * Eigen::MatrixXd::Identity(n, m);
+    std::vector<std::vector<double>> V(m, std::vector<double>(static_cast<size_t>(n)));
+    for (int k = 0; k < m; ++k)
+      for (int32_t i = 0; i < n; ++i) V[k][i] = Q(i, k);
+    Eigen::VectorXd w0(n);
+    for (int32_t i = 0; i < n; ++i) w0(i) = nd(gen);
+    for (int k = 0; k < m; ++k) w0 += (k + 1.0) * Q.col(k);
+    for (int count = 1; count <= m; ++count) {
+      const Eigen::VectorXd h_ref = Q.leftCols(count).transpose() * w0;
+      const Eigen::VectorXd w_ref = w0 - Q.leftCols(count) * h_ref;
+      std::vector<double> w(w0.data(), w0.data() + n), h(static_cast<size_t>(count));
+      const double norm2 = detail::block_mgs(V, count, w.data(), h.data(), n);
+      // each coefficient is a sum of n products of size |w| / sqrt(n): its round-off is about
+      // n eps |w|; 64 x that bounds it with a wide margin and is still far below a wrong term
+      const double tol = 64.0 * n * std::numeric_limits<double>::epsilon() * w0.norm();
+      for (int k = 0; k < count; ++k) EXPECT_NEAR(h[k], h_ref(k), tol) << "n " << n << " count " << count << " k " << k;
+      double err = 0.0;
+      for (int32_t i = 0; i < n; ++i) err = std::max(err, std::abs(w[i] - w_ref(i)));
+      EXPECT_LE(err, tol) << "n " << n << " count " << count;
+      EXPECT_NEAR(norm2, w_ref.squaredNorm(), 2.0 * tol * w0.norm()) << "n " << n << " count " << count;
+      std::vector<double> w2(w0.data(), w0.data() + n), h2(static_cast<size_t>(count));
+      const double again = detail::block_mgs(V, count, w2.data(), h2.data(), n);
+      EXPECT_EQ(again, norm2);
+      EXPECT_EQ(h2, h);
+      EXPECT_EQ(w2, w);
+    }
+  }
+}

@@ -21,8 +21,8 @@
 // over the blocks (U' = U without the far entries of the rows that gather many: up_end), solved with their LU factors (a band LU, or a sparse LU in a fill-reducing
 // order where the band would be wide and mostly empty: BlockLU), formed in double and kept
 // in single precision (exact for a system of one block); Gmres is restarted GMRES
-// (Saad & Schultz 1986) with right preconditioning, modified Gram-Schmidt and
-// Givens rotations, stopping on a quantity the caller defines from the true
+// (Saad & Schultz 1986) with right preconditioning, block modified Gram-Schmidt (block_mgs)
+// and Givens rotations, stopping on a quantity the caller defines from the true
 // residual.
 #pragma once
 
@@ -233,6 +233,12 @@ struct Recycled {
 
 /// Restarted right-preconditioned GMRES on a BlockSystem, with its workspace
 /// (basis size + 1 vectors of n entries) kept between solves.
+/// w -= V[0..count) V[0..count)^T w for orthonormal V (the GMRES basis), by block modified
+/// Gram-Schmidt with blocks of 4 vectors (block_system.cpp); h[0..count) the coefficients.
+/// Returns ||w||^2 after.  The threads' partial sums are added in thread order: the same
+/// thread count gives the same numbers.
+double block_mgs(const std::vector<std::vector<double>>& V, int count, double* w, double* h, int32_t n);
+
 class Gmres {
  public:
   /// What a solve stops on: converged when measure(x, res) <= target for an
@@ -293,7 +299,7 @@ class Gmres {
   int m_;
   int keep_ = 0, cycle_steps_ = 0;
   std::vector<std::vector<double>> V_, Z_;
-  std::vector<double> H_, Hraw_, E_, cs_, sn_, g_, y_, zsum_, res_, w_, z_, xc_;
+  std::vector<double> H_, Hraw_, E_, cs_, sn_, g_, y_, zsum_, res_, w_, z_, xc_, hcol_;
 };
 
 }  // namespace aqm::detail

@@ -14,7 +14,7 @@
 // block factorised once as a band matrix.  The system, the preconditioner and GMRES
 // live in block_system.hpp (the rational Krylov exponential solves with them too).
 //
-// GMRES (Saad & Schultz 1986) with right preconditioning, modified Gram-Schmidt
+// GMRES (Saad & Schultz 1986) with right preconditioning, block modified Gram-Schmidt
 // and Givens rotations, restarted after `krylov_basis` steps.  The stopping test
 // is the true residual of the normalised vector, exact and cheap for the
 // reduced system: with r = b - B x and z = (x, pi_k = 1),
