@@ -150,7 +150,14 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
       moved.push_back(g);
     }
     if (m.aqm.adaptive.enabled) {
-      const std::vector<double> pm = stateful_info(m).pmax;
+      // the p_max grid only: with drop spacing, of the count truncated (the exact cap on the
+      // model's grid may exceed aqm.count_max, which only the untruncated layout refuses)
+      Model probe = m;
+      if (probe.aqm.spacing != Spacing::None) {
+        probe.aqm.count_trunc = 1;
+        probe.aqm.count_trunc_at.clear();
+      }
+      const std::vector<double> pm = stateful_info(probe).pmax;
       GridFocus g = f;
       g.drop.p_max = *std::max_element(pm.begin(), pm.end());
       moved.push_back(g);

@@ -277,6 +277,23 @@ def test_the_first_round_starts_from_the_grids_presolve(truncate_always):
     assert np.abs(np.asarray(warm.pi) - np.asarray(cold.pi)).sum() <= bound
 
 
+def test_adaptive_count_model_whose_exact_cap_exceeds_count_max_gets_its_automatic_grid():
+    """The automatic grid reads adaptive RED's p_max grid from the model with its count
+    truncated: the exact cap on the model's grid (3999 here) above aqm.count_max is no reason to
+    refuse, since the stationary solve truncates the count anyway.  Built as it is, the model
+    is still refused by name."""
+    model = aqmchain.Model(buffer=20, source=aqmchain.Source.bernoulli(0.5), service=aqmchain.Service(0.45),
+                           aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.red(5, 15, 0.1), w=0.2, adaptive=True,
+                                            interval=200, p_max_step=0.01, spacing="count", count_max=1000),
+                           grid=aqmchain.GridSpec(refine="auto"))
+    refined, report = aqmchain.refine_grid(model)
+    assert report["refined"] and report["points"] > 21 and report["presolve_states"] > 0
+    assert aqmchain.stateful_info(refined.with_count_cap(1))["count_cap_exact"] > model.aqm.count_max
+    with pytest.raises(aqmchain.ModelError) as e:
+        aqmchain.build_chain(refined)
+    assert e.value.param == "aqm.count_max"
+
+
 def test_cap_at_count_max_with_tail_above_raises_with_the_result():
     doc = copy.deepcopy(GROW_DOC)
     doc["aqm"]["count_max"] = 20
