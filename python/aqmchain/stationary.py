@@ -1005,6 +1005,7 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
             chain = None
         if chain is not None:
             x0, start = _first_x0(warm, chain, warm_info, presolve)
+            start = "x0" if "x0" in options else start
             o = _prepare(chain, options, opts, memory_limit_gb, response, x0)
             raw = _core.solve_stationary(chain, o)
             caps.append({"cap": exact, "points_truncated": 0, "states": int(chain.n), "tail_mass": 0.0,
@@ -1024,6 +1025,7 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         start = "previous caps" if x0 is not None else "x0" if "x0" in options else "none"
         if prev is None and not caps:  # the first caps: from the warm start or the grid's pre-solve, if any
             x0, start = _first_x0(warm, chain, warm_info, presolve)
+            start = "x0" if "x0" in options else start  # the options' x0 (warm and x0 exclude each other)
         prev = None
         loose = None  # this round's tolerance when its caps will likely grow (see above)
         if cap_at is not None:
