@@ -914,6 +914,16 @@ int gs_thread() {
 #endif
 }
 
+/// acc[k] = the sum over threads t = 0 .. T - 1 of part[t A + k], k < A (a thread OpenMP did
+/// not start left its zeros).
+void add_in_thread_order(const std::vector<double>& part, int T, int A, double* acc) {
+  for (int k = 0; k < A; ++k) {
+    double a = 0.0;
+    for (int t = 0; t < T; ++t) a += part[static_cast<size_t>(t) * A + k];
+    acc[k] = a;
+  }
+}
+
 template <int B, int NB>
 void gs_pass(double* w, const double* const* cur, const double* h, const double* const* nxt, double* acc,
              int32_t n) {
@@ -937,11 +947,7 @@ void gs_pass(double* w, const double* const* cur, const double* h, const double*
     const int t = gs_thread();
     for (int k = 0; k < A; ++k) part[static_cast<size_t>(t) * A + k] = la[k];
   }
-  for (int k = 0; k < A; ++k) {
-    double a = 0.0;
-    for (int t = 0; t < T; ++t) a += part[static_cast<size_t>(t) * A + k];
-    acc[k] = a;
-  }
+  add_in_thread_order(part, T, A, acc);
 }
 
 template <int NB>
@@ -957,11 +963,7 @@ void gs_dots(const double* w, const double* const* nxt, double* acc, int32_t n) 
     const int t = gs_thread();
     for (int k = 0; k < NB; ++k) part[static_cast<size_t>(t) * NB + k] = la[k];
   }
-  for (int k = 0; k < NB; ++k) {
-    double a = 0.0;
-    for (int t = 0; t < T; ++t) a += part[static_cast<size_t>(t) * NB + k];
-    acc[k] = a;
-  }
+  add_in_thread_order(part, T, NB, acc);
 }
 
 /// Calls f(std::integral_constant<int, k>) for the runtime k in [0, K].

@@ -233,7 +233,7 @@ struct Recycled {
 
 /// Restarted right-preconditioned GMRES on a BlockSystem, with its workspace
 /// (basis size + 1 vectors of n entries) kept between solves.
-/// w -= V[0..count) V[0..count)^T w for orthonormal V (the GMRES basis), by block modified
+/// w -= V[0..count) V[0..count)^T w (count >= 1) for orthonormal V (the GMRES basis), by block modified
 /// Gram-Schmidt with blocks of 4 vectors (block_system.cpp); h[0..count) the coefficients.
 /// Returns ||w||^2 after.  The threads' partial sums are added in thread order: the same
 /// thread count gives the same numbers.
