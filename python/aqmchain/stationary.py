@@ -236,7 +236,8 @@ class StationaryResult:
         self.count_cap = self.count_cap_exact = self.count_tail_mass = self.count_truncated = None
         #: the caps the stationary solve tried: {"cap" (the largest), "points_truncated" (avg points whose cap is
         #: below the exact one), "states", "tail_mass", "iterations", "tol", "method" (the one that solved the
-        #: round), "multilevel_skipped" (only on rounds where auto did not try multilevel because it had
+        #: round), "start" (what the round started from: "pre-solve", "warm", "x0", "previous caps" or "none"),
+        #: "multilevel_skipped" (only on rounds where auto did not try multilevel because it had
         #: failed on an earlier round: why it failed), "seconds"}
         self.count_caps: list[dict[str, Any]] = []
         labels = chain.labels
@@ -495,11 +496,12 @@ def refine_grid(model: _core.Model | _core.Scenario | list, *, memory_limit_gb: 
     return _refine_grid(model, models, memory_limit_gb, options)[:2]
 
 
-def _refine_grid(model, models: list, memory_limit_gb, options: dict) -> tuple[Any, dict[str, Any], "WarmStart | None"]:
-    """refine_grid, and the pre-solve's answer as a WarmStart (one model whose grid was
-    refined; else None)."""
+def _refine_grid(model, models: list, memory_limit_gb, options: dict,
+                 keep_presolve: bool = False) -> tuple[Any, dict[str, Any], "WarmStart | None"]:
+    """refine_grid, and with keep_presolve the pre-solve's answer as a WarmStart (one model
+    whose grid was refined; else None)."""
     opts = _options(dict(options))
-    grid, report, presolve = _core.refine_grid(models, opts, _limit_bytes(memory_limit_gb))
+    grid, report, presolve = _core.refine_grid(models, opts, _limit_bytes(memory_limit_gb), keep_presolve)
     report = dict(report, refine=models[0].grid.refine)
     if not report["refined"]:
         return model, report, None
@@ -678,7 +680,9 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
         raw = None
     else:
         input_model = model
-        presolve = None  # the automatic grid's pre-solve answer: the count truncation's first start
+        # the automatic grid's pre-solve answer: the count truncation's first start (in a box,
+        # which the truncation empties: the vector is not held through the later rounds)
+        presolve: list = []
         if ws is not None and model.grid.refine == "auto" and ws.grid_report and ws.grid_report.get("refined") \
                 and ws.resolved_grid.refine != "auto" and (
                 warm_grid == "same" or (warm_grid == "auto" and _same_model(model, ws.input_model))):
@@ -689,7 +693,10 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
         else:
             # the pre-solve runs with the default solver options: it only has to locate avg's mass
             warm_info["grid"] = "refined" if model.grid.refine == "auto" else "explicit"
-            model, grid, presolve = _refine_grid(model, [model], memory_limit_gb, {})
+            keep = ws is None and "x0" not in options and _presolve_starts(model, options)
+            model, grid, start = _refine_grid(model, [model], memory_limit_gb, {}, keep)
+            presolve = [start] if start is not None else []
+            start = None
         if model.aqm.spacing != "none" and (model.time == "discrete" or model.aqm.semantics == "ns3"):
             chain, raw, opts = _solve_count_truncated(model, options, opts, memory_limit_gb, classes, response, caps,
                                                       ws, warm_info, presolve)
@@ -961,7 +968,7 @@ _LOOSE_ROUNDS_TAIL = 1e-5
 
 def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes, response, caps: list,
                            warm: WarmStart | None = None, warm_info: dict | None = None,
-                           presolve: WarmStart | None = None):
+                           presolve_box: list | None = None):
     """Drop spacing (docs/stateful-aqm.md): solve with the count truncated at a cap per avg
     point (stateful_info's count_start_at first), growing the caps (up to the exact cap and
     aqm.count_max) at the points whose mass at the cap is above aqm.count_tail / points, until
@@ -976,8 +983,8 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
     import time
 
     tail_tol, count_max = float(model.aqm.count_tail), int(model.aqm.count_max)
-    if "x0" in options or not _presolve_starts(model, options):
-        presolve = None
+    # the grid's pre-solve answer (solve_stationary asks for it only where _presolve_starts)
+    presolve = presolve_box.pop() if presolve_box else None
     info = _core.stateful_info(model.with_count_cap(1))
     exact = int(info["count_cap_exact"])
     if tail_tol == 0.0:
@@ -1026,6 +1033,7 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         if prev is None and not caps:  # the first caps: from the warm start or the grid's pre-solve, if any
             x0, start = _first_x0(warm, chain, warm_info, presolve)
             start = "x0" if "x0" in options else start  # the options' x0 (warm and x0 exclude each other)
+            presolve = None
         prev = None
         loose = None  # this round's tolerance when its caps will likely grow (see above)
         if cap_at is not None:
@@ -1084,12 +1092,14 @@ def _growing(mass: np.ndarray, cap_at: np.ndarray, exact: int, count_max: int, t
 
 def _presolve_starts(model, options: dict) -> bool:
     """Whether the count truncation's first round starts from the automatic grid's pre-solve:
-    for `auto` and `multilevel` on a model without adaptive RED.  Multilevel's cycles each cut
+    for `auto` and `multilevel` on a slotted model with drop spacing, without adaptive RED
+    (ns-3's semantics: the pre-solve does not cap its count as the rounds do; not measured).  Multilevel's cycles each cut
     the error by a fixed factor, so a close start saves cycles (count_default: 16 -> 10).  Krylov
     is not helped: GMRES's slow first phase stays (45 iterations instead of 32 on a count model
     of buffer 80), and with adaptive RED a start weighs krylov's coarse space instead of the p_max
     slices' own chains (36 iterations instead of 16 on a model of buffer 30)."""
-    return options.get("method", "auto") in ("auto", "multilevel") and not model.aqm.adaptive
+    return (options.get("method", "auto") in ("auto", "multilevel") and not model.aqm.adaptive
+            and model.aqm.spacing != "none" and model.time == "discrete" and model.aqm.semantics != "ns3")
 
 
 def _first_x0(warm: WarmStart | None, chain, warm_info: dict | None,
@@ -1101,8 +1111,11 @@ def _first_x0(warm: WarmStart | None, chain, warm_info: dict | None,
         x0, info = warm.x0(chain)
         if warm_info is not None:
             warm_info.update(info, x0=x0 is not None)
-        return x0, "warm" if x0 is not None else "none"
-    if presolve is not None:
+        if x0 is not None:
+            return x0, "warm"
+    # the pre-solve's chain: the same components unless the class chain differs (the pre-solve
+    # builds the approximate one; classes="exact" or "window" solve another)
+    if presolve is not None and chain.time == presolve.time and sorted(chain.labels) == sorted(presolve.labels):
         x0 = presolve.x0(chain)[0]
         return x0, "pre-solve" if x0 is not None else "none"
     return None, "none"
@@ -1144,7 +1157,8 @@ def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=Non
         model = chain.model
         result.count_caps = list(caps) if caps else [{
             "cap": result.count_cap, "states": int(chain.n), "tail_mass": result.count_tail_mass,
-            "iterations": int(raw.iterations), "seconds": float(raw.seconds.get("total", 0.0))}]
+            "iterations": int(raw.iterations), "start": "x0" if len(opts.x0) else "none",
+            "seconds": float(raw.seconds.get("total", 0.0))}]
         if caps and len(caps) > 1:  # the smaller caps solved before (their build and solve)
             result.info.seconds["count_cap_search"] = float(sum(c["seconds"] for c in caps[:-1]))
         skipped = [i for i, c in enumerate(caps or []) if "multilevel_skipped" in c]

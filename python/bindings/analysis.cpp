@@ -107,14 +107,14 @@ void define_analysis(py::module_& m) {
         "Observed order and Richardson extrapolation in the grid step (a line fit when the order is not clean).");
   m.def(
       "refine_grid",
-      [](const std::vector<Model>& models, const StationaryOptions& presolve, double memory_limit) {
+      [](const std::vector<Model>& models, const StationaryOptions& presolve, double memory_limit, bool keep_presolve) {
         BuildOptions b;
         b.memory_limit_bytes = memory_limit;
         RefinedGrid g;
         {
           InterruptGuard interrupt;
           py::gil_scoped_release release;
-          g = refine_grid(models, presolve, b);
+          g = refine_grid(models, presolve, b, keep_presolve);
         }
         const GridReport& r = g.report;
         py::dict d;
@@ -137,9 +137,9 @@ void define_analysis(py::module_& m) {
         return py::make_tuple(g.grid, d, pre);
       },
       py::arg("models"), py::arg("presolve") = StationaryOptions{},
-      py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes,
+      py::arg("memory_limit") = BuildOptions{}.memory_limit_bytes, py::arg("keep_presolve") = false,
       "The automatic grid of `models` (one model or a scenario's phases): (GridSpec with points, report dict, "
-      "the pre-solve's answer {pi, labels, grid} for one model or None).");
+      "with keep_presolve and one model the pre-solve's answer {pi, labels, grid}, else None).");
 
   m.def("compute_metrics", &metrics, py::arg("chain"), py::arg("pi"), py::arg("response") = "auto",
         py::arg("tail_mass") = ResponseOptions{}.tail_mass, py::arg("max_steps") = ResponseOptions{}.max_steps,

@@ -59,7 +59,8 @@ void describe_grid(const std::vector<double>& pts, int k, GridReport& r) {
   }
 }
 
-RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOptions& presolve, const BuildOptions& build) {
+RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOptions& presolve, const BuildOptions& build,
+                        bool keep_presolve) {
   if (models.empty()) fail_param("models", "at least one model", 0);
   const Model& first = models.front();
   for (const Model& m : models) {
@@ -107,7 +108,7 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
                                     " did not converge (", to_string(r.method), ", residual ", r.residual,
                                     "); set grid.refine = \"none\" or choose another solver method"));
     out.report.presolve_states += c.n;
-    if (models.size() == 1) {  // the refined grid's solve may start from it
+    if (keep_presolve && models.size() == 1) {  // the refined grid's solve may start from it
       out.presolve.pi = r.pi;
       out.presolve.grid = c.grid;
       out.presolve.labels = c.labels;

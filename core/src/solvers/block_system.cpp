@@ -978,12 +978,13 @@ void with_size(int k, F&& f) {
 }  // namespace
 
 double block_mgs(const std::vector<std::vector<double>>& V, int count, double* w, double* h, int32_t n) {
+  if (count < 1) fail_param("count", ">= 1 basis vectors", count);
   const double* cur[kGsBlock];
   const double* nxt[kGsBlock];
   int b0 = 0, bl = std::min(kGsBlock, count);
   for (int k = 0; k < bl; ++k) nxt[k] = V[static_cast<size_t>(k)].data();
   with_size<kGsBlock>(bl, [&](auto B) {
-    if constexpr (B() > 0) gs_dots<B()>(w, nxt, h, n);
+    if constexpr (decltype(B)::value > 0) gs_dots<decltype(B)::value>(w, nxt, h, n);
   });
   for (;;) {
     const int nb0 = b0 + bl, nbl = std::min(kGsBlock, count - nb0);
@@ -993,7 +994,7 @@ double block_mgs(const std::vector<std::vector<double>>& V, int count, double* w
     double* acc = nbl > 0 ? h + nb0 : &norm2;
     with_size<kGsBlock>(bl, [&](auto B) {
       with_size<kGsBlock>(nbl, [&](auto NB) {
-        if constexpr (B() > 0) gs_pass<B(), NB()>(w, cur, h + b0, nxt, acc, n);
+        if constexpr (decltype(B)::value > 0) gs_pass<decltype(B)::value, decltype(NB)::value>(w, cur, h + b0, nxt, acc, n);
       });
     });
     if (nbl == 0) return norm2;

@@ -231,13 +231,14 @@ struct Recycled {
   static Recycled make(const BlockSystem& B, std::vector<std::vector<double>> dirs);
 };
 
-/// Restarted right-preconditioned GMRES on a BlockSystem, with its workspace
-/// (basis size + 1 vectors of n entries) kept between solves.
 /// w -= V[0..count) V[0..count)^T w (count >= 1) for orthonormal V (the GMRES basis), by block modified
 /// Gram-Schmidt with blocks of 4 vectors (block_system.cpp); h[0..count) the coefficients.
 /// Returns ||w||^2 after.  The threads' partial sums are added in thread order: the same
 /// thread count gives the same numbers.
 double block_mgs(const std::vector<std::vector<double>>& V, int count, double* w, double* h, int32_t n);
+
+/// Restarted right-preconditioned GMRES on a BlockSystem, with its workspace
+/// (basis size + 1 vectors of n entries) kept between solves.
 
 class Gmres {
  public:

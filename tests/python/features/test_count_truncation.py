@@ -253,7 +253,7 @@ def test_the_first_round_starts_from_the_grids_presolve(truncate_always):
            "aqm": {"drop": "red", "min_th": 10, "max_th": 20, "p_max": 0.1, "w": 0.02, "spacing": "count"},
            "grid": {"state_budget": 30000}}
     model = aqmchain.model_from_dict(doc)[0]
-    refined, report, pre = aqmchain.stationary._refine_grid(model, [model], None, {})
+    refined, report, pre = aqmchain.stationary._refine_grid(model, [model], None, {}, keep_presolve=True)
     assert report["refined"] and pre is not None
     first = aqmchain.build_chain(refined.with_count_caps(
         aqmchain.stateful_info(refined.with_count_cap(1))["count_start_at"]))
@@ -278,6 +278,22 @@ def test_the_first_round_starts_from_the_grids_presolve(truncate_always):
     # krylov starts cold (a start does not shorten GMRES's slow first phase)
     kr = aqmchain.solve_stationary(model, method="krylov", response="none")
     assert kr.count_caps[0]["start"] == "none"
+
+
+@pytest.mark.parametrize("kind", ["approx", "exact"])
+def test_class_chains_start_from_the_presolve_only_when_it_has_their_components(truncate_always, kind):
+    """The pre-solve builds the approximate class chain: its answer starts the approximate
+    chain's first round, while the exact class chain (other components) starts cold."""
+    doc = copy.deepcopy(GROW_DOC)
+    doc["model"]["buffer"] = 5
+    doc["aqm"].update(min_th=1, max_th=4, p_max=0.1, w=0.3)
+    doc["grid"] = {"refine": "auto", "state_budget": 20000}
+    doc["class"] = [{"name": "a", "share": 0.4}, {"name": "b", "share": 0.6}]
+    model = aqmchain.model_from_dict(doc)[0]
+    r = aqmchain.solve_stationary(model, classes=kind, response="none")
+    assert r.grid["refined"] and r.class_chain == kind
+    assert r.count_caps[0]["start"] == ("pre-solve" if kind == "approx" else "none")
+    assert r.count_tail_mass <= model.aqm.count_tail
 
 
 def test_adaptive_count_model_whose_exact_cap_exceeds_count_max_gets_its_automatic_grid():

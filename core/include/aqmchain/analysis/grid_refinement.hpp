@@ -50,7 +50,7 @@ struct Presolve {
 struct RefinedGrid {
   GridSpec grid;  ///< explicit points, refine = none: what the chain is built on
   GridReport report;
-  Presolve presolve;  ///< one model only (empty for a scenario's phases): its pre-solve's answer
+  Presolve presolve;  ///< with keep_presolve and one model only (else empty): its pre-solve's answer
 };
 
 /// The automatic grid for `models` (one model, or the phases of a scenario: one grid
@@ -58,8 +58,9 @@ struct RefinedGrid {
 /// grid options (models[0].grid: k is the coarse step, refine_options the rest).  Each
 /// is pre-solved on the uniform grid 1/presolve_k with `presolve` (its tol relaxed to at
 /// least 1e-8).  A model with refine = none is returned as it is (refined = false).
+/// keep_presolve: the pre-solve's answer of a single model is returned too (RefinedGrid::presolve).
 RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOptions& presolve = {},
-                        const BuildOptions& build = {});
+                        const BuildOptions& build = {}, bool keep_presolve = false);
 
 /// The report of an explicit grid (points, steps, refined ranges against coarse step 1/k).
 void describe_grid(const std::vector<double>& points, int k, GridReport& report);
