@@ -763,7 +763,8 @@ def _prepare(chain, options: dict, opts, memory_limit_gb, response, x0=None, tol
         # sequence): LU fill-in makes direct slow from a few thousand states, krylov goes first;
         # so on the window chain (6054 states: direct 5.6 s, krylov 0.05 s)
         extra["auto_krylov_min_states"] = 0
-    return _options({**options, **extra}) if extra else opts
+    # opts parsed options; re-parse when something changed (or options lost the x0 opts has)
+    return _options({**options, **extra}) if extra or (len(opts.x0) and "x0" not in options) else opts
 
 
 def _cap_masses(chain, pi) -> np.ndarray:
@@ -1028,8 +1029,9 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         t0 = time.perf_counter()
         m = model.with_count_cap(0) if cap_at is None else model.with_count_caps(cap_at.tolist())
         chain = build_chain(m, memory_limit_gb, classes, opts.max_states)
-        x0 = _warm_start(prev[0], prev[1], chain) if prev is not None and "x0" not in options else None
-        start = "previous caps" if x0 is not None else "x0" if "x0" in options else "none"
+        # the options' x0 (a vector on the first caps' states) starts the first round only
+        x0 = _warm_start(prev[0], prev[1], chain) if prev is not None else None
+        start = "previous caps" if x0 is not None else "none"
         if prev is None and not caps:  # the first caps: from the warm start or the grid's pre-solve, if any
             x0, start = _first_x0(warm, chain, warm_info, presolve)
             start = "x0" if "x0" in options else start  # the options' x0 (warm and x0 exclude each other)
@@ -1040,7 +1042,8 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
             loose = _ROUND_TOL_FIRST if prev_tail is None else \
                 _ROUND_TOL_FACTOR * prev_tail if prev_tail > _LOOSE_ROUNDS_TAIL else None
             loose = loose if loose is not None and loose > opts.tol else None
-        round_options = options if carried is None else {**options, "method": carried["method"]}
+        round_options = options if not caps else {k: v for k, v in options.items() if k != "x0"}
+        round_options = round_options if carried is None else {**round_options, "method": carried["method"]}
         o = _prepare(chain, round_options, opts, memory_limit_gb, response, x0, loose)
         raw = _core.solve_stationary(chain, o)
         iterations = int(raw.iterations)

@@ -296,6 +296,24 @@ def test_class_chains_start_from_the_presolve_only_when_it_has_their_components(
     assert r.count_tail_mass <= model.aqm.count_tail
 
 
+def test_an_x0_starts_the_first_round_only(truncate_always):
+    """An x0 in the options is a vector on the first caps' states: it starts the first round,
+    and the rounds after it start from the previous caps' answer (they used to be handed the
+    same x0 and refuse its length).  The answer is the cold one, to the residuals."""
+    model = aqmchain.model_from_dict(GROW_DOC)[0]
+    first = aqmchain.build_chain(model.with_count_caps(
+        aqmchain.stateful_info(model.with_count_cap(1))["count_start_at"]))
+    cold = aqmchain.solve_stationary(model, method="krylov")
+    x0 = np.asarray(_solve_capped(first).pi)  # its answer on the first caps (their tail is above count_tail)
+    r = aqmchain.solve_stationary(model, method="krylov", x0=x0)
+    assert [c["start"] for c in r.count_caps] == ["x0"] + ["previous caps"] * (len(r.count_caps) - 1)
+    assert len(r.count_caps) >= 2 and r.count_caps[0]["states"] == first.n
+    assert np.array_equal(r.chain.model.aqm.count_trunc_at, cold.chain.model.aqm.count_trunc_at)
+    P = aqmchain.transition_matrix(r.chain)
+    bound = solution_distance_bound(P, np.asarray(cold.pi), r.info.residual, cold.info.residual)
+    assert np.abs(np.asarray(r.pi) - np.asarray(cold.pi)).sum() <= bound
+
+
 def test_adaptive_count_model_whose_exact_cap_exceeds_count_max_gets_its_automatic_grid():
     """The automatic grid reads adaptive RED's p_max grid from the model with its count
     truncated: the exact cap on the model's grid (3999 here) above aqm.count_max is no reason to
