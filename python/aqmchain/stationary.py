@@ -763,8 +763,7 @@ def _prepare(chain, options: dict, opts, memory_limit_gb, response, x0=None, tol
         # sequence): LU fill-in makes direct slow from a few thousand states, krylov goes first;
         # so on the window chain (6054 states: direct 5.6 s, krylov 0.05 s)
         extra["auto_krylov_min_states"] = 0
-    # opts parsed options; re-parse when something changed (or options lost the x0 opts has)
-    return _options({**options, **extra}) if extra or (len(opts.x0) and "x0" not in options) else opts
+    return _options({**options, **extra}) if extra else opts
 
 
 def _cap_masses(chain, pi) -> np.ndarray:
@@ -864,11 +863,14 @@ class WarmStart:
         w.labels = {k: np.asarray(v) for k, v in presolve["labels"].items()}
         w.pi = np.asarray(presolve["pi"], dtype=float)
         w.grid = np.asarray(presolve["grid"], dtype=float)
-        # the pre-solve changes the avg grid and the count's caps only: REDwM's s grid is the model's
-        w.s_grid = np.asarray(_core.redwm_s_grid(model), dtype=float) if COMPONENTS["s"] in w.labels else None
+        w.s_grid = None  # the pre-solve moves the avg grid and the count's caps, not an s grid
         w.input_model = w.resolved_grid = w.grid_report = w.state = w.chain = None
         w.iterations = 0
         return w
+
+    def same_kind(self, chain: _core.Chain) -> bool:
+        """Whether ``chain`` is of the previous chain's kind (time, state components)."""
+        return chain.time == self.time and sorted(chain.labels) == sorted(self.labels)
 
     def same_states(self, chain: _core.Chain) -> bool:
         """Whether ``chain`` has the previous chain's states, in the same order (same labels)."""
@@ -896,7 +898,7 @@ class WarmStart:
         """The starting vector on ``chain`` (None when no state matches) and the accounts.
         The chain must be of the same kind (time, state components), else an error naming ``param``."""
         names = list(chain.labels)
-        if chain.time != self.time or sorted(names) != sorted(self.labels):
+        if not self.same_kind(chain):
             raise _checks.option_error(param, f"a result of the same kind of model as the one solved ("
                                        f"a {chain.time}-time chain with components {', '.join(names)})",
                                        f"a result of {self.describe()}")
@@ -1012,8 +1014,7 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         except (_core.StateSpaceTooLarge, _core.ModelError):
             chain = None
         if chain is not None:
-            x0, start = _first_x0(warm, chain, warm_info, presolve)
-            start = "x0" if "x0" in options else start
+            x0, start = _first_x0(warm, chain, warm_info, presolve, "x0" in options)
             o = _prepare(chain, options, opts, memory_limit_gb, response, x0)
             raw = _core.solve_stationary(chain, o)
             caps.append({"cap": exact, "points_truncated": 0, "states": int(chain.n), "tail_mass": 0.0,
@@ -1027,14 +1028,15 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
     asked_auto = options.get("method", "auto") == "auto"
     while True:
         t0 = time.perf_counter()
+        if caps and "x0" in options:  # the options' x0 (on the first caps' states) started the first round only
+            options = {k: v for k, v in options.items() if k != "x0"}
+            opts = _options(options)
         m = model.with_count_cap(0) if cap_at is None else model.with_count_caps(cap_at.tolist())
         chain = build_chain(m, memory_limit_gb, classes, opts.max_states)
-        # the options' x0 (a vector on the first caps' states) starts the first round only
         x0 = _warm_start(prev[0], prev[1], chain) if prev is not None else None
         start = "previous caps" if x0 is not None else "none"
-        if prev is None and not caps:  # the first caps: from the warm start or the grid's pre-solve, if any
-            x0, start = _first_x0(warm, chain, warm_info, presolve)
-            start = "x0" if "x0" in options else start  # the options' x0 (warm and x0 exclude each other)
+        if prev is None and not caps:  # the first caps: the options' x0, the warm start or the grid's pre-solve
+            x0, start = _first_x0(warm, chain, warm_info, presolve, "x0" in options)
             presolve = None
         prev = None
         loose = None  # this round's tolerance when its caps will likely grow (see above)
@@ -1042,8 +1044,7 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
             loose = _ROUND_TOL_FIRST if prev_tail is None else \
                 _ROUND_TOL_FACTOR * prev_tail if prev_tail > _LOOSE_ROUNDS_TAIL else None
             loose = loose if loose is not None and loose > opts.tol else None
-        round_options = options if not caps else {k: v for k, v in options.items() if k != "x0"}
-        round_options = round_options if carried is None else {**round_options, "method": carried["method"]}
+        round_options = options if carried is None else {**options, "method": carried["method"]}
         o = _prepare(chain, round_options, opts, memory_limit_gb, response, x0, loose)
         raw = _core.solve_stationary(chain, o)
         iterations = int(raw.iterations)
@@ -1105,24 +1106,24 @@ def _presolve_starts(model, options: dict) -> bool:
             and model.aqm.spacing != "none" and model.time == "discrete" and model.aqm.semantics != "ns3")
 
 
-def _first_x0(warm: WarmStart | None, chain, warm_info: dict | None,
-              presolve: WarmStart | None = None) -> tuple[np.ndarray | None, str]:
+def _first_x0(warm: WarmStart | None, chain, warm_info: dict | None, presolve: WarmStart | None,
+              given_x0: bool) -> tuple[np.ndarray | None, str]:
     """The starting vector on the first chain of the count truncation and what it came from:
-    the warm start's (accounts into warm_info), else the automatic grid's pre-solve answer
-    (the same model on a uniform grid with smaller caps; see _presolve_starts), else none."""
+    the options' x0 (``given_x0``: the solve passes it), the warm start's (accounts into
+    warm_info), or the automatic grid's pre-solve answer (see _presolve_starts; solve_stationary
+    asks for it only without x0 and warm), else none.  The pre-solve starts only a chain of its
+    kind: it builds the approximate class chain, classes="exact" or "window" solve another."""
+    if given_x0:
+        return None, "x0"
     if warm is not None:
         x0, info = warm.x0(chain)
         if warm_info is not None:
             warm_info.update(info, x0=x0 is not None)
-        if x0 is not None:
-            return x0, "warm"
-    # the pre-solve's chain: the same components unless the class chain differs (the pre-solve
-    # builds the approximate one; classes="exact" or "window" solve another)
-    if presolve is not None and chain.time == presolve.time and sorted(chain.labels) == sorted(presolve.labels):
+        return x0, "warm" if x0 is not None else "none"
+    if presolve is not None and presolve.same_kind(chain):
         x0 = presolve.x0(chain)[0]
         return x0, "pre-solve" if x0 is not None else "none"
     return None, "none"
-
 
 def _carried_options(model: Any) -> dict:
     from .modelfile import solver_options
@@ -1160,7 +1161,8 @@ def _finish(chain, raw, opts, memory_limit_gb, response, response_tail, grid=Non
         model = chain.model
         result.count_caps = list(caps) if caps else [{
             "cap": result.count_cap, "states": int(chain.n), "tail_mass": result.count_tail_mass,
-            "iterations": int(raw.iterations), "start": "x0" if len(opts.x0) else "none",
+            "iterations": int(raw.iterations),
+            "start": "warm" if warm_info and warm_info.get("x0") else "x0" if len(opts.x0) else "none",
             "seconds": float(raw.seconds.get("total", 0.0))}]
         if caps and len(caps) > 1:  # the smaller caps solved before (their build and solve)
             result.info.seconds["count_cap_search"] = float(sum(c["seconds"] for c in caps[:-1]))

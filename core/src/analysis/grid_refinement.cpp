@@ -59,6 +59,18 @@ void describe_grid(const std::vector<double>& pts, int k, GridReport& r) {
   }
 }
 
+namespace {
+/// The model with its count truncated at cap 1 (drop spacing; else unchanged): its layout gives
+/// the start caps and the p_max grid without the exact cap's aqm.count_max test.
+Model count_truncated(Model m) {
+  if (m.aqm.spacing != Spacing::None) {
+    m.aqm.count_trunc = 1;
+    m.aqm.count_trunc_at.clear();
+  }
+  return m;
+}
+}  // namespace
+
 RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOptions& presolve, const BuildOptions& build,
                         bool keep_presolve) {
   if (models.empty()) fail_param("models", "at least one model", 0);
@@ -94,11 +106,8 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
     // drop spacing: the pre-solve only locates avg's mass, so its count is truncated at the
     // stationary solve's first caps, at most kPresolveCountCap (docs/stateful-aqm.md)
     if (pm.aqm.spacing != Spacing::None && pm.time == TimeKind::Discrete) {
-      Model probe = pm;
-      probe.aqm.count_trunc = 1;  // the layout's start caps without the exact cap's count_max test
-      probe.aqm.count_trunc_at.clear();
       pm.aqm.count_trunc = 0;
-      pm.aqm.count_trunc_at = stateful_info(probe).count_start_at;
+      pm.aqm.count_trunc_at = stateful_info(count_truncated(pm)).count_start_at;
       for (int64_t& c : pm.aqm.count_trunc_at) c = std::min<int64_t>(c, kPresolveCountCap);
     }
     const QueueChain c = build_chain(pm, build);
@@ -151,14 +160,9 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
       moved.push_back(g);
     }
     if (m.aqm.adaptive.enabled) {
-      // the p_max grid only: with drop spacing, of the count truncated (the exact cap on the
-      // model's grid may exceed aqm.count_max, which only the untruncated layout refuses)
-      Model probe = m;
-      if (probe.aqm.spacing != Spacing::None) {
-        probe.aqm.count_trunc = 1;
-        probe.aqm.count_trunc_at.clear();
-      }
-      const std::vector<double> pm = stateful_info(probe).pmax;
+      // the p_max grid only, of the count truncated (the exact cap on the model's grid may
+      // exceed aqm.count_max, which only the untruncated layout refuses)
+      const std::vector<double> pm = stateful_info(count_truncated(m)).pmax;
       GridFocus g = f;
       g.drop.p_max = *std::max_element(pm.begin(), pm.end());
       moved.push_back(g);

@@ -937,7 +937,7 @@ void gs_pass(double* w, const double* const* cur, const double* h, const double*
     for (int32_t l = 0; l < n; ++l) {
       double v = w[l];
       for (int k = 0; k < B; ++k) v -= h[k] * cur[k][l];
-      w[l] = v;
+      if constexpr (B > 0) w[l] = v;  // B = 0: the first block's coefficients only
       if constexpr (NB > 0) {
         for (int k = 0; k < NB; ++k) la[k] += nxt[k][l] * v;
       } else {
@@ -948,22 +948,6 @@ void gs_pass(double* w, const double* const* cur, const double* h, const double*
     for (int k = 0; k < A; ++k) part[static_cast<size_t>(t) * A + k] = la[k];
   }
   add_in_thread_order(part, T, A, acc);
-}
-
-template <int NB>
-void gs_dots(const double* w, const double* const* nxt, double* acc, int32_t n) {
-  const int T = gs_threads(n);
-  std::vector<double> part(static_cast<size_t>(T) * NB, 0.0);
-#pragma omp parallel num_threads(T)
-  {
-    double la[NB] = {};
-#pragma omp for schedule(static)
-    for (int32_t l = 0; l < n; ++l)
-      for (int k = 0; k < NB; ++k) la[k] += nxt[k][l] * w[l];
-    const int t = gs_thread();
-    for (int k = 0; k < NB; ++k) part[static_cast<size_t>(t) * NB + k] = la[k];
-  }
-  add_in_thread_order(part, T, NB, acc);
 }
 
 /// Calls f(std::integral_constant<int, k>) for the runtime k in [0, K].
@@ -983,9 +967,7 @@ double block_mgs(const std::vector<std::vector<double>>& V, int count, double* w
   const double* nxt[kGsBlock];
   int b0 = 0, bl = std::min(kGsBlock, count);
   for (int k = 0; k < bl; ++k) nxt[k] = V[static_cast<size_t>(k)].data();
-  with_size<kGsBlock>(bl, [&](auto B) {
-    if constexpr (decltype(B)::value > 0) gs_dots<decltype(B)::value>(w, nxt, h, n);
-  });
+  with_size<kGsBlock>(bl, [&](auto B) { gs_pass<0, decltype(B)::value>(w, cur, nullptr, nxt, h, n); });
   for (;;) {
     const int nb0 = b0 + bl, nbl = std::min(kGsBlock, count - nb0);
     for (int k = 0; k < bl; ++k) cur[k] = V[static_cast<size_t>(b0 + k)].data();
