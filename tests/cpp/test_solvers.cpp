@@ -106,6 +106,104 @@ TEST(Solvers, TwoClosedClassesAreRefused) {
   EXPECT_NEAR(r.pi[2], 1.0, 1e-15);
 }
 
+namespace {
+/// Closed classes of the graph of the entries with |val| >= min_entry (every stored entry
+/// when min_entry is 0), from the transitive closure (Warshall): per state its class's
+/// smallest state when that class is closed, else -1.
+std::vector<int32_t> closed_by_closure(const Chain& c, double min_entry) {
+  const int32_t n = c.n;
+  std::vector<std::vector<char>> reach(n, std::vector<char>(n, 0));
+  for (int32_t i = 0; i < n; ++i) {
+    reach[i][i] = 1;
+    for (int32_t k = c.rowptr[i]; k < c.rowptr[i + 1]; ++k)
+      if (min_entry <= 0.0 || std::abs(c.val[k]) >= min_entry) reach[i][c.col[k]] = 1;
+  }
+  for (int32_t m = 0; m < n; ++m)
+    for (int32_t i = 0; i < n; ++i)
+      if (reach[i][m])
+        for (int32_t j = 0; j < n; ++j) reach[i][j] = reach[i][j] || reach[m][j];
+  std::vector<int32_t> out(n, -1);
+  for (int32_t i = 0; i < n; ++i) {
+    bool closed = true;  // everything i reaches reaches i back
+    int32_t smallest = i;
+    for (int32_t j = 0; j < n; ++j) {
+      if (reach[i][j] && !reach[j][i]) closed = false;
+      if (reach[i][j] && reach[j][i]) smallest = std::min(smallest, j);
+    }
+    if (closed) out[i] = smallest;
+  }
+  return out;
+}
+}  // namespace
+
+TEST(Classes, ClosedClassesAgreeWithTheTransitiveClosure) {
+  // Random graphs, most of them one closed class held together by entries of 1e-3 or more,
+  // with entries of 1e-15 laid over them: without those, one closed class holding the
+  // recurrent state, one closed class that does not (the recurrent state left transient), or
+  // several.  classify (irreducible graphs shown by searches from state 0, the others by
+  // the class analysis) and closed_classes_above against the closure, for every kind.
+  std::mt19937 rng(20261128);
+  int kinds[3] = {0, 0, 0}, irreducible = 0, reducible = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int32_t n = 1 + static_cast<int32_t>(rng() % 24);
+    std::vector<std::vector<std::pair<int32_t, double>>> rows(n);
+    const int shape = static_cast<int>(rng() % 3);
+    for (int32_t i = 0; i < n; ++i) {
+      if (shape > 0 && n > 1) rows[i].push_back({(i + 1) % n, 0.5});  // a cycle through every state
+      const int extra = static_cast<int>(rng() % 3);
+      for (int e = 0; e < extra; ++e) {
+        const int32_t j = static_cast<int32_t>(rng() % n);
+        rows[i].push_back({j, rng() % 2 ? 1e-15 : 1e-3});
+      }
+      if (shape == 2 && n > 1 && rng() % 3 == 0) rows[i][0].second = 1e-15;  // cut the cycle here
+      if (rows[i].empty()) rows[i].push_back({i, 1.0});
+    }
+    Chain c;
+    c.n = n;
+    c.rowptr.assign(1, 0);
+    for (auto& r : rows) {
+      std::sort(r.begin(), r.end());
+      for (auto [j, v] : r) c.col.push_back(j), c.val.push_back(v);
+      c.rowptr.push_back(static_cast<int32_t>(c.col.size()));
+    }
+    classify(c);
+    const std::vector<int32_t> all = closed_by_closure(c, 0.0);
+    std::vector<int32_t> roots;
+    for (int32_t i = 0; i < n; ++i)
+      if (all[i] >= 0 && std::find(roots.begin(), roots.end(), all[i]) == roots.end()) roots.push_back(all[i]);
+    ASSERT_EQ(c.report.closed_classes, static_cast<int>(roots.size())) << "trial " << trial;
+    ++(roots.size() == 1 && std::count(all.begin(), all.end(), roots[0]) == n ? irreducible : reducible);
+    if (roots.size() != 1) {
+      ASSERT_EQ(c.recurrent_state, -1);
+      continue;
+    }
+    const int64_t in_closed = std::count_if(all.begin(), all.end(), [](int32_t v) { return v >= 0; });
+    ASSERT_EQ(c.report.transient_states, n - in_closed) << "trial " << trial;
+    ASSERT_GE(all[c.recurrent_state], 0) << "trial " << trial;
+    const std::vector<int32_t> above = closed_by_closure(c, 1e-12);
+    std::vector<int32_t> above_roots;
+    for (int32_t i = 0; i < n; ++i)
+      if (above[i] >= 0 && std::find(above_roots.begin(), above_roots.end(), above[i]) == above_roots.end())
+        above_roots.push_back(above[i]);
+    const ClosedClasses cc = closed_classes_above(c, 1e-12);
+    ASSERT_EQ(cc.count, static_cast<int>(above_roots.size())) << "trial " << trial;
+    ASSERT_GE(cc.first, 0);
+    ASSERT_GE(above[cc.first], 0) << "trial " << trial;  // a state of a closed class
+    if (cc.count > 1) {
+      ASSERT_GE(cc.second, 0);
+      ASSERT_GE(above[cc.second], 0);
+      ASSERT_NE(above[cc.first], above[cc.second]);
+    }
+    ++kinds[cc.count > 1 ? 2 : above[c.recurrent_state] >= 0 ? 0 : 1];
+  }
+  // every kind was met (the cheap proofs of one class, their fallbacks, the split)
+  EXPECT_GT(irreducible, 300);
+  EXPECT_GT(reducible, 300);
+  EXPECT_GT(kinds[0], 100);
+  EXPECT_GT(kinds[1], 20);
+  EXPECT_GT(kinds[2], 100);
+}
+
 TEST(Solvers, BadOptions) {
   const Chain c = ssmp_red_chain(UpdateRule::PerSlot);
   StationaryOptions o;

@@ -4,9 +4,11 @@
 #include "aqmchain/state/chain.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -37,56 +39,69 @@ struct ClassInfo {
 };
 
 /// Over the entries of at least min_entry in absolute value (0: every stored entry).
+/// One pass over the edges: an edge to a state whose component is complete (visited, off
+/// the stack) leaves the current component, an edge to a state on the stack stays inside
+/// it (every state on Tarjan's stack reaches the state being explored), so a component is
+/// closed when none of its states saw a leaving edge, without a second pass over its edges.
 ClassInfo closed_classes(const Chain& c, double min_entry = 0.0) {
   auto edge = [&](int32_t k) { return min_entry <= 0.0 || std::abs(c.val[k]) >= min_entry; };
   const int32_t n = c.n;
-  std::vector<int32_t> index(n, -1), low(n, 0), comp(n, -1), stack, call_v, call_e;
-  std::vector<char> on_stack(n, 0);
+  constexpr int32_t kDone = std::numeric_limits<int32_t>::max();  // low of a state off the stack
+  // per state: its DFS index and low link (kDone once its component is popped), or -1
+  std::vector<std::array<int32_t, 2>> il(static_cast<size_t>(n), {-1, 0});
+  std::vector<char> leaks(static_cast<size_t>(n), 0);
+  std::vector<int32_t> stack, call_v, call_e;
   stack.reserve(1024);
-  int32_t counter = 0, ncomp = 0;
+  int32_t counter = 0;
   ClassInfo info;
   for (int32_t root = 0; root < n; ++root) {
-    if (index[root] >= 0) continue;
+    if (il[root][0] >= 0) continue;
     call_v.push_back(root);
     call_e.push_back(c.rowptr[root]);
-    index[root] = low[root] = counter++;
+    il[root] = {counter, counter};
+    ++counter;
     stack.push_back(root);
-    on_stack[root] = 1;
     while (!call_v.empty()) {
       const int32_t v = call_v.back();
       int32_t& e = call_e.back();
-      if (e < c.rowptr[v + 1]) {
+      const int32_t end = c.rowptr[v + 1];
+      bool descended = false;
+      while (e < end) {
         const int32_t k = e++;
         if (!edge(k)) continue;
         const int32_t u = c.col[k];
-        if (index[u] < 0) {
-          index[u] = low[u] = counter++;
+        const int32_t iu = il[u][0];
+        if (iu < 0) {
+          il[u] = {counter, counter};
+          ++counter;
           stack.push_back(u);
-          on_stack[u] = 1;
           call_v.push_back(u);
           call_e.push_back(c.rowptr[u]);
-        } else if (on_stack[u]) {
-          low[v] = std::min(low[v], index[u]);
+          descended = true;
+          break;
         }
-        continue;
+        if (il[u][1] == kDone)
+          leaks[v] = 1;  // u's component is complete: another one
+        else
+          il[v][1] = std::min(il[v][1], iu);
       }
+      if (descended) continue;
       call_v.pop_back();
       call_e.pop_back();
-      if (!call_v.empty()) low[call_v.back()] = std::min(low[call_v.back()], low[v]);
-      if (low[v] != index[v]) continue;
-      // v roots a component: the stack from v up.  Label it, check whether any edge
-      // leaves it, then pop it (no per-component allocation).
+      const int32_t low = il[v][1];
+      if (!call_v.empty()) {
+        const int32_t parent = call_v.back();
+        if (low == il[v][0]) leaks[parent] = 1;  // v's component is popped below: the parent leaves it
+        il[parent][1] = std::min(il[parent][1], low);
+      }
+      if (low != il[v][0]) continue;
+      // v roots a component: the stack from v up
       size_t base = stack.size();
       do --base; while (stack[base] != v);
-      for (size_t q = base; q < stack.size(); ++q) {
-        comp[stack[q]] = ncomp;
-        on_stack[stack[q]] = 0;
-      }
       bool closed = true;
-      for (size_t q = base; q < stack.size() && closed; ++q) {
-        const int32_t s = stack[q];
-        for (int32_t k = c.rowptr[s]; k < c.rowptr[s + 1] && closed; ++k)
-          closed = !edge(k) || comp[c.col[k]] == ncomp;
+      for (size_t q = base; q < stack.size(); ++q) {
+        closed = closed && !leaks[stack[q]];
+        il[stack[q]][1] = kDone;
       }
       const int64_t size = static_cast<int64_t>(stack.size() - base);
       stack.resize(base);
@@ -99,10 +114,79 @@ ClassInfo closed_classes(const Chain& c, double min_entry = 0.0) {
         }
         ++info.closed;
       }
-      ++ncomp;
     }
   }
   return info;
+}
+
+/// Whether every state of `sources` reaches state r over the entries of at least min_entry
+/// in absolute value (every stored entry when min_entry is 0), shown cheaply when it holds
+/// (false: not shown, perhaps false).  Each source is searched depth first, lowest-numbered
+/// target first (the exploration numbers the states outward from the initial ones), until
+/// it meets a state already shown to reach r, which shows the whole search path; the
+/// searches stop after about `budget` entries in all.
+bool all_reach(const Chain& c, int32_t r, double min_entry, const std::vector<int32_t>& sources, int64_t budget) {
+  const int32_t n = c.n;
+  auto kept = [&](int32_t k) { return min_entry <= 0.0 || std::abs(c.val[k]) >= min_entry; };
+  std::vector<char> shown(static_cast<size_t>(n), 0);
+  std::vector<int32_t> seen(static_cast<size_t>(n), -1);  // the search that last visited a state
+  shown[r] = 1;
+  std::vector<int32_t> path, next;
+  for (size_t si = 0; si < sources.size(); ++si) {
+    const int32_t s = sources[si];
+    if (shown[s]) continue;
+    const int32_t id = static_cast<int32_t>(si);
+    path.assign(1, s);
+    next.assign(1, c.rowptr[s]);
+    seen[s] = id;
+    bool met = false;
+    while (!path.empty()) {
+      const int32_t v = path.back();
+      int32_t& e = next.back();
+      if (e == c.rowptr[v]) {  // first visit: a kept entry to a shown state ends the search
+        for (int32_t k = c.rowptr[v]; k < c.rowptr[v + 1] && !met; ++k)
+          met = c.col[k] != v && kept(k) && shown[c.col[k]];
+        budget -= c.rowptr[v + 1] - c.rowptr[v] + 1;
+        if (met) break;
+      }
+      bool descended = false;
+      while (e < c.rowptr[v + 1]) {
+        const int32_t k = e++;
+        const int32_t u = c.col[k];
+        if (u == v || !kept(k) || seen[u] == id) continue;
+        seen[u] = id;
+        path.push_back(u);
+        next.push_back(c.rowptr[u]);
+        descended = true;
+        break;
+      }
+      if (budget < 0) return false;
+      if (!descended) path.pop_back(), next.pop_back();
+    }
+    if (!met) return false;  // s reaches no shown state: the full analysis decides
+    for (int32_t v : path) shown[v] = 1;
+  }
+  return true;
+}
+
+/// Whether the chain is one closed class of all its states, shown cheaply (false: not shown):
+/// state 0 reaches every state (breadth first: the exploration's order, so the rows are read
+/// nearly in order) and every state reaches state 0 (all_reach, the states in order: most
+/// meet a lower-numbered state at once).
+bool irreducible_from_0(const Chain& c) {
+  const int32_t n = c.n;
+  if (n <= 0) return false;
+  std::vector<char> reached(static_cast<size_t>(n), 0);
+  std::vector<int32_t> order;
+  order.reserve(static_cast<size_t>(n));
+  order.push_back(0);
+  reached[0] = 1;
+  for (size_t h = 0; h < order.size(); ++h)
+    for (int32_t k = c.rowptr[order[h]]; k < c.rowptr[order[h] + 1]; ++k)
+      if (!reached[c.col[k]]) reached[c.col[k]] = 1, order.push_back(c.col[k]);
+  if (static_cast<int32_t>(order.size()) != n) return false;
+  std::iota(order.begin(), order.end(), 0);
+  return all_reach(c, 0, 0.0, order, 2 * static_cast<int64_t>(c.col.size()) + n);
 }
 
 /// Bytes of a dense key -> state index over the product space.
@@ -507,6 +591,14 @@ std::vector<Chain> build_chains(const std::vector<const TransitionGenerator*>& g
 }
 
 void classify(Chain& c) {
+  // the usual case, an irreducible chain, without the class analysis (the same answer: its
+  // only class is found from state 0)
+  if (irreducible_from_0(c)) {
+    c.report.closed_classes = 1;
+    c.report.transient_states = 0;
+    c.recurrent_state = 0;
+    return;
+  }
   const ClassInfo ci = closed_classes(c);
   c.report.closed_classes = ci.closed;
   c.report.transient_states = c.n - ci.closed_size;
@@ -514,6 +606,22 @@ void classify(Chain& c) {
 }
 
 ClosedClasses closed_classes_above(const Chain& c, double min_entry) {
+  // the usual case, a few rows with tiny entries in an irreducible chain: shown without a
+  // class analysis when those rows still reach the recurrent state (searches of at most nnz
+  // entries in all, then the analysis of the whole graph)
+  if (c.report.closed_classes == 1 && c.recurrent_state >= 0 && min_entry > 0.0) {
+    // every state reaches the recurrent state over all entries, so a path that uses a
+    // left-out entry first leaves at a row holding one: it is enough that those rows reach it
+    std::vector<int32_t> rows;
+    for (int32_t i = 0; i < c.n; ++i)
+      for (int32_t k = c.rowptr[i]; k < c.rowptr[i + 1]; ++k)
+        if (c.col[k] != i && !(std::abs(c.val[k]) >= min_entry)) {
+          rows.push_back(i);
+          break;
+        }
+    if (all_reach(c, c.recurrent_state, min_entry, rows, static_cast<int64_t>(c.col.size())))
+      return {1, c.recurrent_state, -1};
+  }
   const ClassInfo ci = closed_classes(c, min_entry);
   return {ci.closed, ci.closed_state, ci.second_state};
 }
