@@ -955,7 +955,8 @@ EXACT_COUNT_STATES_NS3 = 3_000_000
 #: and its first truncated caps are this many times the slotted ones
 NS3_FIRST_CAP_FACTOR = 8
 
-#: the tail mass below which the count truncation's caps grow x8 instead of x2
+#: the tail mass below which the count truncation's caps grow x8 instead of x2 (after a round
+#: solved to tol: below _LOOSE_ROUNDS_TAIL)
 _FAST_GROWTH_TAIL = 1e-6
 #: The count truncation's rounds whose caps will grow are solved only as far as their decision
 #: needs (_solve_count_truncated): the first to this tolerance, ...
@@ -978,7 +979,8 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
     the mass at the caps is at most aqm.count_tail; each solve starts from the previous one.
     The caps double while the tail mass is above 1e-6 (from a solution far off, the count's
     mass moving into much larger caps took GMRES 300 iterations where doubled caps took 10
-    to 16) and grow x8 below it (one iteration from there).  A round whose caps will still
+    to 16) and grow x8 below it, or below 1e-5 after a round solved to tol (one iteration
+    from there).  A round whose caps will still
     grow needs the tail's size, not tol: the first is solved to _ROUND_TOL_FIRST, one after a
     tail above _LOOSE_ROUNDS_TAIL to _ROUND_TOL_FACTOR times that tail (never below tol); a loose round
     whose tail is within aqm.count_tail is solved again to tol from its own answer, so the
@@ -1077,8 +1079,11 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         if not grow.any():  # the caps that hold the mass are at aqm.count_max: _finish raises
             return chain, raw, o
         # x2 while the tail is large; x8 once it is small (then the previous solution is close
-        # whatever the new caps: GMRES took 1 iteration from tails below 1e-6)
-        factor = 2 if tail > _FAST_GROWTH_TAIL else 8
+        # whatever the new caps: GMRES took 1 iteration from tails below 1e-6), and below
+        # _LOOSE_ROUNDS_TAIL after a round solved to tol (its answer is exact on the states it
+        # shares with the next chain: 1 iteration from a tail of 1.5e-6 on count_default)
+        accurate = loose is None
+        factor = 8 if tail <= _FAST_GROWTH_TAIL or (accurate and tail <= _LOOSE_ROUNDS_TAIL) else 2
         cap_at[grow] = np.minimum(np.minimum(factor * cap_at[grow], exact), count_max)
         # the labels and pi only: the previous chain is freed before the next one is built
         prev = ({k: np.asarray(v) for k, v in chain.labels.items()}, np.asarray(raw.pi))

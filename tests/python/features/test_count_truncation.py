@@ -424,3 +424,42 @@ def test_a_multilevel_that_failed_on_a_round_is_not_tried_on_the_rounds_after_it
     P = aqmchain.transition_matrix(r.chain)
     bound = solution_distance_bound(P, np.asarray(di.pi), r.info.residual, di.info.residual)
     assert np.abs(np.asarray(r.pi) - np.asarray(di.pi)).sum() <= bound
+
+
+def test_caps_grow_x8_after_a_round_solved_to_tol_whose_tail_is_small(truncate_always, monkeypatch):
+    """The caps double after a loose round and grow x8 after one solved to tol whose tail is
+    below _LOOSE_ROUNDS_TAIL (or after any tail below _FAST_GROWTH_TAIL).  The thresholds are
+    moved so that this small model meets both kinds."""
+    st = aqmchain.stationary
+    monkeypatch.setattr(st, "_FAST_GROWTH_TAIL", 1e-9)
+    monkeypatch.setattr(st, "_LOOSE_ROUNDS_TAIL", 3e-3)
+    rounds = []
+    build = st.build_chain
+
+    def recording(model, *args, **kw):
+        chain = build(model, *args, **kw)
+        rounds.append(np.asarray(model.aqm.count_trunc_at, dtype=np.int64))
+        return chain
+
+    monkeypatch.setattr(st, "build_chain", recording)
+    doc = {"model": {"buffer": 20}, "source": {"kind": "bernoulli", "alpha": 0.5}, "service": {"mu": 0.45},
+           "aqm": {"drop": "red", "min_th": 8, "max_th": 16, "p_max": 0.05, "w": 0.2, "spacing": "count"},
+           "grid": {"k": 2, "refine": "none"}}
+    model = aqmchain.model_from_dict(doc)[0]
+    r = aqmchain.solve_stationary(model, method="krylov")
+    caps, tol = r.count_caps, r.info.tol
+    exact = aqmchain.stateful_info(model.with_count_cap(1))["count_cap_exact"]
+    assert len(rounds) == len(caps) >= 3
+    factors = []
+    for i in range(len(caps) - 1):
+        before, after = rounds[i], rounds[i + 1]
+        assert np.any(after > before)
+        grown = (after > before) & (after < exact) & (after < model.aqm.count_max)  # not clipped
+        tail, accurate = caps[i]["tail_mass"], caps[i]["tol"] == tol
+        want = 8 if tail <= st._FAST_GROWTH_TAIL or (accurate and tail <= st._LOOSE_ROUNDS_TAIL) else 2
+        assert np.all(after[grown] == want * before[grown])
+        assert np.all(after[after > before] <= want * before[after > before])
+        if grown.any():
+            factors.append((want, accurate))
+    assert (2, False) in factors and (8, True) in factors  # a loose round doubled, one at tol grew x8
+    assert r.info.residual <= tol and r.count_tail_mass <= model.aqm.count_tail
