@@ -779,28 +779,22 @@ def _cap_masses(chain, pi) -> np.ndarray:
     return np.bincount(g[at], weights=np.asarray(pi)[at], minlength=G)
 
 
-def _map_by_labels(old: dict, old_pi, new: dict, n: int) -> tuple[np.ndarray, int, float]:
-    """``old_pi`` (on the states labelled ``old``) carried to the ``n`` states labelled ``new``:
-    states matched by their labels (all components of ``new``), the others 0.  Returns
-    (x, matched states, matched mass); x is not normalised."""
-    names = list(new)
-    dims = [int(max(np.max(old[k]), np.max(new[k]))) + 1 for k in names]
-    key_old = np.ravel_multi_index([np.asarray(old[k], dtype=np.int64) for k in names], dims)
-    key_new = np.ravel_multi_index([np.asarray(new[k], dtype=np.int64) for k in names], dims)
-    order = np.argsort(key_new)
-    pos = np.searchsorted(key_new[order], key_old)
-    pos = np.minimum(pos, len(order) - 1)
-    hit = key_new[order][pos] == key_old
+def _map_by_labels(old: dict, old_pi, chain) -> tuple[np.ndarray, int, float]:
+    """``old_pi`` (on the states labelled ``old``) carried to the states of ``chain``: states
+    matched by their labels (all components of the chain), the others 0.  Returns (x, matched
+    states, matched mass); x is not normalised."""
+    idx = np.asarray(chain.indices_of(old))
+    hit = idx >= 0
     old_pi = np.asarray(old_pi, dtype=float)
     # several old states may land on one new state (a coarser grid): their masses add up
-    x = np.bincount(order[pos[hit]], weights=old_pi[hit], minlength=n)
+    x = np.bincount(idx[hit], weights=old_pi[hit], minlength=chain.n)
     return x, int(np.count_nonzero(x)), float(old_pi[hit].sum())
 
 
 def _warm_start(old, old_pi, new_chain) -> np.ndarray:
     """The previous caps' solution (``old``: its chain's labels) on the larger caps' states
     (matched by their labels; the new states start at 0), normalised: the next solve's x0."""
-    x0 = _map_by_labels(old, old_pi, new_chain.labels, new_chain.n)[0]
+    x0 = _map_by_labels(old, old_pi, new_chain)[0]
     return x0 / x0.sum()
 
 
@@ -914,7 +908,7 @@ class WarmStart:
         if chain.n == len(self.pi) and self.same_states(chain):  # the same states: no search
             x, matched, mass = np.array(self.pi, dtype=float), int(np.count_nonzero(self.pi)), float(np.sum(self.pi))
         else:
-            x, matched, mass = _map_by_labels(old, self.pi, chain.labels, chain.n)
+            x, matched, mass = _map_by_labels(old, self.pi, chain)
         info = {"previous_states": int(len(self.pi)), "matched_states": matched, "matched_mass": mass,
                 "previous_iterations": self.iterations}
         total = float(x.sum())

@@ -194,6 +194,54 @@ void define_state(py::module_& m) {
                              "warnings.")
       .def("index_of", &Chain::index_of, py::arg("values"), "State index of a tuple of component values, or -1.")
       .def(
+          "indices_of",
+          [](const Chain& c, const py::dict& labels) {
+            // the component arrays in the space's order (other names are ignored)
+            using Column = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+            const int D = c.space.count();
+            std::vector<Column> cols;
+            std::vector<int64_t> stride(static_cast<size_t>(D)), size(static_cast<size_t>(D));
+            std::string names;
+            for (int d = 0; d < D; ++d) names += (d ? ", " : "") + c.space.component(d).name;
+            py::ssize_t m = -1;
+            for (int d = 0; d < D; ++d) {
+              const std::string& name = c.space.component(d).name;
+              stride[static_cast<size_t>(d)] = c.space.stride(d);
+              size[static_cast<size_t>(d)] = c.space.component(d).size;
+              if (!labels.contains(name))
+                throw py::key_error(detail::cat("labels have no component '", name, "' (the chain's components: ",
+                                                names, ")"));
+              cols.push_back(Column::ensure(labels[py::str(name)]));
+              if (!cols.back() || cols.back().ndim() != 1)
+                throw std::invalid_argument(detail::cat("labels['", name, "'] must be a vector of integers"));
+              if (m >= 0 && cols.back().shape(0) != m)
+                throw std::invalid_argument(detail::cat("labels['", name, "'] has ", cols.back().shape(0),
+                                                        " entries, the other components ", m));
+              m = cols.back().shape(0);
+            }
+            py::array_t<int32_t> out(std::max<py::ssize_t>(m, 0));
+            std::vector<const int64_t*> data;
+            for (auto& col : cols) data.push_back(col.data());
+            int32_t* o = out.mutable_data();
+            {
+              py::gil_scoped_release release;
+              for (py::ssize_t i = 0; i < m; ++i) {
+                int64_t key = 0;
+                bool inside = true;
+                for (int d = 0; d < D && inside; ++d) {
+                  const int64_t v = data[static_cast<size_t>(d)][i];
+                  inside = v >= 0 && v < size[static_cast<size_t>(d)];
+                  key += stride[static_cast<size_t>(d)] * v;
+                }
+                o[i] = inside ? c.index_of_key(key) : -1;
+              }
+            }
+            return out;
+          },
+          py::arg("labels"),
+          "State index of each labelled state, or -1 where no state has those values: labels maps each "
+          "component name to an array of values, one entry per labelled state (as `labels`).")
+      .def(
           "matvec",
           [](const Chain& c, const py::array_t<double, py::array::c_style | py::array::forcecast>& x) {
             if (x.ndim() != 1 || x.shape(0) != c.n)

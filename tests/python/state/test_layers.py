@@ -4,6 +4,7 @@ queue models' descriptor tells the solvers and the Python readers what they need
 import re
 
 import numpy as np
+import pytest
 
 import aqmchain
 from aqmchain import _core
@@ -55,3 +56,30 @@ def test_test_modules_live_in_a_layer_or_feature_folder():
     assert sorted(p.name for p in top.glob("test_*.py")) == []
     folders = {p.parent.name for p in top.rglob("test_*.py")}
     assert folders == {"model", "state", "solvers", "analysis", "simulation", "features", "frontend", "docs"}
+
+
+def test_indices_of_finds_every_state_by_its_labels():
+    """Chain.indices_of against index_of state by state: a chain's own labels give 0..n-1 in
+    any order, values outside a component's range or of no state give -1, other names are
+    ignored, a missing component or unequal lengths are refused naming them."""
+    doc = {**BASE_DOC, "model": {"buffer": 6}, "aqm": {**BASE_DOC["aqm"], "min_th": 2, "max_th": 4},
+           "grid": {"k": 2}}
+    chain = aqmchain.build_chain(aqmchain.model_from_dict(doc)[0])
+    labels = {k: np.asarray(v) for k, v in chain.labels.items()}
+    names = list(labels)
+    rng = np.random.default_rng(5)
+    order = rng.permutation(chain.n)
+    got = np.asarray(chain.indices_of({k: v[order] for k, v in labels.items()}))
+    assert got.dtype == np.int32 and np.array_equal(got, order)
+    # every tuple of the product space and one value past each end, against index_of one by one
+    sizes = {c.name: c.size for c in chain.space.components}
+    grid = np.stack(np.meshgrid(*[np.arange(-1, sizes[k] + 1) for k in names], indexing="ij"), -1)
+    grid = grid.reshape(-1, len(names))
+    got = np.asarray(chain.indices_of({k: grid[:, i] for i, k in enumerate(names)} | {"other": grid[:, 0]}))
+    inside = np.all((grid >= 0) & (grid < np.array([sizes[k] for k in names])), axis=1)
+    want = np.array([chain.index_of([int(x) for x in t]) if ok else -1 for t, ok in zip(grid, inside)])
+    assert np.array_equal(got, want) and (want >= 0).sum() == chain.n and (~inside).sum() > 0
+    with pytest.raises(KeyError, match=names[-1]):
+        chain.indices_of({k: labels[k] for k in names[:-1]})
+    with pytest.raises(ValueError, match="entries"):
+        chain.indices_of({**labels, names[0]: labels[names[0]][:-1]})
