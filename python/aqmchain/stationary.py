@@ -1074,13 +1074,14 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
             return chain, raw, o
         # x2 while the tail is large; x8 once it is small (then the previous solution is close
         # whatever the new caps: GMRES took 1 iteration from tails below 1e-6), and below
-        # _LOOSE_ROUNDS_TAIL after a round solved to tol (its answer is exact on the states it
-        # shares with the next chain: 1 iteration from a tail of 1.5e-6 on count_default)
+        # _LOOSE_ROUNDS_TAIL after a round solved to tol (its answer is then close to the next
+        # chain's on the states they share: 1 iteration from a tail of 1.5e-6 on count_default)
         accurate = loose is None
         factor = 8 if tail <= _FAST_GROWTH_TAIL or (accurate and tail <= _LOOSE_ROUNDS_TAIL) else 2
         cap_at[grow] = np.minimum(np.minimum(factor * cap_at[grow], exact), count_max)
-        # the labels and pi only: the previous chain is freed before the next one is built
-        prev = ({k: np.asarray(v) for k, v in chain.labels.items()}, np.asarray(raw.pi))
+        # the labels and pi only, copied (the labels are views that would keep the chain): the
+        # previous chain is freed before the next one is built
+        prev = ({k: np.array(v) for k, v in chain.labels.items()}, np.array(raw.pi))
         chain = raw = None
 
 

@@ -228,9 +228,10 @@ void define_state(py::module_& m) {
               for (py::ssize_t i = 0; i < m; ++i) {
                 int64_t key = 0;
                 bool inside = true;
-                for (int d = 0; d < D && inside; ++d) {
+                for (int d = 0; d < D; ++d) {
                   const int64_t v = data[static_cast<size_t>(d)][i];
                   inside = v >= 0 && v < size[static_cast<size_t>(d)];
+                  if (!inside) break;
                   key += stride[static_cast<size_t>(d)] * v;
                 }
                 o[i] = inside ? c.index_of_key(key) : -1;

@@ -122,9 +122,10 @@ ClassInfo closed_classes(const Chain& c, double min_entry = 0.0) {
 /// Whether every state of `sources` reaches state r over the entries of at least min_entry
 /// in absolute value (every stored entry when min_entry is 0), shown cheaply when it holds
 /// (false: not shown, perhaps false).  Each source is searched depth first, lowest-numbered
-/// target first (the exploration numbers the states outward from the initial ones), until
-/// it meets a state already shown to reach r, which shows the whole search path; the
-/// searches stop after about `budget` entries in all.
+/// target first (the states are numbered in key order: low numbers hold low values of the
+/// leading components, such as a short queue, and most states have a successor there), until it meets a state already
+/// shown to reach r, which shows the whole search path; the searches stop after about
+/// `budget` entries in all.
 bool all_reach(const Chain& c, int32_t r, double min_entry, const std::vector<int32_t>& sources, int64_t budget) {
   const int32_t n = c.n;
   auto kept = [&](int32_t k) { return min_entry <= 0.0 || std::abs(c.val[k]) >= min_entry; };
@@ -170,9 +171,8 @@ bool all_reach(const Chain& c, int32_t r, double min_entry, const std::vector<in
 }
 
 /// Whether the chain is one closed class of all its states, shown cheaply (false: not shown):
-/// state 0 reaches every state (breadth first: the exploration's order, so the rows are read
-/// nearly in order) and every state reaches state 0 (all_reach, the states in order: most
-/// meet a lower-numbered state at once).
+/// state 0 reaches every state (breadth first) and every state reaches state 0 (all_reach,
+/// the states in order: most meet a lower-numbered state at once).
 bool irreducible_from_0(const Chain& c) {
   const int32_t n = c.n;
   if (n <= 0) return false;
@@ -609,7 +609,7 @@ ClosedClasses closed_classes_above(const Chain& c, double min_entry) {
   // the usual case, a few rows with tiny entries in an irreducible chain: shown without a
   // class analysis when those rows still reach the recurrent state (searches of at most nnz
   // entries in all, then the analysis of the whole graph)
-  if (c.report.closed_classes == 1 && c.recurrent_state >= 0 && min_entry > 0.0) {
+  if (c.report.closed_classes == 1 && c.recurrent_state >= 0 && c.recurrent_state < c.n && min_entry > 0.0) {
     // every state reaches the recurrent state over all entries, so a path that uses a
     // left-out entry first leaves at a row holding one: it is enough that those rows reach it
     std::vector<int32_t> rows;

@@ -167,13 +167,16 @@ ReachableCount count_reachable(const TransitionGenerator& generator, const Build
 std::vector<Chain> build_chains(const std::vector<const TransitionGenerator*>& generators,
                                 const BuildOptions& options = {});
 
-/// Communicating-class analysis of the CSR graph (Tarjan, O(nnz)): fills
-/// report.closed_classes, report.transient_states and recurrent_state.
+/// Communicating-class analysis of the CSR graph (O(nnz): an irreducible chain shown by
+/// searches from state 0, any other by Tarjan's algorithm): fills report.closed_classes,
+/// report.transient_states and recurrent_state.
 /// build_chain calls it; call it again after editing the matrix by hand.
 void classify(Chain& chain);
 
 /// Closed communicating classes of the graph of the transitions of probability (or rate)
-/// at least `min_entry` (Tarjan, O(nnz)): how many, and a state of each of the first two.
+/// at least `min_entry` (O(nnz): one closed class shown by searches from the rows holding
+/// smaller entries when the chain has one class, else Tarjan's algorithm): how many, and a
+/// state of each of the first two.
 struct ClosedClasses {
   int count = 0;
   int32_t first = -1, second = -1;
