@@ -962,16 +962,23 @@ void with_size(int k, F&& f) {
 }  // namespace
 
 double block_mgs(const std::vector<std::vector<double>>& V, int count, double* w, double* h, int32_t n) {
+  if (count < 1 || static_cast<size_t>(count) > V.size()) fail_param("count", ">= 1 basis vectors", count);
+  std::vector<const double*> cols(static_cast<size_t>(count));
+  for (int k = 0; k < count; ++k) cols[static_cast<size_t>(k)] = V[static_cast<size_t>(k)].data();
+  return block_mgs(cols.data(), count, w, h, n);
+}
+
+double block_mgs(const double* const* V, int count, double* w, double* h, int32_t n) {
   if (count < 1) fail_param("count", ">= 1 basis vectors", count);
   const double* cur[kGsBlock];
   const double* nxt[kGsBlock];
   int b0 = 0, bl = std::min(kGsBlock, count);
-  for (int k = 0; k < bl; ++k) nxt[k] = V[static_cast<size_t>(k)].data();
+  for (int k = 0; k < bl; ++k) nxt[k] = V[static_cast<size_t>(k)];
   with_size<kGsBlock>(bl, [&](auto B) { gs_pass<0, decltype(B)::value>(w, cur, nullptr, nxt, h, n); });
   for (;;) {
     const int nb0 = b0 + bl, nbl = std::min(kGsBlock, count - nb0);
-    for (int k = 0; k < bl; ++k) cur[k] = V[static_cast<size_t>(b0 + k)].data();
-    for (int k = 0; k < nbl; ++k) nxt[k] = V[static_cast<size_t>(nb0 + k)].data();
+    for (int k = 0; k < bl; ++k) cur[k] = V[static_cast<size_t>(b0 + k)];
+    for (int k = 0; k < nbl; ++k) nxt[k] = V[static_cast<size_t>(nb0 + k)];
     double norm2 = 0.0;
     double* acc = nbl > 0 ? h + nb0 : &norm2;
     with_size<kGsBlock>(bl, [&](auto B) {

@@ -236,6 +236,8 @@ struct Recycled {
 /// Returns ||w||^2 after.  The threads' partial sums are added in thread order: the same
 /// thread count gives the same numbers.
 double block_mgs(const std::vector<std::vector<double>>& V, int count, double* w, double* h, int32_t n);
+/// The same over the basis vectors V[0..count) given by their first entries (n each).
+double block_mgs(const double* const* V, int count, double* w, double* h, int32_t n);
 
 /// Restarted right-preconditioned GMRES on a BlockSystem, with its workspace
 /// (basis size + 1 vectors of n entries) kept between solves.

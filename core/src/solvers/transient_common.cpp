@@ -2,6 +2,7 @@
 // and outputs shared by krylov_expv (expm.cpp) and uniformization (uniformization.cpp).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 
 #include "aqmchain/errors.hpp"
@@ -9,6 +10,7 @@
 #include "aqmchain/solvers/stepping.hpp"
 #include "aqmchain/state/chain.hpp"
 #include "aqmchain/threads.hpp"
+#include "solvers/block_system.hpp"
 #include "solvers/transient_common.hpp"
 
 namespace aqm {
@@ -238,36 +240,11 @@ double round_step(double t) {
 }
 
 double orthogonalise(Eigen::MatrixXd& V, int k, double* h) {
-  const Eigen::Index n = V.rows();
-  double* p = V.col(k).data();
-  constexpr Eigen::Index kChunk = 4096;
-  const Eigen::Index chunks = (n + kChunk - 1) / kChunk;
-  auto vec = [&](int i, Eigen::Index r0, Eigen::Index len) {
-    return Eigen::Map<const Eigen::VectorXd>(V.col(i).data() + r0, len);
-  };
-  // h_0 = <v_0, p>; then for i: p -= h_i v_i and h_{i+1} = <v_{i+1}, p> in the same sweep;
-  // the last sweep computes ||p||^2 instead.
-  double next = 0.0;
-#pragma omp parallel for reduction(+ : next) schedule(static) if (n > 50000) num_threads(loop_threads())
-  for (Eigen::Index b = 0; b < chunks; ++b) {
-    const Eigen::Index r0 = b * kChunk, len = std::min(kChunk, n - r0);
-    next += vec(0, r0, len).dot(Eigen::Map<const Eigen::VectorXd>(p + r0, len));
-  }
-  for (int i = 0; i < k; ++i) {
-    h[i] = next;
-    const double hi = next;
-    double acc = 0.0;
-    const bool last = i + 1 == k;
-#pragma omp parallel for reduction(+ : acc) schedule(static) if (n > 50000) num_threads(loop_threads())
-    for (Eigen::Index b = 0; b < chunks; ++b) {
-      const Eigen::Index r0 = b * kChunk, len = std::min(kChunk, n - r0);
-      Eigen::Map<Eigen::VectorXd> pc(p + r0, len);
-      pc -= hi * vec(i, r0, len);
-      acc += last ? pc.squaredNorm() : vec(i + 1, r0, len).dot(pc);
-    }
-    next = acc;
-  }
-  return std::sqrt(next);
+  if (V.rows() > std::numeric_limits<int32_t>::max())
+    throw std::invalid_argument("orthogonalise: more rows than a state index holds");
+  std::vector<const double*> cols(static_cast<size_t>(k));
+  for (int i = 0; i < k; ++i) cols[static_cast<size_t>(i)] = V.col(i).data();
+  return std::sqrt(detail::block_mgs(cols.data(), k, V.col(k).data(), h, static_cast<int32_t>(V.rows())));
 }
 
 std::string budget_note(const TransientOptions& o, long steps, long applications, long cost, double t_now,

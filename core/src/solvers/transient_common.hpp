@@ -65,12 +65,9 @@ inline void record_step(TransientResult& r, double step, double err, double beta
 /// A step size rounded to two significant digits (Expokit rounds its step sizes so).
 double round_step(double t);
 
-/// Modified Gram-Schmidt of column k of V against columns 0 .. k-1, with each
-/// update fused with the next projection: one sweep per basis vector (it is read
-/// once from memory while p stays in cache), in row chunks split over threads.
-/// The arithmetic per entry is that of modified Gram-Schmidt; only the order of
-/// the partial sums of each projection differs.  Writes the coefficients to
-/// h[0 .. k-1] and returns ||p||_2 after orthogonalisation.
+/// Column k of V orthogonalised against columns 0 .. k-1 (orthonormal) by block modified
+/// Gram-Schmidt (detail::block_mgs, GMRES's: blocks of 4 columns, one pass over the column
+/// per block).  Writes the coefficients to h[0 .. k-1] and returns ||p||_2 after.
 double orthogonalise(Eigen::MatrixXd& V, int k, double* h);
 
 /// The budget left before a step that needs `cost` products: empty when it may run,
