@@ -199,15 +199,13 @@ void define_state(py::module_& m) {
             // the component arrays in the space's order (other names are ignored)
             using Column = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
             const int D = c.space.count();
-            std::vector<Column> cols;
-            std::vector<int64_t> stride(static_cast<size_t>(D)), size(static_cast<size_t>(D));
             std::string names;
             for (int d = 0; d < D; ++d) names += (d ? ", " : "") + c.space.component(d).name;
+            std::vector<Column> cols;
+            std::vector<const int64_t*> data;
             py::ssize_t m = -1;
             for (int d = 0; d < D; ++d) {
               const std::string& name = c.space.component(d).name;
-              stride[static_cast<size_t>(d)] = c.space.stride(d);
-              size[static_cast<size_t>(d)] = c.space.component(d).size;
               if (!labels.contains(name))
                 throw py::key_error(detail::cat("labels have no component '", name, "' (the chain's components: ",
                                                 names, ")"));
@@ -218,24 +216,13 @@ void define_state(py::module_& m) {
                 throw std::invalid_argument(detail::cat("labels['", name, "'] has ", cols.back().shape(0),
                                                         " entries, the other components ", m));
               m = cols.back().shape(0);
+              data.push_back(cols.back().data());
             }
             py::array_t<int32_t> out(std::max<py::ssize_t>(m, 0));
-            std::vector<const int64_t*> data;
-            for (auto& col : cols) data.push_back(col.data());
             int32_t* o = out.mutable_data();
             {
               py::gil_scoped_release release;
-              for (py::ssize_t i = 0; i < m; ++i) {
-                int64_t key = 0;
-                bool inside = true;
-                for (int d = 0; d < D; ++d) {
-                  const int64_t v = data[static_cast<size_t>(d)][i];
-                  inside = v >= 0 && v < size[static_cast<size_t>(d)];
-                  if (!inside) break;
-                  key += stride[static_cast<size_t>(d)] * v;
-                }
-                o[i] = inside ? c.index_of_key(key) : -1;
-              }
+              c.indices_of(data, std::max<py::ssize_t>(m, 0), o);
             }
             return out;
           },

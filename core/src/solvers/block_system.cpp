@@ -962,7 +962,8 @@ void with_size(int k, F&& f) {
 }  // namespace
 
 double block_mgs(const std::vector<std::vector<double>>& V, int count, double* w, double* h, int32_t n) {
-  if (count < 1 || static_cast<size_t>(count) > V.size()) fail_param("count", ">= 1 basis vectors", count);
+  if (count < 1 || static_cast<size_t>(count) > V.size())
+    fail_param("count", detail::cat("in [1, ", V.size(), "] (the basis vectors)"), count);
   std::vector<const double*> cols(static_cast<size_t>(count));
   for (int k = 0; k < count; ++k) cols[static_cast<size_t>(k)] = V[static_cast<size_t>(k)].data();
   return block_mgs(cols.data(), count, w, h, n);

@@ -38,13 +38,19 @@ struct ClassInfo {
   int64_t closed_size = 0;
 };
 
+/// Whether entry k is an edge of the graph over the entries of at least min_entry in absolute
+/// value (min_entry <= 0: every stored entry).
+bool kept_entry(const Chain& c, int32_t k, double min_entry) {
+  return min_entry <= 0.0 || std::abs(c.val[k]) >= min_entry;
+}
+
 /// Over the entries of at least min_entry in absolute value (0: every stored entry).
 /// One pass over the edges: an edge to a state whose component is complete (visited, off
 /// the stack) leaves the current component, an edge to a state on the stack stays inside
 /// it (every state on Tarjan's stack reaches the state being explored), so a component is
 /// closed when none of its states saw a leaving edge, without a second pass over its edges.
 ClassInfo closed_classes(const Chain& c, double min_entry = 0.0) {
-  auto edge = [&](int32_t k) { return min_entry <= 0.0 || std::abs(c.val[k]) >= min_entry; };
+  auto edge = [&](int32_t k) { return kept_entry(c, k, min_entry); };
   const int32_t n = c.n;
   constexpr int32_t kDone = std::numeric_limits<int32_t>::max();  // low of a state off the stack
   // per state: its DFS index and low link (kDone once its component is popped), or -1
@@ -128,7 +134,7 @@ ClassInfo closed_classes(const Chain& c, double min_entry = 0.0) {
 /// `budget` entries in all.
 bool all_reach(const Chain& c, int32_t r, double min_entry, const std::vector<int32_t>& sources, int64_t budget) {
   const int32_t n = c.n;
-  auto kept = [&](int32_t k) { return min_entry <= 0.0 || std::abs(c.val[k]) >= min_entry; };
+  auto kept = [&](int32_t k) { return kept_entry(c, k, min_entry); };
   std::vector<char> shown(static_cast<size_t>(n), 0);
   std::vector<int32_t> seen(static_cast<size_t>(n), -1);  // the search that last visited a state
   shown[r] = 1;
@@ -235,6 +241,24 @@ int32_t Chain::hashed_index_of(int64_t key) const {
 
 int32_t Chain::index_of(const std::vector<int32_t>& values) const {
   return index_of_key(space.encode_checked(values));
+}
+
+void Chain::indices_of(const std::vector<const int64_t*>& columns, int64_t count, int32_t* out) const {
+  const int D = space.count();
+  if (static_cast<int>(columns.size()) != D)
+    throw std::invalid_argument(detail::cat("indices_of: ", columns.size(), " columns for ", D, " components"));
+  std::vector<int64_t> stride(static_cast<size_t>(D)), size(static_cast<size_t>(D));
+  for (int d = 0; d < D; ++d) stride[static_cast<size_t>(d)] = space.stride(d), size[static_cast<size_t>(d)] = space.component(d).size;
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t key = 0;
+    bool inside = true;
+    for (size_t d = 0; d < static_cast<size_t>(D) && inside; ++d) {
+      const int64_t v = columns[d][i];
+      inside = v >= 0 && v < size[d];
+      if (inside) key += stride[d] * v;
+    }
+    out[i] = inside ? index_of_key(key) : -1;
+  }
 }
 
 namespace {
@@ -615,7 +639,7 @@ ClosedClasses closed_classes_above(const Chain& c, double min_entry) {
     std::vector<int32_t> rows;
     for (int32_t i = 0; i < c.n; ++i)
       for (int32_t k = c.rowptr[i]; k < c.rowptr[i + 1]; ++k)
-        if (c.col[k] != i && !(std::abs(c.val[k]) >= min_entry)) {
+        if (c.col[k] != i && !kept_entry(c, k, min_entry)) {
           rows.push_back(i);
           break;
         }

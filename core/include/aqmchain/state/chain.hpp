@@ -135,6 +135,10 @@ class Chain {
   }
   /// Index of the state with these component values, or -1 (std::out_of_range on a bad tuple).
   int32_t index_of(const std::vector<int32_t>& values) const;
+  /// out[i] = the index of the state whose component d has value columns[d][i] (one column per
+  /// component, descriptor order, `count` values each), or -1 where a value is outside its
+  /// component's range or no state has them.
+  void indices_of(const std::vector<const int64_t*>& columns, int64_t count, int32_t* out) const;
 
  private:
   friend struct ChainIndex;  // the builder
