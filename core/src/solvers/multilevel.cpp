@@ -12,12 +12,15 @@
 // At the exact solution the coarse chain's stationary vector is the aggregate of
 // pi, so pi is a fixed point of the cycle.  Every level stores P^T in CSR (rows =
 // "to" states): Gauss-Seidel and the coarse construction then read rows.  The
-// coarse pattern and, for every fine nonzero, its slot in the coarse values are
-// computed once; a cycle only recomputes values (one pass over the nonzeros).
+// coarse pattern and the fine entries summed by coarse nonzero and source state are
+// computed once; a cycle only recomputes values (one pass over those sums).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <numeric>
+
+#include <Eigen/Dense>
 
 #include "aqmchain/interrupt.hpp"
 #include "aqmchain/solvers/stationary.hpp"
@@ -38,14 +41,167 @@ struct Level {
   // link to the next (coarser) level
   std::vector<int32_t> agg;     // fine state -> coarse state
   std::vector<int32_t> size;    // members per coarse state
-  std::vector<int32_t> pos;     // fine nonzero -> coarse nonzero
+  std::vector<int32_t> mp, mem;  // members of each coarse state in CSR form (increasing fine index)
+  std::vector<int32_t> pos;     // fine nonzero -> coarse nonzero (a level whose values change)
+  // level 0: Q(i, J) = sum_{j in J} P_ij by coarse nonzero e: entries qp[e] .. qe[e] - 1 of
+  // qi (the source i) and qv (the value); qi and qv hold room for every fine nonzero, the
+  // pages of the room left unused are never touched and take no memory (merge_entries)
+  bool merged = false;  // Q kept (level 0) rather than pos
+  std::vector<int32_t> qp, qe;
+  std::unique_ptr<int32_t[]> qi;
+  std::unique_ptr<double[]> qv;
   std::vector<double> xs, wgt;  // aggregate sums and disaggregation weights
 };
 
 void find_exits(Level& L) { L.exit = exit_probabilities(L.n, L.rp.data(), L.ci.data(), L.v.data()); }
 
-/// Coarse level from `f`: aggregates, pattern and the fine -> coarse slot map.
-Level coarsen(Level& f) {
+/// Threads for a pass over a level of n states (one below kParallelSweepStates).
+int level_threads(int32_t n) { return n >= kParallelSweepStates ? loop_threads() : 1; }
+
+/// The coarse pattern of a level whose values change (see coarsen): c.ci, c.rp (rows J in
+/// order, each one's columns in the order first met) and f.pos.
+void map_entries(Level& f, Level& c) {
+  std::vector<int32_t> mark(c.n, -1);
+  f.pos.assign(f.ci.size(), -1);
+  for (int32_t J = 0; J < c.n; ++J) {
+    const int32_t start = static_cast<int32_t>(c.ci.size());
+    for (int32_t k = f.mp[J]; k < f.mp[J + 1]; ++k) {
+      const int32_t j = f.mem[k];
+      for (int32_t e = f.rp[j]; e < f.rp[j + 1]; ++e) {
+        const int32_t I = f.agg[f.ci[e]];
+        if (mark[I] < start) {
+          mark[I] = static_cast<int32_t>(c.ci.size());
+          c.ci.push_back(I);
+        }
+        f.pos[e] = mark[I];
+      }
+    }
+    c.rp[J + 1] = static_cast<int32_t>(c.ci.size());
+  }
+}
+
+/// The coarse pattern of level 0 (the same as map_entries gives) and Q (see coarsen), for
+/// the coarse rows J0 .. J1 - 1 with offsets from 0: cols (coarse columns, row after row),
+/// row_end (each row's end in cols), q_end (each coarse nonzero's end in qi, qv).  Written
+/// into the arrays given, which have room for every entry of the members' rows.
+struct MergedRows {
+  int32_t* cols;
+  int32_t* qi;
+  double* qv;
+  std::vector<int32_t> row_end, q_end;
+  int32_t ncols = 0, nq = 0;
+};
+
+void merge_rows(const Level& f, int32_t J0, int32_t J1, MergedRows& out) {
+  // mark: a coarse column's place in cols if met in the current row; seen: a fine source's
+  // merged entry if met in the current row (both compared with the row's first place)
+  std::vector<int32_t> mark(f.size.size(), -1), seen(static_cast<size_t>(f.n), -1);
+  std::vector<int32_t> li, ls, cnt;  // the row's merged entries: source, coarse column in the row
+  std::vector<double> lv;
+  out.row_end.reserve(static_cast<size_t>(J1 - J0));
+  int32_t ncols = 0, base = 0;
+  for (int32_t J = J0; J < J1; ++J) {
+    const int32_t start = ncols;
+    size_t most = 0;
+    for (int32_t k = f.mp[J]; k < f.mp[J + 1]; ++k) most += f.rp[f.mem[k] + 1] - f.rp[f.mem[k]];
+    if (li.size() < most) {
+      li.resize(most);
+      ls.resize(most);
+      lv.resize(most);
+    }
+    int32_t m = 0;
+    for (int32_t k = f.mp[J]; k < f.mp[J + 1]; ++k) {
+      const int32_t j = f.mem[k];
+      for (int32_t e = f.rp[j]; e < f.rp[j + 1]; ++e) {
+        const int32_t i = f.ci[e];
+        const int32_t I = f.agg[i];
+        if (mark[I] < start) {
+          mark[I] = ncols;
+          out.cols[ncols++] = I;
+        }
+        if (seen[i] < base) {
+          seen[i] = base + m;
+          li[m] = i;
+          ls[m] = mark[I] - start;
+          lv[m++] = f.v[e];
+        } else {
+          lv[seen[i] - base] += f.v[e];
+        }
+      }
+    }
+    out.row_end.push_back(ncols);
+    // the row's merged entries by coarse column (a counting sort: first met first)
+    const int32_t slots = ncols - start;
+    cnt.assign(static_cast<size_t>(slots) + 1, 0);
+    for (int32_t u = 0; u < m; ++u) ++cnt[ls[u] + 1];
+    for (int32_t t = 0; t < slots; ++t) {
+      cnt[t + 1] += cnt[t];
+      out.q_end.push_back(base + cnt[t + 1]);
+    }
+    for (int32_t u = 0; u < m; ++u) {
+      const int32_t q = base + cnt[ls[u]]++;
+      out.qi[q] = li[u];
+      out.qv[q] = lv[u];
+    }
+    base += m;
+  }
+  out.ncols = ncols;
+  out.nq = base;
+}
+
+/// merge_rows over the threads, each on a range of coarse rows with about equal entries
+/// (the results are the same on any thread count), joined into c.ci, c.rp, f.qp, f.qi and
+/// f.qv.  Range t writes Q from the place of its rows' first fine entry on: at most as many
+/// merged entries as fine ones, so the ranges cannot overlap and nothing is copied (the room
+/// a range leaves unused is never touched and takes no memory).
+void merge_entries(Level& f, Level& c) {
+  const int64_t nnz = static_cast<int64_t>(f.ci.size());
+  const int T = std::max(1, std::min(level_threads(f.n), c.n));
+  std::vector<int64_t> upto(static_cast<size_t>(c.n) + 1, 0);  // fine entries of the rows before
+  for (int32_t J = 0; J < c.n; ++J) {
+    int64_t e = 0;
+    for (int32_t k = f.mp[J]; k < f.mp[J + 1]; ++k) e += f.rp[f.mem[k] + 1] - f.rp[f.mem[k]];
+    upto[J + 1] = upto[J] + e;
+  }
+  std::vector<int32_t> first(T + 1, c.n);
+  for (int t = 1; t < T; ++t)
+    first[t] = static_cast<int32_t>(std::lower_bound(upto.begin(), upto.end(), nnz * t / T) - upto.begin());
+  first[0] = 0;
+  std::unique_ptr<int32_t[]> cols(new int32_t[nnz + 1]);  // not initialised
+  f.qi.reset(new int32_t[nnz + 1]);
+  f.qv.reset(new double[nnz + 1]);
+  std::vector<MergedRows> part(T);
+  for (int t = 0; t < T; ++t) {
+    const int64_t at = upto[first[t]];
+    part[t].cols = cols.get() + at;
+    part[t].qi = f.qi.get() + at;
+    part[t].qv = f.qv.get() + at;
+  }
+#pragma omp parallel for schedule(static, 1) num_threads(T)
+  for (int t = 0; t < T; ++t) merge_rows(f, first[t], first[t + 1], part[t]);
+  int32_t ncols = 0;
+  f.qp.clear();
+  f.qe.clear();
+  c.ci.resize(0);
+  for (int t = 0; t < T; ++t) {
+    const MergedRows& p = part[t];
+    const int32_t at = static_cast<int32_t>(upto[first[t]]);
+    for (int32_t J = first[t]; J < first[t + 1]; ++J) c.rp[J + 1] = ncols + p.row_end[J - first[t]];
+    c.ci.insert(c.ci.end(), p.cols, p.cols + p.ncols);
+    f.qp.reserve(f.qp.size() + p.q_end.size());
+    f.qe.reserve(f.qe.size() + p.q_end.size());
+    int32_t begin = at;  // the range's first nonzero starts where the range does
+    for (int32_t q : p.q_end) {
+      f.qp.push_back(begin);
+      f.qe.push_back(begin = at + q);
+    }
+    ncols += p.ncols;
+  }
+}
+
+/// Coarse level from `f`: aggregates, pattern and the fine -> coarse map (`merge`: f's
+/// values are fixed, see Q below).
+Level coarsen(Level& f, bool merge) {
   Level c;
   // aggregate ids in lexicographic order of the coarse coordinates
   std::vector<int64_t> key(f.n);
@@ -79,50 +235,109 @@ Level coarsen(Level& f) {
     for (size_t d = 0; d < D; ++d) c.coord[d][I] = cc(d, i);
   }
   // members of each coarse row (fine rows j with agg[j] = J), in CSR form
-  std::vector<int32_t> mp(c.n + 1, 0), mem(f.n);
+  std::vector<int32_t>& mp = f.mp;
+  std::vector<int32_t>& mem = f.mem;
+  mp.assign(c.n + 1, 0);
+  mem.resize(f.n);
   for (int32_t j = 0; j < f.n; ++j) ++mp[f.agg[j] + 1];
   for (int32_t J = 0; J < c.n; ++J) mp[J + 1] += mp[J];
   {
     std::vector<int32_t> fill(mp.begin(), mp.end() - 1);
     for (int32_t j = 0; j < f.n; ++j) mem[fill[f.agg[j]]++] = j;
   }
-  // coarse pattern and slot map
-  f.pos.assign(f.ci.size(), -1);
-  std::vector<int32_t> mark(c.n, -1);
+  // The coarse pattern.  On level 0, whose values are P's and never change, the fine
+  // entries merged by (coarse nonzero, fine source state) as well:
+  // P_c(I, J) = sum_{i in I} w_i Q(i, J) with Q(i, J) = sum_{j in J} P_ij, so a cycle reads
+  // Q (on the two-class chains about half as many numbers as P) and no slot per entry.  Q
+  // is kept by coarse nonzero (qp, qe), each one's sources in the order first met.  The coarser
+  // levels' values change with every cycle: their entries keep their coarse nonzero (pos).
   c.rp.assign(c.n + 1, 0);
-  for (int32_t J = 0; J < c.n; ++J) {
-    const int32_t start = static_cast<int32_t>(c.ci.size());
-    for (int32_t k = mp[J]; k < mp[J + 1]; ++k) {
-      const int32_t j = mem[k];
-      for (int32_t e = f.rp[j]; e < f.rp[j + 1]; ++e) {
-        const int32_t I = f.agg[f.ci[e]];
-        if (mark[I] < start) {
-          mark[I] = static_cast<int32_t>(c.ci.size());
-          c.ci.push_back(I);
-        }
-        f.pos[e] = mark[I];
-      }
-    }
-    c.rp[J + 1] = static_cast<int32_t>(c.ci.size());
-  }
+  f.merged = merge;
+  if (merge)
+    merge_entries(f, c);
+  else
+    map_entries(f, c);
   c.v.assign(c.ci.size(), 0.0);
   f.xs.assign(c.n, 0.0);
   f.wgt.assign(f.n, 0.0);
   return c;
 }
 
-/// Coarse values from the fine iterate x (weights x_i / x(I)).
-void restrict_values(Level& f, Level& c, const std::vector<double>& x) {
-  std::fill(f.xs.begin(), f.xs.end(), 0.0);
-  for (int32_t i = 0; i < f.n; ++i) f.xs[f.agg[i]] += x[i];
-  for (int32_t i = 0; i < f.n; ++i) {
-    const int32_t I = f.agg[i];
-    f.wgt[i] = f.xs[I] > 0.0 ? x[i] / f.xs[I] : 1.0 / f.size[I];
+/// sum_e v[e] value(ci[e]) over the entries begin .. end of row j, leaving out its diagonal
+/// entry when `skip` is j (-1: none).  Four partial sums: on rows of about 20 entries the
+/// chain of dependent additions, not the memory, bounded a single sum (4 cycles an entry).
+template <class Value>
+inline double row_sum(const int32_t* ci, const double* v, int32_t begin, int32_t end, int32_t skip, Value value) {
+  double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+  int32_t e = begin;
+  for (; e + 4 <= end; e += 4) {
+    const int32_t c0 = ci[e], c1 = ci[e + 1], c2 = ci[e + 2], c3 = ci[e + 3];
+    a0 += (c0 != skip ? v[e] : 0.0) * value(c0);
+    a1 += (c1 != skip ? v[e + 1] : 0.0) * value(c1);
+    a2 += (c2 != skip ? v[e + 2] : 0.0) * value(c2);
+    a3 += (c3 != skip ? v[e + 3] : 0.0) * value(c3);
   }
-  std::fill(c.v.begin(), c.v.end(), 0.0);
-  for (int32_t j = 0; j < f.n; ++j)
-    for (int32_t e = f.rp[j]; e < f.rp[j + 1]; ++e) c.v[f.pos[e]] += f.wgt[f.ci[e]] * f.v[e];
+  for (; e < end; ++e) a0 += (ci[e] != skip ? v[e] : 0.0) * value(ci[e]);
+  return (a0 + a1) + (a2 + a3);
+}
+
+/// Coarse values from the fine iterate x (weights w_i = x_i / x(I)).  Every coarse nonzero
+/// (I, J) is sum_{i in I} w_i Q(i, J) on level 0, the sum of w_i P_ij over the entries of the
+/// members j of J's rows on the others: the coarse rows are independent, so the passes are
+/// split over the threads, each sum in a fixed order (the same numbers on any thread count).
+void restrict_values(Level& f, Level& c, const std::vector<double>& x) {
+  const int T = level_threads(f.n);
+  const int32_t* mp = f.mp.data();
+  const int32_t* mem = f.mem.data();
+  const bool merged = f.merged;
+#pragma omp parallel num_threads(T)
+  {
+#pragma omp for schedule(static)
+    for (int32_t I = 0; I < c.n; ++I) {
+      double s = 0.0;
+      for (int32_t k = mp[I]; k < mp[I + 1]; ++k) s += x[mem[k]];
+      f.xs[I] = s;
+    }
+#pragma omp for schedule(static)
+    for (int32_t i = 0; i < f.n; ++i) {
+      const int32_t I = f.agg[i];
+      f.wgt[i] = f.xs[I] > 0.0 ? x[i] / f.xs[I] : 1.0 / f.size[I];
+    }
+    if (merged) {
+#pragma omp for schedule(static)
+      for (int32_t J = 0; J < c.n; ++J)
+        for (int32_t e = c.rp[J]; e < c.rp[J + 1]; ++e) {
+          double s = 0.0;
+          for (int32_t k = f.qp[e]; k < f.qe[e]; ++k) s += f.wgt[f.qi[k]] * f.qv[k];
+          c.v[e] = s;
+        }
+    } else {
+#pragma omp for schedule(static)
+      for (int32_t J = 0; J < c.n; ++J) {
+        for (int32_t e = c.rp[J]; e < c.rp[J + 1]; ++e) c.v[e] = 0.0;
+        for (int32_t k = mp[J]; k < mp[J + 1]; ++k) {
+          const int32_t j = mem[k];
+          for (int32_t e = f.rp[j]; e < f.rp[j + 1]; ++e) c.v[f.pos[e]] += f.wgt[f.ci[e]] * f.v[e];
+        }
+      }
+    }
+  }
   find_exits(c);
+}
+
+/// r = x P - x from level 0's P^T (rows = "to" states; for a generator the uniformised P),
+/// over the threads; returns ||r||_1 (the operator's residual, summed in another order).
+double residual_vector(const Level& L, const std::vector<double>& x, std::vector<double>& r) {
+  const int T = level_threads(L.n);
+  r.resize(static_cast<size_t>(L.n));
+  double sum = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : sum) num_threads(T)
+  for (int32_t j = 0; j < L.n; ++j) {
+    const double acc = row_sum(L.ci.data(), L.v.data(), L.rp[j], L.rp[j + 1], -1, [&x](int32_t c) { return x[c]; });
+    r[j] = acc - x[j];
+    sum += std::abs(r[j]);
+  }
+  return sum;
 }
 
 void normalise(std::vector<double>& x) {
@@ -172,6 +387,114 @@ void solve_dense(const Level& L, std::vector<double>& x) {
   normalise(x);
 }
 
+/// Anderson acceleration of the cycles (Walker & Ni, "Anderson acceleration for fixed-point
+/// iterations", 2011; for aggregation cycles: De Sterck, Miller, Sanders & Winlaw,
+/// "Recursively accelerated multilevel aggregation for Markov chains", 2010).  The last
+/// `depth` cycle outputs y_k, all summing to 1, and their residuals r_k = y_k P - y_k are
+/// kept; the next cycle starts from z = sum_k a_k y_k with sum_k a_k = 1 and a minimising
+/// ||sum_k a_k r_k||_2 (r is linear in y, so that is z's residual).  The answer is always a
+/// cycle's output with its own residual: the combination only chooses where a cycle starts.
+/// Entries of z that are not positive (aggregation needs positive weights) take the last
+/// output's value.
+class Anderson {
+ public:
+  Anderson(int depth, int32_t n) : depth_(std::max(depth, 0)), n_(n), G_(depth_, depth_) {}
+
+  /// Keeps the output y and its residual r, taken by swapping (the oldest pair makes room;
+  /// y and r are left holding that pair's storage, or empty).  Depth 0: nothing happens.
+  void push(std::vector<double>& y, std::vector<double>& r) {
+    if (depth_ == 0) return;
+    const int slot = static_cast<int>(count_ % depth_);
+    if (static_cast<int>(y_.size()) < depth_) {
+      y_.emplace_back();
+      r_.emplace_back();
+    }
+    y_[slot].swap(y);
+    r_[slot].swap(r);
+    ++count_;
+    last_ = slot;
+    const int k = size();
+    // the new residual's dot products with every kept one, in one pass
+    std::vector<const double*> rs(k);
+    for (int i = 0; i < k; ++i) rs[i] = r_[i].data();
+    std::vector<double> d(k, 0.0);
+    double* dp = d.data();
+    const double* rn = r_[slot].data();
+    const int T = level_threads(n_);
+#pragma omp parallel for schedule(static) reduction(+ : dp[:k]) num_threads(T)
+    for (int32_t j = 0; j < n_; ++j)
+      for (int i = 0; i < k; ++i) dp[i] += rn[j] * rs[i][j];
+    for (int i = 0; i < k; ++i) G_(slot, i) = G_(i, slot) = d[i];
+  }
+
+  /// The next cycle's start in x (after a push): the combination of the kept outputs (true),
+  /// or the last output itself (false: fewer than two kept, or a degenerate least-squares
+  /// problem).  Depth 0: x is left as it is.
+  bool start(std::vector<double>& x) {
+    if (depth_ == 0) return false;
+    if (combine(x)) return true;
+    x = y_[last_];
+    return false;
+  }
+
+ private:
+  bool combine(std::vector<double>& x) {
+    const int k = size();
+    if (k < 2) return false;
+    // a = G^{-1} 1 / (1^T G^{-1} 1), G the residuals' Gram matrix, scaled to a unit diagonal
+    Eigen::VectorXd s(k);
+    for (int i = 0; i < k; ++i) s(i) = std::sqrt(G_(i, i));
+    if (!(s.minCoeff() > 0.0) || !std::isfinite(s.maxCoeff())) return false;
+    Eigen::MatrixXd Gs(k, k);
+    for (int i = 0; i < k; ++i)
+      for (int j = 0; j < k; ++j) Gs(i, j) = G_(i, j) / (s(i) * s(j));
+    Gs.diagonal().array() += 1e-12;  // residuals close to parallel: a ridge keeps a bounded
+    const Eigen::LDLT<Eigen::MatrixXd> ldlt(Gs);
+    if (ldlt.info() != Eigen::Success) return reset();
+    Eigen::VectorXd a = ldlt.solve(s.cwiseInverse()).cwiseQuotient(s);
+    const double sum = a.sum();
+    if (!std::isfinite(sum) || !(std::abs(sum) > 0.0)) return reset();
+    a /= sum;
+    if (!(a.cwiseAbs().maxCoeff() <= kMaxCoefficient)) return reset();
+    std::vector<const double*> ys(k);
+    for (int i = 0; i < k; ++i) ys[i] = y_[i].data();
+    const double* ap = a.data();
+    const int T = level_threads(n_);
+    const double* last = y_[last_].data();
+    x.resize(static_cast<size_t>(n_));
+#pragma omp parallel for schedule(static) num_threads(T)
+    for (int32_t j = 0; j < n_; ++j) {
+      double z = 0.0;
+      for (int i = 0; i < k; ++i) z += ap[i] * ys[i][j];
+      x[j] = z > 0.0 ? z : last[j];
+    }
+    normalise(x);
+    return true;
+  }
+
+  /// Coefficients beyond this (residuals nearly dependent) restart the history.
+  static constexpr double kMaxCoefficient = 1e4;
+  int size() const { return static_cast<int>(std::min<long>(count_, depth_)); }
+  bool reset() {  // keep only the last pair
+    if (last_ != 0) {
+      std::swap(y_[0], y_[last_]);
+      std::swap(r_[0], r_[last_]);
+      G_(0, 0) = G_(last_, last_);
+    }
+    y_.resize(1);
+    r_.resize(1);
+    count_ = 1;
+    last_ = 0;
+    return false;
+  }
+  int depth_;
+  int32_t n_;
+  long count_ = 0;
+  int last_ = 0;
+  std::vector<std::vector<double>> y_, r_;
+  Eigen::MatrixXd G_;
+};
+
 void cycle(std::vector<Level>& lv, size_t l, std::vector<double>& x, int pre, int post, int gamma) {
   Level& f = lv[l];
   if (l + 1 == lv.size()) {
@@ -202,14 +525,12 @@ std::vector<double> exit_probabilities(int32_t n, const int32_t* rp, const int32
 
 void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const double* v, const double* exit,
                         std::vector<double>& x) {
-  const int T = n >= kParallelSweepStates ? loop_threads() : 1;
+  const int T = level_threads(n);
   if (T <= 1) {
+    double* xs = x.data();
     for (int32_t j = 0; j < n; ++j) {
       if (!(exit[j] > 0.0)) continue;  // absorbing state: keep its value
-      double acc = 0.0;
-      for (int32_t e = rp[j]; e < rp[j + 1]; ++e)
-        if (ci[e] != j) acc += v[e] * x[ci[e]];
-      x[j] = acc / exit[j];
+      xs[j] = row_sum(ci, v, rp[j], rp[j + 1], j, [xs](int32_t c) { return xs[c]; }) / exit[j];
     }
     normalise(x);
     return;
@@ -225,14 +546,13 @@ void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const d
   for (int t = 0; t < T; ++t) {
     const int32_t lo = static_cast<int32_t>(static_cast<int64_t>(n) * t / T);
     const int32_t hi = static_cast<int32_t>(static_cast<int64_t>(n) * (t + 1) / T);
+    const uint32_t width = static_cast<uint32_t>(hi - lo);
+    const auto value = [=](int32_t c) {
+      return (static_cast<uint32_t>(c - lo) < width ? xs : x0)[c];  // own range: this sweep's values
+    };
     for (int32_t j = lo; j < hi; ++j) {
       if (!(exit[j] > 0.0)) continue;
-      double acc = 0.0;
-      for (int32_t e = rp[j]; e < rp[j + 1]; ++e) {
-        const int32_t c = ci[e];
-        if (c != j) acc += v[e] * (c >= lo && c < hi ? xs[c] : x0[c]);
-      }
-      xs[j] = acc / exit[j];
+      xs[j] = row_sum(ci, v, rp[j], rp[j + 1], j, value) / exit[j];
     }
   }
   normalise(x);
@@ -264,7 +584,7 @@ void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, Stati
   const int32_t coarse_size = o.coarse_size;
   while (lv.back().n > coarse_size) {
     check_interrupt();
-    Level next = coarsen(lv.back());
+    Level next = coarsen(lv.back(), /*merge=*/lv.size() == 1);
     if (next.n * 1.3 > lv.back().n) {  // coarsening stalls: stop here
       lv.back().agg.clear();
       break;
@@ -282,18 +602,19 @@ void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, Stati
   std::vector<double> x = o.x0.empty() ? std::vector<double>(n, 1.0 / n) : o.x0;
   normalise(x);
   const long maxit = o.max_iter > 0 ? o.max_iter : 1000;
-  long it = 0, last_halving = 0;
+  long it = 0, last_halving = 0, accelerated = 0;
   double res = INFINITY, best = INFINITY;
   const long stall = fail_fast ? 20 : 100;  // give up when the best residual has not halved for this many cycles
   constexpr long window = 10;               // fail_fast: the rate over this many cycles
-  std::vector<double> history;
-  while (it < maxit) {
+  std::vector<double> history, rv;
+  Anderson acc(o.anderson_depth, n);
+  while (true) {
     check_interrupt();
     cycle(lv, 0, x, o.smoothing_sweeps, o.smoothing_sweeps, o.cycle_gamma);
     ++it;
-    res = c.residual(x);
+    res = residual_vector(lv[0], x, rv);
     if (!std::isfinite(res)) throw SolverError(detail::cat("multilevel: non-finite residual after cycle ", it));
-    if (res <= 0.5 * o.tol) break;
+    if (res <= 0.5 * o.tol || it >= maxit) break;
     if (fail_fast) {
       history.push_back(res);
       if (static_cast<long>(history.size()) > window && res > 0.0) {
@@ -317,9 +638,14 @@ void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, Stati
       r.status = Status::Stalled;
       break;
     }
+    // x (the answer if the loop stopped here) holds this cycle's output; the next cycle
+    // starts from the combination of the last outputs
+    acc.push(x, rv);
+    if (acc.start(x)) ++accelerated;
   }
   r.iterations = it;
   r.operator_applications = it * (2 * o.smoothing_sweeps + 2);  // fine-level passes over the nonzeros per cycle
+  r.extra.push_back({"accelerated_cycles", static_cast<double>(accelerated)});
   r.seconds.push_back({"iterate", since(t0)});
   r.pi = std::move(x);
 }
