@@ -32,6 +32,10 @@ namespace aqm::detail {
 
 namespace {
 
+/// Levels below level 0 with fewer states take one coarse correction whatever cycle_gamma
+/// says (see cycle).
+constexpr int32_t kWCycleStates = 20000;
+
 struct Level {
   int32_t n = 0;
   std::vector<int32_t> rp, ci;  // CSR of P^T
@@ -505,7 +509,11 @@ void cycle(std::vector<Level>& lv, size_t l, std::vector<double>& x, int pre, in
   Level& c = lv[l + 1];
   restrict_values(f, c, x);
   std::vector<double> xc(f.xs);
-  for (int g = 0; g < gamma; ++g) cycle(lv, l + 1, xc, pre, post, gamma);  // gamma = 1: V-cycle, 2: W-cycle
+  // gamma = 1: V-cycle, 2: W-cycle, which visits level l 2^l times: below level 0 only the
+  // levels of at least kWCycleStates states take gamma corrections (on the count chains'
+  // nine levels the 256 visits of the coarsest, each a dense solve, took a third of a cycle)
+  const int corrections = l == 0 || f.n >= kWCycleStates ? gamma : 1;
+  for (int g = 0; g < corrections; ++g) cycle(lv, l + 1, xc, pre, post, gamma);
   for (int32_t i = 0; i < f.n; ++i) {
     const int32_t I = f.agg[i];
     x[i] = f.xs[I] > 0.0 ? x[i] * (xc[I] / f.xs[I]) : xc[I] / f.size[I];

@@ -130,7 +130,7 @@ struct StationaryOptions {
   int check_every = 10;      ///< GS: residual check period in sweeps
   int coarse_size = 500;     ///< multilevel: coarsest level solved exactly (GTH) at or below this size
   int smoothing_sweeps = 3;  ///< multilevel: Gauss-Seidel sweeps before and after each coarse correction
-  int cycle_gamma = 2;       ///< multilevel: coarse corrections per level (1: V-cycle, 2: W-cycle)
+  int cycle_gamma = 2;       ///< multilevel: coarse corrections per level (1: V-cycle, 2: W-cycle; levels past 0 of < 20,000 states: 1)
   int anderson_depth = 3;    ///< multilevel: cycle outputs combined to start the next cycle (0: none)
   /// Direct: UMFPACK fill-reducing ordering: "amd" (AMD/COLAMD), "metis", "cholmod", "best", "none".
   std::string ordering = "amd";
@@ -198,7 +198,8 @@ inline constexpr OptionRow kStationaryOptions[] = {
     AQM_INT_OPTION(check_every, 1, 1000000, "", "Gauss-Seidel: residual check period in sweeps"),
     AQM_INT_OPTION(coarse_size, 2, 2000, "", "multilevel: coarsest level solved exactly at or below this size"),
     AQM_INT_OPTION(smoothing_sweeps, 1, 100, "", "multilevel: Gauss-Seidel sweeps before and after each coarse correction"),
-    AQM_INT_OPTION(cycle_gamma, 1, 2, " (1: V-cycle, 2: W-cycle)", "multilevel: coarse corrections per level (1: V-cycle, 2: W-cycle)"),
+    AQM_INT_OPTION(cycle_gamma, 1, 2, " (1: V-cycle, 2: W-cycle)",
+                   "multilevel: coarse corrections per level (1: V-cycle, 2: W-cycle; one below 20,000 states past level 0)"),
     AQM_INT_OPTION(anderson_depth, 0, 50, " (0: none)",
                    "multilevel: last cycle outputs combined (Anderson acceleration) to start the next cycle (0: none)"),
     AQM_INT_OPTION(krylov_basis, 2, 500, "", "krylov: GMRES basis size (restart length)"),
