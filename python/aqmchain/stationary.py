@@ -612,7 +612,8 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
 
     Options (all keyword): ``method`` (one of :data:`METHODS`), ``tol`` (target for ||pi P - pi||_1, default 1e-12),
     ``max_iter``, ``ncv``, ``refine_steps``, ``check_every``, ``x0``, ``ordering``,
-    ``strategy``, ``coarse_size``, ``smoothing_sweeps``, ``cycle_gamma``,
+    ``strategy``, ``coarse_size``, ``smoothing_sweeps``, ``cycle_gamma``, ``recombination_depth``
+    (multilevel's last cycle outputs recombined to start the next cycle, default 3; 0 or 1: none),
     ``direct_max_gb`` (LU memory budget, default 8), ``auto_direct_max_flops``
     (auto factorises only below this UMFPACK work estimate, default 2e12),
     ``auto_krylov_min_states`` (auto tries krylov before direct on plain chains from this

@@ -48,8 +48,9 @@ struct Level {
   std::vector<int32_t> mp, mem;  // members of each coarse state in CSR form (increasing fine index)
   std::vector<int32_t> pos;     // fine nonzero -> coarse nonzero (a level whose values change)
   // level 0: Q(i, J) = sum_{j in J} P_ij by coarse nonzero e: entries qp[e] .. qe[e] - 1 of
-  // qi (the source i) and qv (the value); qi and qv hold room for every fine nonzero, the
-  // pages of the room left unused are never touched and take no memory (merge_entries)
+  // qi (the source i) and qv (the value); qi and qv hold room for every fine nonzero, and
+  // the room left unused is never touched (on Linux a large allocation is mapped page by
+  // page as it is first written, so untouched room is address space, not resident memory)
   bool merged = false;  // Q kept (level 0) rather than pos
   std::vector<int32_t> qp, qe;
   std::unique_ptr<int32_t[]> qi;
@@ -157,7 +158,7 @@ void merge_rows(const Level& f, int32_t J0, int32_t J1, MergedRows& out) {
 /// (the results are the same on any thread count), joined into c.ci, c.rp, f.qp, f.qi and
 /// f.qv.  Range t writes Q from the place of its rows' first fine entry on: at most as many
 /// merged entries as fine ones, so the ranges cannot overlap and nothing is copied (the room
-/// a range leaves unused is never touched and takes no memory).
+/// a range leaves unused is never touched; see Level::qi).
 void merge_entries(Level& f, Level& c) {
   const int64_t nnz = static_cast<int64_t>(f.ci.size());
   const int T = std::max(1, std::min(level_threads(f.n), c.n));
@@ -268,8 +269,9 @@ Level coarsen(Level& f, bool merge) {
 }
 
 /// sum_e v[e] value(ci[e]) over the entries begin .. end of row j, leaving out its diagonal
-/// entry when `skip` is j (-1: none).  Four partial sums: on rows of about 20 entries the
-/// chain of dependent additions, not the memory, bounded a single sum (4 cycles an entry).
+/// entry when `skip` is j (-1: none), in four partial sums (a single sum is a chain of
+/// dependent additions; on the sweeps, which are bound by gathering x, no difference was
+/// measured).
 template <class Value>
 inline double row_sum(const int32_t* ci, const double* v, int32_t begin, int32_t end, int32_t skip, Value value) {
   double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
@@ -391,18 +393,19 @@ void solve_dense(const Level& L, std::vector<double>& x) {
   normalise(x);
 }
 
-/// Anderson acceleration of the cycles (Walker & Ni, "Anderson acceleration for fixed-point
-/// iterations", 2011; for aggregation cycles: De Sterck, Miller, Sanders & Winlaw,
-/// "Recursively accelerated multilevel aggregation for Markov chains", 2010).  The last
-/// `depth` cycle outputs y_k, all summing to 1, and their residuals r_k = y_k P - y_k are
-/// kept; the next cycle starts from z = sum_k a_k y_k with sum_k a_k = 1 and a minimising
-/// ||sum_k a_k r_k||_2 (r is linear in y, so that is z's residual).  The answer is always a
-/// cycle's output with its own residual: the combination only chooses where a cycle starts.
-/// Entries of z that are not positive (aggregation needs positive weights) take the last
-/// output's value.
-class Anderson {
+/// Iterant recombination of the cycles (De Sterck, Miller, Sanders & Winlaw, "Recursively
+/// accelerated multilevel aggregation for Markov chains", 2010; of the family of Anderson
+/// acceleration, Walker & Ni, "Anderson acceleration for fixed-point iterations", 2011, but
+/// over the outputs' own residuals).  The last `depth` cycle outputs y_k, all summing to 1,
+/// and their residuals r_k = y_k P - y_k are kept; the next cycle starts from
+/// z = sum_k a_k y_k with sum_k a_k = 1 and a minimising ||sum_k a_k r_k||_2 (r is linear in
+/// y, so that is z's residual).  The answer is always a cycle's output with its own
+/// residual: the combination only chooses where a cycle starts.  Entries of z that are not
+/// positive (aggregation needs positive weights) take the last output's value.  Depth 0 or
+/// 1: nothing is kept or combined.
+class Recombination {
  public:
-  Anderson(int depth, int32_t n) : depth_(std::max(depth, 0)), n_(n), G_(depth_, depth_) {}
+  Recombination(int depth, int32_t n) : depth_(depth >= 2 ? depth : 0), n_(n), G_(depth_, depth_) {}
 
   /// Keeps the output y and its residual r, taken by swapping (the oldest pair makes room;
   /// y and r are left holding that pair's storage, or empty).  Depth 0: nothing happens.
@@ -452,7 +455,7 @@ class Anderson {
     Eigen::MatrixXd Gs(k, k);
     for (int i = 0; i < k; ++i)
       for (int j = 0; j < k; ++j) Gs(i, j) = G_(i, j) / (s(i) * s(j));
-    Gs.diagonal().array() += 1e-12;  // residuals close to parallel: a ridge keeps a bounded
+    Gs.diagonal().array() += 1e-12;  // a ridge: residuals close to parallel still give a solvable system
     const Eigen::LDLT<Eigen::MatrixXd> ldlt(Gs);
     if (ldlt.info() != Eigen::Success) return reset();
     Eigen::VectorXd a = ldlt.solve(s.cwiseInverse()).cwiseQuotient(s);
@@ -593,8 +596,15 @@ void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, Stati
   while (lv.back().n > coarse_size) {
     check_interrupt();
     Level next = coarsen(lv.back(), /*merge=*/lv.size() == 1);
-    if (next.n * 1.3 > lv.back().n) {  // coarsening stalls: stop here
-      lv.back().agg.clear();
+    if (next.n * 1.3 > lv.back().n) {  // coarsening stalls: stop here, and free the links
+      Level& last = lv.back();
+      Level kept;  // the chain of the coarsest level, without the links coarsen made
+      kept.n = last.n;
+      kept.rp = std::move(last.rp);
+      kept.ci = std::move(last.ci);
+      kept.v = std::move(last.v);
+      kept.exit = std::move(last.exit);
+      last = std::move(kept);
       break;
     }
     lv.push_back(std::move(next));
@@ -610,12 +620,12 @@ void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, Stati
   std::vector<double> x = o.x0.empty() ? std::vector<double>(n, 1.0 / n) : o.x0;
   normalise(x);
   const long maxit = o.max_iter > 0 ? o.max_iter : 1000;
-  long it = 0, last_halving = 0, accelerated = 0;
+  long it = 0, last_halving = 0, recombined = 0;
   double res = INFINITY, best = INFINITY;
   const long stall = fail_fast ? 20 : 100;  // give up when the best residual has not halved for this many cycles
   constexpr long window = 10;               // fail_fast: the rate over this many cycles
   std::vector<double> history, rv;
-  Anderson acc(o.anderson_depth, n);
+  Recombination recomb(o.recombination_depth, n);
   while (true) {
     check_interrupt();
     cycle(lv, 0, x, o.smoothing_sweeps, o.smoothing_sweeps, o.cycle_gamma);
@@ -648,12 +658,12 @@ void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, Stati
     }
     // x (the answer if the loop stopped here) holds this cycle's output; the next cycle
     // starts from the combination of the last outputs
-    acc.push(x, rv);
-    if (acc.start(x)) ++accelerated;
+    recomb.push(x, rv);
+    if (recomb.start(x)) ++recombined;
   }
   r.iterations = it;
   r.operator_applications = it * (2 * o.smoothing_sweeps + 2);  // fine-level passes over the nonzeros per cycle
-  r.extra.push_back({"accelerated_cycles", static_cast<double>(accelerated)});
+  r.extra.push_back({"recombined_cycles", static_cast<double>(recombined)});
   r.seconds.push_back({"iterate", since(t0)});
   r.pi = std::move(x);
 }

@@ -27,7 +27,7 @@ KNOWN_KEYS = {
             "seg", "coeffs", "points"],
     "grid": ["k", "points", "mapping", "refine", "step_min", "state_budget"],
     "solver": ["method", "tol", "max_iter", "ncv", "refine_steps", "check_every", "memory_limit_gb", "ordering",
-               "strategy", "coarse_size", "smoothing_sweeps", "cycle_gamma", "direct_max_gb",
+               "strategy", "coarse_size", "smoothing_sweeps", "cycle_gamma", "recombination_depth", "direct_max_gb",
                "auto_direct_max_flops"],
 }
 # An exit-2 message names a key of the file ("aqm.p_max", "[service]") or an option ("--slots").

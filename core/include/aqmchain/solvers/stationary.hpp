@@ -131,7 +131,7 @@ struct StationaryOptions {
   int coarse_size = 500;     ///< multilevel: coarsest level solved exactly (GTH) at or below this size
   int smoothing_sweeps = 3;  ///< multilevel: Gauss-Seidel sweeps before and after each coarse correction
   int cycle_gamma = 2;       ///< multilevel: coarse corrections per level (1: V-cycle, 2: W-cycle; levels past 0 of < 20,000 states: 1)
-  int anderson_depth = 3;    ///< multilevel: cycle outputs combined to start the next cycle (0: none)
+  int recombination_depth = 3;  ///< multilevel: cycle outputs recombined to start the next cycle (0 or 1: none)
   /// Direct: UMFPACK fill-reducing ordering: "amd" (AMD/COLAMD), "metis", "cholmod", "best", "none".
   std::string ordering = "amd";
   /// Direct: UMFPACK strategy: "auto", "symmetric", "unsymmetric".
@@ -200,8 +200,8 @@ inline constexpr OptionRow kStationaryOptions[] = {
     AQM_INT_OPTION(smoothing_sweeps, 1, 100, "", "multilevel: Gauss-Seidel sweeps before and after each coarse correction"),
     AQM_INT_OPTION(cycle_gamma, 1, 2, " (1: V-cycle, 2: W-cycle)",
                    "multilevel: coarse corrections per level (1: V-cycle, 2: W-cycle; one below 20,000 states past level 0)"),
-    AQM_INT_OPTION(anderson_depth, 0, 50, " (0: none)",
-                   "multilevel: last cycle outputs combined (Anderson acceleration) to start the next cycle (0: none)"),
+    AQM_INT_OPTION(recombination_depth, 0, 50, " (0 or 1: none)",
+                   "multilevel: last cycle outputs recombined to start the next cycle (0 or 1: none; keeps 2 x depth vectors)"),
     AQM_INT_OPTION(krylov_basis, 2, 500, "", "krylov: GMRES basis size (restart length)"),
     AQM_INT_OPTION(krylov_recycle, 0, 50, " (0: none)",
                    "krylov: directions of its Krylov space kept for a warm re-solve to recycle (0: none)"),
