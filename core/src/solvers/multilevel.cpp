@@ -88,16 +88,17 @@ void map_entries(Level& f, Level& c) {
 /// The coarse pattern of level 0 (the same as map_entries gives) and Q (see coarsen), for
 /// the coarse rows J0 .. J1 - 1 with offsets from 0: cols (coarse columns, row after row),
 /// row_end (each row's end in cols), q_end (each coarse nonzero's end in qi, qv).  Written
-/// into the arrays given, which have room for every entry of the members' rows.
+/// into the arrays given, which have room for every entry of the members' rows (upto[J]:
+/// the members' entries of the coarse rows before J).
 struct MergedRows {
   int32_t* cols;
   int32_t* qi;
   double* qv;
   std::vector<int32_t> row_end, q_end;
-  int32_t ncols = 0, nq = 0;
+  int32_t ncols = 0;
 };
 
-void merge_rows(const Level& f, int32_t J0, int32_t J1, MergedRows& out) {
+void merge_rows(const Level& f, const std::vector<int64_t>& upto, int32_t J0, int32_t J1, MergedRows& out) {
   // mark: a coarse column's place in cols if met in the current row; seen: a fine source's
   // merged entry if met in the current row (both compared with the row's first place)
   std::vector<int32_t> mark(f.size.size(), -1), seen(static_cast<size_t>(f.n), -1);
@@ -107,8 +108,7 @@ void merge_rows(const Level& f, int32_t J0, int32_t J1, MergedRows& out) {
   int32_t ncols = 0, base = 0;
   for (int32_t J = J0; J < J1; ++J) {
     const int32_t start = ncols;
-    size_t most = 0;
-    for (int32_t k = f.mp[J]; k < f.mp[J + 1]; ++k) most += f.rp[f.mem[k] + 1] - f.rp[f.mem[k]];
+    const size_t most = static_cast<size_t>(upto[J + 1] - upto[J]);
     if (li.size() < most) {
       li.resize(most);
       ls.resize(most);
@@ -151,7 +151,6 @@ void merge_rows(const Level& f, int32_t J0, int32_t J1, MergedRows& out) {
     base += m;
   }
   out.ncols = ncols;
-  out.nq = base;
 }
 
 /// merge_rows over the threads, each on a range of coarse rows with about equal entries
@@ -183,7 +182,7 @@ void merge_entries(Level& f, Level& c) {
     part[t].qv = f.qv.get() + at;
   }
 #pragma omp parallel for schedule(static, 1) num_threads(T)
-  for (int t = 0; t < T; ++t) merge_rows(f, first[t], first[t + 1], part[t]);
+  for (int t = 0; t < T; ++t) merge_rows(f, upto, first[t], first[t + 1], part[t]);
   int32_t ncols = 0;
   f.qp.clear();
   f.qe.clear();
