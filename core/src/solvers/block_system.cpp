@@ -706,76 +706,90 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
     if (i == 0 || block_of[R.perm[i]] != block_of[R.perm[i - 1]]) R.bstart.push_back(i);
   R.bstart.push_back(n);
 
-  // rows of B = columns of M: count (one slot more per row, for the diagonal), then fill.
-  std::vector<int32_t> cnt(static_cast<size_t>(n) + 1, 0);
-  for (int32_t i = 0; i < n; ++i) {
-    if (i == k) continue;
-    for (int32_t e = rowptr[i]; e < rowptr[i + 1]; ++e)
-      if (col[e] != k) ++cnt[R.inv[col[e]] + 1];
+  // Rows of B = columns of M, by a counting sort of M's rows taken in block order: source row I
+  // (state perm[I]) appends its entries to the rows of B it feeds, so every row of B comes out
+  // in increasing column order.  The source rows are split into T consecutive ranges, one per
+  // thread, each counting into and filling its own part of every row (thread t's entries of row
+  // J follow those of the ranges before it): the same arrays, bit for bit, on any thread count.
+  // The diagonal a (merged with -b M_jj where M_jj is stored) takes its sorted place in the row
+  // afterwards.
+  const int T = n > 50000 ? std::max(1, std::min(loop_threads(), 8)) : 1;
+  std::vector<int32_t> range(static_cast<size_t>(T) + 1);
+  for (int t = 0; t <= T; ++t) range[t] = static_cast<int32_t>(static_cast<int64_t>(n) * t / T);
+  // part[t n + J]: first thread t's count of row J's entries, then where it writes the next one
+  std::vector<int32_t> part(static_cast<size_t>(T) * n, 0);
+  std::vector<char> has_diag(static_cast<size_t>(n), 0);  // M_jj stored (row K: never)
+#pragma omp parallel for schedule(static, 1) num_threads(T)
+  for (int t = 0; t < T; ++t) {
+    int32_t* cnt = part.data() + static_cast<size_t>(t) * n;
+    for (int32_t I = range[t]; I < range[t + 1]; ++I) {
+      const int32_t i = R.perm[I];
+      if (i == k) continue;
+      for (int32_t e = rowptr[i]; e < rowptr[i + 1]; ++e) {
+        const int32_t j = col[e];
+        if (j == k) continue;
+        ++cnt[R.inv[j]];
+        if (j == i) has_diag[I] = 1;
+      }
+    }
   }
   R.rp.assign(static_cast<size_t>(n) + 1, 0);
-  for (int32_t j = 0; j < n; ++j) R.rp[j + 1] = R.rp[j] + cnt[j + 1] + 1;
+  for (int32_t j = 0; j < n; ++j) {
+    int32_t len = has_diag[j] ? 0 : 1;  // a row without M_jj gets a slot for the diagonal
+    for (int t = 0; t < T; ++t) len += part[static_cast<size_t>(t) * n + j];
+    R.rp[j + 1] = R.rp[j] + len;
+  }
+#pragma omp parallel for schedule(static) num_threads(T)
+  for (int32_t j = 0; j < n; ++j) {
+    int32_t at = R.rp[j] + (has_diag[j] ? 0 : 1);  // the free slot first: moved into place below
+    for (int t = 0; t < T; ++t) {
+      int32_t& p = part[static_cast<size_t>(t) * n + j];
+      const int32_t c = p;
+      p = at;
+      at += c;
+    }
+  }
   R.ci.resize(R.rp[n]);
   R.v.resize(R.rp[n]);
-  // Scanning the rows of M in block order appends to each row of B in increasing
-  // column order; the diagonal a is then inserted at its place (merged with -b M_jj).
-  std::vector<int32_t> fill(R.rp.begin(), R.rp.end() - 1);
-  for (int32_t& f : fill) ++f;  // the row's first slot stays free for the diagonal
   if (k >= 0) R.b.assign(n, 0.0);
   const bool exact_diagonal = std::isfinite(row_total);
   std::vector<double> exit(exact_diagonal ? static_cast<size_t>(n) : 0, 0.0);  // by block-ordered index
-  for (int32_t I = 0; I < n; ++I) {
-    const int32_t i = R.perm[I];
-    for (int32_t e = rowptr[i]; e < rowptr[i + 1]; ++e) {
-      const int32_t j = col[e];
-      const double m = val[e] / divisor;
-      if (exact_diagonal && j != i) exit[I] += m;
-      if (j == k) continue;
-      if (i == k) {
-        R.b[R.inv[j]] = b * m;
-        continue;
+#pragma omp parallel for schedule(static, 1) num_threads(T)
+  for (int t = 0; t < T; ++t) {
+    int32_t* fill = part.data() + static_cast<size_t>(t) * n;
+    for (int32_t I = range[t]; I < range[t + 1]; ++I) {
+      const int32_t i = R.perm[I];
+      for (int32_t e = rowptr[i]; e < rowptr[i + 1]; ++e) {
+        const int32_t j = col[e];
+        const double m = val[e] / divisor;
+        if (exact_diagonal && j != i) exit[I] += m;
+        if (j == k) continue;
+        if (i == k) {
+          R.b[R.inv[j]] = b * m;
+          continue;
+        }
+        const int32_t J = R.inv[j];
+        R.ci[fill[J]] = I;
+        R.v[fill[J]++] = -b * m;
       }
-      const int32_t J = R.inv[j];
-      R.ci[fill[J]] = I;
-      R.v[fill[J]++] = -b * m;
     }
   }
-  int32_t out = 0;
-  std::vector<int32_t> rp2(static_cast<size_t>(n) + 1, 0);
+  std::vector<int32_t>().swap(part);
+#pragma omp parallel for schedule(static) num_threads(T)
   for (int32_t j = 0; j < n; ++j) {
-    // Compaction in place: the entries sit at [rp[j] + 1, fill[j]) and out <= rp[j],
-    // so a write (at most one ahead, for the diagonal) never passes an unread entry.
-    const int32_t lo = R.rp[j] + 1, hi = fill[j];
     const double diag_value = j == R.K ? 1.0 : a;  // the fixed state's row is the identity's
     // with the exact diagonal, a - b M_jj (whatever M_jj is stored) from the other entries
     const double exact = j == R.K ? 1.0 : exact_diagonal ? (a - b * row_total) + b * exit[j] : 0.0;
-    bool diag = false;
-    for (int32_t e = lo; e < hi; ++e) {
-      const int32_t c = R.ci[e];
-      const double x = R.v[e];
-      if (!diag && c >= j) {
-        diag = true;
-        R.ci[out] = j;
-        if (c == j) {
-          R.v[out++] = exact_diagonal ? exact : diag_value + x;
-          continue;
-        }
-        R.v[out++] = exact_diagonal ? exact : diag_value;
-      }
-      R.ci[out] = c;
-      R.v[out++] = x;
+    int32_t e = R.rp[j];
+    if (has_diag[j]) {
+      while (R.ci[e] != j) ++e;
+      R.v[e] = exact_diagonal ? exact : diag_value + R.v[e];
+    } else {  // the entries left of the diagonal move one slot to the left, into the free one
+      for (; e + 1 < R.rp[j + 1] && R.ci[e + 1] < j; ++e) R.ci[e] = R.ci[e + 1], R.v[e] = R.v[e + 1];
+      R.ci[e] = j;
+      R.v[e] = exact_diagonal ? exact : diag_value;
     }
-    if (!diag) {
-      R.ci[out] = j;
-      R.v[out++] = exact_diagonal ? exact : diag_value;
-    }
-    rp2[j + 1] = out;
   }
-  R.rp.swap(rp2);
-  R.ci.resize(out);
-  R.v.resize(out);
-  R.ci.shrink_to_fit();
-  R.v.shrink_to_fit();
 
   // split rows at their block, bandwidths, band factorisations
   R.lo_end.resize(n);
