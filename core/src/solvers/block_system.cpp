@@ -616,9 +616,13 @@ void BlockSystem::precond_two_level(const double* r, double* z) const {
     for (int32_t e = brp[i]; e < brp[i + 1]; ++e) s += bv[e] * ecp[bg[e]];
     dp[i] -= s;
   }
+  // z += (D + U')^{-1} (r - B z) (the sweep writes every entry of y before it reads it: the fill
+  // costs less than it saves, y then being in the cache the sweep writes to)
   std::fill(y.begin(), y.end(), 0.0);
-  backward_sweep(d.data(), y.data());  // z += (D + U')^{-1} (r - B z)
-  for (int32_t i = 0; i < n; ++i) z[i] += y[i];
+  backward_sweep(d.data(), y.data());
+  const double* yp = y.data();
+#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+  for (int32_t i = 0; i < n; ++i) z[i] += yp[i];
   if (K >= 0) z[K] = r[K];  // the fixed state's row is the identity
 }
 
@@ -973,7 +977,56 @@ void with_size(int k, F&& f) {
   f(std::integral_constant<int, K>{});
 }
 
+/// The sum of x[0..n) as partial sums of the threads' static ranges, added in thread order.
+double sum_in_thread_order(const double* x, int32_t n) {
+  const int T = gs_threads(n);
+  std::vector<double> part(static_cast<size_t>(T), 0.0);
+#pragma omp parallel num_threads(T)
+  {
+    double s = 0.0;
+#pragma omp for schedule(static)
+    for (int32_t l = 0; l < n; ++l) s += x[l];
+    part[static_cast<size_t>(gs_thread())] = s;
+  }
+  double s = 0.0;
+  add_in_thread_order(part, T, 1, &s);
+  return s;
+}
+
+/// w = sum_i y_i V_i (i < steps), kGsBlock vectors a pass; each entry's terms are added in the
+/// order of i, as one pass per vector would.
+void combine(const double* const* V, const double* y, int steps, double* w, int32_t n) {
+  if (steps <= 0) {
+    std::fill(w, w + n, 0.0);
+    return;
+  }
+  for (int b0 = 0; b0 < steps; b0 += kGsBlock) {
+    const int bl = std::min(kGsBlock, steps - b0);
+    const double* v[kGsBlock] = {};
+    double c[kGsBlock] = {};
+    for (int k = 0; k < bl; ++k) v[k] = V[b0 + k], c[k] = y[b0 + k];
+    const bool first = b0 == 0;
+#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+    for (int32_t l = 0; l < n; ++l) {
+      double s = first ? 0.0 : w[l];
+      for (int k = 0; k < bl; ++k) s += c[k] * v[k][l];
+      w[l] = s;
+    }
+  }
+}
+
 }  // namespace
+
+void Gmres::new_basis_vector(int j, const double* w, double norm) {
+  const int32_t n = n_;
+  if (!V_[static_cast<size_t>(j)]) {
+    V_[static_cast<size_t>(j)].reset(new double[static_cast<size_t>(n)]);  // written whole below
+    Vp_[static_cast<size_t>(j)] = V_[static_cast<size_t>(j)].get();
+  }
+  double* v = V_[static_cast<size_t>(j)].get();
+#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+  for (int32_t l = 0; l < n; ++l) v[l] = w[l] / norm;
+}
 
 double block_mgs(const std::vector<std::vector<double>>& V, int count, double* w, double* h, int32_t n) {
   if (count < 1 || static_cast<size_t>(count) > V.size())
@@ -1012,6 +1065,7 @@ Gmres::Gmres(int32_t n, int basis)
       m_(std::max(2, std::min<int>(basis, std::max<int32_t>(2, n)))),
       V_(static_cast<size_t>(m_) + 1),  // allocated as the basis grows (a solve that converges in
                                          // fewer steps than the basis size never touches the rest)
+      Vp_(static_cast<size_t>(m_) + 1, nullptr),
       H_(static_cast<size_t>(m_ + 1) * m_),
       Hraw_(static_cast<size_t>(m_ + 1) * m_),
       cs_(m_),
@@ -1028,7 +1082,6 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
                             const Limits& limits, const Recycled* recycled) {
   const int32_t n = n_;
   const int m = m_;
-  auto& V = V_;
   auto& res = res_;
   auto& w = w_;
   auto& z = z_;
@@ -1053,7 +1106,12 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
   auto residual_of = [&](const std::vector<double>& xv) {
     B.matvec(xv.data(), w.data());
     ++products;
-    for (int32_t j = 0; j < n; ++j) res[j] = rhs[j] - w[j];
+    {
+      const double* wp = w.data();
+      double* rp = res.data();
+#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+      for (int32_t j = 0; j < n; ++j) rp[j] = rhs[j] - wp[j];
+    }
     if (test.scale) {
       long double s = 0.0L;
       for (int32_t j = 0; j < n; ++j) s += xv[j];
@@ -1070,16 +1128,14 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
   };
   auto candidate = [&](int steps) {  // xc = x + M^{-1} V y
     solve_y(steps);
-    std::fill(w.begin(), w.end(), 0.0);
-    for (int i = 0; i < steps; ++i) {
-      const double yi = y_[i];
-      const double* vi = V[i].data();
-      double* wp = w.data();
-#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
-      for (int32_t l = 0; l < n; ++l) wp[l] += yi * vi[l];
-    }
+    combine(Vp_.data(), y_.data(), steps, w.data(), n);
     B.precond(w.data(), z.data());
-    for (int32_t l = 0; l < n; ++l) xc[l] = x[l] + z[l];
+    {
+      const double *xp = x.data(), *zp = z.data();
+      double* cp = xc.data();
+#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+      for (int32_t l = 0; l < n; ++l) cp[l] = xp[l] + zp[l];
+    }
     for (int l = 0; l < kr; ++l) {  // minus U E y: what the deflation took from each direction
       double s = 0.0;
       for (int i = 0; i < steps; ++i) s += e(l, i) * y_[i];
@@ -1146,8 +1202,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
       converged = true;
       break;
     }
-    if (V[0].empty()) V[0].resize(static_cast<size_t>(n));
-    for (int32_t j = 0; j < n; ++j) V[0][j] = res[j] / beta;
+    new_basis_vector(0, res.data(), beta);
     std::fill(g_.begin(), g_.end(), 0.0);
     g_[0] = beta;
     const double xsum0 = xsum;
@@ -1158,8 +1213,8 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
                     (limits.max_products <= 0 || products + 2 <= limits.max_products);
          ++j) {
       check_interrupt();  // a cycle of up to krylov_basis steps can take seconds on a large chain
-      B.precond(V[j].data(), z.data());
-      zsum_[j] = std::accumulate(z.begin(), z.end(), 0.0);
+      B.precond(V_[static_cast<size_t>(j)].get(), z.data());
+      zsum_[j] = sum_in_thread_order(z.data(), n);
       if (j < keep_) {
         if (Z_.size() <= static_cast<size_t>(j)) Z_.resize(static_cast<size_t>(j) + 1);
         Z_[j] = z;
@@ -1176,7 +1231,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
       }
       // block modified Gram-Schmidt (block_mgs: one pass over w per kGsBlock basis vectors)
       hcol_.resize(static_cast<size_t>(j) + 1);
-      const double next = block_mgs(V, j + 1, w.data(), hcol_.data(), n);
+      const double next = block_mgs(Vp_.data(), j + 1, w.data(), hcol_.data(), n);
       for (int i = 0; i <= j; ++i) h(i, j) = hcol_[i];
       const double hnext = std::sqrt(next);
       for (int i = 0; i <= j; ++i) Hraw_[static_cast<size_t>(i) * m + j] = h(i, j);  // before the rotations
@@ -1195,10 +1250,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
       g_[j] = cs_[j] * g_[j];
       steps = j + 1;
       const bool happy = !(hnext > 1e-14 * beta);
-      if (!happy) {
-        if (V[j + 1].empty()) V[j + 1].resize(static_cast<size_t>(n));
-        for (int32_t l = 0; l < n; ++l) V[j + 1][l] = w[l] / hnext;
-      }
+      if (!happy) new_basis_vector(j + 1, w.data(), hnext);
       // The test may scale with the candidate's sum, which the cycle changes (for the
       // stationary system by orders of magnitude when pi_k is small): its sum from zsum and y.
       double scale = 1.0;

@@ -298,10 +298,17 @@ class Gmres {
   std::vector<std::vector<double>> harmonic_ritz(int k) const;
 
  private:
+  /// V_j = w / norm (allocated the first time).
+  void new_basis_vector(int j, const double* w, double norm);
+
   int32_t n_;
   int m_;
   int keep_ = 0, cycle_steps_ = 0;
-  std::vector<std::vector<double>> V_, Z_;
+  /// The basis: vectors of n entries allocated as the basis grows and left uninitialised (each
+  /// is written whole, on the threads, before it is read).
+  std::vector<std::unique_ptr<double[]>> V_;
+  std::vector<const double*> Vp_;
+  std::vector<std::vector<double>> Z_;
   std::vector<double> H_, Hraw_, E_, cs_, sn_, g_, y_, zsum_, res_, w_, z_, xc_, hcol_;
 };
 
