@@ -102,20 +102,65 @@ void MarkovOperator::diagonal(double* d) const {
   }
 }
 
-TransposedCsr::TransposedCsr(const CsrOperator& P) : n(P.rows()) {
-  const int64_t nnz = P.nnz();
-  rowptr.assign(static_cast<size_t>(n) + 1, 0);
-  col.resize(static_cast<size_t>(nnz));
-  val.resize(static_cast<size_t>(nnz));
-  for (int64_t e = 0; e < nnz; ++e) ++rowptr[P.col()[e] + 1];
-  for (int32_t j = 0; j < n; ++j) rowptr[j + 1] += rowptr[j];
-  std::vector<int32_t> fill(rowptr.begin(), rowptr.end() - 1);
-  for (int32_t i = 0; i < n; ++i)  // rows in order: every row of P^T comes out sorted
-    for (int32_t e = P.rowptr()[i]; e < P.rowptr()[i + 1]; ++e) {
-      const int32_t j = P.col()[e];
-      col[fill[j]] = i;
-      val[fill[j]++] = P.val()[e];
+namespace {
+/// T = the transpose of the rows row(i, sink) of a matrix of n rows, where row i calls
+/// sink(j, value) for each of its entries in order (value() gives the entry: the counting pass
+/// does not call it).  A counting sort over T threads: each takes a range of consecutive rows,
+/// counts its entries of every row of T, and writes them after those of the ranges before it, so
+/// every row of T comes out in increasing column order, the same arrays bit for bit on any
+/// thread count.
+template <class Row>
+void transpose_rows(int32_t n, Row row, TransposedCsr& T) {
+  T.n = n;
+  const int threads = n > 50000 ? std::max(1, std::min(loop_threads(), 8)) : 1;
+  std::vector<int32_t> range(static_cast<size_t>(threads) + 1);
+  for (int t = 0; t <= threads; ++t) range[t] = static_cast<int32_t>(static_cast<int64_t>(n) * t / threads);
+  // part[t n + j]: first range t's count of row j's entries, then where it writes the next one
+  std::vector<int32_t> part(static_cast<size_t>(threads) * n, 0);
+#pragma omp parallel for schedule(static, 1) num_threads(threads)
+  for (int t = 0; t < threads; ++t) {
+    int32_t* cnt = part.data() + static_cast<size_t>(t) * n;
+    for (int32_t i = range[t]; i < range[t + 1]; ++i) row(i, [cnt](int32_t j, auto&&) { ++cnt[j]; });
+  }
+  T.rowptr.assign(static_cast<size_t>(n) + 1, 0);
+  for (int32_t j = 0; j < n; ++j) {
+    int32_t len = 0;
+    for (int t = 0; t < threads; ++t) len += part[static_cast<size_t>(t) * n + j];
+    T.rowptr[j + 1] = T.rowptr[j] + len;
+  }
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int32_t j = 0; j < n; ++j) {
+    int32_t at = T.rowptr[j];
+    for (int t = 0; t < threads; ++t) {
+      int32_t& p = part[static_cast<size_t>(t) * n + j];
+      const int32_t c = p;
+      p = at;
+      at += c;
     }
+  }
+  T.col.resize(static_cast<size_t>(T.rowptr[n]));
+  T.val.resize(static_cast<size_t>(T.rowptr[n]));
+#pragma omp parallel for schedule(static, 1) num_threads(threads)
+  for (int t = 0; t < threads; ++t) {
+    int32_t* fill = part.data() + static_cast<size_t>(t) * n;
+    for (int32_t i = range[t]; i < range[t + 1]; ++i)
+      row(i, [&T, fill, i](int32_t j, auto&& value) {
+        T.col[fill[j]] = i;
+        T.val[fill[j]++] = value();
+      });
+  }
+}
+}  // namespace
+
+TransposedCsr::TransposedCsr(const CsrOperator& P) {
+  const int32_t *rp = P.rowptr(), *ci = P.col();
+  const double* v = P.val();
+  transpose_rows(
+      P.rows(),
+      [rp, ci, v](int32_t i, auto&& sink) {
+        for (int32_t e = rp[i]; e < rp[i + 1]; ++e) sink(ci[e], [v, e] { return v[e]; });
+      },
+      *this);
 }
 
 void TransposedCsr::apply(const double* x, double* y) const {
@@ -124,38 +169,19 @@ void TransposedCsr::apply(const double* x, double* y) const {
 
 TransposedCsr MarkovOperator::transpose() const {
   if (kind_ != TimeKind::Continuous) return TransposedCsr(M_);
-  const int32_t n = rows();
   const int32_t *rp = M_.rowptr(), *ci = M_.col();
-  // P = I + G / Lambda: a row of G without a diagonal entry has P_ii = 1
+  // P = I + G / Lambda: a row of G without a diagonal entry has P_ii = 1, placed before the
+  // row's own entries (T's row i gets column i when row i of P is scanned: in column order)
   TransposedCsr T;
-  T.n = n;
-  T.rowptr.assign(static_cast<size_t>(n) + 1, 0);
-  std::vector<char> has_diag(static_cast<size_t>(n), 0);
-  for (int32_t i = 0; i < n; ++i)
-    for (int32_t k = rp[i]; k < rp[i + 1]; ++k) {
-      ++T.rowptr[ci[k] + 1];
-      if (ci[k] == i) has_diag[i] = 1;
-    }
-  for (int32_t i = 0; i < n; ++i)
-    if (!has_diag[i]) ++T.rowptr[i + 1];
-  for (int32_t j = 0; j < n; ++j) T.rowptr[j + 1] += T.rowptr[j];
-  T.col.resize(T.rowptr[n]);
-  T.val.resize(T.rowptr[n]);
-  std::vector<int32_t> fill(T.rowptr.begin(), T.rowptr.end() - 1);
-  // rows of P in increasing order: each row of P^T receives its columns sorted
-  for (int32_t i = 0; i < n; ++i) {
-    if (!has_diag[i]) {
-      // P_ii = 1 for a row of G without a diagonal entry; placed among row i's entries
-      // in column order below (T's row i gets column i when row i of P is scanned)
-      T.col[fill[i]] = i;
-      T.val[fill[i]++] = 1.0;
-    }
-    for (int32_t k = rp[i]; k < rp[i + 1]; ++k) {
-      const int32_t j = ci[k];
-      T.col[fill[j]] = i;
-      T.val[fill[j]++] = p_uniformised(i, k);
-    }
-  }
+  transpose_rows(
+      rows(),
+      [this, rp, ci](int32_t i, auto&& sink) {
+        bool has_diag = false;
+        for (int32_t k = rp[i]; k < rp[i + 1] && !has_diag; ++k) has_diag = ci[k] == i;
+        if (!has_diag) sink(i, [] { return 1.0; });
+        for (int32_t k = rp[i]; k < rp[i + 1]; ++k) sink(ci[k], [this, i, k] { return p_uniformised(i, k); });
+      },
+      T);
   return T;
 }
 
