@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include <Eigen/Dense>
 
@@ -1160,6 +1161,105 @@ TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
   detail::BlockSystem whole = full;
   const auto with_all = apply(whole, detail::BlockSystem::Schedule::Sequential);
   for (int k = 0; k < 2; ++k) EXPECT_NE(with_all[k], reference[k]) << "sweep " << k;
+}
+
+namespace {
+/// A random sparse M of n rows above the 50,000 where the transposes split over the threads:
+/// 0-6 entries a row at random columns (sorted, distinct), each in (0, 0.1], about half the
+/// rows with their diagonal.
+struct RandomCsr {
+  int32_t n = 60000;
+  std::vector<int32_t> rp{0}, col;
+  std::vector<double> val;
+  RandomCsr() {
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int32_t> any(0, n - 1), count(0, 6);
+    std::uniform_real_distribution<double> u(0.0, 0.1);
+    for (int32_t i = 0; i < n; ++i) {
+      std::vector<int32_t> c;
+      for (int k = count(rng); k > 0; --k) c.push_back(any(rng));
+      if (rng() % 2) c.push_back(i);
+      std::sort(c.begin(), c.end());
+      c.erase(std::unique(c.begin(), c.end()), c.end());
+      for (int32_t j : c) col.push_back(j), val.push_back(u(rng) + 1e-3);
+      rp.push_back(static_cast<int32_t>(col.size()));
+    }
+  }
+};
+}  // namespace
+
+TEST(Operator, TransposeIsTheSortedTripletsOnOneAndTwoThreads) {
+  const RandomCsr m;
+  // the oracle: the triplets (j, i, value) sorted
+  std::vector<std::tuple<int32_t, int32_t, double>> t;
+  for (int32_t i = 0; i < m.n; ++i)
+    for (int32_t e = m.rp[i]; e < m.rp[i + 1]; ++e) t.emplace_back(m.col[e], i, m.val[e]);
+  std::sort(t.begin(), t.end());
+  std::vector<int32_t> rp(static_cast<size_t>(m.n) + 1, 0), col;
+  std::vector<double> val;
+  for (auto [j, i, v] : t) ++rp[j + 1], col.push_back(i), val.push_back(v);
+  for (int32_t j = 0; j < m.n; ++j) rp[j + 1] += rp[j];
+  for (int threads : {1, 2}) {
+    const int old = set_num_threads(threads);
+    const TransposedCsr T(CsrOperator(m.n, m.rp.data(), m.col.data(), m.val.data()));
+    set_num_threads(old);
+    EXPECT_EQ(T.n, m.n);
+    EXPECT_EQ(T.rowptr, rp) << threads;
+    EXPECT_EQ(T.col, col) << threads;
+    EXPECT_EQ(T.val, val) << threads;
+  }
+}
+
+TEST(BlockSystem, RowsAreTheSameOnOneAndTwoThreadsAndGiveTheProduct) {
+  // B = a I - b M^T in the block order, state k fixed (its row the identity's, its column
+  // moved to the right-hand side b M(k, .)); blocks of 10 states scattered over the indices
+  const RandomCsr m;
+  const int32_t n = m.n, k = 12345;
+  std::vector<int32_t> block_of(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) block_of[i] = static_cast<int32_t>((static_cast<int64_t>(i) * 7919) % (n / 10));
+  const double a = 1.0, b = 0.9;
+  std::vector<detail::BlockSystem> S;
+  for (int threads : {1, 2}) {
+    const int old = set_num_threads(threads);
+    S.push_back(detail::block_system(n, m.rp.data(), m.col.data(), m.val.data(), block_of, a, b, k));
+    set_num_threads(old);
+  }
+  EXPECT_EQ(S[0].rp, S[1].rp);
+  EXPECT_EQ(S[0].ci, S[1].ci);
+  EXPECT_EQ(S[0].v, S[1].v);
+  EXPECT_EQ(S[0].b, S[1].b);
+  const detail::BlockSystem& B = S[1];
+  // every row sorted, with its diagonal
+  for (int32_t J = 0; J < n; ++J) {
+    int diag = 0;
+    for (int32_t e = B.rp[J]; e < B.rp[J + 1]; ++e) {
+      if (e > B.rp[J]) ASSERT_LT(B.ci[e - 1], B.ci[e]) << J;
+      diag += B.ci[e] == J;
+    }
+    ASSERT_EQ(diag, 1) << J;
+  }
+  // B x against the formula, from M's rows (x in the block order)
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<double> x(static_cast<size_t>(n)), y(static_cast<size_t>(n)), want(static_cast<size_t>(n), 0.0),
+      rhs(static_cast<size_t>(n), 0.0);
+  for (double& xi : x) xi = u(rng);
+  B.matvec(x.data(), y.data());
+  for (int32_t J = 0; J < n; ++J) want[J] = J == B.K ? x[J] : a * x[J];
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t e = m.rp[i]; e < m.rp[i + 1]; ++e) {
+      const int32_t j = m.col[e];
+      if (j == k) continue;
+      if (i == k)
+        rhs[B.inv[j]] = b * m.val[e];
+      else
+        want[B.inv[j]] -= b * m.val[e] * x[B.inv[i]];
+    }
+  ASSERT_EQ(B.K, B.inv[k]);
+  for (int32_t J = 0; J < n; ++J) {
+    EXPECT_NEAR(y[J], want[J], 1e-15 * 8) << J;  // at most 8 terms of size <= 1
+    EXPECT_EQ(B.b[J], rhs[J]) << J;
+  }
 }
 
 TEST(Gmres, BlockGramSchmidtProjectsOutTheBasisForEveryBlockRemainder) {
