@@ -285,24 +285,46 @@ bool BlockSystem::set_coarse(const std::vector<int32_t>& group_of, int32_t G, co
     const int32_t g = c.group[i];
     c.w[i] = sum[g] > 0.0 ? c.w[i] / sum[g] : 1.0 / members[g];
   }
-  // (B P)(i, J) = sum_{j in J} B_ij w_j and A_c(I, J) = sum_{i in I} (B P)(i, J)
+  // (B P)(i, J) = sum_{j in J} B_ij w_j and A_c(I, J) = sum_{i in I} (B P)(i, J): row i of B P
+  // holds its groups in the order row i of B first meets them (a row meets few groups), each
+  // summed in the row's order; first the rows' counts, then the rows, over the threads
+  const int32_t* gp = c.group.data();
+  const double* cw = c.w.data();
+  auto bp_row = [this, gp, cw](int32_t i, int32_t* g, double* x) {  // returns the groups met
+    int32_t m = 0;
+    for (int32_t e = rp[i]; e < rp[i + 1]; ++e) {
+      const int32_t J = gp[ci[e]];
+      const double xe = v[e] * cw[ci[e]];
+      int32_t at = 0;
+      while (at < m && g[at] != J) ++at;
+      if (at == m) {
+        g[m] = J;
+        if (x) x[m] = xe;
+        ++m;
+      } else if (x) {
+        x[at] += xe;
+      }
+    }
+    return m;
+  };
+  c.bp_rp.assign(static_cast<size_t>(n) + 1, 0);
+  int32_t widest = 0;
+  for (int32_t i = 0; i < n; ++i) widest = std::max(widest, rp[i + 1] - rp[i]);
+#pragma omp parallel num_threads(n > 50000 ? loop_threads() : 1)
+  {
+    std::vector<int32_t> g(static_cast<size_t>(widest));
+#pragma omp for schedule(static)
+    for (int32_t i = 0; i < n; ++i) c.bp_rp[i + 1] = bp_row(i, g.data(), nullptr);
+  }
+  for (int32_t i = 0; i < n; ++i) c.bp_rp[i + 1] += c.bp_rp[i];
+  c.bp_g.resize(static_cast<size_t>(c.bp_rp[n]));
+  c.bp_v.resize(static_cast<size_t>(c.bp_rp[n]));
+#pragma omp parallel for schedule(static) num_threads(n > 50000 ? loop_threads() : 1)
+  for (int32_t i = 0; i < n; ++i) bp_row(i, c.bp_g.data() + c.bp_rp[i], c.bp_v.data() + c.bp_rp[i]);
   std::vector<Eigen::Triplet<double>> ac;
   Eigen::SparseMatrix<double> Ac(G, G);
-  c.bp_rp.assign(static_cast<size_t>(n) + 1, 0);
-  c.bp_g.reserve(static_cast<size_t>(n));
-  c.bp_v.reserve(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
-    const size_t row = c.bp_g.size();
-    for (int32_t e = rp[i]; e < rp[i + 1]; ++e) {
-      const int32_t J = c.group[ci[e]];
-      const double x = v[e] * c.w[ci[e]];
-      size_t at = row;
-      while (at < c.bp_g.size() && c.bp_g[at] != J) ++at;  // a row meets few groups
-      if (at == c.bp_g.size()) c.bp_g.push_back(J), c.bp_v.push_back(x);
-      else c.bp_v[at] += x;
-    }
-    c.bp_rp[i + 1] = static_cast<int32_t>(c.bp_g.size());
-    for (size_t at = row; at < c.bp_g.size(); ++at) ac.emplace_back(c.group[i], c.bp_g[at], c.bp_v[at]);
+    for (int32_t at = c.bp_rp[i]; at < c.bp_rp[i + 1]; ++at) ac.emplace_back(c.group[i], c.bp_g[at], c.bp_v[at]);
     if (ac.size() >= (size_t{1} << 22) || i + 1 == n) {  // summed in batches (bounded memory)
       Eigen::SparseMatrix<double> part(G, G);
       part.setFromTriplets(ac.begin(), ac.end());
