@@ -205,58 +205,105 @@ GroupShapes group_shapes(const MarkovOperator& c, const std::vector<int32_t>& bl
     for (size_t d = 0; d < labels.size() && same; ++d) same = is_slow[d] || labels[d][s] == labels[d][r0];
     if (same) anchor[slow.group[s]] = s;
   }
+  // The key of the components other than the slow ones: the states are numbered in key order,
+  // so a group's members come in the order of this key, and the members of two groups pair up
+  // (same values of every other component) by one merge.  Groups next to each other (the slow
+  // components' neighbouring values: adaptive RED's p_max one step apart) have nearly the same
+  // shape, so each group starts from the one before it where a thread has just solved it: the
+  // groups are split into one range of consecutive groups per thread.  (No start when the key
+  // overflows.)
+  std::vector<int64_t> other(static_cast<size_t>(n), 0);
+  bool keyed = true;
+  {
+    int64_t range = 1;
+    for (size_t d = 0; d < labels.size() && keyed; ++d) {
+      if (is_slow[d]) continue;
+      const int64_t size = std::max<int64_t>(1, c.space().component(static_cast<int>(d)).size);
+      keyed = range <= (int64_t{1} << 62) / size;
+      range *= size;
+      for (int32_t s = 0; keyed && s < n; ++s) other[s] = other[s] * size + labels[d][s];
+    }
+  }
   const int32_t* rp = c.rowptr();
   const int32_t* col = c.col();
   const double* val = c.matrix().val();
   std::vector<long> steps(static_cast<size_t>(G), 0);
   std::vector<char> solved(static_cast<size_t>(G), 0);
   std::exception_ptr error;
-#pragma omp parallel for schedule(dynamic) num_threads(loop_threads())
-  for (int32_t g = 0; g < G; ++g) {
-    const int32_t m = start[g + 1] - start[g];
-    if (anchor[g] < 0 || m < 2) continue;
-    try {
-      const int32_t* mem = members.data() + start[g];
-      std::vector<int32_t> lrp(static_cast<size_t>(m) + 1, 0), lcol, lblock(static_cast<size_t>(m));
-      std::vector<double> lval;
-      for (int32_t i = 0; i < m; ++i) {
-        const int32_t s = mem[i];
-        lblock[i] = block_of[s];
-        for (int32_t e = rp[s]; e < rp[s + 1]; ++e)
-          if (slow.group[col[e]] == g) lcol.push_back(local[col[e]]), lval.push_back(val[e]);
-        lrp[i + 1] = static_cast<int32_t>(lcol.size());
-      }
-      BlockSystem S = block_system(m, lrp.data(), lcol.data(), lval.data(), lblock, 1.0, 1.0, local[anchor[g]], 0,
-                                   1.0, c.rate());
-      std::vector<double> x(static_cast<size_t>(m), 0.0);
-      S.precond(S.b.data(), x.data());
-      x[S.K] = 0.0;
-      Gmres::Test test;
-      test.target = kShapeTol;
-      test.measure = [m](const std::vector<double>& xv, const std::vector<double>& res) {
-        long double r1 = 0.0L, rs = 0.0L, sx = 0.0L;
-        for (int32_t j = 0; j < m; ++j) r1 += std::abs(res[j]), rs += res[j], sx += xv[j];
-        return 1.0L + sx > 0.0L ? static_cast<double>((r1 + std::abs(rs)) / (1.0L + sx)) : INFINITY;
-      };
-      test.scale = [](double sum) { return std::max(1.0 + sum, 1.0); };
-      Gmres::Limits limits;
-      limits.max_iter = kShapeSteps;
-      limits.stall_restarts = 3;
-      Gmres gm(m, basis);
-      const Gmres::Outcome o = gm.solve(S, S.b.data(), x, test, limits);
-      steps[g] = o.iterations;
-      double sum = 1.0;
-      for (int32_t I = 0; I < m; ++I)
-        if (I != S.K) sum += std::max(x[I], 0.0);
-      if (!(sum > 0.0) || !std::isfinite(sum)) continue;
-      for (int32_t I = 0; I < m; ++I) out.z[mem[S.perm[I]]] = (I == S.K ? 1.0 : std::max(x[I], 0.0)) / sum;
-      solved[g] = 1;
-    } catch (const SolverError&) {
-      // a zero pivot in the group's blocks (a state with no transition inside its group): the
-      // group keeps zero weights
-    } catch (...) {
+  const int threads = std::max(1, std::min<int>(loop_threads(), G));
+#pragma omp parallel for schedule(static, 1) num_threads(threads)
+  for (int t = 0; t < threads; ++t) {
+    // the last group this range solved (its weights, by member, normalised), for the next one
+    int32_t last = -1;
+    std::vector<double> last_z;
+    for (int32_t g = static_cast<int32_t>(static_cast<int64_t>(G) * t / threads);
+         g < static_cast<int32_t>(static_cast<int64_t>(G) * (t + 1) / threads); ++g) {
+      const int32_t m = start[g + 1] - start[g];
+      if (anchor[g] < 0 || m < 2) continue;
+      try {
+        const int32_t* mem = members.data() + start[g];
+        std::vector<int32_t> lrp(static_cast<size_t>(m) + 1, 0), lcol, lblock(static_cast<size_t>(m));
+        std::vector<double> lval;
+        for (int32_t i = 0; i < m; ++i) {
+          const int32_t s = mem[i];
+          lblock[i] = block_of[s];
+          for (int32_t e = rp[s]; e < rp[s + 1]; ++e)
+            if (slow.group[col[e]] == g) lcol.push_back(local[col[e]]), lval.push_back(val[e]);
+          lrp[i + 1] = static_cast<int32_t>(lcol.size());
+        }
+        BlockSystem S = block_system(m, lrp.data(), lcol.data(), lval.data(), lblock, 1.0, 1.0, local[anchor[g]], 0,
+                                     1.0, c.rate());
+        std::vector<double> x(static_cast<size_t>(m), 0.0);
+        bool warm = false;
+        if (keyed && last == g - 1 && g > 0) {
+          // the group before's weights at the members that pair up, scaled to 1 at the anchor
+          std::vector<double> guess(static_cast<size_t>(m), 0.0);
+          const int32_t* prev = members.data() + start[g - 1];
+          const int32_t pm = start[g] - start[g - 1];
+          for (int32_t i = 0, p = 0; i < m && p < pm;) {
+            const int64_t a = other[mem[i]], b = other[prev[p]];
+            if (a == b) guess[i++] = last_z[p++];
+            else if (a < b) ++i;
+            else ++p;
+          }
+          const double at_anchor = guess[local[anchor[g]]];
+          if (at_anchor > 0.0) {
+            for (int32_t I = 0; I < m; ++I) x[I] = guess[S.perm[I]] / at_anchor;
+            warm = true;
+          }
+        }
+        if (!warm) S.precond(S.b.data(), x.data());
+        x[S.K] = 0.0;
+        Gmres::Test test;
+        test.target = kShapeTol;
+        test.measure = [m](const std::vector<double>& xv, const std::vector<double>& res) {
+          long double r1 = 0.0L, rs = 0.0L, sx = 0.0L;
+          for (int32_t j = 0; j < m; ++j) r1 += std::abs(res[j]), rs += res[j], sx += xv[j];
+          return 1.0L + sx > 0.0L ? static_cast<double>((r1 + std::abs(rs)) / (1.0L + sx)) : INFINITY;
+        };
+        test.scale = [](double sum) { return std::max(1.0 + sum, 1.0); };
+        Gmres::Limits limits;
+        limits.max_iter = kShapeSteps;
+        limits.stall_restarts = 3;
+        Gmres gm(m, basis);
+        const Gmres::Outcome o = gm.solve(S, S.b.data(), x, test, limits);
+        steps[g] = o.iterations;
+        double sum = 1.0;
+        for (int32_t I = 0; I < m; ++I)
+          if (I != S.K) sum += std::max(x[I], 0.0);
+        if (!(sum > 0.0) || !std::isfinite(sum)) continue;
+        for (int32_t I = 0; I < m; ++I) out.z[mem[S.perm[I]]] = (I == S.K ? 1.0 : std::max(x[I], 0.0)) / sum;
+        solved[g] = 1;
+        last = g;
+        last_z.resize(static_cast<size_t>(m));
+        for (int32_t i = 0; i < m; ++i) last_z[i] = out.z[mem[i]];
+      } catch (const SolverError&) {
+        // a zero pivot in the group's blocks (a state with no transition inside its group): the
+        // group keeps zero weights
+      } catch (...) {
 #pragma omp critical(aqm_group_shapes)
-      if (!error) error = std::current_exception();
+        if (!error) error = std::current_exception();
+      }
     }
   }
   if (error) std::rethrow_exception(error);
