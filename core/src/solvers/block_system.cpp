@@ -269,6 +269,7 @@ struct BlockSystem::CoarseLU {
 };
 
 bool BlockSystem::set_coarse(const std::vector<int32_t>& group_of, int32_t G, const std::vector<double>& z) {
+  if (G < 1 || G > kMaxCoarseGroups) fail_param("G", cat("in [1, ", kMaxCoarseGroups, "] (coarse groups)"), G);
   Coarse c;
   c.G = G;
   c.group.resize(static_cast<size_t>(n));
@@ -321,17 +322,34 @@ bool BlockSystem::set_coarse(const std::vector<int32_t>& group_of, int32_t G, co
   c.bp_v.resize(static_cast<size_t>(c.bp_rp[n]));
 #pragma omp parallel for schedule(static) num_threads(n > 50000 ? loop_threads() : 1)
   for (int32_t i = 0; i < n; ++i) bp_row(i, c.bp_g.data() + c.bp_rp[i], c.bp_v.data() + c.bp_rp[i]);
-  std::vector<Eigen::Triplet<double>> ac;
-  Eigen::SparseMatrix<double> Ac(G, G);
-  for (int32_t i = 0; i < n; ++i) {
-    for (int32_t at = c.bp_rp[i]; at < c.bp_rp[i + 1]; ++at) ac.emplace_back(c.group[i], c.bp_g[at], c.bp_v[at]);
-    if (ac.size() >= (size_t{1} << 22) || i + 1 == n) {  // summed in batches (bounded memory)
-      Eigen::SparseMatrix<double> part(G, G);
-      part.setFromTriplets(ac.begin(), ac.end());
-      Ac += part;
-      ac.clear();
+  // A_c(I, J) = sum_{i in I} (B P)(i, J): each thread sums its static range of rows into a dense
+  // G x G table of its own (the coarse spaces have at most kMaxCoarseGroups groups), the tables
+  // added in thread order
+  const int T = n > 50000 ? std::max(1, loop_threads()) : 1;
+  std::vector<double> table(static_cast<size_t>(T) * G * G, 0.0);
+#pragma omp parallel num_threads(T)
+  {
+#ifdef _OPENMP
+    double* acc = table.data() + static_cast<size_t>(omp_get_thread_num()) * G * G;
+#else
+    double* acc = table.data();
+#endif
+#pragma omp for schedule(static)
+    for (int32_t i = 0; i < n; ++i) {
+      double* row = acc + static_cast<size_t>(gp[i]) * G;
+      for (int32_t at = c.bp_rp[i]; at < c.bp_rp[i + 1]; ++at) row[c.bp_g[at]] += c.bp_v[at];
     }
   }
+  std::vector<Eigen::Triplet<double>> ac;
+  for (int32_t I = 0; I < G; ++I)
+    for (int32_t J = 0; J < G; ++J) {
+      double a = 0.0;
+      for (int t = 0; t < T; ++t) a += table[(static_cast<size_t>(t) * G + I) * G + J];
+      if (a != 0.0) ac.emplace_back(I, J, a);
+    }
+  std::vector<double>().swap(table);
+  Eigen::SparseMatrix<double> Ac(G, G);
+  Ac.setFromTriplets(ac.begin(), ac.end());
   Ac.makeCompressed();
   auto lu = std::make_shared<CoarseLU>();
   lu->lu.compute(Ac);

@@ -244,6 +244,10 @@ GroupShapes group_shapes(const MarkovOperator& c, const std::vector<int32_t>& bl
         const int32_t* mem = members.data() + start[g];
         std::vector<int32_t> lrp(static_cast<size_t>(m) + 1, 0), lcol, lblock(static_cast<size_t>(m));
         std::vector<double> lval;
+        size_t room = 0;  // the members' entries: at most this many are inside the group
+        for (int32_t i = 0; i < m; ++i) room += static_cast<size_t>(rp[mem[i] + 1] - rp[mem[i]]);
+        lcol.reserve(room);
+        lval.reserve(room);
         for (int32_t i = 0; i < m; ++i) {
           const int32_t s = mem[i];
           lblock[i] = block_of[s];
