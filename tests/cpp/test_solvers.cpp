@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -1210,6 +1211,60 @@ TEST(Operator, TransposeIsTheSortedTripletsOnOneAndTwoThreads) {
   }
 }
 
+TEST(Operator, GeneratorTransposeIsTheSortedTripletsOnOneAndTwoThreads) {
+  // a generator of 60,000 states: half the rows absorbing (no entry: P_ii = 1 is inserted),
+  // the others with 1-6 rates and their diagonal
+  const int32_t n = 60000;
+  Chain c;
+  c.time = TimeKind::Continuous;
+  c.n = n;
+  c.rowptr = {0};
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int32_t> any(0, n - 1), count(1, 6);
+  std::uniform_real_distribution<double> u(0.1, 2.0);
+  for (int32_t i = 0; i < n; ++i) {
+    if (rng() % 2) {
+      std::vector<std::pair<int32_t, double>> row;
+      for (int k = count(rng); k > 0; --k) {
+        const int32_t j = any(rng);
+        if (j != i && std::none_of(row.begin(), row.end(), [j](const auto& e) { return e.first == j; }))
+          row.push_back({j, u(rng)});
+      }
+      double out = 0.0;
+      for (const auto& e : row) out += e.second;
+      row.push_back({i, -out});
+      std::sort(row.begin(), row.end());
+      for (const auto& [j, v] : row) c.col.push_back(j), c.val.push_back(v);
+    }
+    c.rowptr.push_back(static_cast<int32_t>(c.col.size()));
+  }
+  c.space.add("level", n, true, false);
+  c.labels = {std::vector<int32_t>(static_cast<size_t>(n))};
+  std::iota(c.labels[0].begin(), c.labels[0].end(), 0);
+  const MarkovOperator op(c);
+  const double lambda = op.rate();
+  // the oracle: P = I + G / lambda as sorted triplets (j, i, P_ij)
+  std::vector<std::tuple<int32_t, int32_t, double>> t;
+  for (int32_t i = 0; i < n; ++i) {
+    if (c.rowptr[i] == c.rowptr[i + 1]) t.emplace_back(i, i, 1.0);
+    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e)
+      t.emplace_back(c.col[e], i, c.col[e] == i ? 1.0 + c.val[e] / lambda : c.val[e] / lambda);
+  }
+  std::sort(t.begin(), t.end());
+  std::vector<int32_t> rp(static_cast<size_t>(n) + 1, 0), col;
+  std::vector<double> val;
+  for (auto [j, i, v] : t) ++rp[j + 1], col.push_back(i), val.push_back(v);
+  for (int32_t j = 0; j < n; ++j) rp[j + 1] += rp[j];
+  for (int threads : {1, 2}) {
+    const int old = set_num_threads(threads);
+    const TransposedCsr T = op.transpose();
+    set_num_threads(old);
+    EXPECT_EQ(T.rowptr, rp) << threads;
+    EXPECT_EQ(T.col, col) << threads;
+    EXPECT_EQ(T.val, val) << threads;
+  }
+}
+
 TEST(BlockSystem, RowsAreTheSameOnOneAndTwoThreadsAndGiveTheProduct) {
   // B = a I - b M^T in the block order, state k fixed (its row the identity's, its column
   // moved to the right-hand side b M(k, .)); blocks of 10 states scattered over the indices
@@ -1259,6 +1314,32 @@ TEST(BlockSystem, RowsAreTheSameOnOneAndTwoThreadsAndGiveTheProduct) {
   for (int32_t J = 0; J < n; ++J) {
     EXPECT_NEAR(y[J], want[J], 1e-15 * 8) << J;  // at most 8 terms of size <= 1
     EXPECT_EQ(B.b[J], rhs[J]) << J;
+  }
+  // with the exact diagonal (row total 1, M divided by 2, as krylov forms it): a - b + b x the
+  // row's exits, whatever M_jj is stored
+  const double divisor = 2.0;
+  std::vector<detail::BlockSystem> E;
+  for (int threads : {1, 2}) {
+    const int old = set_num_threads(threads);
+    E.push_back(detail::block_system(n, m.rp.data(), m.col.data(), m.val.data(), block_of, a, b, k, 0, 1.0, divisor));
+    set_num_threads(old);
+  }
+  EXPECT_EQ(E[0].rp, E[1].rp);
+  EXPECT_EQ(E[0].ci, E[1].ci);
+  EXPECT_EQ(E[0].v, E[1].v);
+  E[1].matvec(x.data(), y.data());
+  std::vector<double> exits(static_cast<size_t>(n), 0.0);
+  std::fill(want.begin(), want.end(), 0.0);
+  for (int32_t i = 0; i < n; ++i)
+    for (int32_t e = m.rp[i]; e < m.rp[i + 1]; ++e) {
+      const int32_t j = m.col[e];
+      if (j == i) continue;
+      exits[E[1].inv[i]] += m.val[e] / divisor;
+      if (j != k && i != k) want[E[1].inv[j]] -= b * m.val[e] / divisor * x[E[1].inv[i]];
+    }
+  for (int32_t J = 0; J < n; ++J) {
+    const double diag = J == E[1].K ? 1.0 : (a - b) + b * exits[J];
+    EXPECT_NEAR(y[J], want[J] + diag * x[J], 1e-15 * 8) << J;
   }
 }
 

@@ -22,4 +22,9 @@ int num_threads();
 /// alone), or where the counts cannot be read.
 int loop_threads();
 
+/// Threads for a loop whose threads each fill a part of their own (a count per row, a table):
+/// loop_threads(), at most `cap`; 1 for at most 50,000 items, and 1 inside a parallel region
+/// (without nesting the loop runs on one thread, and the parts would only take memory).
+int part_threads(long long items, int cap);
+
 }  // namespace aqm

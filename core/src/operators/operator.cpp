@@ -112,7 +112,7 @@ namespace {
 template <class Row>
 void transpose_rows(int32_t n, Row row, TransposedCsr& T) {
   T.n = n;
-  const int threads = n > 50000 ? std::max(1, std::min(loop_threads(), 8)) : 1;
+  const int threads = part_threads(n, 8);
   std::vector<int32_t> range(static_cast<size_t>(threads) + 1);
   for (int t = 0; t <= threads; ++t) range[t] = static_cast<int32_t>(static_cast<int64_t>(n) * t / threads);
   // part[t n + j]: first range t's count of row j's entries, then where it writes the next one

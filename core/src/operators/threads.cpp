@@ -129,4 +129,15 @@ int loop_threads() {
 #endif
 }
 
+int part_threads(long long items, int cap) {
+#ifdef _OPENMP
+  if (items <= 50000 || omp_in_parallel()) return 1;
+  return std::max(1, std::min(loop_threads(), cap));
+#else
+  (void)items;
+  (void)cap;
+  return 1;
+#endif
+}
+
 }  // namespace aqm

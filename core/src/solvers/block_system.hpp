@@ -161,7 +161,7 @@ struct BlockSystem {
   /// no coarse space) when A_c is singular.
   bool set_coarse(const std::vector<int32_t>& group_of, int32_t G, const std::vector<double>& z);
   /// The most groups set_coarse takes (its coarse matrix is summed in dense G x G tables).
-  static constexpr int32_t kMaxCoarseGroups = 4096;
+  static constexpr int32_t kMaxCoarseGroups = 1024;
 
   /// y = B x (block-ordered vectors), a gather over rows split over threads.
   void matvec(const double* x, double* y) const;

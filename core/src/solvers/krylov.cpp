@@ -51,6 +51,8 @@ constexpr int32_t kMaxGroups = 400;
 /// 34k states, 2k blocks: 102 -> 14, 1020 -> 21).
 constexpr int32_t kBlocksPerCoarseGroup = 16;
 constexpr int32_t kMaxCoarse = 1024;
+static_assert(kMaxCoarse <= BlockSystem::kMaxCoarseGroups && kMaxGroups <= BlockSystem::kMaxCoarseGroups,
+              "set_coarse takes every coarse space slow_groups makes");
 /// GMRES steps when max_iter is 0 (the default).
 constexpr long kDefaultSteps = 2000;
 
@@ -59,6 +61,10 @@ constexpr long kDefaultSteps = 2000;
 constexpr double kShapeTol = 1e-6;
 /// GMRES steps per group chain (a group that does not reach kShapeTol keeps its last iterate).
 constexpr long kShapeSteps = 200;
+/// Runs of consecutive group chains (group_shapes), each group but a run's first started from
+/// the group before it: fewer runs start more groups from a neighbour, more spread over more
+/// threads.
+constexpr int kShapeRuns = 8;
 
 
 struct SlowGroups {
@@ -209,9 +215,9 @@ GroupShapes group_shapes(const MarkovOperator& c, const std::vector<int32_t>& bl
   // so a group's members come in the order of this key, and the members of two groups pair up
   // (same values of every other component) by one merge.  Groups next to each other (the slow
   // components' neighbouring values: adaptive RED's p_max one step apart) have nearly the same
-  // shape, so each group starts from the one before it where a thread has just solved it: the
-  // groups are split into one range of consecutive groups per thread.  (No start when the key
-  // overflows.)
+  // shape, so each group starts from the one before it in its run: the groups are split into
+  // kShapeRuns runs of consecutive groups, given to the threads as they come free (the runs,
+  // and so the weights, are the same on any thread count).  (No start when the key overflows.)
   std::vector<int64_t> other(static_cast<size_t>(n), 0);
   bool keyed = true;
   {
@@ -230,14 +236,14 @@ GroupShapes group_shapes(const MarkovOperator& c, const std::vector<int32_t>& bl
   std::vector<long> steps(static_cast<size_t>(G), 0);
   std::vector<char> solved(static_cast<size_t>(G), 0);
   std::exception_ptr error;
-  const int threads = std::max(1, std::min<int>(loop_threads(), G));
-#pragma omp parallel for schedule(static, 1) num_threads(threads)
-  for (int t = 0; t < threads; ++t) {
-    // the last group this range solved (its weights, by member, normalised), for the next one
+  const int runs = std::min<int>(kShapeRuns, G);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, std::min(loop_threads(), runs)))
+  for (int t = 0; t < runs; ++t) {
+    // the last group this run solved (its weights, by member, normalised), for the next one
     int32_t last = -1;
     std::vector<double> last_z;
-    for (int32_t g = static_cast<int32_t>(static_cast<int64_t>(G) * t / threads);
-         g < static_cast<int32_t>(static_cast<int64_t>(G) * (t + 1) / threads); ++g) {
+    for (int32_t g = static_cast<int32_t>(static_cast<int64_t>(G) * t / runs);
+         g < static_cast<int32_t>(static_cast<int64_t>(G) * (t + 1) / runs); ++g) {
       const int32_t m = start[g + 1] - start[g];
       if (anchor[g] < 0 || m < 2) continue;
       try {
