@@ -216,8 +216,10 @@ GroupShapes group_shapes(const MarkovOperator& c, const std::vector<int32_t>& bl
   // (same values of every other component) by one merge.  Groups next to each other (the slow
   // components' neighbouring values: adaptive RED's p_max one step apart) have nearly the same
   // shape, so each group starts from the one before it in its run: the groups are split into
-  // kShapeRuns runs of consecutive groups, given to the threads as they come free (the runs,
-  // and so the weights, are the same on any thread count).  (No start when the key overflows.)
+  // kShapeRuns runs of consecutive groups, given to the threads as they come free: which group
+  // starts from which does not depend on the thread count (the weights' last bits may, through
+  // the reductions inside a large group's solve).  No start where the key overflows, the group
+  // before was not solved, or the pairing leaves the anchor without a value.
   std::vector<int64_t> other(static_cast<size_t>(n), 0);
   bool keyed = true;
   {
