@@ -7,6 +7,7 @@
 
 #include "aqmchain/state/chain.hpp"
 #include "aqmchain/threads.hpp"
+#include "operators/gather_rows.hpp"
 
 namespace aqm {
 
@@ -103,52 +104,11 @@ void MarkovOperator::diagonal(double* d) const {
 }
 
 namespace {
-/// T = the transpose of the rows row(i, sink) of a matrix of n rows, where row i calls
-/// sink(j, value) for each of its entries in order (value() gives the entry: the counting pass
-/// does not call it).  A counting sort over T threads: each takes a range of consecutive rows,
-/// counts its entries of every row of T, and writes them after those of the ranges before it, so
-/// every row of T comes out in increasing column order, the same arrays bit for bit on any
-/// thread count.
+/// T = the transpose of the rows row(i, sink) of a matrix of n rows (see gather_rows).
 template <class Row>
 void transpose_rows(int32_t n, Row row, TransposedCsr& T) {
   T.n = n;
-  const int threads = part_threads(n, 8);
-  std::vector<int32_t> range(static_cast<size_t>(threads) + 1);
-  for (int t = 0; t <= threads; ++t) range[t] = static_cast<int32_t>(static_cast<int64_t>(n) * t / threads);
-  // part[t n + j]: first range t's count of row j's entries, then where it writes the next one
-  std::vector<int32_t> part(static_cast<size_t>(threads) * n, 0);
-#pragma omp parallel for schedule(static, 1) num_threads(threads)
-  for (int t = 0; t < threads; ++t) {
-    int32_t* cnt = part.data() + static_cast<size_t>(t) * n;
-    for (int32_t i = range[t]; i < range[t + 1]; ++i) row(i, [cnt](int32_t j, auto&&) { ++cnt[j]; });
-  }
-  T.rowptr.assign(static_cast<size_t>(n) + 1, 0);
-  for (int32_t j = 0; j < n; ++j) {
-    int32_t len = 0;
-    for (int t = 0; t < threads; ++t) len += part[static_cast<size_t>(t) * n + j];
-    T.rowptr[j + 1] = T.rowptr[j] + len;
-  }
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int32_t j = 0; j < n; ++j) {
-    int32_t at = T.rowptr[j];
-    for (int t = 0; t < threads; ++t) {
-      int32_t& p = part[static_cast<size_t>(t) * n + j];
-      const int32_t c = p;
-      p = at;
-      at += c;
-    }
-  }
-  T.col.resize(static_cast<size_t>(T.rowptr[n]));
-  T.val.resize(static_cast<size_t>(T.rowptr[n]));
-#pragma omp parallel for schedule(static, 1) num_threads(threads)
-  for (int t = 0; t < threads; ++t) {
-    int32_t* fill = part.data() + static_cast<size_t>(t) * n;
-    for (int32_t i = range[t]; i < range[t + 1]; ++i)
-      row(i, [&T, fill, i](int32_t j, auto&& value) {
-        T.col[fill[j]] = i;
-        T.val[fill[j]++] = value();
-      });
-  }
+  detail::gather_rows(n, n, row, [](int32_t) { return 0; }, T.rowptr, T.col, T.val);
 }
 }  // namespace
 
@@ -157,7 +117,7 @@ TransposedCsr::TransposedCsr(const CsrOperator& P) {
   const double* v = P.val();
   transpose_rows(
       P.rows(),
-      [rp, ci, v](int32_t i, auto&& sink) {
+      [rp, ci, v](int32_t i, auto&& sink, auto) {
         for (int32_t e = rp[i]; e < rp[i + 1]; ++e) sink(ci[e], [v, e] { return v[e]; });
       },
       *this);
@@ -175,7 +135,7 @@ TransposedCsr MarkovOperator::transpose() const {
   TransposedCsr T;
   transpose_rows(
       rows(),
-      [this, rp, ci](int32_t i, auto&& sink) {
+      [this, rp, ci](int32_t i, auto&& sink, auto) {
         bool has_diag = false;
         for (int32_t k = rp[i]; k < rp[i + 1] && !has_diag; ++k) has_diag = ci[k] == i;
         if (!has_diag) sink(i, [] { return 1.0; });

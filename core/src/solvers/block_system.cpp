@@ -26,6 +26,7 @@
 #include "aqmchain/interrupt.hpp"
 #include "aqmchain/operators/operator.hpp"
 #include "aqmchain/threads.hpp"
+#include "operators/gather_rows.hpp"
 
 namespace aqm::detail {
 
@@ -756,75 +757,42 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
     if (i == 0 || block_of[R.perm[i]] != block_of[R.perm[i - 1]]) R.bstart.push_back(i);
   R.bstart.push_back(n);
 
-  // Rows of B = columns of M, by a counting sort of M's rows taken in block order: source row I
-  // (state perm[I]) appends its entries to the rows of B it feeds, so every row of B comes out
-  // in increasing column order.  The source rows are split into T consecutive ranges, one per
-  // thread, each counting into and filling its own part of every row (thread t's entries of row
-  // J follow those of the ranges before it): the same arrays, bit for bit, on any thread count.
-  // The diagonal a (merged with -b M_jj where M_jj is stored) takes its sorted place in the row
-  // afterwards.
+  // Rows of B = columns of M: M's rows taken in block order (source row I is state perm[I])
+  // gathered into the rows of B they feed (gather_rows: every row of B in increasing column
+  // order), the fixed state's row and column left out.  A row of B without M_jj keeps a first
+  // slot free for the diagonal a, put in its sorted place afterwards (where M_jj is stored, a
+  // merges with -b M_jj).  Whether M_jj is stored comes with the counting pass, the row's exits
+  // (the exact diagonal) and the right-hand side b M(k, .) with the filling one.
   const int T = part_threads(n, 8);
-  std::vector<int32_t> range(static_cast<size_t>(T) + 1);
-  for (int t = 0; t <= T; ++t) range[t] = static_cast<int32_t>(static_cast<int64_t>(n) * t / T);
-  // part[t n + J]: first thread t's count of row J's entries, then where it writes the next one
-  std::vector<int32_t> part(static_cast<size_t>(T) * n, 0);
-  std::vector<char> has_diag(static_cast<size_t>(n), 0);  // M_jj stored (row K: never)
-#pragma omp parallel for schedule(static, 1) num_threads(T)
-  for (int t = 0; t < T; ++t) {
-    int32_t* cnt = part.data() + static_cast<size_t>(t) * n;
-    for (int32_t I = range[t]; I < range[t + 1]; ++I) {
-      const int32_t i = R.perm[I];
-      if (i == k) continue;
-      for (int32_t e = rowptr[i]; e < rowptr[i + 1]; ++e) {
-        const int32_t j = col[e];
-        if (j == k) continue;
-        ++cnt[R.inv[j]];
-        if (j == i) has_diag[I] = 1;
-      }
-    }
-  }
-  R.rp.assign(static_cast<size_t>(n) + 1, 0);
-  for (int32_t j = 0; j < n; ++j) {
-    int32_t len = has_diag[j] ? 0 : 1;  // a row without M_jj gets a slot for the diagonal
-    for (int t = 0; t < T; ++t) len += part[static_cast<size_t>(t) * n + j];
-    R.rp[j + 1] = R.rp[j] + len;
-  }
-#pragma omp parallel for schedule(static) num_threads(T)
-  for (int32_t j = 0; j < n; ++j) {
-    int32_t at = R.rp[j] + (has_diag[j] ? 0 : 1);  // the free slot first: moved into place below
-    for (int t = 0; t < T; ++t) {
-      int32_t& p = part[static_cast<size_t>(t) * n + j];
-      const int32_t c = p;
-      p = at;
-      at += c;
-    }
-  }
-  R.ci.resize(R.rp[n]);
-  R.v.resize(R.rp[n]);
-  if (k >= 0) R.b.assign(n, 0.0);
   const bool exact_diagonal = std::isfinite(row_total);
+  std::vector<char> has_diag(static_cast<size_t>(n), 0);  // M_jj stored (row K: never)
   std::vector<double> exit(exact_diagonal ? static_cast<size_t>(n) : 0, 0.0);  // by block-ordered index
-#pragma omp parallel for schedule(static, 1) num_threads(T)
-  for (int t = 0; t < T; ++t) {
-    int32_t* fill = part.data() + static_cast<size_t>(t) * n;
-    for (int32_t I = range[t]; I < range[t + 1]; ++I) {
-      const int32_t i = R.perm[I];
-      for (int32_t e = rowptr[i]; e < rowptr[i + 1]; ++e) {
-        const int32_t j = col[e];
-        const double m = val[e] / divisor;
-        if (exact_diagonal && j != i) exit[I] += m;
-        if (j == k) continue;
-        if (i == k) {
-          R.b[R.inv[j]] = b * m;
-          continue;
+  if (k >= 0) R.b.assign(n, 0.0);
+  const int32_t *perm = R.perm.data(), *inv = R.inv.data();
+  double* rhs = R.b.data();
+  char* diag = has_diag.data();
+  double* exits = exit.data();
+  gather_rows(
+      n, n,
+      [perm, inv, rhs, diag, exits, rowptr, col, val, divisor, exact_diagonal, k, b](int32_t I, auto&& sink, auto fill) {
+        const int32_t i = perm[I];
+        for (int32_t e = rowptr[i]; e < rowptr[i + 1]; ++e) {
+          const int32_t j = col[e];
+          if constexpr (decltype(fill)::value) {
+            const double m = val[e] / divisor;
+            if (exact_diagonal && j != i) exits[I] += m;
+            if (j == k) continue;
+            if (i == k)
+              rhs[inv[j]] = b * m;
+            else
+              sink(inv[j], [b, m] { return -b * m; });
+          } else if (i != k && j != k) {
+            sink(inv[j], 0);
+            if (j == i) diag[I] = 1;
+          }
         }
-        const int32_t J = R.inv[j];
-        R.ci[fill[J]] = I;
-        R.v[fill[J]++] = -b * m;
-      }
-    }
-  }
-  std::vector<int32_t>().swap(part);
+      },
+      [&has_diag](int32_t J) { return has_diag[J] ? 0 : 1; }, R.rp, R.ci, R.v);
 #pragma omp parallel for schedule(static) num_threads(T)
   for (int32_t j = 0; j < n; ++j) {
     const double diag_value = j == R.K ? 1.0 : a;  // the fixed state's row is the identity's
