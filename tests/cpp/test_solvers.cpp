@@ -17,6 +17,7 @@
 #include "aqmchain/aqmchain.hpp"
 #include "fixtures.hpp"
 #include "solvers/block_system.hpp"
+#include "solvers/multilevel.hpp"
 
 using namespace aqm;
 
@@ -449,6 +450,70 @@ TEST(Solvers, MultilevelNeedsStateLabels) {
   const auto r = solve_stationary(c, o);
   ASSERT_TRUE(r.converged());
   EXPECT_NEAR(r.pi[0], 1.0 / 3.0, 1e-15);
+}
+
+TEST(Solvers, MultilevelSweepsACoarsestLevelWhoseCoarseningStalls) {
+  // Two independent components: "pair" (2 values, merged by the aggregation) flips 0 -> 1
+  // with probability 0.3 and 1 -> 0 with 0.1; "ring" (1,100 values, kept apart: coarsen =
+  // false) steps up with probability 0.4 and down with 0.3 (a reflecting birth-death chain).
+  // Each slot moves one of them, chosen with probability 1/2.  The aggregation merges the
+  // pair once, then stalls at the ring's 1,100 states, above the dense coarsest solve's
+  // 1,000: multilevel sweeps that level.  The stationary vector is the product of the two
+  // components' own (closed forms): pi_pair = (0.1, 0.3) / 0.4, pi_ring(i) ~ (4 / 3)^(i - R + 1).
+  constexpr int32_t R = 1100;
+  Chain c;
+  c.space.add("pair", 2, /*coarsen=*/true, /*in_block=*/false);
+  c.space.add("ring", R, /*coarsen=*/false, /*in_block=*/false);
+  c.n = 2 * R;
+  c.labels.assign(2, std::vector<int32_t>(static_cast<size_t>(c.n)));
+  auto id = [](int32_t p, int32_t i) { return p * R + i; };
+  c.rowptr = {0};
+  for (int32_t p = 0; p < 2; ++p)
+    for (int32_t i = 0; i < R; ++i) {
+      c.labels[0][static_cast<size_t>(id(p, i))] = p;
+      c.labels[1][static_cast<size_t>(id(p, i))] = i;
+      const double flip = 0.5 * (p == 0 ? 0.3 : 0.1);
+      const double up = i + 1 < R ? 0.5 * 0.4 : 0.0, down = i > 0 ? 0.5 * 0.3 : 0.0;
+      std::vector<std::pair<int32_t, double>> row = {{id(1 - p, i), flip}};
+      if (up > 0) row.push_back({id(p, i + 1), up});
+      if (down > 0) row.push_back({id(p, i - 1), down});
+      row.push_back({id(p, i), 1.0 - flip - up - down});
+      std::sort(row.begin(), row.end());
+      for (auto [j, v] : row) c.col.push_back(j), c.val.push_back(v);
+      c.rowptr.push_back(static_cast<int32_t>(c.col.size()));
+    }
+  classify(c);
+  std::vector<double> ring(static_cast<size_t>(R));
+  double total = 0.0;
+  for (int32_t i = 0; i < R; ++i) total += ring[static_cast<size_t>(i)] = std::pow(0.3 / 0.4, R - 1 - i);
+  StationaryOptions o;
+  o.method = Method::Multilevel;
+  o.tol = 1e-12;
+  const auto r = solve_stationary(c, o);
+  ASSERT_TRUE(r.converged()) << r.note;
+  double sweeps = -1, coarsest = -1;
+  for (const auto& [name, v] : r.extra) {
+    if (name == "coarsest_sweeps") sweeps = v;
+    if (name == "coarsest_states") coarsest = v;
+  }
+  EXPECT_EQ(coarsest, R);
+  EXPECT_GT(sweeps, 0);
+  std::vector<double> exact(static_cast<size_t>(c.n));
+  for (int32_t p = 0; p < 2; ++p)
+    for (int32_t i = 0; i < R; ++i)
+      exact[static_cast<size_t>(id(p, i))] = (p == 0 ? 0.25 : 0.75) * ring[static_cast<size_t>(i)] / total;
+  std::vector<double> xp(static_cast<size_t>(c.n), 0.0);  // the closed form's own residual ||pi P - pi||_1
+  for (int32_t i = 0; i < c.n; ++i)
+    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) xp[static_cast<size_t>(c.col[e])] += exact[static_cast<size_t>(i)] * c.val[e];
+  double exact_residual = 0.0, dist = 0.0;
+  for (int32_t s = 0; s < c.n; ++s) {
+    exact_residual += std::abs(xp[static_cast<size_t>(s)] - exact[static_cast<size_t>(s)]);
+    dist += std::abs(r.pi[static_cast<size_t>(s)] - exact[static_cast<size_t>(s)]);
+  }
+  EXPECT_LE(dist, test::solution_distance_bound(c, exact, r.residual, exact_residual)) << "residual " << r.residual;
+  // with a fallback behind it (auto's first attempt) the stalled coarsening is refused as before
+  StationaryResult refused;
+  EXPECT_THROW(detail::solve_multilevel(MarkovOperator(c), o, refused, /*fail_fast=*/true), SolverError);
 }
 
 TEST(Solvers, DirectFixesAProbableStateOnASlowlyMixingChain) {
