@@ -18,6 +18,7 @@
 #include "fixtures.hpp"
 #include "solvers/block_system.hpp"
 #include "solvers/multilevel.hpp"
+#include "solvers/stationary_common.hpp"
 
 using namespace aqm;
 
@@ -511,9 +512,15 @@ TEST(Solvers, MultilevelSweepsACoarsestLevelWhoseCoarseningStalls) {
     dist += std::abs(r.pi[static_cast<size_t>(s)] - exact[static_cast<size_t>(s)]);
   }
   EXPECT_LE(dist, test::solution_distance_bound(c, exact, r.residual, exact_residual)) << "residual " << r.residual;
-  // with a fallback behind it (auto's first attempt) the stalled coarsening is refused as before
+  // an attempt with a fallback behind it (auto's) refuses the stalled coarsening as before
+  detail::Attempt with_fallback;
+  with_fallback.fail_fast = true;
   StationaryResult refused;
-  EXPECT_THROW(detail::solve_multilevel(MarkovOperator(c), o, refused, /*fail_fast=*/true), SolverError);
+  EXPECT_THROW(detail::solver_of(Method::Multilevel).solve(MarkovOperator(c), o, refused, with_fallback), SolverError);
+  detail::Attempt alone;  // and alone it sweeps the level
+  StationaryResult swept;
+  detail::solver_of(Method::Multilevel).solve(MarkovOperator(c), o, swept, alone);
+  EXPECT_TRUE(swept.converged()) << swept.note;
 }
 
 TEST(Solvers, DirectFixesAProbableStateOnASlowlyMixingChain) {

@@ -40,13 +40,16 @@ constexpr int32_t kWCycleStates = 20000;
 /// aggregated chain changing with every cycle) up to max(2 x coarse_size, this many) states.
 constexpr int32_t kDenseCoarsestStates = 1000;
 /// A coarsening that stalls above that size (the drop-spacing chains on fine grids: the count
-/// or wait component, kept apart, leaves 1,200-2,400 states) leaves a coarsest level solved by
-/// this many Gauss-Seidel sweeps from its restricted vector instead.  The cycle's fixed point
+/// or wait component, kept apart, leaves 1,000-2,400 states), up to kSweptCoarsestStates, leaves
+/// a coarsest level solved by this many Gauss-Seidel sweeps from its restricted vector instead.  The cycle's fixed point
 /// stays the stationary vector (its restriction is the aggregated chain's stationary vector,
 /// which the sweeps keep).  Measured on GEO RED with count spacing (2.0M states, coarsest
 /// 1,236): 5, 20 and 100 sweeps each took 15 cycles, as the exact solve did with a larger
 /// coarse_size; on wait spacing (4.0M, coarsest 2,422) 15 cycles.
 constexpr int kCoarsestSweeps = 20;
+/// The largest stalled coarsest level swept (a larger one is refused as before: a few sweeps
+/// a visit would leave its own slow modes to the cycles).
+constexpr int32_t kSweptCoarsestStates = 10 * kDenseCoarsestStates;
 
 struct Level {
   int32_t n = 0;
@@ -626,10 +629,12 @@ void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, Stati
     lv.push_back(std::move(next));
   }
   if (lv.back().n > std::max(2 * coarse_size, kDenseCoarsestStates)) {
-    if (!sweep_stalled_coarsest || lv.size() == 1)
+    if (!sweep_stalled_coarsest || lv.size() == 1 || lv.back().n > kSweptCoarsestStates)
       throw SolverError(detail::cat("multilevel: coarsening stalled at ", lv.back().n, " states (> max(2 x coarse_size, ",
                                     kDenseCoarsestStates, ") with coarse_size = ", coarse_size, "): too large for the ",
-                                    "dense coarsest solve", lv.size() == 1 ? " (no coarser level)" : ""));
+                                    "dense coarsest solve", lv.size() == 1 ? " (no coarser level)" : "",
+                                    sweep_stalled_coarsest && lv.size() > 1 ? detail::cat(" and above the ",
+                                    kSweptCoarsestStates, " states swept instead") : std::string()));
     lv.back().coarsest_sweeps = kCoarsestSweeps;
   }
   r.seconds.push_back({"setup", since(t0)});

@@ -31,8 +31,9 @@ std::vector<double> exit_probabilities(int32_t n, const int32_t* rp, const int32
 /// 20 cycles (else 100), or once the rate of the last 10 cycles cannot reach tol within
 /// max_iter (with a margin of 2).
 /// A coarsening that stalls above the dense coarsest solve's size throws SolverError, or with
-/// `sweep_stalled_coarsest` (and at least one coarser level) leaves that level solved by
-/// Gauss-Seidel sweeps (r.extra "coarsest_sweeps": their number, 0 for the exact solve).
+/// `sweep_stalled_coarsest` (at least one coarser level, at most 10,000 states) leaves that
+/// level solved by Gauss-Seidel sweeps (r.extra "coarsest_sweeps": their number, 0 for the
+/// exact solve).
 void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, StationaryResult& r, bool fail_fast = false,
                       bool sweep_stalled_coarsest = false);
 }  // namespace aqm::detail
