@@ -46,7 +46,7 @@ namespace aqm {
     "tiny chains, as an independent oracle", \
     "very slow: the error shrinks by the second eigenvalue per product") \
   X(Multilevel, "multilevel", "multilevel aggregation over the state lattice with Gauss-Seidel smoothing", \
-    "a second opinion on large chains, or when GMRES stagnates", \
+    "a second opinion on large chains, when GMRES stagnates, or on drop-spacing chains (count, wait) to hold less memory than krylov at about its time", \
     "aggregation on the (n, avg) lattice; no convergence guarantee (non-convergence is reported); the V-cycle stalls on SSMP sources")
 
 enum class Method {
