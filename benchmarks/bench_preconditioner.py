@@ -36,12 +36,12 @@ docs/performance.md between the BENCH:preconditioner markers unless --no-write.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_stationary import block_rows, run_json_child, write_block  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
@@ -112,14 +112,7 @@ COUNT_DEFAULT_GB = 3.0
 
 
 def run(python: str, case: str, timeout: float, method: str) -> dict:
-    try:
-        p = subprocess.run([python, "-c", CHILD, case, str(ROOT), method], capture_output=True, text=True,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"over {timeout:.0f} s"}
-    if p.returncode != 0:
-        return {"error": (p.stderr.strip().splitlines() or ["failed"])[-1][:120]}
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_json_child([python, "-c", CHILD, case, str(ROOT), method], timeout)
 
 
 def cell(r: dict | None) -> str:
@@ -188,17 +181,12 @@ def main() -> None:
         (["after: target"] if args.targets else [])
     marker = "targets" if args.targets else "preconditioner"
     if args.append:  # the block's rows of other cases stay, in their order; this run's replace theirs
-        doc = (ROOT / "docs" / "performance.md").read_text()
-        block = doc.split(f"<!-- BENCH:{marker} -->", 1)[1].split(f"<!-- /BENCH:{marker} -->", 1)[0]
-        old = [ln for ln in block.splitlines() if ln.startswith("| ") and not ln.startswith("| case ")]
+        old = block_rows(marker)
         mine = {r.split(" | ", 1)[0]: r for r in rows}
         rows = [mine.pop(ln.split(" | ", 1)[0], ln) for ln in old] + list(mine.values())
     table = "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *rows])
     print(table)
     if not args.no_write:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from bench_stationary import write_block
-
         write_block(marker, table, keep_commands=args.append,
                     note=f", {args.method}, tol 1e-12, one fresh process per run"
                     + (" (before and after alternately)" if args.before else ""))

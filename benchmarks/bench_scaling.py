@@ -32,12 +32,12 @@ docs/performance.md between the BENCH:scaling markers unless --no-write.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_stationary import block_rows, run_json_child, write_block  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
@@ -89,14 +89,7 @@ DEFAULT_BUFFERS = (60, 120, 250)
 
 
 def run(family: str, buffer: int, timeout: float, method: str) -> dict:
-    try:
-        p = subprocess.run([sys.executable, "-c", CHILD, family, str(buffer), str(ROOT), method], capture_output=True,
-                           text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"over {timeout:.0f} s"}
-    if p.returncode != 0:
-        return {"error": (p.stderr.strip().splitlines() or ["failed"])[-1][:120]}
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_json_child([sys.executable, "-c", CHILD, family, str(buffer), str(ROOT), method], timeout)
 
 
 def row(family: str, buffer: int, r: dict) -> str:
@@ -122,15 +115,10 @@ def main() -> None:
             print(rows[-1], flush=True)
     head = ["family", "buffer", "states", "nnz", "iterations (method)", "residual", "build s", "solve s", "peak GB"]
     if args.append:  # after the block's rows
-        doc = (ROOT / "docs" / "performance.md").read_text()
-        block = doc.split("<!-- BENCH:scaling -->", 1)[1].split("<!-- /BENCH:scaling -->", 1)[0]
-        rows = [ln for ln in block.splitlines() if ln.startswith("| ") and not ln.startswith("| family ")] + rows
+        rows = block_rows("scaling") + rows
     table = "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *rows])
     print(table)
     if not args.no_write:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from bench_stationary import write_block
-
         write_block("scaling", table, keep_commands=args.append,
                     note=f", {args.method}, tol 1e-12, one fresh process per run")
 

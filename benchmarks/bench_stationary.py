@@ -17,6 +17,7 @@ import json
 import multiprocessing as mp
 import platform
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -201,6 +202,26 @@ def command_line(note: str = "") -> str:
     cmd = f"python benchmarks/{Path(sys.argv[0]).name} " + " ".join(sys.argv[1:])
     return (f"Command: `{cmd.strip()}` on {platform.machine()}, {mp.cpu_count()} cores, "
             f"{time.strftime('%Y-%m-%d')}{note}.")
+
+
+def run_json_child(argv: list[str], timeout: float) -> dict:
+    """Runs argv (a fresh process) and returns the JSON of its last output line, or
+    {"error": why} when it ran over ``timeout`` seconds or failed."""
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"over {timeout:.0f} s"}
+    if p.returncode != 0:
+        return {"error": (p.stderr.strip().splitlines() or ["failed"])[-1][:120]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def block_rows(marker: str, page: str = "performance.md") -> list[str]:
+    """The table rows, header and rule left out, between the BENCH:marker markers of docs/<page>."""
+    doc = (ROOT / "docs" / page).read_text()
+    block = doc.split(f"<!-- BENCH:{marker} -->", 1)[1].split(f"<!-- /BENCH:{marker} -->", 1)[0]
+    lines = [ln for ln in block.splitlines() if ln.startswith("| ")]
+    return lines[1:]  # the first is the header (the rule starts with "|-")
 
 
 def write_block(marker: str, md: str, keep_commands: bool = False, note: str = "", page: str = "performance.md") -> None:

@@ -1259,6 +1259,17 @@ struct RandomCsr {
     }
   }
 };
+
+/// The oracle of a transpose: its triplets (row j, column i, value), sorted, as CSR of n rows.
+struct SortedTriplets {
+  std::vector<int32_t> rp, col;
+  std::vector<double> val;
+  SortedTriplets(int32_t n, std::vector<std::tuple<int32_t, int32_t, double>> t) : rp(static_cast<size_t>(n) + 1, 0) {
+    std::sort(t.begin(), t.end());
+    for (auto [j, i, v] : t) ++rp[j + 1], col.push_back(i), val.push_back(v);
+    for (int32_t j = 0; j < n; ++j) rp[j + 1] += rp[j];
+  }
+};
 }  // namespace
 
 TEST(Operator, TransposeIsTheSortedTripletsOnOneAndTwoThreads) {
@@ -1267,19 +1278,15 @@ TEST(Operator, TransposeIsTheSortedTripletsOnOneAndTwoThreads) {
   std::vector<std::tuple<int32_t, int32_t, double>> t;
   for (int32_t i = 0; i < m.n; ++i)
     for (int32_t e = m.rp[i]; e < m.rp[i + 1]; ++e) t.emplace_back(m.col[e], i, m.val[e]);
-  std::sort(t.begin(), t.end());
-  std::vector<int32_t> rp(static_cast<size_t>(m.n) + 1, 0), col;
-  std::vector<double> val;
-  for (auto [j, i, v] : t) ++rp[j + 1], col.push_back(i), val.push_back(v);
-  for (int32_t j = 0; j < m.n; ++j) rp[j + 1] += rp[j];
+  const SortedTriplets want(m.n, std::move(t));
   for (int threads : {1, 2}) {
     const int old = set_num_threads(threads);
     const TransposedCsr T(CsrOperator(m.n, m.rp.data(), m.col.data(), m.val.data()));
     set_num_threads(old);
     EXPECT_EQ(T.n, m.n);
-    EXPECT_EQ(T.rowptr, rp) << threads;
-    EXPECT_EQ(T.col, col) << threads;
-    EXPECT_EQ(T.val, val) << threads;
+    EXPECT_EQ(T.rowptr, want.rp) << threads;
+    EXPECT_EQ(T.col, want.col) << threads;
+    EXPECT_EQ(T.val, want.val) << threads;
   }
 }
 
@@ -1322,18 +1329,14 @@ TEST(Operator, GeneratorTransposeIsTheSortedTripletsOnOneAndTwoThreads) {
     for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e)
       t.emplace_back(c.col[e], i, c.col[e] == i ? 1.0 + c.val[e] / lambda : c.val[e] / lambda);
   }
-  std::sort(t.begin(), t.end());
-  std::vector<int32_t> rp(static_cast<size_t>(n) + 1, 0), col;
-  std::vector<double> val;
-  for (auto [j, i, v] : t) ++rp[j + 1], col.push_back(i), val.push_back(v);
-  for (int32_t j = 0; j < n; ++j) rp[j + 1] += rp[j];
+  const SortedTriplets want(n, std::move(t));
   for (int threads : {1, 2}) {
     const int old = set_num_threads(threads);
     const TransposedCsr T = op.transpose();
     set_num_threads(old);
-    EXPECT_EQ(T.rowptr, rp) << threads;
-    EXPECT_EQ(T.col, col) << threads;
-    EXPECT_EQ(T.val, val) << threads;
+    EXPECT_EQ(T.rowptr, want.rp) << threads;
+    EXPECT_EQ(T.col, want.col) << threads;
+    EXPECT_EQ(T.val, want.val) << threads;
   }
 }
 

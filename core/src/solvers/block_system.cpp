@@ -58,6 +58,25 @@ int64_t BlockLU::storage() const {
 }
 
 namespace {
+/// The calling thread's number in its parallel region (0 outside one).
+int gs_thread() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+/// acc[k] = the sum over threads t = 0 .. T - 1 of part[t A + k], k < A (a thread OpenMP did
+/// not start left its zeros); acc may be part's own first A entries.
+void add_in_thread_order(const std::vector<double>& part, int T, int A, double* acc) {
+  for (int k = 0; k < A; ++k) {
+    double a = 0.0;
+    for (int t = 0; t < T; ++t) a += part[static_cast<size_t>(t) * A + k];
+    acc[k] = a;
+  }
+}
+
 /// x <- (LU)^{-1} x for the band factors `base` (= the factors' storage + p) of type T.
 template <class T>
 void band_solve(const T* base, int32_t size, int p, int q, int wd, const double* inv_diag, double* x) {
@@ -316,11 +335,7 @@ bool BlockSystem::set_coarse(const std::vector<int32_t>& group_of, int32_t G, co
   std::vector<int32_t> seen(static_cast<size_t>(T) * widest);  // each thread's groups of a row
 #pragma omp parallel num_threads(T)
   {
-#ifdef _OPENMP
-    int32_t* g = seen.data() + static_cast<size_t>(omp_get_thread_num()) * widest;
-#else
-    int32_t* g = seen.data();
-#endif
+    int32_t* g = seen.data() + static_cast<size_t>(gs_thread()) * widest;
 #pragma omp for schedule(static)
     for (int32_t i = 0; i < n; ++i) c.bp_rp[i + 1] = bp_row(i, g, nullptr);
   }
@@ -335,24 +350,18 @@ bool BlockSystem::set_coarse(const std::vector<int32_t>& group_of, int32_t G, co
   std::vector<double> table(static_cast<size_t>(T) * G * G, 0.0);
 #pragma omp parallel num_threads(T)
   {
-#ifdef _OPENMP
-    double* acc = table.data() + static_cast<size_t>(omp_get_thread_num()) * G * G;
-#else
-    double* acc = table.data();
-#endif
+    double* acc = table.data() + static_cast<size_t>(gs_thread()) * G * G;
 #pragma omp for schedule(static)
     for (int32_t i = 0; i < n; ++i) {
       double* row = acc + static_cast<size_t>(gp[i]) * G;
       for (int32_t at = c.bp_rp[i]; at < c.bp_rp[i + 1]; ++at) row[c.bp_g[at]] += c.bp_v[at];
     }
   }
+  add_in_thread_order(table, T, G * G, table.data());  // into the first table
   std::vector<Eigen::Triplet<double>> ac;
   for (int32_t I = 0; I < G; ++I)
-    for (int32_t J = 0; J < G; ++J) {
-      double a = 0.0;
-      for (int t = 0; t < T; ++t) a += table[(static_cast<size_t>(t) * G + I) * G + J];
-      if (a != 0.0) ac.emplace_back(I, J, a);
-    }
+    for (int32_t J = 0; J < G; ++J)
+      if (const double a = table[static_cast<size_t>(I) * G + J]; a != 0.0) ac.emplace_back(I, J, a);
   std::vector<double>().swap(table);
   Eigen::SparseMatrix<double> Ac(G, G);
   Ac.setFromTriplets(ac.begin(), ac.end());
@@ -936,25 +945,9 @@ double dot(const std::vector<double>& a, const double* b, int32_t n) {
 /// template parameters so that the inner loops unroll.
 constexpr int kGsBlock = 4;
 
-/// The threads' partial sums, added in thread order (the same sums whatever thread ends first).
+/// Threads for a pass over n entries whose partial sums are added in thread order
+/// (add_in_thread_order: the same sums whatever thread ends first).
 int gs_threads(int32_t n) { return n > 50000 ? std::max(1, loop_threads()) : 1; }
-int gs_thread() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
-
-/// acc[k] = the sum over threads t = 0 .. T - 1 of part[t A + k], k < A (a thread OpenMP did
-/// not start left its zeros).
-void add_in_thread_order(const std::vector<double>& part, int T, int A, double* acc) {
-  for (int k = 0; k < A; ++k) {
-    double a = 0.0;
-    for (int t = 0; t < T; ++t) a += part[static_cast<size_t>(t) * A + k];
-    acc[k] = a;
-  }
-}
 
 template <int B, int NB>
 void gs_pass(double* w, const double* const* cur, const double* h, const double* const* nxt, double* acc,

@@ -241,9 +241,8 @@ GroupShapes group_shapes(const MarkovOperator& c, const std::vector<int32_t>& bl
   const int runs = std::min<int>(kShapeRuns, G);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(std::max(1, std::min(loop_threads(), runs)))
   for (int t = 0; t < runs; ++t) {
-    // the last group this run solved (its weights, by member, normalised), for the next one
+    // the last group this run solved (its weights are in out.z), for the next one
     int32_t last = -1;
-    std::vector<double> last_z;
     for (int32_t g = static_cast<int32_t>(static_cast<int64_t>(G) * t / runs);
          g < static_cast<int32_t>(static_cast<int64_t>(G) * (t + 1) / runs); ++g) {
       const int32_t m = start[g + 1] - start[g];
@@ -267,14 +266,14 @@ GroupShapes group_shapes(const MarkovOperator& c, const std::vector<int32_t>& bl
                                      1.0, c.rate());
         std::vector<double> x(static_cast<size_t>(m), 0.0);
         bool warm = false;
-        if (keyed && last == g - 1 && g > 0) {
+        if (keyed && last == g - 1) {
           // the group before's weights at the members that pair up, scaled to 1 at the anchor
           std::vector<double> guess(static_cast<size_t>(m), 0.0);
           const int32_t* prev = members.data() + start[g - 1];
           const int32_t pm = start[g] - start[g - 1];
           for (int32_t i = 0, p = 0; i < m && p < pm;) {
             const int64_t a = other[mem[i]], b = other[prev[p]];
-            if (a == b) guess[i++] = last_z[p++];
+            if (a == b) guess[i++] = out.z[prev[p++]];
             else if (a < b) ++i;
             else ++p;
           }
@@ -307,8 +306,6 @@ GroupShapes group_shapes(const MarkovOperator& c, const std::vector<int32_t>& bl
         for (int32_t I = 0; I < m; ++I) out.z[mem[S.perm[I]]] = (I == S.K ? 1.0 : std::max(x[I], 0.0)) / sum;
         solved[g] = 1;
         last = g;
-        last_z.resize(static_cast<size_t>(m));
-        for (int32_t i = 0; i < m; ++i) last_z[i] = out.z[mem[i]];
       } catch (const SolverError&) {
         // a zero pivot in the group's blocks (a state with no transition inside its group): the
         // group keeps zero weights

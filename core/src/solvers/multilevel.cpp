@@ -629,12 +629,15 @@ void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, Stati
     lv.push_back(std::move(next));
   }
   if (lv.back().n > std::max(2 * coarse_size, kDenseCoarsestStates)) {
-    if (!sweep_stalled_coarsest || lv.size() == 1 || lv.back().n > kSweptCoarsestStates)
+    const bool coarser = lv.size() > 1;  // the chain coarsened at least once
+    if (!sweep_stalled_coarsest || !coarser || lv.back().n > kSweptCoarsestStates) {
+      const std::string why = !coarser ? " (no coarser level)"
+                              : sweep_stalled_coarsest ? detail::cat(" and above the ", kSweptCoarsestStates, " states swept instead")
+                                                       : "";
       throw SolverError(detail::cat("multilevel: coarsening stalled at ", lv.back().n, " states (> max(2 x coarse_size, ",
-                                    kDenseCoarsestStates, ") with coarse_size = ", coarse_size, "): too large for the ",
-                                    "dense coarsest solve", lv.size() == 1 ? " (no coarser level)" : "",
-                                    sweep_stalled_coarsest && lv.size() > 1 ? detail::cat(" and above the ",
-                                    kSweptCoarsestStates, " states swept instead") : std::string()));
+                                    kDenseCoarsestStates, ") with coarse_size = ", coarse_size,
+                                    "): too large for the dense coarsest solve", why));
+    }
     lv.back().coarsest_sweeps = kCoarsestSweeps;
   }
   r.seconds.push_back({"setup", since(t0)});
