@@ -453,74 +453,131 @@ TEST(Solvers, MultilevelNeedsStateLabels) {
   EXPECT_NEAR(r.pi[0], 1.0 / 3.0, 1e-15);
 }
 
-TEST(Solvers, MultilevelSweepsACoarsestLevelWhoseCoarseningStalls) {
-  // Two independent components: "pair" (2 values, merged by the aggregation) flips 0 -> 1
-  // with probability 0.3 and 1 -> 0 with 0.1; "ring" (1,100 values, kept apart: coarsen =
-  // false) steps up with probability 0.4 and down with 0.3 (a reflecting birth-death chain).
-  // Each slot moves one of them, chosen with probability 1/2.  The aggregation merges the
-  // pair once, then stalls at the ring's 1,100 states, above the dense coarsest solve's
-  // 1,000: multilevel sweeps that level.  The stationary vector is the product of the two
-  // components' own (closed forms): pi_pair = (0.1, 0.3) / 0.4, pi_ring(i) ~ (4 / 3)^(i - R + 1).
-  constexpr int32_t R = 1100;
+namespace {
+/// Two independent components: "pair" (2 values, merged by the aggregation) flips 0 -> 1
+/// with probability 0.3 and 1 -> 0 with 0.1; "ring" (1,100 values, kept apart: coarsen =
+/// false) steps up with probability 0.4 and down with 0.1 (a reflecting birth-death chain).
+/// Each slot moves one of them, chosen with probability 1/2.  The aggregation merges the
+/// pair once, then stalls at the ring's 1,100 states, above the dense coarsest solve's
+/// 1,000.  The stationary vector is the product of the two components' own (closed forms):
+/// pi_pair = (0.1, 0.3) / 0.4, pi_ring(i) ~ 4^(i - R + 1).
+struct StalledCoarsening {
+  static constexpr int32_t R = 1100;
   Chain c;
-  c.space.add("pair", 2, /*coarsen=*/true, /*in_block=*/false);
-  c.space.add("ring", R, /*coarsen=*/false, /*in_block=*/false);
-  c.n = 2 * R;
-  c.labels.assign(2, std::vector<int32_t>(static_cast<size_t>(c.n)));
-  auto id = [](int32_t p, int32_t i) { return p * R + i; };
-  c.rowptr = {0};
-  for (int32_t p = 0; p < 2; ++p)
-    for (int32_t i = 0; i < R; ++i) {
-      c.labels[0][static_cast<size_t>(id(p, i))] = p;
-      c.labels[1][static_cast<size_t>(id(p, i))] = i;
-      const double flip = 0.5 * (p == 0 ? 0.3 : 0.1);
-      const double up = i + 1 < R ? 0.5 * 0.4 : 0.0, down = i > 0 ? 0.5 * 0.3 : 0.0;
-      std::vector<std::pair<int32_t, double>> row = {{id(1 - p, i), flip}};
-      if (up > 0) row.push_back({id(p, i + 1), up});
-      if (down > 0) row.push_back({id(p, i - 1), down});
-      row.push_back({id(p, i), 1.0 - flip - up - down});
-      std::sort(row.begin(), row.end());
-      for (auto [j, v] : row) c.col.push_back(j), c.val.push_back(v);
-      c.rowptr.push_back(static_cast<int32_t>(c.col.size()));
-    }
-  classify(c);
-  std::vector<double> ring(static_cast<size_t>(R));
-  double total = 0.0;
-  for (int32_t i = 0; i < R; ++i) total += ring[static_cast<size_t>(i)] = std::pow(0.3 / 0.4, R - 1 - i);
+  std::vector<double> exact;
+  double exact_residual = 0.0;  ///< the closed form's own ||pi P - pi||_1
+  StalledCoarsening() {
+    c.space.add("pair", 2, /*coarsen=*/true, /*in_block=*/false);
+    c.space.add("ring", R, /*coarsen=*/false, /*in_block=*/false);
+    c.n = 2 * R;
+    c.labels.assign(2, std::vector<int32_t>(static_cast<size_t>(c.n)));
+    c.rowptr = {0};
+    for (int32_t p = 0; p < 2; ++p)
+      for (int32_t i = 0; i < R; ++i) {
+        c.labels[0][static_cast<size_t>(id(p, i))] = p;
+        c.labels[1][static_cast<size_t>(id(p, i))] = i;
+        const double flip = 0.5 * (p == 0 ? 0.3 : 0.1);
+        const double up = i + 1 < R ? 0.5 * 0.4 : 0.0, down = i > 0 ? 0.5 * 0.1 : 0.0;
+        std::vector<std::pair<int32_t, double>> row = {{id(1 - p, i), flip}};
+        if (up > 0) row.push_back({id(p, i + 1), up});
+        if (down > 0) row.push_back({id(p, i - 1), down});
+        row.push_back({id(p, i), 1.0 - flip - up - down});
+        std::sort(row.begin(), row.end());
+        for (auto [j, v] : row) c.col.push_back(j), c.val.push_back(v);
+        c.rowptr.push_back(static_cast<int32_t>(c.col.size()));
+      }
+    classify(c);
+    std::vector<double> ring(static_cast<size_t>(R));
+    double total = 0.0;
+    for (int32_t i = 0; i < R; ++i) total += ring[static_cast<size_t>(i)] = std::pow(0.1 / 0.4, R - 1 - i);
+    exact.resize(static_cast<size_t>(c.n));
+    for (int32_t p = 0; p < 2; ++p)
+      for (int32_t i = 0; i < R; ++i)
+        exact[static_cast<size_t>(id(p, i))] = (p == 0 ? 0.25 : 0.75) * ring[static_cast<size_t>(i)] / total;
+    std::vector<double> xp(static_cast<size_t>(c.n), 0.0);
+    for (int32_t i = 0; i < c.n; ++i)
+      for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e)
+        xp[static_cast<size_t>(c.col[e])] += exact[static_cast<size_t>(i)] * c.val[e];
+    for (int32_t s = 0; s < c.n; ++s) exact_residual += std::abs(xp[static_cast<size_t>(s)] - exact[static_cast<size_t>(s)]);
+  }
+  static int32_t id(int32_t p, int32_t i) { return p * R + i; }
+  /// The L1 distance of r.pi from the closed form, and the rigorous bound for it.
+  void expect_exact(const StationaryResult& r) const {
+    double dist = 0.0;
+    for (int32_t s = 0; s < c.n; ++s) dist += std::abs(r.pi[static_cast<size_t>(s)] - exact[static_cast<size_t>(s)]);
+    EXPECT_LE(dist, test::solution_distance_bound(c, exact, r.residual, exact_residual)) << "residual " << r.residual;
+  }
+};
+
+double extra_of(const StationaryResult& r, const std::string& name) {
+  for (const auto& [n, v] : r.extra)
+    if (n == name) return v;
+  return -1.0;
+}
+}  // namespace
+
+TEST(Solvers, MultilevelSweepsACoarsestLevelWhoseCoarseningStalls) {
+  const StalledCoarsening f;
   StationaryOptions o;
   o.method = Method::Multilevel;
   o.tol = 1e-12;
-  const auto r = solve_stationary(c, o);
+  const auto r = solve_stationary(f.c, o);
   ASSERT_TRUE(r.converged()) << r.note;
-  double sweeps = -1, coarsest = -1;
-  for (const auto& [name, v] : r.extra) {
-    if (name == "coarsest_sweeps") sweeps = v;
-    if (name == "coarsest_states") coarsest = v;
-  }
-  EXPECT_EQ(coarsest, R);
-  EXPECT_GT(sweeps, 0);
-  std::vector<double> exact(static_cast<size_t>(c.n));
-  for (int32_t p = 0; p < 2; ++p)
-    for (int32_t i = 0; i < R; ++i)
-      exact[static_cast<size_t>(id(p, i))] = (p == 0 ? 0.25 : 0.75) * ring[static_cast<size_t>(i)] / total;
-  std::vector<double> xp(static_cast<size_t>(c.n), 0.0);  // the closed form's own residual ||pi P - pi||_1
-  for (int32_t i = 0; i < c.n; ++i)
-    for (int32_t e = c.rowptr[i]; e < c.rowptr[i + 1]; ++e) xp[static_cast<size_t>(c.col[e])] += exact[static_cast<size_t>(i)] * c.val[e];
-  double exact_residual = 0.0, dist = 0.0;
-  for (int32_t s = 0; s < c.n; ++s) {
-    exact_residual += std::abs(xp[static_cast<size_t>(s)] - exact[static_cast<size_t>(s)]);
-    dist += std::abs(r.pi[static_cast<size_t>(s)] - exact[static_cast<size_t>(s)]);
-  }
-  EXPECT_LE(dist, test::solution_distance_bound(c, exact, r.residual, exact_residual)) << "residual " << r.residual;
-  // an attempt with a fallback behind it (auto's) refuses the stalled coarsening as before
+  EXPECT_EQ(extra_of(r, "coarsest_states"), StalledCoarsening::R);
+  EXPECT_GT(extra_of(r, "coarsest_sweeps"), 0);
+  f.expect_exact(r);
+  // an attempt with a fallback behind it (auto's) refuses the stalled coarsening, saying that
+  // the level could be swept
   detail::Attempt with_fallback;
   with_fallback.fail_fast = true;
   StationaryResult refused;
-  EXPECT_THROW(detail::solver_of(Method::Multilevel).solve(MarkovOperator(c), o, refused, with_fallback), SolverError);
+  try {
+    detail::solver_of(Method::Multilevel).solve(MarkovOperator(f.c), o, refused, with_fallback);
+    ADD_FAILURE() << "no refusal";
+  } catch (const detail::CoarseningStalled& e) {
+    EXPECT_TRUE(e.sweepable);
+  }
+  with_fallback.sweep_stalled_coarsest = true;  // unless asked to sweep (auto, after krylov's budget)
+  StationaryResult swept_in_auto;
+  detail::solver_of(Method::Multilevel).solve(MarkovOperator(f.c), o, swept_in_auto, with_fallback);
+  EXPECT_TRUE(swept_in_auto.converged()) << swept_in_auto.note;
   detail::Attempt alone;  // and alone it sweeps the level
   StationaryResult swept;
-  detail::solver_of(Method::Multilevel).solve(MarkovOperator(c), o, swept, alone);
+  detail::solver_of(Method::Multilevel).solve(MarkovOperator(f.c), o, swept, alone);
   EXPECT_TRUE(swept.converged()) << swept.note;
+}
+
+TEST(Solvers, AutoSweepsAStalledCoarseningAfterKrylovsStepBudget) {
+  // auto's order on a large coupled chain: multilevel (refused: its coarsening stalls at a
+  // level it could sweep), direct (skipped here: direct_max_gb), krylov with a budget of
+  // auto_stalled_krylov_steps GMRES steps, then multilevel sweeping that level from krylov's
+  // iterate
+  const StalledCoarsening f;
+  StationaryOptions o;
+  o.tol = 1e-12;
+  o.auto_krylov_min_states = 0;  // the large chains' order
+  o.direct_max_gb = 1e-9;
+  o.auto_stalled_krylov_steps = 2;
+  const auto r = solve_stationary(f.c, o);
+  ASSERT_TRUE(r.converged()) << r.note;
+  EXPECT_EQ(r.method, Method::Multilevel);
+  ASSERT_EQ(r.methods_tried.size(), 4u) << r.note;
+  const Method order[] = {Method::Multilevel, Method::Direct, Method::Krylov, Method::Multilevel};
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(r.methods_tried[i].method, order[i]) << i;
+  EXPECT_NE(r.methods_tried[0].why.find("coarsening stalled"), std::string::npos) << r.methods_tried[0].why;
+  EXPECT_LE(r.methods_tried[2].iterations, 2);
+  EXPECT_NE(r.methods_tried[2].status, Status::Converged);
+  EXPECT_EQ(r.methods_tried[3].status, Status::Converged);
+  EXPECT_GT(extra_of(r, "coarsest_sweeps"), 0);
+  f.expect_exact(r);
+  // without the budget krylov goes on alone, as before (on this chain it stalls and
+  // Gauss-Seidel comes next)
+  o.auto_stalled_krylov_steps = 0;
+  const auto k = solve_stationary(f.c, o);
+  ASSERT_GE(k.methods_tried.size(), 3u) << k.note;
+  EXPECT_EQ(k.methods_tried[2].method, Method::Krylov);
+  EXPECT_GT(k.methods_tried[2].iterations, 2);
+  for (size_t i = 1; i < k.methods_tried.size(); ++i) EXPECT_NE(k.methods_tried[i].method, Method::Multilevel) << i;
 }
 
 TEST(Solvers, DirectFixesAProbableStateOnASlowlyMixingChain) {

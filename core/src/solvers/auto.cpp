@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "solvers/krylov.hpp"
+#include "solvers/multilevel.hpp"
 #include "solvers/stationary_common.hpp"
 
 namespace aqm::detail {
@@ -71,6 +72,15 @@ bool coupled_structure(const MarkovOperator& c) {
   return moving - coarse_components(c) > 1;
 }
 
+/// One attempt of auto's order.
+struct Step {
+  Method method;
+  double flops = 0.0;          ///< direct: the work budget (0: none)
+  long max_iter = 0;           ///< a budget below the options' max_iter (0: the options')
+  bool sweep_stalled = false;  ///< multilevel: sweep a stalled coarsest level (Attempt::sweep_stalled_coarsest)
+  bool from_best = false;      ///< start from the iterate of the smallest residual so far
+};
+
 }  // namespace
 
 /// Auto, by the chain's size and structure: direct first on chains below
@@ -83,42 +93,46 @@ bool coupled_structure(const MarkovOperator& c) {
 /// within max_iter).  The first converged result is returned; if none converges, the one
 /// with the smallest residual (never throws for non-convergence, only when no method
 /// produced a vector at all).  r.methods_tried lists each attempt.
+/// A multilevel attempt refused for a coarsening that stalled at a level it could sweep
+/// (the drop-spacing chains: their count or wait component keeps 1,000-2,500 states apart)
+/// gives the krylov after it auto_stalled_krylov_steps GMRES steps; unconverged there (a
+/// count chain whose drops are frequent: 427 steps where multilevel sweeping that level takes
+/// 23 cycles), multilevel sweeping the level goes on from krylov's iterate, then krylov
+/// without the limit.
 void solve_auto(Target& t, StationaryResult& r) {
   const StationaryOptions& o = t.options();
   const bool coupled = coupled_structure(t.full());
   const bool small = t.full().rows() < o.auto_krylov_min_states;
-  // (method, direct's work budget): a large coupled chain tries a quick LU first and the
+  // direct's work budgets: a large coupled chain tries a quick LU first and the
   // full budget again after krylov; a large plain chain starts with krylov
   const double quick = std::min(o.auto_direct_max_flops, kAutoQuickDirectFlops);
   const double quick_small =
       std::min(o.auto_direct_max_flops, std::max(kAutoSmallDirectFlopsFloor,
                                                  kAutoSmallDirectFlopsPerEntry * static_cast<double>(t.full().nnz())));
-  std::vector<std::pair<Method, double>> order;
-  if (small && coupled)
-    order = {{Method::Direct, quick_small}, {Method::Multilevel, 0.0}, {Method::Krylov, 0.0}};
-  else if (small)
-    order = {{Method::Direct, quick_small}, {Method::Krylov, 0.0}, {Method::Multilevel, 0.0}};
-  else if (coupled)  // aggregation over the lattice follows every component, GMRES's blocks do not
-    order = {{Method::Multilevel, 0.0}, {Method::Direct, quick}, {Method::Krylov, 0.0}};
-  else
-    order = {{Method::Krylov, 0.0}, {Method::Direct, o.auto_direct_max_flops}, {Method::Multilevel, 0.0}};
-  order.push_back({Method::GaussSeidel, 0.0});
+  std::vector<Step> order = [&]() -> std::vector<Step> {
+    if (small && coupled)
+      return {{Method::Direct, quick_small}, {Method::Multilevel}, {Method::Krylov}, {Method::GaussSeidel}};
+    if (small) return {{Method::Direct, quick_small}, {Method::Krylov}, {Method::Multilevel}, {Method::GaussSeidel}};
+    if (coupled)  // aggregation over the lattice follows every component, GMRES's blocks do not
+      return {{Method::Multilevel}, {Method::Direct, quick}, {Method::Krylov}, {Method::GaussSeidel}};
+    return {{Method::Krylov}, {Method::Direct, o.auto_direct_max_flops}, {Method::Multilevel}, {Method::GaussSeidel}};
+  }();
   // a large chain whose LU would plainly not fit skips direct without its (then slow) analysis
   const double envelope = small ? 0.0 : envelope_lu_bytes(t.full());
-  const Method first = order.front().first;
+  const Method first = order.front().method;
   StationaryResult best;
   bool have = false;
   std::string history;
   std::vector<MethodAttempt> tried;
   for (size_t i = 0; i < order.size(); ++i) {
-    const Method m = order[i].first;
-    const double flops = order[i].second;
+    const Step step = order[i];  // a copy: the order may grow below
+    const Method m = step.method;
     const bool last = i + 1 == order.size();
     StationaryResult x;
     x.requested = Method::Auto;
     std::string why;
     const auto t0 = Clock::now();
-    bool quick_refusal = false;
+    bool quick_refusal = false, sweepable_stall = false;
     if (m == Method::Direct && envelope > kEnvelopeFactor * o.direct_max_gb * 1e9) {
       why = detail::cat("skipped: the LU would need about ", detail::short_num(envelope / 1e9),
                         " GB by the envelope of P, over ", kEnvelopeFactor, " x direct_max_gb = ", o.direct_max_gb);
@@ -130,22 +144,32 @@ void solve_auto(Target& t, StationaryResult& r) {
       const MethodSolver& s = solver_of(m);
       Attempt a;
       a.fail_fast = s.fails_fast && !last;  // a fallback is behind it
-      a.max_flops = flops > 0.0 ? flops : INFINITY;
-      t.run(s.whole_chain, x, [&s, &a, m](const MarkovOperator& c, const StationaryOptions& oc, StationaryResult& y) {
-        if (m == Method::GaussSeidel) {  // the last resort: a bounded number of sweeps
-          StationaryOptions og = oc;
+      a.max_flops = step.flops > 0.0 ? step.flops : INFINITY;
+      a.sweep_stalled_coarsest = step.sweep_stalled;
+      auto solve = [&s, &a, m, &step](const MarkovOperator& c, const StationaryOptions& oc, StationaryResult& y) {
+        if (m != Method::GaussSeidel && step.max_iter == 0) return s.solve(c, oc, y, a);
+        StationaryOptions og = oc;
+        if (m == Method::GaussSeidel)  // the last resort: a bounded number of sweeps
           og.max_iter = auto_gs_sweeps(c, oc);
-          return s.solve(c, og, y, a);
-        }
-        s.solve(c, oc, y, a);
-      });
+        else
+          og.max_iter = oc.max_iter > 0 ? std::min<long>(oc.max_iter, step.max_iter) : step.max_iter;
+        s.solve(c, og, y, a);
+      };
+      if (step.from_best && have) {
+        std::vector<double> start = best.pi;  // a GMRES iterate may have entries below 0: x0 has none
+        for (double& v : start) v = std::max(v, 0.0);
+        t.run_from(start, s.whole_chain, x, solve);
+      } else
+        t.run(s.whole_chain, x, solve);
       if (!x.converged()) why = x.note.empty() ? detail::cat("residual ", x.residual, " > tol ", o.tol) : x.note;
     } catch (const SolverError& e) {
       x.pi.clear();
       x.status = Status::NumericalIssue;
       why = e.what();
-      quick_refusal = m == Method::Direct && flops < o.auto_direct_max_flops &&
+      quick_refusal = m == Method::Direct && step.flops < o.auto_direct_max_flops &&
                       why.find("auto_direct_max_flops") != std::string::npos;
+      const auto* stall = dynamic_cast<const CoarseningStalled*>(&e);
+      sweepable_stall = stall && stall->sweepable && o.auto_stalled_krylov_steps > 0;
     }
     if (quick_refusal)
       why.replace(why.find("auto_direct_max_flops = "), std::string("auto_direct_max_flops = ").size(),
@@ -154,11 +178,26 @@ void solve_auto(Target& t, StationaryResult& r) {
                         : "auto's first-try budget for a large coupled chain (auto_direct_max_flops applies after "
                           "krylov) = ");
     tried.push_back({m, since(t0), x.pi.empty() ? Status::NotComputed : x.status, x.iterations, why});
-    // the quick LU was refused for its work alone: the full budget after krylov
+    // the quick LU was refused for its work alone: the full budget after the last krylov to come
     if (quick_refusal) {
+      auto at = order.end();
+      for (auto e = order.begin() + static_cast<long>(i) + 1; e != order.end(); ++e)
+        if (e->method == Method::Krylov) at = e + 1;
+      order.insert(at, {Method::Direct, o.auto_direct_max_flops});
+    }
+    // multilevel could sweep its stalled coarsest level: the next krylov gets a step budget,
+    // then multilevel sweeping that level and krylov without the budget go on from the best iterate
+    if (sweepable_stall) {
       auto at = std::find_if(order.begin() + static_cast<long>(i) + 1, order.end(),
-                             [](const auto& e) { return e.first == Method::Krylov; });
-      order.insert(at == order.end() ? at : at + 1, {Method::Direct, o.auto_direct_max_flops});
+                             [](const Step& e) { return e.method == Method::Krylov; });
+      if (at != order.end()) {
+        at->max_iter = o.auto_stalled_krylov_steps;
+        Step swept{Method::Multilevel};
+        swept.sweep_stalled = true;  // from its own start: from a GMRES iterate its cycles can stall (a ring of 1,100 states, tests)
+        Step rest{Method::Krylov};
+        rest.from_best = true;
+        order.insert(at + 1, {swept, rest});
+      }
     }
     if (!x.pi.empty() && (!have || x.residual < best.residual)) {
       best = std::move(x);

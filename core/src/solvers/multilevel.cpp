@@ -630,13 +630,15 @@ void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, Stati
   }
   if (lv.back().n > std::max(2 * coarse_size, kDenseCoarsestStates)) {
     const bool coarser = lv.size() > 1;  // the chain coarsened at least once
-    if (!sweep_stalled_coarsest || !coarser || lv.back().n > kSweptCoarsestStates) {
+    const bool sweepable = coarser && lv.back().n <= kSweptCoarsestStates;
+    if (!sweep_stalled_coarsest || !sweepable) {
       const std::string why = !coarser ? " (no coarser level)"
                               : sweep_stalled_coarsest ? detail::cat(" and above the ", kSweptCoarsestStates, " states swept instead")
                                                        : "";
-      throw SolverError(detail::cat("multilevel: coarsening stalled at ", lv.back().n, " states (> max(2 x coarse_size, ",
-                                    kDenseCoarsestStates, ") with coarse_size = ", coarse_size,
-                                    "): too large for the dense coarsest solve", why));
+      throw CoarseningStalled(detail::cat("multilevel: coarsening stalled at ", lv.back().n, " states (> max(2 x coarse_size, ",
+                                          kDenseCoarsestStates, ") with coarse_size = ", coarse_size,
+                                          "): too large for the dense coarsest solve", why),
+                              sweepable);
     }
     lv.back().coarsest_sweeps = kCoarsestSweeps;
   }
@@ -702,9 +704,9 @@ void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, Stati
 void solve_multilevel_finished(const MarkovOperator& c, const StationaryOptions& o, StationaryResult& r,
                                const Attempt& a) {
   // an attempt with a fallback behind it (auto) hands a stalled coarsening over to the fallback
-  // (on the drop-spacing chains krylov: as fast, see kCoarsestSweeps); asked for on its own,
-  // multilevel sweeps the stalled coarsest level
-  solve_multilevel(c, o, r, a.fail_fast, /*sweep_stalled_coarsest=*/!a.fail_fast);
+  // (on the drop-spacing chains krylov: as fast, see kCoarsestSweeps) unless auto asks for the
+  // sweeps (after krylov's step budget); asked for on its own, multilevel sweeps the level
+  solve_multilevel(c, o, r, a.fail_fast, /*sweep_stalled_coarsest=*/!a.fail_fast || a.sweep_stalled_coarsest);
   finish(c, r, o.tol);
   if (!r.converged())
     r.note = detail::cat("multilevel stopped after ", r.iterations, " cycles, residual ", r.residual) +

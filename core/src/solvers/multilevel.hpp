@@ -30,10 +30,18 @@ std::vector<double> exit_probabilities(int32_t n, const int32_t* rp, const int32
 /// `fail_fast` (auto, with a fallback behind): stalled when the residual has not halved in
 /// 20 cycles (else 100), or once the rate of the last 10 cycles cannot reach tol within
 /// max_iter (with a margin of 2).
-/// A coarsening that stalls above the dense coarsest solve's size throws SolverError, or with
+/// A coarsening that stalls above the dense coarsest solve's size throws CoarseningStalled, or with
 /// `sweep_stalled_coarsest` (at least one coarser level, at most 10,000 states) leaves that
 /// level solved by Gauss-Seidel sweeps (r.extra "coarsest_sweeps": their number, 0 for the
 /// exact solve).
 void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, StationaryResult& r, bool fail_fast = false,
                       bool sweep_stalled_coarsest = false);
+
+/// Multilevel's refusal of a coarsening that stalled above the dense coarsest solve's size.
+/// `sweepable`: the level could have been swept (sweep_stalled_coarsest would have run it).
+class CoarseningStalled : public SolverError {
+ public:
+  CoarseningStalled(const std::string& what, bool sweepable) : SolverError(what), sweepable(sweepable) {}
+  bool sweepable;
+};
 }  // namespace aqm::detail

@@ -158,20 +158,6 @@ Chain restrict_to(const MarkovOperator& c, const std::vector<int32_t>& keep) {
   return s;
 }
 
-namespace {
-/// Options for the restricted chain: x0 restricted too (uniform when it has no mass there).
-StationaryOptions restrict_options(const StationaryOptions& o, const std::vector<int32_t>& keep) {
-  StationaryOptions r = o;
-  if (o.x0.empty()) return r;
-  r.x0.resize(keep.size());
-  double sum = 0.0;
-  for (size_t i = 0; i < keep.size(); ++i) sum += r.x0[i] = o.x0[keep[i]];
-  if (!(sum > 0.0)) r.x0.clear();
-  return r;
-}
-
-}  // namespace
-
 struct Target::Restricted {
   Chain chain;
   MarkovOperator op;
@@ -182,11 +168,18 @@ Target::Target(const MarkovOperator& full, const StationaryOptions& o) : full_(f
 Target::~Target() = default;
 
 const MarkovOperator& Target::restricted() {
-  if (!restricted_) {
-    restricted_ = std::make_unique<Restricted>(restrict_to(full_, keep_), full_.rate());
-    ro_ = restrict_options(o_, keep_);
-  }
+  if (!restricted_) restricted_ = std::make_unique<Restricted>(restrict_to(full_, keep_), full_.rate());
   return restricted_->op;
+}
+
+StationaryOptions Target::restricted_options(const StationaryOptions& o) const {
+  StationaryOptions r = o;
+  if (o.x0.empty()) return r;
+  r.x0.resize(keep_.size());
+  double sum = 0.0;
+  for (size_t i = 0; i < keep_.size(); ++i) sum += r.x0[i] = o.x0[keep_[i]];
+  if (!(sum > 0.0)) r.x0.clear();
+  return r;
 }
 
 void Target::restrict_result(StationaryResult& x) const {

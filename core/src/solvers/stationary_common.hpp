@@ -37,6 +37,8 @@ void finish(const MarkovOperator& op, StationaryResult& r, double tol);
 struct Attempt {
   bool fail_fast = false;
   double max_flops = INFINITY;  ///< direct: refuse a factorisation whose estimated work exceeds this
+  /// multilevel: sweep a stalled coarsest level even when failing fast (auto, after krylov's budget)
+  bool sweep_stalled_coarsest = false;
 };
 
 /// A method's registry entry (defined in its own file; see the top of this header).
@@ -77,21 +79,35 @@ class Target {
   /// expands x to the whole chain with its residual recomputed there.
   template <class F>
   void run(bool whole_chain, StationaryResult& x, F&& f) {
-    if (keep_.empty()) return f(full_, o_, x);
-    if (whole_chain) {
-      f(full_, o_, x);
-      restrict_result(x);
-    } else {
-      f(restricted(), ro_, x);
-    }
-    expand(x);
+    run_on(o_, whole_chain, x, f);
+  }
+  /// run() started from x0 (one entry per state of the whole chain) instead of the options' x0.
+  template <class F>
+  void run_from(const std::vector<double>& x0, bool whole_chain, StationaryResult& x, F&& f) {
+    StationaryOptions o = o_;
+    o.x0 = x0;
+    run_on(o, whole_chain, x, f);
   }
   void run(Method m, StationaryResult& x, const Attempt& a = {});
   const StationaryOptions& options() const { return o_; }
   const MarkovOperator& full() const { return full_; }
 
  private:
+  template <class F>
+  void run_on(const StationaryOptions& o, bool whole_chain, StationaryResult& x, F&& f) {
+    if (keep_.empty()) return f(full_, o, x);
+    if (whole_chain) {
+      f(full_, o, x);
+      restrict_result(x);
+    } else {
+      const MarkovOperator& op = restricted();
+      f(op, restricted_options(o), x);
+    }
+    expand(x);
+  }
   const MarkovOperator& restricted();
+  /// o for the restricted chain: x0 restricted too (uniform when it has no mass there).
+  StationaryOptions restricted_options(const StationaryOptions& o) const;
   void restrict_result(StationaryResult& x) const;
   void expand(StationaryResult& x) const;
   const MarkovOperator& full_;
@@ -99,7 +115,6 @@ class Target {
   std::vector<int32_t> keep_;
   struct Restricted;
   std::unique_ptr<Restricted> restricted_;
-  StationaryOptions ro_;
 };
 
 /// The checks before a solve: options, x0's size, a unique closed class, a stationary law
