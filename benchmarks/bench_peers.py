@@ -311,10 +311,11 @@ def work_aqmchain(case: str, quick: bool, d: Path, mem_gb: float, restart: int, 
     except aqmchain.NonConvergenceError as exc:
         r, note = exc.result, "aqmchain: " + str(exc).splitlines()[0][:160]
     s = dict(r.info.seconds)
-    # the solve's phases: its iterations (every "..._iterate") and the rest of it as set-up (the
-    # preconditioner, krylov's slice chains "solve_coarse_shapes", the residual check)
-    setup = sum(v for key, v in s.items() if key.startswith("solve_") and not key.endswith("iterate"))
+    # the solve's phases: its iterations (every "..._iterate" of the method that ran last) and the
+    # rest of the whole solve as set-up (the preconditioner, krylov's slice chains
+    # "solve_coarse_shapes", the residual check, and auto's attempts before it)
     solve = sum(v for key, v in s.items() if key.endswith("iterate"))
+    setup = s.get("solve", solve) - solve
     np.save(d / f"pi_aqmchain_{method}.npy", np.asarray(r.pi, dtype=float))
     return {"states": n, "nnz": nnz, "iterations": int(r.info.iterations), "setup_s": setup, "solve_s": solve,
             "own_residual": float(r.info.residual), "seconds": s, "note": note, "ran": str(r.info.method)}

@@ -619,7 +619,8 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     ``auto_krylov_min_states`` (auto tries krylov before direct on plain chains from this
     size, default 20000), ``auto_stalled_krylov_steps`` (auto's GMRES steps on a chain whose
     multilevel coarsening stalled at a level it can sweep, before multilevel sweeping it runs;
-    default 100, 0: no limit), ``krylov_basis``, ``krylov_recycle`` (directions of krylov's Krylov space
+    default 100, 0: no limit), ``auto_multilevel_cycles`` (auto's first multilevel attempt hands
+    over to krylov once its rate projects more cycles than this; default 60, 0: never), ``krylov_basis``, ``krylov_recycle`` (directions of krylov's Krylov space
     kept for a warm re-solve to recycle, default 0), the budgets ``max_states`` (reachable states of
     the chain, default 5e6) and ``tagged_max_states`` (states of the tagged-packet chain of
     front / random drop, default 2e7); the full list and defaults are :data:`OPTION_DEFAULTS`;

@@ -5,6 +5,10 @@
 
 namespace aqm {
 
+/// A loop over more items than this (states, rows) runs over the threads; a shorter one on one
+/// (its threads would cost more than they save).
+constexpr long long kParallelLoopItems = 50000;
+
 /// Use at most n threads in the parallel loops (n >= 1); returns the previous
 /// setting.  Without OpenMP the core is serial and this returns 1.
 int set_num_threads(int n);
@@ -23,7 +27,7 @@ int num_threads();
 int loop_threads();
 
 /// Threads for a loop whose threads each fill a part of their own (a count per row, a table):
-/// loop_threads(), at most `cap`; 1 for at most 50,000 items, and 1 inside a parallel region
+/// loop_threads(), at most `cap`; 1 for at most kParallelLoopItems items, and 1 inside a parallel region
 /// (without nesting the loop runs on one thread, and the parts would only take memory).
 int part_threads(long long items, int cap);
 

@@ -22,7 +22,7 @@ void CsrOperator::apply(const double* x, double* y) const {
 }
 
 void CsrOperator::apply_transpose(const double* x, double* y) const {
-#pragma omp parallel for schedule(static) if (n_ > 50000) num_threads(loop_threads())
+#pragma omp parallel for schedule(static) if (n_ > kParallelLoopItems) num_threads(loop_threads())
   for (int32_t i = 0; i < n_; ++i) {
     double s = 0.0;
     for (int32_t k = rowptr_[i]; k < rowptr_[i + 1]; ++k) s += val_[k] * x[col_[k]];
@@ -79,7 +79,7 @@ void MarkovOperator::apply_transpose(const double* x, double* y) const {
   if (kind_ != TimeKind::Continuous) return M_.apply_transpose(x, y);
   const int32_t n = rows();
   const int32_t* rp = M_.rowptr();
-#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+#pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
   for (int32_t i = 0; i < n; ++i) {
     double s = 0.0;
     bool diag = false;

@@ -131,7 +131,7 @@ int loop_threads() {
 
 int part_threads(long long items, int cap) {
 #ifdef _OPENMP
-  if (items <= 50000 || omp_in_parallel()) return 1;
+  if (items <= kParallelLoopItems || omp_in_parallel()) return 1;
   return std::max(1, std::min(loop_threads(), cap));
 #else
   (void)items;

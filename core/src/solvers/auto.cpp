@@ -1,5 +1,6 @@
 // Method "auto": the methods in turn, by the chain's size and structure.
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -78,8 +79,22 @@ struct Step {
   double flops = 0.0;          ///< direct: the work budget (0: none)
   long max_iter = 0;           ///< a budget below the options' max_iter (0: the options')
   bool sweep_stalled = false;  ///< multilevel: sweep a stalled coarsest level (Attempt::sweep_stalled_coarsest)
-  bool from_best = false;      ///< start from the iterate of the smallest residual so far
+  long hand_over_cycles = 0;   ///< multilevel: Attempt::hand_over_cycles
+  enum class Start { Options, Best, HandedOver } start = Start::Options;  ///< x0: the options', the best
+                                                                         ///< iterate so far, the handed-over one
 };
+
+/// A multilevel attempt handing over to krylov gives it this many GMRES steps per cycle it
+/// still needs.  A step costs 0.32-0.47 cycles on ns-3's chains (measured), so krylov's
+/// budget is at most about 0.7 x the time multilevel would still take.
+constexpr double kHandOverStepsPerCycle = 1.5;
+
+/// r.extra's value of `name`, 0 when it has none.
+double extra_value(const StationaryResult& r, const std::string& name) {
+  for (const auto& [key, v] : r.extra)
+    if (key == name) return v;
+  return 0.0;
+}
 
 }  // namespace
 
@@ -97,8 +112,11 @@ struct Step {
 /// (the drop-spacing chains: their count or wait component keeps 1,000-2,500 states apart)
 /// gives the krylov after it auto_stalled_krylov_steps GMRES steps; unconverged there (a
 /// count chain whose drops are frequent: 427 steps where multilevel sweeping that level takes
-/// 23 cycles), multilevel sweeping the level goes on from krylov's iterate, then krylov
-/// without the limit.
+/// 23 cycles), multilevel sweeping the level runs, then krylov without the limit.
+/// The first multilevel attempt on a coupled chain hands over to krylov once its rate
+/// projects more than auto_multilevel_cycles cycles (ns-3's RED at load 0.5: about 150
+/// cycles, where GMRES takes 6 steps): krylov gets kHandOverStepsPerCycle steps per cycle
+/// still needed, and multilevel goes on from its own iterate if krylov does not converge.
 void solve_auto(Target& t, StationaryResult& r) {
   const StationaryOptions& o = t.options();
   const bool coupled = coupled_structure(t.full());
@@ -109,12 +127,14 @@ void solve_auto(Target& t, StationaryResult& r) {
   const double quick_small =
       std::min(o.auto_direct_max_flops, std::max(kAutoSmallDirectFlopsFloor,
                                                  kAutoSmallDirectFlopsPerEntry * static_cast<double>(t.full().nnz())));
+  Step multilevel_first{Method::Multilevel};  // on a coupled chain, before krylov: may hand over to it
+  multilevel_first.hand_over_cycles = o.auto_multilevel_cycles;
   std::vector<Step> order = [&]() -> std::vector<Step> {
     if (small && coupled)
-      return {{Method::Direct, quick_small}, {Method::Multilevel}, {Method::Krylov}, {Method::GaussSeidel}};
+      return {{Method::Direct, quick_small}, multilevel_first, {Method::Krylov}, {Method::GaussSeidel}};
     if (small) return {{Method::Direct, quick_small}, {Method::Krylov}, {Method::Multilevel}, {Method::GaussSeidel}};
     if (coupled)  // aggregation over the lattice follows every component, GMRES's blocks do not
-      return {{Method::Multilevel}, {Method::Direct, quick}, {Method::Krylov}, {Method::GaussSeidel}};
+      return {multilevel_first, {Method::Direct, quick}, {Method::Krylov}, {Method::GaussSeidel}};
     return {{Method::Krylov}, {Method::Direct, o.auto_direct_max_flops}, {Method::Multilevel}, {Method::GaussSeidel}};
   }();
   // a large chain whose LU would plainly not fit skips direct without its (then slow) analysis
@@ -124,6 +144,7 @@ void solve_auto(Target& t, StationaryResult& r) {
   bool have = false;
   std::string history;
   std::vector<MethodAttempt> tried;
+  std::vector<double> handed_over;  // the iterate of a multilevel attempt that handed over to krylov
   for (size_t i = 0; i < order.size(); ++i) {
     const Step step = order[i];  // a copy: the order may grow below
     const Method m = step.method;
@@ -146,6 +167,7 @@ void solve_auto(Target& t, StationaryResult& r) {
       a.fail_fast = s.fails_fast && !last;  // a fallback is behind it
       a.max_flops = step.flops > 0.0 ? step.flops : INFINITY;
       a.sweep_stalled_coarsest = step.sweep_stalled;
+      a.hand_over_cycles = step.hand_over_cycles;
       auto solve = [&s, &a, m, &step](const MarkovOperator& c, const StationaryOptions& oc, StationaryResult& y) {
         if (m != Method::GaussSeidel && step.max_iter == 0) return s.solve(c, oc, y, a);
         StationaryOptions og = oc;
@@ -155,12 +177,15 @@ void solve_auto(Target& t, StationaryResult& r) {
           og.max_iter = oc.max_iter > 0 ? std::min<long>(oc.max_iter, step.max_iter) : step.max_iter;
         s.solve(c, og, y, a);
       };
-      if (step.from_best && have) {
+      if (step.start == Step::Start::HandedOver) {
+        t.run_from(handed_over, s.whole_chain, x, solve);
+      } else if (step.start == Step::Start::Best && have) {
         std::vector<double> start = best.pi;  // a GMRES iterate may have entries below 0: x0 has none
         for (double& v : start) v = std::max(v, 0.0);
         t.run_from(start, s.whole_chain, x, solve);
-      } else
+      } else {
         t.run(s.whole_chain, x, solve);
+      }
       if (!x.converged()) why = x.note.empty() ? detail::cat("residual ", x.residual, " > tol ", o.tol) : x.note;
     } catch (const SolverError& e) {
       x.pi.clear();
@@ -195,9 +220,20 @@ void solve_auto(Target& t, StationaryResult& r) {
         Step swept{Method::Multilevel};
         swept.sweep_stalled = true;  // from its own start: from a GMRES iterate its cycles can stall (a ring of 1,100 states, tests)
         Step rest{Method::Krylov};
-        rest.from_best = true;
+        rest.start = Step::Start::Best;
         order.insert(at + 1, {swept, rest});
       }
+    }
+    // multilevel would need more than hand_over_cycles: krylov with a step budget of about the
+    // time multilevel still needs, then multilevel again from where it stopped
+    const double projected = extra_value(x, "projected_cycles");
+    if (m == Method::Multilevel && !x.converged() && projected > 0.0 && !x.pi.empty()) {
+      handed_over = x.pi;
+      Step probe{Method::Krylov};
+      probe.max_iter = std::max(1L, static_cast<long>(std::ceil(kHandOverStepsPerCycle * projected)));
+      Step resume{Method::Multilevel};
+      resume.start = Step::Start::HandedOver;
+      order.insert(order.begin() + static_cast<long>(i) + 1, {probe, resume});
     }
     if (!x.pi.empty() && (!have || x.residual < best.residual)) {
       best = std::move(x);

@@ -648,7 +648,7 @@ void BlockSystem::precond_two_level(const double* r, double* z) const {
   const int32_t* cip = ci.data();
   const double* vp = v.data();
   double* dp = d.data();
-#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+#pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
   for (int32_t i = 0; i < n; ++i) {
     double s = 0.0;
     for (int32_t e = up[i]; e < rpp[i + 1]; ++e) s += vp[e] * z[cip[e]];
@@ -664,7 +664,7 @@ void BlockSystem::precond_two_level(const double* r, double* z) const {
   const int32_t* bg = coarse.bp_g.data();
   const double* bv = coarse.bp_v.data();
   const double* ecp = ec.data();
-#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+#pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
   for (int32_t i = 0; i < n; ++i) {
     z[i] += wp[i] * ecp[grp[i]];
     double s = 0.0;
@@ -677,7 +677,7 @@ void BlockSystem::precond_two_level(const double* r, double* z) const {
   std::fill(y.begin(), y.end(), 0.0);
   backward_sweep(d.data(), y.data());
   const double* yp = y.data();
-#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+#pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
   for (int32_t i = 0; i < n; ++i) z[i] += yp[i];
   if (K >= 0) z[K] = r[K];  // the fixed state's row is the identity
 }
@@ -930,7 +930,7 @@ namespace {
 double dot(const std::vector<double>& a, const double* b, int32_t n) {
   double s = 0.0;
   const double* ap = a.data();
-#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 50000) num_threads(loop_threads())
+#pragma omp parallel for reduction(+ : s) schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
   for (int32_t i = 0; i < n; ++i) s += ap[i] * b[i];
   return s;
 }
@@ -947,7 +947,7 @@ constexpr int kGsBlock = 4;
 
 /// Threads for a pass over n entries whose partial sums are added in thread order
 /// (add_in_thread_order: the same sums whatever thread ends first).
-int gs_threads(int32_t n) { return n > 50000 ? std::max(1, loop_threads()) : 1; }
+int gs_threads(int32_t n) { return n > kParallelLoopItems ? std::max(1, loop_threads()) : 1; }
 
 template <int B, int NB>
 void gs_pass(double* w, const double* const* cur, const double* h, const double* const* nxt, double* acc,
@@ -1013,7 +1013,7 @@ void combine(const double* const* V, const double* y, int steps, double* w, int3
     double c[kGsBlock] = {};
     for (int k = 0; k < bl; ++k) v[k] = V[b0 + k], c[k] = y[b0 + k];
     const bool first = b0 == 0;
-#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+#pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
     for (int32_t l = 0; l < n; ++l) {
       double s = first ? 0.0 : w[l];
       for (int k = 0; k < bl; ++k) s += c[k] * v[k][l];
@@ -1031,7 +1031,7 @@ void Gmres::new_basis_vector(int j, const double* w, double norm) {
     Vp_[static_cast<size_t>(j)] = V_[static_cast<size_t>(j)].get();
   }
   double* v = V_[static_cast<size_t>(j)].get();
-#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+#pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
   for (int32_t l = 0; l < n; ++l) v[l] = w[l] / norm;
 }
 
@@ -1116,7 +1116,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
     {
       const double* wp = w.data();
       double* rp = res.data();
-#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+#pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
       for (int32_t j = 0; j < n; ++j) rp[j] = rhs[j] - wp[j];
     }
     if (test.scale) {
@@ -1140,7 +1140,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
     {
       const double *xp = x.data(), *zp = z.data();
       double* cp = xc.data();
-#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+#pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
       for (int32_t l = 0; l < n; ++l) cp[l] = xp[l] + zp[l];
     }
     for (int l = 0; l < kr; ++l) {  // minus U E y: what the deflation took from each direction
@@ -1148,7 +1148,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
       for (int i = 0; i < steps; ++i) s += e(l, i) * y_[i];
       const double* ul = recycled->U[l].data();
       double* xp = xc.data();
-#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+#pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
       for (int32_t q = 0; q < n; ++q) xp[q] -= s * ul[q];
     }
     if (B.K >= 0) xc[B.K] = 0.0;
@@ -1233,7 +1233,7 @@ Gmres::Outcome Gmres::solve(const BlockSystem& B, const double* rhs, std::vector
         const double el = e(l, j) = dot(recycled->C[l], w.data(), n);
         const double* cl = recycled->C[l].data();
         double* wp = w.data();
-#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+#pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
         for (int32_t q = 0; q < n; ++q) wp[q] -= el * cl[q];
       }
       // block modified Gram-Schmidt (block_mgs: one pass over w per kGsBlock basis vectors)
@@ -1390,7 +1390,7 @@ std::vector<std::vector<double>> Gmres::harmonic_ritz(int k) const {
     for (int i = 0; i < j; ++i) {
       const double gi = g[c](i);
       const double* zi = Z_[i].data();
-#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+#pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
       for (int32_t q = 0; q < n; ++q) u[q] += gi * zi[q];
     }
   }

@@ -588,7 +588,7 @@ void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const d
 }
 
 void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, StationaryResult& r, bool fail_fast,
-                      bool sweep_stalled_coarsest) {
+                      bool sweep_stalled_coarsest, long hand_over_cycles) {
   r.method = Method::Multilevel;
   // Aggregation follows the state descriptor: components marked `coarsen` are
   // merged in pairs level by level, the others (categorical ones) are kept apart.
@@ -670,6 +670,14 @@ void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, Stati
         const double before = history[history.size() - 1 - window];
         const double rate = before > 0.0 ? std::log(before / res) / window : 0.0;
         const double need = rate > 0.0 ? std::log(res / (0.5 * o.tol)) / rate : INFINITY;
+        if (hand_over_cycles > 0 && static_cast<double>(it) + need > static_cast<double>(hand_over_cycles)) {
+          r.note = detail::cat("multilevel handed over: at its rate of the last ", window, " cycles the residual ", res,
+                               " would need about ", detail::short_num(need), " more cycles, over ", hand_over_cycles,
+                               " in all");
+          r.status = Status::Stalled;
+          r.extra.push_back({"projected_cycles", need});
+          break;
+        }
         if (need > 2.0 * static_cast<double>(maxit - it)) {
           r.note = detail::cat("multilevel stopped early: at its rate of the last ", window, " cycles the residual ", res,
                                " would need about ", detail::short_num(need), " more cycles, over twice the ",
@@ -706,7 +714,8 @@ void solve_multilevel_finished(const MarkovOperator& c, const StationaryOptions&
   // an attempt with a fallback behind it (auto) hands a stalled coarsening over to the fallback
   // (on the drop-spacing chains krylov: as fast, see kCoarsestSweeps) unless auto asks for the
   // sweeps (after krylov's step budget); asked for on its own, multilevel sweeps the level
-  solve_multilevel(c, o, r, a.fail_fast, /*sweep_stalled_coarsest=*/!a.fail_fast || a.sweep_stalled_coarsest);
+  solve_multilevel(c, o, r, a.fail_fast, /*sweep_stalled_coarsest=*/!a.fail_fast || a.sweep_stalled_coarsest,
+                   a.fail_fast ? a.hand_over_cycles : 0);
   finish(c, r, o.tol);
   if (!r.converged())
     r.note = detail::cat("multilevel stopped after ", r.iterations, " cycles, residual ", r.residual) +

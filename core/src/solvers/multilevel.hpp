@@ -5,10 +5,11 @@
 #include <vector>
 
 #include "aqmchain/solvers/stationary.hpp"
+#include "aqmchain/threads.hpp"
 
 namespace aqm::detail {
 /// Gauss-Seidel sweeps over at least this many states run over the library's threads.
-constexpr int32_t kParallelSweepStates = 50000;
+constexpr int32_t kParallelSweepStates = static_cast<int32_t>(kParallelLoopItems);
 
 /// One forward Gauss-Seidel sweep on x_j = sum_{i != j} P_ij x_i / e_j with P^T in CSR
 /// (rp, ci, v) and e_j = sum_{l != j} P_jl the probability of leaving j (see
@@ -34,8 +35,11 @@ std::vector<double> exit_probabilities(int32_t n, const int32_t* rp, const int32
 /// `sweep_stalled_coarsest` (at least one coarser level, at most 10,000 states) leaves that
 /// level solved by Gauss-Seidel sweeps (r.extra "coarsest_sweeps": their number, 0 for the
 /// exact solve).
+/// `hand_over_cycles` (with fail_fast; 0: none): stops (status stalled, r.extra
+/// "projected_cycles": the cycles still needed) once the rate of the last 10 cycles projects
+/// more cycles than this in all.
 void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, StationaryResult& r, bool fail_fast = false,
-                      bool sweep_stalled_coarsest = false);
+                      bool sweep_stalled_coarsest = false, long hand_over_cycles = 0);
 
 /// Multilevel's refusal of a coarsening that stalled above the dense coarsest solve's size.
 /// `sweepable`: the level could have been swept (sweep_stalled_coarsest would have run it).

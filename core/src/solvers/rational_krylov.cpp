@@ -202,7 +202,7 @@ TransientResult rational_krylov_expv(const GeneratorOperator& G, const std::vect
     constexpr Eigen::Index kChunk = 4096;
     const Eigen::Index chunks = (n + kChunk - 1) / kChunk;
     double s = 0.0;
-#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 50000) num_threads(loop_threads())
+#pragma omp parallel for reduction(+ : s) schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
     for (Eigen::Index b = 0; b < chunks; ++b) {
       const Eigen::Index r0 = b * kChunk, len = std::min<Eigen::Index>(kChunk, n - r0);
       s += (V.block(r0, 0, len, k) * c).cwiseAbs().sum();

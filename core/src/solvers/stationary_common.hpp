@@ -39,6 +39,8 @@ struct Attempt {
   double max_flops = INFINITY;  ///< direct: refuse a factorisation whose estimated work exceeds this
   /// multilevel: sweep a stalled coarsest level even when failing fast (auto, after krylov's budget)
   bool sweep_stalled_coarsest = false;
+  /// multilevel, failing fast: stop once its rate projects more cycles than this (0: never)
+  long hand_over_cycles = 0;
 };
 
 /// A method's registry entry (defined in its own file; see the top of this header).

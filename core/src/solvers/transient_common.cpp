@@ -83,7 +83,7 @@ GeneratorOperator GeneratorOperator::from_operator(const MarkovOperator& op) {
     g.product = [T](const double* x, double* y) {
       T->apply(x, y);
       const int32_t n = T->n;
-#pragma omp parallel for schedule(static) if (n > 50000) num_threads(loop_threads())
+#pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
       for (int32_t i = 0; i < n; ++i) y[i] -= x[i];
     };
   } else {

@@ -262,3 +262,42 @@ def test_every_method_of_the_registry_has_a_row_in_the_solvers_guide():
     assert rows == list(aqmchain.stationary.METHODS) and len(rows) >= 7
     for m in aqmchain._core.stationary_method_guide():
         assert m["use_when"] and m["cost"] and f"| {m['use_when']} | {m['cost']} |" in table
+
+def _ns3_low_load_chain():
+    # ns-3's RED at load 0.5 (120k states): multilevel takes about 21 cycles, GMRES 12 steps
+    doc = {"model": {"buffer": 9, "time": "continuous"}, "source": {"kind": "poisson", "rate": 0.5},
+           "service": {"kind": "exponential", "mu": 1.0},
+           "aqm": {"semantics": "ns3", "drop": "gentle_red", "min_th": 2, "max_th": 6, "p_max": 0.1, "w": 0.02,
+                   "spacing": "wait"}}
+    return aqmchain.build_chain(aqmchain.model_from_dict(doc)[0])
+
+
+def test_auto_hands_a_slow_multilevel_over_to_krylov_and_resumes_it_when_krylov_fails():
+    chain = _ns3_low_load_chain()
+    P = aqmchain.transition_matrix(chain)
+    ref = aqmchain.solve_stationary(chain, method="multilevel", response="none")
+    opts = dict(response="none", auto_krylov_min_states=0)  # the large chains' order: multilevel first here
+    plain = aqmchain.solve_stationary(chain, auto_multilevel_cycles=0, **opts)
+    assert [t["method"] for t in plain.info.methods_tried] == ["multilevel"]
+    cycles = plain.info.iterations
+    assert cycles > 12
+    # a budget of 12 cycles: multilevel's rate over its first 10 projects more, so it stops and
+    # krylov gets 1.5 x the cycles still needed as GMRES steps (enough here)
+    r = aqmchain.solve_stationary(chain, auto_multilevel_cycles=12, **opts)
+    tried = r.info.methods_tried
+    assert [t["method"] for t in tried] == ["multilevel", "krylov"], r.info.note
+    assert tried[0]["status"] == "stalled" and "handed over" in tried[0]["why"] and tried[0]["iterations"] <= 12
+    assert r.info.method == "krylov" and r.info.status == "converged" and r.info.fallback
+    assert np.abs(r.pi - ref.pi).sum() <= solution_distance_bound(P, ref.pi, r.info.residual, ref.info.residual)
+    # a krylov that cannot converge within that budget (GMRES(2)): multilevel goes on from its
+    # own iterate, in about the cycles it still needed (not from the start)
+    r = aqmchain.solve_stationary(chain, auto_multilevel_cycles=12, krylov_basis=2, **opts)
+    tried = r.info.methods_tried
+    assert [t["method"] for t in tried] == ["multilevel", "krylov", "multilevel"], r.info.note
+    assert tried[1]["status"] != "converged" and tried[2]["status"] == "converged"
+    assert tried[0]["iterations"] + tried[2]["iterations"] <= cycles + 3
+    assert tried[2]["iterations"] < cycles
+    assert r.info.method == "multilevel" and r.info.residual <= 1e-12
+    assert np.abs(r.pi - ref.pi).sum() <= solution_distance_bound(P, ref.pi, r.info.residual, ref.info.residual)
+    with pytest.raises(aqmchain.OptionError, match="auto_multilevel_cycles"):
+        aqmchain.solve_stationary(chain, auto_multilevel_cycles=-1)
