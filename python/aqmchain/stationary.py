@@ -1024,6 +1024,7 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
     prev_tail = None
     # auto's multilevel failing on a round's chain (its coarsening stalls) is not tried again on
     # the larger chains of the rounds after it: they take the method that solved that round
+    # (multilevel by name when auto's swept multilevel solved it)
     carried: dict[str, str] | None = None
     asked_auto = options.get("method", "auto") == "auto"
     while True:
@@ -1050,8 +1051,13 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
         iterations = int(raw.iterations)
         skipped = carried is not None
         if carried is None and asked_auto and raw.converged:
-            failed = [t for t in raw.methods_tried if t["method"] == "multilevel" and t["status"] != "converged"]
-            if failed and raw.method != "multilevel":
+            # a multilevel that handed over to krylov by its rate is no reason to skip it later;
+            # one refused for a stalled coarsening whose level the swept multilevel then solved
+            # is carried as multilevel (by name it sweeps that level at once)
+            failed = [t for t in raw.methods_tried if t["method"] == "multilevel" and t["status"] != "converged"
+                      and "handed over" not in t["why"]]
+            swept = raw.method == "multilevel" and raw.extra.get("coarsest_sweeps", 0) > 0
+            if failed and (raw.method != "multilevel" or swept):
                 carried = {"method": str(raw.method), "why": failed[0]["why"]}
         mass = _cap_masses(chain, raw.pi)
         tail = float(mass.sum())

@@ -310,10 +310,7 @@ TEST(Solvers, AutoConvergesWithTransientStatesAndImprobableStates) {
       EXPECT_LE(a.residual, 1e-12);
       EXPECT_EQ(a.method, Method::Direct) << a.note;
       // the fixed state is a probable one (the estimate's argmax), not any closed-class state
-      double fixed = 0;
-      for (const auto& [name, v] : a.extra)
-        if (name == "fixed_state_probability") fixed = v;
-      EXPECT_GT(fixed, 1e-3);
+      EXPECT_GT(a.extra_value("fixed_state_probability"), 1e-3);
       StationaryOptions o;
       o.method = Method::GaussSeidel;
       const auto g = solve_stationary(c, o);
@@ -509,11 +506,6 @@ struct StalledCoarsening {
   }
 };
 
-double extra_of(const StationaryResult& r, const std::string& name) {
-  for (const auto& [n, v] : r.extra)
-    if (n == name) return v;
-  return -1.0;
-}
 }  // namespace
 
 TEST(Solvers, MultilevelSweepsACoarsestLevelWhoseCoarseningStalls) {
@@ -523,8 +515,8 @@ TEST(Solvers, MultilevelSweepsACoarsestLevelWhoseCoarseningStalls) {
   o.tol = 1e-12;
   const auto r = solve_stationary(f.c, o);
   ASSERT_TRUE(r.converged()) << r.note;
-  EXPECT_EQ(extra_of(r, "coarsest_states"), StalledCoarsening::R);
-  EXPECT_GT(extra_of(r, "coarsest_sweeps"), 0);
+  EXPECT_EQ(r.extra_value("coarsest_states", -1), StalledCoarsening::R);
+  EXPECT_GT(r.extra_value("coarsest_sweeps", -1), 0);
   f.expect_exact(r);
   // an attempt with a fallback behind it (auto's) refuses the stalled coarsening, saying that
   // the level could be swept
@@ -550,8 +542,8 @@ TEST(Solvers, MultilevelSweepsACoarsestLevelWhoseCoarseningStalls) {
 TEST(Solvers, AutoSweepsAStalledCoarseningAfterKrylovsStepBudget) {
   // auto's order on a large coupled chain: multilevel (refused: its coarsening stalls at a
   // level it could sweep), direct (skipped here: direct_max_gb), krylov with a budget of
-  // auto_stalled_krylov_steps GMRES steps, then multilevel sweeping that level from krylov's
-  // iterate
+  // auto_stalled_krylov_steps GMRES steps, then multilevel sweeping that level (from its own
+  // start)
   const StalledCoarsening f;
   StationaryOptions o;
   o.tol = 1e-12;
@@ -568,7 +560,7 @@ TEST(Solvers, AutoSweepsAStalledCoarseningAfterKrylovsStepBudget) {
   EXPECT_LE(r.methods_tried[2].iterations, 2);
   EXPECT_NE(r.methods_tried[2].status, Status::Converged);
   EXPECT_EQ(r.methods_tried[3].status, Status::Converged);
-  EXPECT_GT(extra_of(r, "coarsest_sweeps"), 0);
+  EXPECT_GT(r.extra_value("coarsest_sweeps", -1), 0);
   f.expect_exact(r);
   // without the budget krylov goes on alone, as before (on this chain it stalls and
   // Gauss-Seidel comes next)
@@ -596,10 +588,7 @@ TEST(Solvers, DirectFixesAProbableStateOnASlowlyMixingChain) {
   o.method = Method::Direct;
   const auto r = solve_stationary(c, o);
   ASSERT_TRUE(r.converged()) << r.note;
-  double fixed = 0;
-  for (const auto& [name, v] : r.extra)
-    if (name == "fixed_state_probability") fixed = v;
-  EXPECT_GT(fixed, 0.1);
+  EXPECT_GT(r.extra_value("fixed_state_probability"), 0.1);
   o.method = Method::Multilevel;
   const auto ml = solve_stationary(c, o);
   ASSERT_TRUE(ml.converged()) << ml.note;

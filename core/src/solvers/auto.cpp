@@ -89,12 +89,6 @@ struct Step {
 /// budget is at most about 0.7 x the time multilevel would still take.
 constexpr double kHandOverStepsPerCycle = 1.5;
 
-/// r.extra's value of `name`, 0 when it has none.
-double extra_value(const StationaryResult& r, const std::string& name) {
-  for (const auto& [key, v] : r.extra)
-    if (key == name) return v;
-  return 0.0;
-}
 
 }  // namespace
 
@@ -179,10 +173,9 @@ void solve_auto(Target& t, StationaryResult& r) {
       };
       if (step.start == Step::Start::HandedOver) {
         t.run_from(handed_over, s.whole_chain, x, solve);
+        std::vector<double>().swap(handed_over);
       } else if (step.start == Step::Start::Best && have) {
-        std::vector<double> start = best.pi;  // a GMRES iterate may have entries below 0: x0 has none
-        for (double& v : start) v = std::max(v, 0.0);
-        t.run_from(start, s.whole_chain, x, solve);
+        t.run_from(best.pi, s.whole_chain, x, solve);  // finished: non-negative, sum 1
       } else {
         t.run(s.whole_chain, x, solve);
       }
@@ -210,8 +203,9 @@ void solve_auto(Target& t, StationaryResult& r) {
         if (e->method == Method::Krylov) at = e + 1;
       order.insert(at, {Method::Direct, o.auto_direct_max_flops});
     }
-    // multilevel could sweep its stalled coarsest level: the next krylov gets a step budget,
-    // then multilevel sweeping that level and krylov without the budget go on from the best iterate
+    // multilevel could sweep its stalled coarsest level: the next krylov gets a step budget, then
+    // multilevel sweeping that level runs (from its own start), and krylov without the budget
+    // from the best iterate
     if (sweepable_stall) {
       auto at = std::find_if(order.begin() + static_cast<long>(i) + 1, order.end(),
                              [](const Step& e) { return e.method == Method::Krylov; });
@@ -226,13 +220,16 @@ void solve_auto(Target& t, StationaryResult& r) {
     }
     // multilevel would need more than hand_over_cycles: krylov with a step budget of about the
     // time multilevel still needs, then multilevel again from where it stopped
-    const double projected = extra_value(x, "projected_cycles");
-    if (m == Method::Multilevel && !x.converged() && projected > 0.0 && !x.pi.empty()) {
+    const double projected = x.extra_value("projected_cycles");
+    if (m == Method::Multilevel && !x.converged() && std::isfinite(projected) && projected > 0.0 && !x.pi.empty()) {
       handed_over = x.pi;
       Step probe{Method::Krylov};
-      probe.max_iter = std::max(1L, static_cast<long>(std::ceil(kHandOverStepsPerCycle * projected)));
+      probe.max_iter = static_cast<long>(std::ceil(std::min(kHandOverStepsPerCycle * projected, 1e9)));
       Step resume{Method::Multilevel};
       resume.start = Step::Start::HandedOver;
+      if (o.max_iter > 0) resume.max_iter = std::max(1L, o.max_iter - x.iterations);  // within the options' max_iter
+      for (auto e = order.begin() + static_cast<long>(i) + 1; e != order.end(); ++e)
+        if (e->method == Method::Krylov) e->start = Step::Start::Best;  // not the probe's steps again
       order.insert(order.begin() + static_cast<long>(i) + 1, {probe, resume});
     }
     if (!x.pi.empty() && (!have || x.residual < best.residual)) {

@@ -531,6 +531,16 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
 }
 
 
+namespace {
+/// o for a re-solve after `used` GMRES steps of the same call: max_iter, when given, is what
+/// is left of it (at least one step), so that max_iter bounds the call's steps.
+StationaryOptions after_steps(const StationaryOptions& o, long used) {
+  StationaryOptions r = o;
+  if (o.max_iter > 0) r.max_iter = std::max(1L, o.max_iter - used);
+  return r;
+}
+}  // namespace
+
 /// Krylov with a recurrent fixed state; re-solved once from its own answer with
 /// k = argmax pi when pi_k / max pi < 1e-8 (the reduced system's conditioning
 /// grows like 1 / pi_k).
@@ -570,7 +580,7 @@ void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, 
       const auto accounts = r.seconds;
       const int first_iterations = r.iterations;
       const long first_apps = r.operator_applications;
-      StationaryOptions o2 = o;
+      StationaryOptions o2 = after_steps(o, first_iterations);
       o2.x0 = std::move(r.pi);
       r = StationaryResult{};
       r.requested = requested;
@@ -603,7 +613,7 @@ void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, 
       const long apps = again.operator_applications;
       again = StationaryResult{};
       again.requested = r.requested;
-      solve_krylov(c, blocks, k2, o, again, fail_fast, nullptr, &factors);
+      solve_krylov(c, blocks, k2, after_steps(o, r.iterations), again, fail_fast, nullptr, &factors);
       finish(c, again, o.tol);
       again.iterations += r.iterations;
       again.operator_applications += r.operator_applications + apps;
@@ -645,7 +655,7 @@ void solve_krylov_finished(const MarkovOperator& c, const StationaryOptions& o, 
   const auto it = std::max_element(r.pi.begin(), r.pi.end());
   const int32_t best = static_cast<int32_t>(it - r.pi.begin());
   if (!(r.pi[k] < 1e-8 * *it) || best == k) return;
-  StationaryOptions o2 = o;
+  StationaryOptions o2 = after_steps(o, r.iterations);
   o2.x0 = r.pi;
   StationaryResult again;
   again.requested = r.requested;

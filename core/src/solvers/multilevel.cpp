@@ -76,8 +76,8 @@ struct Level {
 
 void find_exits(Level& L) { L.exit = exit_probabilities(L.n, L.rp.data(), L.ci.data(), L.v.data()); }
 
-/// Threads for a pass over a level of n states (one below kParallelSweepStates).
-int level_threads(int32_t n) { return n >= kParallelSweepStates ? loop_threads() : 1; }
+/// Threads for a pass over a level of n states (one up to kParallelLoopItems).
+int level_threads(int32_t n) { return n > kParallelLoopItems ? loop_threads() : 1; }
 
 /// The coarse pattern of a level whose values change (see coarsen): c.ci, c.rp (rows J in
 /// order, each one's columns in the order first met) and f.pos.
@@ -670,19 +670,19 @@ void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, Stati
         const double before = history[history.size() - 1 - window];
         const double rate = before > 0.0 ? std::log(before / res) / window : 0.0;
         const double need = rate > 0.0 ? std::log(res / (0.5 * o.tol)) / rate : INFINITY;
+        if (need > 2.0 * static_cast<double>(maxit - it)) {
+          r.note = detail::cat("multilevel stopped early: at its rate of the last ", window, " cycles the residual ", res,
+                               " would need about ", detail::short_num(need), " more cycles, over twice the ",
+                               maxit - it, " left of max_iter = ", maxit);
+          r.status = Status::Stalled;
+          break;
+        }
         if (hand_over_cycles > 0 && static_cast<double>(it) + need > static_cast<double>(hand_over_cycles)) {
           r.note = detail::cat("multilevel handed over: at its rate of the last ", window, " cycles the residual ", res,
                                " would need about ", detail::short_num(need), " more cycles, over ", hand_over_cycles,
                                " in all");
           r.status = Status::Stalled;
           r.extra.push_back({"projected_cycles", need});
-          break;
-        }
-        if (need > 2.0 * static_cast<double>(maxit - it)) {
-          r.note = detail::cat("multilevel stopped early: at its rate of the last ", window, " cycles the residual ", res,
-                               " would need about ", detail::short_num(need), " more cycles, over twice the ",
-                               maxit - it, " left of max_iter = ", maxit);
-          r.status = Status::Stalled;
           break;
         }
       }

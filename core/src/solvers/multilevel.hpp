@@ -8,14 +8,11 @@
 #include "aqmchain/threads.hpp"
 
 namespace aqm::detail {
-/// Gauss-Seidel sweeps over at least this many states run over the library's threads.
-constexpr int32_t kParallelSweepStates = static_cast<int32_t>(kParallelLoopItems);
-
 /// One forward Gauss-Seidel sweep on x_j = sum_{i != j} P_ij x_i / e_j with P^T in CSR
 /// (rp, ci, v) and e_j = sum_{l != j} P_jl the probability of leaving j (see
 /// exit_probabilities), followed by normalisation to sum 1.  States with e_j = 0 (absorbing)
-/// keep their value.  Shared by the Gauss-Seidel method and the multilevel smoother.  From
-/// kParallelSweepStates states on, over the library's threads (loop_threads()): the states
+/// keep their value.  Shared by the Gauss-Seidel method and the multilevel smoother.  On
+/// more than kParallelLoopItems states it runs over the library's threads (loop_threads()): the states
 /// split into as many contiguous ranges, each swept in order with the other ranges' values
 /// from the sweep's start (one thread: the plain sweep).
 void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const double* v, const double* exit,
@@ -37,7 +34,8 @@ std::vector<double> exit_probabilities(int32_t n, const int32_t* rp, const int32
 /// exact solve).
 /// `hand_over_cycles` (with fail_fast; 0: none): stops (status stalled, r.extra
 /// "projected_cycles": the cycles still needed) once the rate of the last 10 cycles projects
-/// more cycles than this in all.
+/// more cycles than this in all (a projection past twice the cycles left of max_iter stops it
+/// early as before, without "projected_cycles").
 void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, StationaryResult& r, bool fail_fast = false,
                       bool sweep_stalled_coarsest = false, long hand_over_cycles = 0);
 

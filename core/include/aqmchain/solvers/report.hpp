@@ -36,6 +36,12 @@ struct ConvergenceReport {
   std::vector<std::pair<std::string, double>> seconds;  ///< phase -> wall seconds
   std::vector<std::pair<std::string, double>> extra;    ///< back-end numbers
   bool converged() const { return status == Status::Converged; }
+  /// extra's number `name`, or `otherwise` when the back end did not report it.
+  double extra_value(const std::string& name, double otherwise = 0.0) const {
+    for (const auto& [key, v] : extra)
+      if (key == name) return v;
+    return otherwise;
+  }
 };
 
 }  // namespace aqm

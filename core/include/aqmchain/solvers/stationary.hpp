@@ -29,7 +29,7 @@ namespace aqm {
 #define AQM_STATIONARY_METHODS(X) \
   X(Auto, "auto", "by the chain's size and structure; falls back to the next method in turn", \
     "always, unless below", \
-    "by size and structure: `direct` first on chains below 20,000 states (`auto_krylov_min_states`) when its LU takes at most 10^4 flops per entry of P (else `krylov`, or `multilevel` on chains with traffic classes, REDwM sums or a stateful AQM, then `direct` with the full budget); `krylov` first on larger plain chains (and on those whose only extra component changes under 1 % as often as the queue, such as adaptive RED's p_max: krylov's coarse space takes it); on larger chains with traffic classes or a stateful AQM a quick `direct` (at most 1e11 flops), then `multilevel`, then `krylov` (where multilevel's coarsening stalls at a level it can sweep, at most `auto_stalled_krylov_steps` GMRES steps, then `multilevel` sweeping that level); a `multilevel` whose rate projects more than `auto_multilevel_cycles` (60) cycles hands over to `krylov` (1.5 GMRES steps per cycle it still needs) and goes on from its own iterate if krylov does not converge. Gauss–Seidel last. An attempt with a method behind it fails fast (stagnation is detected after 3 GMRES restarts or 20 cycles). The result says what ran and why (`info.method`, `info.fallback`, `info.note`, `info.methods_tried` with the seconds of each attempt; JSON `solver.methods_tried`)") \
+    "by size and structure: `direct` first on chains below 20,000 states (`auto_krylov_min_states`) when its LU takes at most 10^4 flops per entry of P (else `krylov`, or `multilevel` on chains with traffic classes, REDwM sums or a stateful AQM, then `direct` with the full budget); `krylov` first on larger plain chains (and on those whose only extra component changes under 1 % as often as the queue, such as adaptive RED's p_max: krylov's coarse space takes it); on larger chains with traffic classes or a stateful AQM `multilevel`, then a quick `direct` (at most 1e11 flops), then `krylov` (where multilevel's coarsening stalls at a level it can sweep, at most `auto_stalled_krylov_steps` GMRES steps, then `multilevel` sweeping that level); a `multilevel` whose rate projects more than `auto_multilevel_cycles` (60) cycles hands over to `krylov` (1.5 GMRES steps per cycle it still needs) and goes on from its own iterate if krylov does not converge. Gauss–Seidel last. An attempt with a method behind it fails fast (stagnation is detected after 3 GMRES restarts or 20 cycles). The result says what ran and why (`info.method`, `info.fallback`, `info.note`, `info.methods_tried` with the seconds of each attempt; JSON `solver.methods_tried`)") \
   X(Direct, "direct", "UMFPACK LU of the balance equations with one unknown fixed", \
     "small and medium chains (up to a few 10⁵ states), or when you solve many chains with the same pattern (`aqmchain.DirectSolver` keeps UMFPACK's symbolic analysis across a sweep over mu, alpha or p_max)", \
     "LU fill grows quickly with the avg grid; refused before factorising above `direct_max_gb` (8 GB). Ctrl-C returns at once: the analysis and the factorisation run on a worker thread that an interruption abandons (it finishes, then frees its memory)") \
@@ -147,12 +147,12 @@ struct StationaryOptions {
   /// preconditioner does not see them).
   int auto_krylov_min_states = 20000;
   /// Auto on a chain whose multilevel coarsening stalled at a level small enough to sweep:
-  /// krylov gets at most this many GMRES steps, then multilevel, sweeping that level, goes on
-  /// from krylov's iterate (then krylov without the limit).  0: no limit (krylov alone).
+  /// krylov gets at most this many GMRES steps, then multilevel sweeping that level runs
+  /// (then krylov without the limit, from the best iterate).  0: no limit (krylov alone).
   int auto_stalled_krylov_steps = 100;
-  /// Auto's first multilevel attempt, once its rate over 10 cycles projects more cycles than
-  /// this in all, hands over to krylov with at most 1.5 x the cycles it still needs as GMRES
-  /// steps, and goes on from its own iterate if krylov does not converge.  0: never.
+  /// Auto's first multilevel attempt on a coupled chain, once its rate over 10 cycles projects
+  /// more cycles than this in all, hands over to krylov with 1.5 x the cycles it still needs as
+  /// GMRES steps, and goes on from its own iterate if krylov does not converge.  0: never.
   int auto_multilevel_cycles = 60;
   int krylov_basis = 50;     ///< krylov: GMRES basis size (restart length)
   /// Arnoldi: refuse (StateSpaceTooLarge naming 'ncv', before allocating) when the
@@ -216,12 +216,12 @@ inline constexpr OptionRow kStationaryOptions[] = {
     AQM_INT_OPTION(auto_krylov_min_states, 0, 2147483647L, "",
                    "auto: krylov first on plain chains with at least this many states"),
     AQM_INT_OPTION(auto_multilevel_cycles, 0, 1000000000L, " (0: never)",
-                   "auto: its first multilevel attempt hands over to krylov (at most 1.5 x the cycles still needed, in "
-                   "GMRES steps) once its rate projects more cycles than this in all, and goes on if krylov does not "
-                   "converge (0: never)"),
+                   "auto: its first multilevel attempt on a coupled chain hands over to krylov (1.5 GMRES steps per "
+                   "cycle still needed) once its rate projects more cycles than this in all, and goes on if krylov does "
+                   "not converge (0: never)"),
     AQM_INT_OPTION(auto_stalled_krylov_steps, 0, 1000000000L, " (0: no limit)",
                    "auto: GMRES steps of krylov on a chain whose multilevel coarsening stalled at a level it can sweep, "
-                   "before multilevel sweeping that level goes on from krylov's iterate (0: no limit)"),
+                   "before multilevel sweeping that level runs (0: no limit)"),
     AQM_CHOICE_OPTION(ordering, "amd, metis, cholmod, best, none", "direct: UMFPACK fill-reducing ordering"),
     AQM_CHOICE_OPTION(strategy, "auto, symmetric, unsymmetric", "direct: UMFPACK strategy"),
     AQM_REAL_OPTION(direct_max_gb, 0.0, kUnbounded, true, false,
