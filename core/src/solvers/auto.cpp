@@ -89,7 +89,6 @@ struct Step {
 /// budget is at most about 0.7 x the time multilevel would still take.
 constexpr double kHandOverStepsPerCycle = 1.5;
 
-
 }  // namespace
 
 /// Auto, by the chain's size and structure: direct first on chains below
@@ -212,7 +211,9 @@ void solve_auto(Target& t, StationaryResult& r) {
       if (at != order.end()) {
         at->max_iter = o.auto_stalled_krylov_steps;
         Step swept{Method::Multilevel};
-        swept.sweep_stalled = true;  // from its own start: from a GMRES iterate its cycles can stall (a ring of 1,100 states, tests)
+        // from its own start: from a GMRES iterate its cycles stalled (the ring of 1,100 states
+        // of the C++ tests)
+        swept.sweep_stalled = true;
         Step rest{Method::Krylov};
         rest.start = Step::Start::Best;
         order.insert(at + 1, {swept, rest});
