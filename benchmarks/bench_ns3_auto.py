@@ -44,7 +44,7 @@ for m in ("auto", "multilevel", "krylov"):
     except a.NonConvergenceError as e:
         info, ok = e.result.info, False
     out[m] = {"seconds": time.perf_counter() - t, "iterations": int(info.iterations), "method": str(info.method),
-              "converged": ok, "tried": [t["method"] for t in info.methods_tried]}
+              "converged": ok, "tried": [x["method"] for x in info.methods_tried]}
 print(json.dumps(out))
 """
 

@@ -620,7 +620,8 @@ def solve_stationary(model: _core.Model | _core.Chain, *, memory_limit_gb: float
     size, default 20000), ``auto_stalled_krylov_steps`` (auto's GMRES steps on a chain whose
     multilevel coarsening stalled at a level it can sweep, before multilevel sweeping it runs;
     default 100, 0: no limit), ``auto_multilevel_cycles`` (auto's first multilevel attempt hands
-    over to krylov once its rate projects more cycles than this; default 60, 0: never), ``krylov_basis``, ``krylov_recycle`` (directions of krylov's Krylov space
+    over to krylov once its rate projects more cycles than this; default 60, 0: never),
+    ``krylov_basis``, ``krylov_recycle`` (directions of krylov's Krylov space
     kept for a warm re-solve to recycle, default 0), the budgets ``max_states`` (reachable states of
     the chain, default 5e6) and ``tagged_max_states`` (states of the tagged-packet chain of
     front / random drop, default 2e7); the full list and defaults are :data:`OPTION_DEFAULTS`;
@@ -1054,8 +1055,9 @@ def _solve_count_truncated(model, options: dict, opts, memory_limit_gb, classes,
             # a multilevel that handed over to krylov by its rate is no reason to skip it later;
             # one refused for a stalled coarsening whose level the swept multilevel then solved
             # is carried as multilevel (by name it sweeps that level at once)
-            failed = [t for t in raw.methods_tried if t["method"] == "multilevel" and t["status"] != "converged"
-                      and "handed over" not in t["why"]]
+            handed_over = raw.extra.get("auto_multilevel_handed_over", 0.0) > 0.0
+            failed = [] if handed_over else [t for t in raw.methods_tried
+                                             if t["method"] == "multilevel" and t["status"] != "converged"]
             swept = raw.method == "multilevel" and raw.extra.get("coarsest_sweeps", 0) > 0
             if failed and (raw.method != "multilevel" or swept):
                 carried = {"method": str(raw.method), "why": failed[0]["why"]}

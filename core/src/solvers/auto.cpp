@@ -138,6 +138,7 @@ void solve_auto(Target& t, StationaryResult& r) {
   std::string history;
   std::vector<MethodAttempt> tried;
   std::vector<double> handed_over;  // the iterate of a multilevel attempt that handed over to krylov
+  bool hand_over = false;
   for (size_t i = 0; i < order.size(); ++i) {
     const Step step = order[i];  // a copy: the order may grow below
     const Method m = step.method;
@@ -224,6 +225,7 @@ void solve_auto(Target& t, StationaryResult& r) {
     const double projected = x.extra_value("projected_cycles");
     if (m == Method::Multilevel && !x.converged() && std::isfinite(projected) && projected > 0.0 && !x.pi.empty()) {
       handed_over = x.pi;
+      hand_over = true;
       Step probe{Method::Krylov};
       probe.max_iter = static_cast<long>(std::ceil(std::min(kHandOverStepsPerCycle * projected, 1e9)));
       Step resume{Method::Multilevel};
@@ -246,6 +248,7 @@ void solve_auto(Target& t, StationaryResult& r) {
     best.note = history + (best.converged() ? "; fell back to " : "; kept the smallest residual, from ") +
                 to_string(best.method);
   best.extra.push_back({"auto_coupled_structure", coupled ? 1.0 : 0.0});
+  best.extra.push_back({"auto_multilevel_handed_over", hand_over ? 1.0 : 0.0});
   best.methods_tried = std::move(tried);
   r = std::move(best);
 }

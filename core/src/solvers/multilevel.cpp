@@ -43,9 +43,10 @@ constexpr int32_t kDenseCoarsestStates = 1000;
 /// or wait component, kept apart, leaves 1,000-2,400 states), up to kSweptCoarsestStates,
 /// leaves a coarsest level solved by this many Gauss-Seidel sweeps from its restricted vector
 /// instead.  The cycle's fixed point stays the stationary vector (its restriction is the
-/// aggregated chain's stationary vector, which the sweeps keep).  Measured on GEO RED with count spacing (2.0M states, coarsest
-/// 1,236): 5, 20 and 100 sweeps each took 15 cycles, as the exact solve did with a larger
-/// coarse_size; on wait spacing (4.0M, coarsest 2,422) 15 cycles.
+/// aggregated chain's stationary vector, which the sweeps keep).  Measured on GEO RED with
+/// count spacing (2.0M states, coarsest 1,236): 5, 20 and 100 sweeps each took 15 cycles, as
+/// the exact solve did with a larger coarse_size; on wait spacing (4.0M, coarsest 2,422) 15
+/// cycles.
 constexpr int kCoarsestSweeps = 20;
 /// The largest stalled coarsest level swept (a larger one is refused as before: a few sweeps
 /// a visit would leave its own slow modes to the cycles).

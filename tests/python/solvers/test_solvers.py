@@ -294,6 +294,9 @@ def test_auto_hands_a_slow_multilevel_over_to_krylov():
     assert [t["method"] for t in tried] == ["multilevel", "krylov"], r.info.note
     assert tried[0]["status"] == "stalled" and "handed over" in tried[0]["why"] and tried[0]["iterations"] < 30
     assert r.info.method == "krylov" and r.info.status == "converged" and r.info.fallback
+    assert r.info.extra["auto_multilevel_handed_over"] == 1.0
+    for x in (r, ref):  # the residuals the bound takes, evaluated here
+        assert np.abs(x.pi @ P - x.pi).sum() == pytest.approx(x.info.residual, abs=residual_evaluation_error(P))
     assert np.abs(r.pi - ref.pi).sum() <= solution_distance_bound(P, ref.pi, r.info.residual, ref.info.residual)
     with pytest.raises(aqmchain.OptionError, match="auto_multilevel_cycles"):
         aqmchain.solve_stationary(chain, auto_multilevel_cycles=-1)
@@ -318,5 +321,7 @@ def test_auto_resumes_a_handed_over_multilevel_when_krylov_fails():
     assert tried[1]["status"] != "converged" and tried[1]["iterations"] <= 1.5 * cycles
     assert tried[2]["status"] == "converged" and tried[2]["iterations"] < cycles
     assert r.info.method == "multilevel" and r.info.residual <= 1e-12
+    for x in (r, plain):  # the residuals the bound takes, evaluated here
+        assert np.abs(x.pi @ P - x.pi).sum() == pytest.approx(x.info.residual, abs=residual_evaluation_error(P))
     assert np.abs(r.pi - plain.pi).sum() <= solution_distance_bound(P, plain.pi, r.info.residual,
                                                                      plain.info.residual)
