@@ -351,6 +351,77 @@ TEST(Solvers, StatesOutsideTheClosedClassGetExactlyZeroForEveryMethod) {
   }
 }
 
+TEST(Solvers, TargetRunFromRestrictsItsStartToTheClosedClassAndExpandsTheAnswer) {
+  // What auto's later attempts start from (a handed-over iterate, the best answer so far):
+  // a vector over the whole chain, given to a method that runs on the closed class.
+  const Chain c = sred_transient_chain(0.5, 1);
+  const auto closed = closed_class_oracle(c);
+  std::vector<int32_t> keep;
+  for (int32_t i = 0; i < c.n; ++i)
+    if (closed[i]) keep.push_back(i);
+  ASSERT_LT(static_cast<int32_t>(keep.size()), c.n);
+  StationaryOptions od;
+  od.method = Method::Direct;
+  const auto ref = solve_stationary(c, od);
+  ASSERT_TRUE(ref.converged()) << ref.note;
+  const MarkovOperator op(c);
+  StationaryOptions o;
+  o.method = Method::GaussSeidel;
+  detail::Target t(op, o);
+  const auto& gs = detail::solver_of(Method::GaussSeidel);
+  ASSERT_FALSE(gs.whole_chain);
+  std::vector<double> seen;
+  int64_t seen_rows = -1;
+  auto run_gs = [&](const MarkovOperator& sub, const StationaryOptions& so, StationaryResult& y) {
+    seen = so.x0;
+    seen_rows = sub.rows();
+    gs.solve(sub, so, y, {});
+  };
+  auto check_answer = [&](const StationaryResult& x, const char* what) {
+    ASSERT_TRUE(x.converged()) << what << ": " << x.note;
+    ASSERT_EQ(static_cast<int32_t>(x.pi.size()), c.n) << what;
+    for (int32_t i = 0; i < c.n; ++i)
+      if (!closed[i]) EXPECT_EQ(x.pi[i], 0.0) << what << ", transient state " << i;
+    EXPECT_EQ(x.residual, op.residual(x.pi)) << what << ": the residual is the whole chain's";
+    EXPECT_LT(l1(x.pi, ref.pi), 1e-10) << what;
+  };
+  StationaryResult cold;
+  t.run(false, cold, run_gs);
+  check_answer(cold, "cold");
+  EXPECT_TRUE(seen.empty());
+
+  // the answer on the closed class, something else on the transient states: the method sees
+  // the closed class's entries in order and starts at the answer
+  std::vector<double> x0 = ref.pi;
+  for (int32_t i = 0; i < c.n; ++i)
+    if (!closed[i]) x0[i] = 0.25;
+  StationaryResult warm;
+  t.run_from(x0, false, warm, run_gs);
+  EXPECT_EQ(seen_rows, static_cast<int64_t>(keep.size()));
+  ASSERT_EQ(seen.size(), keep.size());
+  for (size_t k = 0; k < keep.size(); ++k) EXPECT_EQ(seen[k], x0[keep[k]]) << "closed-class state " << k;
+  check_answer(warm, "from the answer");
+  EXPECT_LT(warm.iterations, cold.iterations);
+  EXPECT_TRUE(t.options().x0.empty()) << "run_from leaves the options' start alone";
+
+  // mass on the transient states only: nothing to restrict, the method starts uniform
+  std::vector<double> off(c.n, 0.0);
+  for (int32_t i = 0; i < c.n; ++i)
+    if (!closed[i]) off[i] = 1.0;
+  StationaryResult from_off;
+  t.run_from(off, false, from_off, run_gs);
+  EXPECT_TRUE(seen.empty());
+  check_answer(from_off, "from the transient states");
+  EXPECT_EQ(from_off.iterations, cold.iterations);
+
+  // a whole-chain method gets the vector as given and its answer is restricted, then expanded
+  StationaryResult whole;
+  t.run_from(x0, true, whole, run_gs);
+  EXPECT_EQ(seen_rows, c.n);
+  EXPECT_EQ(seen, x0);
+  check_answer(whole, "on the whole chain");
+}
+
 TEST(Solvers, DirectSolverRestrictsToTheClosedClassToo) {
   const Chain c = sred_transient_chain(0.5, 2);
   DirectSolver ds;
