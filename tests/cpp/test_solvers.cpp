@@ -1339,6 +1339,7 @@ TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
   detail::BlockSystem zeroed = full;
   for (int32_t j = 0; j < c.n; ++j)
     for (int32_t e = B.up_end[j]; e < B.rp[j + 1]; ++e) zeroed.v[e] = 0.0;
+  zeroed.schedule_levels();  // v edited: the sweeps' copies of L and U' again
   std::vector<double> r(static_cast<size_t>(c.n));
   for (int32_t i = 0; i < c.n; ++i) r[i] = std::sin(1.0 + i) + (i % 7 == 0 ? 2.0 : 0.0);
   auto apply = [&](detail::BlockSystem& S, detail::BlockSystem::Schedule s) {

@@ -414,7 +414,7 @@ constexpr int32_t kSweepBailLevels = 16;
   double* t = z + B.start;
   for (int32_t j = B.start; j < B.start + B.size; ++j) {
     double s = r[j];
-    for (int32_t e = S.rp[j]; e < S.lo_end[j]; ++e) s -= S.v[e] * z[S.ci[e]];
+    for (int32_t e = S.lrp[j]; e < S.lrp[j + 1]; ++e) s -= static_cast<double>(S.lv[e]) * z[S.lci[e]];
     t[j - B.start] = s;
   }
   B.solve(t);
@@ -426,7 +426,7 @@ constexpr int32_t kSweepBailLevels = 16;
   double* t = z + B.start;
   for (int32_t j = B.start; j < B.start + B.size; ++j) {
     double s = r[j];
-    for (int32_t e = S.up_begin[j]; e < S.up_end[j]; ++e) s -= S.v[e] * z[S.ci[e]];
+    for (int32_t e = S.urp[j]; e < S.urp[j + 1]; ++e) s -= static_cast<double>(S.uv[e]) * z[S.uci[e]];
     t[j - B.start] = s;
   }
   B.solve(t);
@@ -439,7 +439,7 @@ constexpr int32_t kSweepBailLevels = 16;
   bool any = false;
   for (int32_t j = B.start; j < B.start + B.size; ++j) {
     double s = 0.0;
-    for (int32_t e = S.up_begin[j]; e < S.up_end[j]; ++e) s += S.v[e] * z[S.ci[e]];
+    for (int32_t e = S.urp[j]; e < S.urp[j + 1]; ++e) s += static_cast<double>(S.uv[e]) * z[S.uci[e]];
     t[j - B.start] = s;
     any = any || s != 0.0;
   }
@@ -539,6 +539,19 @@ void finish_levels(BlockSystem::Levels& lv, const std::vector<int64_t>& work) {
 
 }  // namespace
 
+void BlockSystem::copy_rows(const int32_t* begin, const int32_t* end, std::vector<int32_t>& prp,
+                            std::vector<int32_t>& pci, std::vector<float>& pv) const {
+  prp.assign(static_cast<size_t>(n) + 1, 0);
+  for (int32_t j = 0; j < n; ++j) prp[j + 1] = prp[j] + (end[j] - begin[j]);
+  pci.resize(static_cast<size_t>(prp[n]));
+  pv.resize(static_cast<size_t>(prp[n]));
+#pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
+  for (int32_t j = 0; j < n; ++j) {
+    std::copy(ci.begin() + begin[j], ci.begin() + end[j], pci.begin() + prp[j]);
+    for (int32_t e = begin[j]; e < end[j]; ++e) pv[prp[j] + (e - begin[j])] = static_cast<float>(v[e]);
+  }
+}
+
 void BlockSystem::schedule_levels() {
   // U': a row's entries more than far_states after it are sorted last (columns ascend)
   up_end.assign(rp.begin() + 1, rp.end());
@@ -548,6 +561,8 @@ void BlockSystem::schedule_levels() {
       while (e < rp[j + 1] && ci[e] - j <= far_states) ++e;
       if (rp[j + 1] - e >= wide_row) up_end[j] = e;
     }
+  copy_rows(rp.data(), lo_end.data(), lrp, lci, lv);
+  copy_rows(up_begin.data(), up_end.data(), urp, uci, uv);
   const int32_t nb = static_cast<int32_t>(blocks.size());
   std::vector<int32_t> block_of(static_cast<size_t>(n));
   for (int32_t bi = 0; bi < nb; ++bi)
@@ -640,8 +655,9 @@ void BlockSystem::precond_two_level(const double* r, double* z) const {
   d.resize(static_cast<size_t>(n));
   y.resize(static_cast<size_t>(n));
   // z = (D + L)^{-1} r, so r - B z = -U z (D's solves use its factors as stored, in single
-  // precision for more than one block: d is then r - B z up to their rounding, which leaves
-  // the preconditioner a fixed linear map, a little less close to B^{-1})
+  // precision for more than one block, and the sweep L's entries in single precision: d is then
+  // r - B z up to their rounding, which leaves the preconditioner a fixed linear map, a little
+  // less close to B^{-1})
   forward_sweep(r, z);
   const int32_t* up = up_begin.data();
   const int32_t* rpp = rp.data();

@@ -20,7 +20,8 @@
 // The preconditioner is symmetric block Gauss-Seidel, M = (D + L) D^{-1} (D + U')
 // over the blocks (U' = U without the far entries of the rows that gather many: up_end), solved with their LU factors (a band LU, or a sparse LU in a fill-reducing
 // order where the band would be wide and mostly empty: BlockLU), formed in double and kept
-// in single precision (exact for a system of one block); Gmres is restarted GMRES
+// in single precision (exact for a system of one block), L and U' read from copies of their
+// own, in single precision too (lv, uv); Gmres is restarted GMRES
 // (Saad & Schultz 1986) with right preconditioning, block modified Gram-Schmidt (block_mgs)
 // and Givens rotations, stopping on a quantity the caller defines from the true
 // residual.
@@ -104,6 +105,14 @@ struct BlockSystem {
   /// of a near entry; left out of the backward sweeps, they cost GMRES one or two steps
   /// (docs/performance.md).  0: nothing is left out.
   int32_t far_states = 4096, wide_row = 256;
+  /// L and U' copied row after row, their values in single precision like the blocks' factors
+  /// (set by schedule_levels): row j's entries [rp[j], lo_end[j]) are lci / lv[lrp[j] ..
+  /// lrp[j + 1]), its entries [up_begin[j], up_end[j]) uci / uv[urp[j] .. urp[j + 1]).  The
+  /// forward and backward sweeps read these: in B's rows they sit among the diagonal blocks' and
+  /// the far entries, so that each sweep streamed the whole matrix (the sweeps of the GEO count
+  /// chain of docs/performance.md took twice as long).  8 bytes an entry of L and U'.
+  std::vector<int32_t> lrp, lci, urp, uci;
+  std::vector<float> lv, uv;
   int64_t up_left_out() const;             ///< entries of U the backward sweeps leave out
   int32_t up_rows_cut() const;             ///< rows they are left out of
   std::vector<double> b;                   ///< right-hand side from the fixed state's column (empty without)
@@ -148,10 +157,13 @@ struct BlockSystem {
     int32_t count() const { return ptr.empty() ? 0 : static_cast<int32_t>(ptr.size()) - 1; }
   };
   Levels forward_levels, backward_levels;
-  /// Compute up_end (by far_states and wide_row), then forward_levels and backward_levels from
-  /// the split rows and the blocks (block_system calls it; a caller that edits rp / ci / lo_end /
-  /// up_begin / far_states / wide_row calls it again).
+  /// Compute up_end (by far_states and wide_row), L and U' (lrp ..., urp ...), then forward_levels and
+  /// backward_levels from the split rows and the blocks (block_system calls it; a caller that
+  /// edits rp / ci / v / lo_end / up_begin / far_states / wide_row calls it again).
   void schedule_levels();
+  /// prp / pci / pv: the entries [begin[j], end[j]) of every row j, copied row after row.
+  void copy_rows(const int32_t* begin, const int32_t* end, std::vector<int32_t>& prp, std::vector<int32_t>& pci,
+                 std::vector<float>& pv) const;
   /// Seconds spent in precond (both sweeps and any coarse correction), and in the block sweeps
   /// alone, all applications.
   mutable double precond_seconds = 0.0, sweep_seconds = 0.0;

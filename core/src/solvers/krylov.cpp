@@ -380,6 +380,9 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   // the far entries of the widely fed rows the backward sweeps leave out (BlockSystem::up_end)
   r.extra.push_back({"sweep_far_entries_left_out", static_cast<double>(R.up_left_out())});
   r.extra.push_back({"sweep_far_rows", static_cast<double>(R.up_rows_cut())});
+  r.extra.push_back({"sweep_entries_lower", static_cast<double>(R.lci.size())});
+  r.extra.push_back({"sweep_entries_upper", static_cast<double>(R.uci.size())});
+  r.extra.push_back({"matrix_entries", static_cast<double>(R.ci.size())});
 
   t0 = Clock::now();
   std::vector<double> x(n, 0.0);
