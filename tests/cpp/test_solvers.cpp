@@ -1240,10 +1240,15 @@ TEST(BlockSweeps, ByLevelsEqualsTheSequentialSweepBitForBit) {
       lu_term = std::max(lu_term, (2.0 * uf + uf * uf) / ((1.0 - uf) * (1.0 - uf)) * row);
     }
   }
-  double res = 0.0, norm_a = 0.0, norm_z = 0.0;
+  // L's entries, read from the sweeps' single-precision copy when there is one (copy_share),
+  // each within u of its value: at most u |L| |z| more in a row
+  const bool copied = !B.lrp.empty();
+  double copy_term = 0.0, res = 0.0, norm_a = 0.0, norm_z = 0.0;
   int32_t k = 0;
   for (int32_t j = 0; j < c.n; ++j) {
-    double s = 0.0, a = 0.0;
+    double s = 0.0, a = 0.0, lz = 0.0;
+    for (int32_t e = B.rp[j]; e < B.lo_end[j]; ++e) lz += std::abs(B.v[e] * z[B.ci[e]]);
+    if (copied) copy_term = std::max(copy_term, std::ldexp(1.0, -24) * lz);
     for (int32_t e = B.rp[j]; e < B.up_begin[j]; ++e) s += B.v[e] * z[B.ci[e]], a += std::abs(B.v[e]);
     res = std::max(res, std::abs(s - r[j]));
     norm_a = std::max(norm_a, a);
@@ -1251,8 +1256,64 @@ TEST(BlockSweeps, ByLevelsEqualsTheSequentialSweepBitForBit) {
     k = std::max(k, B.lo_end[j] - B.rp[j] + 2 * B.band_width());
   }
   const double eps = std::numeric_limits<double>::epsilon();
-  EXPECT_LE(res, 3.0 * k * eps / (1.0 - k * eps) * norm_a * norm_z + lu_term);
+  EXPECT_LE(res, 3.0 * k * eps / (1.0 - k * eps) * norm_a * norm_z + lu_term + copy_term);
   EXPECT_GT(norm_z, 0.0);
+}
+
+TEST(BlockSweeps, CopiesOfLAndUAreTheRowsInSinglePrecision) {
+  // The sweeps read L and U' from single-precision copies where copy_share allows: bit for bit
+  // the sweeps of the same system, without copies, whose L and U' entries in B are rounded to
+  // single precision (the same products, added in the same order).
+  const QueueChain c = small_count_chain();
+  detail::BlockSystem B = count_chain_system(c);
+  int64_t lower = 0, upper = 0;
+  for (int32_t j = 0; j < c.n; ++j) lower += B.lo_end[j] - B.rp[j], upper += B.up_end[j] - B.up_begin[j];
+  const double entries = static_cast<double>(B.ci.size());
+  ASSERT_GT(lower, 0);
+  ASSERT_GT(upper, 0);
+  // the rule at its bound: a part is copied when it holds at most copy_share of the entries
+  auto copied_parts = [&](double share) {
+    B.copy_share = share;
+    B.schedule_levels();
+    EXPECT_EQ(B.lci.size(), B.lrp.empty() ? 0u : static_cast<size_t>(lower));
+    EXPECT_EQ(B.uci.size(), B.urp.empty() ? 0u : static_cast<size_t>(upper));
+    return std::make_pair(!B.lrp.empty(), !B.urp.empty());
+  };
+  const double lshare = static_cast<double>(lower) / entries, ushare = static_cast<double>(upper) / entries;
+  EXPECT_EQ(copied_parts(lshare), std::make_pair(true, ushare <= lshare));
+  EXPECT_EQ(copied_parts(std::nextafter(lshare, 0.0)), std::make_pair(false, ushare < lshare));
+  EXPECT_EQ(copied_parts(ushare), std::make_pair(lshare <= ushare, true));
+  EXPECT_EQ(copied_parts(0.0), std::make_pair(false, false));
+  ASSERT_EQ(copied_parts(1.0), std::make_pair(true, true));
+  for (int32_t j = 0; j < c.n; ++j) {
+    ASSERT_EQ(B.lrp[j + 1] - B.lrp[j], B.lo_end[j] - B.rp[j]);
+    for (int32_t e = B.rp[j]; e < B.lo_end[j]; ++e) {
+      EXPECT_EQ(B.lci[B.lrp[j] + (e - B.rp[j])], B.ci[e]);
+      EXPECT_EQ(B.lv[B.lrp[j] + (e - B.rp[j])], static_cast<float>(B.v[e]));
+    }
+  }
+  detail::BlockSystem rounded = B;
+  for (int32_t j = 0; j < c.n; ++j) {
+    for (int32_t e = B.rp[j]; e < B.lo_end[j]; ++e) rounded.v[e] = static_cast<float>(B.v[e]);
+    for (int32_t e = B.up_begin[j]; e < B.up_end[j]; ++e) rounded.v[e] = static_cast<float>(B.v[e]);
+  }
+  rounded.copy_share = 0.0;
+  rounded.schedule_levels();
+  ASSERT_TRUE(rounded.lrp.empty() && rounded.urp.empty());
+  std::vector<double> r(static_cast<size_t>(c.n));
+  for (int32_t i = 0; i < c.n; ++i) r[i] = std::cos(0.5 + i) + (i % 5 == 0 ? 1.5 : 0.0);
+  for (auto schedule : {detail::BlockSystem::Schedule::Sequential, detail::BlockSystem::Schedule::Levels}) {
+    std::vector<std::vector<double>> z(6, std::vector<double>(static_cast<size_t>(c.n), 0.0));
+    B.schedule = rounded.schedule = schedule;
+    B.forward_sweep(r.data(), z[0].data());
+    rounded.forward_sweep(r.data(), z[1].data());
+    B.backward_sweep(r.data(), z[2].data());
+    rounded.backward_sweep(r.data(), z[3].data());
+    B.precond(r.data(), z[4].data());
+    rounded.precond(r.data(), z[5].data());
+    for (int k = 0; k < 3; ++k)
+      for (int32_t i = 0; i < c.n; ++i) ASSERT_EQ(z[2 * k][i], z[2 * k + 1][i]) << "sweep " << k << " state " << i;
+  }
 }
 
 TEST(BlockSweeps, TheFarEntriesRuleAtItsBounds) {

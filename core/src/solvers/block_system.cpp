@@ -405,6 +405,7 @@ constexpr int kSweepRemeasure = 32;
 constexpr double kSweepBail = 2.0;
 constexpr int32_t kSweepBailLevels = 16;
 
+
 // The work on one block, shared by the sequential loop and the level-parallel one (the same
 // out-of-line function in both: the same operations in the same order, hence the same bits).
 
@@ -414,7 +415,10 @@ constexpr int32_t kSweepBailLevels = 16;
   double* t = z + B.start;
   for (int32_t j = B.start; j < B.start + B.size; ++j) {
     double s = r[j];
-    for (int32_t e = S.lrp[j]; e < S.lrp[j + 1]; ++e) s -= static_cast<double>(S.lv[e]) * z[S.lci[e]];
+    if (S.lrp.empty())
+      for (int32_t e = S.rp[j]; e < S.lo_end[j]; ++e) s -= S.v[e] * z[S.ci[e]];
+    else
+      for (int32_t e = S.lrp[j]; e < S.lrp[j + 1]; ++e) s -= static_cast<double>(S.lv[e]) * z[S.lci[e]];
     t[j - B.start] = s;
   }
   B.solve(t);
@@ -426,7 +430,10 @@ constexpr int32_t kSweepBailLevels = 16;
   double* t = z + B.start;
   for (int32_t j = B.start; j < B.start + B.size; ++j) {
     double s = r[j];
-    for (int32_t e = S.urp[j]; e < S.urp[j + 1]; ++e) s -= static_cast<double>(S.uv[e]) * z[S.uci[e]];
+    if (S.urp.empty())
+      for (int32_t e = S.up_begin[j]; e < S.up_end[j]; ++e) s -= S.v[e] * z[S.ci[e]];
+    else
+      for (int32_t e = S.urp[j]; e < S.urp[j + 1]; ++e) s -= static_cast<double>(S.uv[e]) * z[S.uci[e]];
     t[j - B.start] = s;
   }
   B.solve(t);
@@ -439,7 +446,10 @@ constexpr int32_t kSweepBailLevels = 16;
   bool any = false;
   for (int32_t j = B.start; j < B.start + B.size; ++j) {
     double s = 0.0;
-    for (int32_t e = S.urp[j]; e < S.urp[j + 1]; ++e) s += static_cast<double>(S.uv[e]) * z[S.uci[e]];
+    if (S.urp.empty())
+      for (int32_t e = S.up_begin[j]; e < S.up_end[j]; ++e) s += S.v[e] * z[S.ci[e]];
+    else
+      for (int32_t e = S.urp[j]; e < S.urp[j + 1]; ++e) s += static_cast<double>(S.uv[e]) * z[S.uci[e]];
     t[j - B.start] = s;
     any = any || s != 0.0;
   }
@@ -539,8 +549,16 @@ void finish_levels(BlockSystem::Levels& lv, const std::vector<int64_t>& work) {
 
 }  // namespace
 
-void BlockSystem::copy_rows(const int32_t* begin, const int32_t* end, std::vector<int32_t>& prp,
+void BlockSystem::copy_rows(const int32_t* begin, const int32_t* end, double most, std::vector<int32_t>& prp,
                             std::vector<int32_t>& pci, std::vector<float>& pv) const {
+  int64_t count = 0;
+  for (int32_t j = 0; j < n; ++j) count += end[j] - begin[j];
+  if (static_cast<double>(count) > most) {  // not copied: the sweeps read B's rows
+    std::vector<int32_t>().swap(prp);
+    std::vector<int32_t>().swap(pci);
+    std::vector<float>().swap(pv);
+    return;
+  }
   prp.assign(static_cast<size_t>(n) + 1, 0);
   for (int32_t j = 0; j < n; ++j) prp[j + 1] = prp[j] + (end[j] - begin[j]);
   pci.resize(static_cast<size_t>(prp[n]));
@@ -561,8 +579,9 @@ void BlockSystem::schedule_levels() {
       while (e < rp[j + 1] && ci[e] - j <= far_states) ++e;
       if (rp[j + 1] - e >= wide_row) up_end[j] = e;
     }
-  copy_rows(rp.data(), lo_end.data(), lrp, lci, lv);
-  copy_rows(up_begin.data(), up_end.data(), urp, uci, uv);
+  const double most = copy_share * static_cast<double>(ci.size());
+  copy_rows(rp.data(), lo_end.data(), most, lrp, lci, lv);
+  copy_rows(up_begin.data(), up_end.data(), most, urp, uci, uv);
   const int32_t nb = static_cast<int32_t>(blocks.size());
   std::vector<int32_t> block_of(static_cast<size_t>(n));
   for (int32_t bi = 0; bi < nb; ++bi)

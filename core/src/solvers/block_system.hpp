@@ -106,13 +106,19 @@ struct BlockSystem {
   /// (docs/performance.md).  0: nothing is left out.
   int32_t far_states = 4096, wide_row = 256;
   /// L and U' copied row after row, their values in single precision like the blocks' factors
-  /// (set by schedule_levels): row j's entries [rp[j], lo_end[j]) are lci / lv[lrp[j] ..
-  /// lrp[j + 1]), its entries [up_begin[j], up_end[j]) uci / uv[urp[j] .. urp[j + 1]).  The
-  /// forward and backward sweeps read these: in B's rows they sit among the diagonal blocks' and
-  /// the far entries, so that each sweep streamed the whole matrix (the sweeps of the GEO count
-  /// chain of docs/performance.md took twice as long).  8 bytes an entry of L and U'.
+  /// (set by schedule_levels), each when it holds at most copy_share of B's entries (else empty:
+  /// the sweeps read B's rows): row j's entries [rp[j], lo_end[j]) are lci / lv[lrp[j] ..
+  /// lrp[j + 1]), its entries [up_begin[j], up_end[j]) uci / uv[urp[j] .. urp[j + 1]).  In B's
+  /// rows these entries sit among the diagonal blocks' and the far ones, so that each sweep
+  /// streamed the whole matrix.  8 bytes an entry copied.
   std::vector<int32_t> lrp, lci, urp, uci;
   std::vector<float> lv, uv;
+  /// The rule for the copies: a part holding at most a third of B's entries reads at most a
+  /// third of the bytes from its copy.  Measured (docs/performance.md): the GEO count chain
+  /// (6 % and 24 % of its entries in L and U') went from 6.7 to 5.3 s; plain SSMP RED (K = 16,
+  /// 4.4M states, 40 % in each), whose wider blocks' solves bound its sweeps, from 5.9 s to
+  /// 7.0 s with both copied, and took 0.36 GB more.  0: nothing copied; 1: both.
+  double copy_share = 1.0 / 3.0;
   int64_t up_left_out() const;             ///< entries of U the backward sweeps leave out
   int32_t up_rows_cut() const;             ///< rows they are left out of
   std::vector<double> b;                   ///< right-hand side from the fixed state's column (empty without)
@@ -157,13 +163,15 @@ struct BlockSystem {
     int32_t count() const { return ptr.empty() ? 0 : static_cast<int32_t>(ptr.size()) - 1; }
   };
   Levels forward_levels, backward_levels;
-  /// Compute up_end (by far_states and wide_row), L and U' (lrp ..., urp ...), then forward_levels and
-  /// backward_levels from the split rows and the blocks (block_system calls it; a caller that
-  /// edits rp / ci / v / lo_end / up_begin / far_states / wide_row calls it again).
+  /// Compute up_end (by far_states and wide_row), the copies of L and U' (by copy_share), then
+  /// forward_levels and backward_levels from the split rows and the blocks (block_system calls
+  /// it; a caller that edits rp / ci / v / lo_end / up_begin / far_states / wide_row / copy_share
+  /// calls it again).
   void schedule_levels();
-  /// prp / pci / pv: the entries [begin[j], end[j]) of every row j, copied row after row.
-  void copy_rows(const int32_t* begin, const int32_t* end, std::vector<int32_t>& prp, std::vector<int32_t>& pci,
-                 std::vector<float>& pv) const;
+  /// prp / pci / pv: the entries [begin[j], end[j]) of every row j, copied row after row, when
+  /// they are at most `most` (else all three emptied).
+  void copy_rows(const int32_t* begin, const int32_t* end, double most, std::vector<int32_t>& prp,
+                 std::vector<int32_t>& pci, std::vector<float>& pv) const;
   /// Seconds spent in precond (both sweeps and any coarse correction), and in the block sweeps
   /// alone, all applications.
   mutable double precond_seconds = 0.0, sweep_seconds = 0.0;

@@ -380,8 +380,9 @@ void solve_krylov(const MarkovOperator& c, const std::vector<int32_t>& block_of,
   // the far entries of the widely fed rows the backward sweeps leave out (BlockSystem::up_end)
   r.extra.push_back({"sweep_far_entries_left_out", static_cast<double>(R.up_left_out())});
   r.extra.push_back({"sweep_far_rows", static_cast<double>(R.up_rows_cut())});
-  r.extra.push_back({"sweep_entries_lower", static_cast<double>(R.lci.size())});
-  r.extra.push_back({"sweep_entries_upper", static_cast<double>(R.uci.size())});
+  // the entries of L and U' the sweeps read from copies (0: from B's rows; BlockSystem::lrp, urp)
+  r.extra.push_back({"sweep_copied_lower", static_cast<double>(R.lci.size())});
+  r.extra.push_back({"sweep_copied_upper", static_cast<double>(R.uci.size())});
   r.extra.push_back({"matrix_entries", static_cast<double>(R.ci.size())});
 
   t0 = Clock::now();
