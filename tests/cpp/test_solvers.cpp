@@ -1279,10 +1279,12 @@ TEST(BlockSweeps, CopiesOfLAndUAreTheRowsInSinglePrecision) {
     EXPECT_EQ(B.uci.size(), B.urp.empty() ? 0u : static_cast<size_t>(upper));
     return std::make_pair(!B.lrp.empty(), !B.urp.empty());
   };
-  const double lshare = static_cast<double>(lower) / entries, ushare = static_cast<double>(upper) / entries;
-  EXPECT_EQ(copied_parts(lshare), std::make_pair(true, ushare <= lshare));
-  EXPECT_EQ(copied_parts(std::nextafter(lshare, 0.0)), std::make_pair(false, ushare < lshare));
-  EXPECT_EQ(copied_parts(ushare), std::make_pair(lshare <= ushare, true));
+  // shares half an entry either side of each part's own (clear of the rounding of share x entries)
+  auto share = [&](int64_t count, double half) { return (static_cast<double>(count) + half) / entries; };
+  EXPECT_EQ(copied_parts(share(lower, 0.5)), std::make_pair(true, upper <= lower));
+  EXPECT_EQ(copied_parts(share(lower, -0.5)), std::make_pair(false, upper < lower));
+  EXPECT_EQ(copied_parts(share(upper, 0.5)), std::make_pair(lower <= upper, true));
+  EXPECT_EQ(copied_parts(share(upper, -0.5)), std::make_pair(lower < upper, false));
   EXPECT_EQ(copied_parts(0.0), std::make_pair(false, false));
   ASSERT_EQ(copied_parts(1.0), std::make_pair(true, true));
   for (int32_t j = 0; j < c.n; ++j) {
@@ -1379,6 +1381,7 @@ TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
   ASSERT_GE(W, 2);
   B.far_states = F;
   B.wide_row = W;
+  B.copy_share = 1.0;  // U' (and L) from the copies: zeroed below reads its own copies too
   B.schedule_levels();
   // the entries left out, from the definition: a row's entries more than far_states after it,
   // when it has at least wide_row of them
@@ -1400,6 +1403,7 @@ TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
   detail::BlockSystem zeroed = full;
   for (int32_t j = 0; j < c.n; ++j)
     for (int32_t e = B.up_end[j]; e < B.rp[j + 1]; ++e) zeroed.v[e] = 0.0;
+  zeroed.copy_share = 1.0;
   zeroed.schedule_levels();  // v edited: the sweeps' copies of L and U' again
   std::vector<double> r(static_cast<size_t>(c.n));
   for (int32_t i = 0; i < c.n; ++i) r[i] = std::sin(1.0 + i) + (i % 7 == 0 ? 2.0 : 0.0);
@@ -1410,14 +1414,21 @@ TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
     S.precond(r.data(), z[1].data());
     return z;
   };
+  for (double share : {1.0, 0.0}) {  // L and U' read from their copies, and from B's rows
+    B.copy_share = zeroed.copy_share = share;
+    B.schedule_levels();
+    zeroed.schedule_levels();
+    const auto reference = apply(zeroed, detail::BlockSystem::Schedule::Sequential);
+    for (auto s : {detail::BlockSystem::Schedule::Sequential, detail::BlockSystem::Schedule::Levels})
+      for (int threads : {1, 2}) {
+        const ThreadSetting setting(threads);
+        const auto got = apply(B, s);
+        for (int k = 0; k < 2; ++k)
+          for (int32_t i = 0; i < c.n; ++i)
+            ASSERT_EQ(got[k][i], reference[k][i]) << "sweep " << k << " state " << i << " copy_share " << share;
+      }
+  }
   const auto reference = apply(zeroed, detail::BlockSystem::Schedule::Sequential);
-  for (auto s : {detail::BlockSystem::Schedule::Sequential, detail::BlockSystem::Schedule::Levels})
-    for (int threads : {1, 2}) {
-      const ThreadSetting setting(threads);
-      const auto got = apply(B, s);
-      for (int k = 0; k < 2; ++k)
-        for (int32_t i = 0; i < c.n; ++i) ASSERT_EQ(got[k][i], reference[k][i]) << "sweep " << k << " state " << i;
-    }
   // and the entries left out did matter: the full sweeps differ
   detail::BlockSystem whole = full;
   const auto with_all = apply(whole, detail::BlockSystem::Schedule::Sequential);

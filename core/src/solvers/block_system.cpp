@@ -553,7 +553,7 @@ void BlockSystem::copy_rows(const int32_t* begin, const int32_t* end, double mos
                             std::vector<int32_t>& pci, std::vector<float>& pv) const {
   int64_t count = 0;
   for (int32_t j = 0; j < n; ++j) count += end[j] - begin[j];
-  if (static_cast<double>(count) > most) {  // not copied: the sweeps read B's rows
+  if (count == 0 || static_cast<double>(count) > most) {  // not copied: the sweeps read B's rows
     std::vector<int32_t>().swap(prp);
     std::vector<int32_t>().swap(pci);
     std::vector<float>().swap(pv);
@@ -674,7 +674,7 @@ void BlockSystem::precond_two_level(const double* r, double* z) const {
   d.resize(static_cast<size_t>(n));
   y.resize(static_cast<size_t>(n));
   // z = (D + L)^{-1} r, so r - B z = -U z (D's solves use its factors as stored, in single
-  // precision for more than one block, and the sweep L's entries in single precision: d is then
+  // precision for more than one block, and L's entries where copied (copy_share): d is then
   // r - B z up to their rounding, which leaves the preconditioner a fixed linear map, a little
   // less close to B^{-1})
   forward_sweep(r, z);

@@ -21,7 +21,8 @@
 // over the blocks (U' = U without the far entries of the rows that gather many: up_end), solved with their LU factors (a band LU, or a sparse LU in a fill-reducing
 // order where the band would be wide and mostly empty: BlockLU), formed in double and kept
 // in single precision (exact for a system of one block), L and U' read from copies of their
-// own, in single precision too (lv, uv); Gmres is restarted GMRES
+// own in single precision too where each holds at most copy_share of B's entries (lv, uv);
+// Gmres is restarted GMRES
 // (Saad & Schultz 1986) with right preconditioning, block modified Gram-Schmidt (block_mgs)
 // and Givens rotations, stopping on a quantity the caller defines from the true
 // residual.
@@ -115,7 +116,7 @@ struct BlockSystem {
   std::vector<float> lv, uv;
   /// The rule for the copies: a part holding at most a third of B's entries reads at most a
   /// third of the bytes from its copy.  Measured (docs/performance.md): the GEO count chain
-  /// (6 % and 24 % of its entries in L and U') went from 6.7 to 5.3 s; plain SSMP RED (K = 16,
+  /// (6 % and 23 % of its entries in L and U') went from 6.7 to 5.3 s; plain SSMP RED (K = 16,
   /// 4.4M states, 40 % in each), whose wider blocks' solves bound its sweeps, from 5.9 s to
   /// 7.0 s with both copied, and took 0.36 GB more.  0: nothing copied; 1: both.
   double copy_share = 1.0 / 3.0;
