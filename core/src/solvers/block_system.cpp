@@ -405,7 +405,6 @@ constexpr int kSweepRemeasure = 32;
 constexpr double kSweepBail = 2.0;
 constexpr int32_t kSweepBailLevels = 16;
 
-
 // The work on one block, shared by the sequential loop and the level-parallel one (the same
 // out-of-line function in both: the same operations in the same order, hence the same bits).
 
