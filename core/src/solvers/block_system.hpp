@@ -117,8 +117,9 @@ struct BlockSystem {
   /// The rule for the copies: a part holding at most a third of B's entries reads at most a
   /// third of the bytes from its copy.  Measured (docs/performance.md): the GEO count chain
   /// (6 % and 23 % of its entries in L and U') went from 6.7 to 5.3 s; plain SSMP RED (K = 16,
-  /// 4.4M states, 40 % in each), whose wider blocks' solves bound its sweeps, from 5.9 s to
-  /// 7.0 s with both copied, and took 0.36 GB more.  0: nothing copied; 1: both.
+  /// 4.4M states, 40 % in each) from 5.9 s to 7.0 s with both copied, and took 0.36 GB more:
+  /// first touching the copies lengthened its set-up by about 1 s, the sweeps gained 0.3 s over
+  /// the solve.  0: nothing copied; 1: both.
   double copy_share = 1.0 / 3.0;
   int64_t up_left_out() const;             ///< entries of U the backward sweeps leave out
   int32_t up_rows_cut() const;             ///< rows they are left out of
