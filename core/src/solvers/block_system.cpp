@@ -408,16 +408,28 @@ constexpr int32_t kSweepBailLevels = 16;
 // The work on one block, shared by the sequential loop and the level-parallel one (the same
 // out-of-line function in both: the same operations in the same order, hence the same bits).
 
+/// op(value, column) on row j's entries of L (Upper false) or U' (true), in entry order: from the
+/// sweeps' copy of the part when there is one (BlockSystem::lrp, urp), else from B's row.
+template <bool Upper, class Op>
+inline void for_part(const BlockSystem& S, int32_t j, Op&& op) {
+  const std::vector<int32_t>& prp = Upper ? S.urp : S.lrp;
+  if (prp.empty()) {
+    const int32_t begin = Upper ? S.up_begin[j] : S.rp[j], end = Upper ? S.up_end[j] : S.lo_end[j];
+    for (int32_t e = begin; e < end; ++e) op(S.v[e], S.ci[e]);
+  } else {
+    const float* pv = Upper ? S.uv.data() : S.lv.data();
+    const int32_t* pci = Upper ? S.uci.data() : S.lci.data();
+    for (int32_t e = prp[j]; e < prp[j + 1]; ++e) op(static_cast<double>(pv[e]), pci[e]);
+  }
+}
+
 /// z_J = D_J^{-1} (r_J - L_J z): the forward sweep's step on block J.
 [[gnu::noinline]] void forward_block(const BlockSystem& S, int32_t bi, const double* r, double* z) {
   const BlockLU& B = S.blocks[bi];
   double* t = z + B.start;
   for (int32_t j = B.start; j < B.start + B.size; ++j) {
     double s = r[j];
-    if (S.lrp.empty())
-      for (int32_t e = S.rp[j]; e < S.lo_end[j]; ++e) s -= S.v[e] * z[S.ci[e]];
-    else
-      for (int32_t e = S.lrp[j]; e < S.lrp[j + 1]; ++e) s -= static_cast<double>(S.lv[e]) * z[S.lci[e]];
+    for_part<false>(S, j, [&s, z](double a, int32_t col) { s -= a * z[col]; });
     t[j - B.start] = s;
   }
   B.solve(t);
@@ -429,10 +441,7 @@ constexpr int32_t kSweepBailLevels = 16;
   double* t = z + B.start;
   for (int32_t j = B.start; j < B.start + B.size; ++j) {
     double s = r[j];
-    if (S.urp.empty())
-      for (int32_t e = S.up_begin[j]; e < S.up_end[j]; ++e) s -= S.v[e] * z[S.ci[e]];
-    else
-      for (int32_t e = S.urp[j]; e < S.urp[j + 1]; ++e) s -= static_cast<double>(S.uv[e]) * z[S.uci[e]];
+    for_part<true>(S, j, [&s, z](double a, int32_t col) { s -= a * z[col]; });
     t[j - B.start] = s;
   }
   B.solve(t);
@@ -445,10 +454,7 @@ constexpr int32_t kSweepBailLevels = 16;
   bool any = false;
   for (int32_t j = B.start; j < B.start + B.size; ++j) {
     double s = 0.0;
-    if (S.urp.empty())
-      for (int32_t e = S.up_begin[j]; e < S.up_end[j]; ++e) s += S.v[e] * z[S.ci[e]];
-    else
-      for (int32_t e = S.urp[j]; e < S.urp[j + 1]; ++e) s += static_cast<double>(S.uv[e]) * z[S.uci[e]];
+    for_part<true>(S, j, [&s, z](double a, int32_t col) { s += a * z[col]; });
     t[j - B.start] = s;
     any = any || s != 0.0;
   }

@@ -227,6 +227,31 @@ void merge_entries(Level& f, Level& c) {
 /// solve_multilevel stops at the level of n states).
 bool coarsening_stalls(int32_t next, int32_t n) { return next * 1.3 > n; }
 
+/// State i's coordinate d on the next coarser level: halved where the component is coarsened.
+int32_t coarse_coordinate(const std::vector<std::vector<int32_t>>& coord, const std::vector<char>& halve, size_t d,
+                          int32_t i) {
+  return halve[d] ? coord[d][i] / 2 : coord[d][i];
+}
+
+/// The aggregate keys of a level of n states: each state's coarse coordinates in mixed radix
+/// (`radix` receives each component's largest coarse coordinate + 1), so that two states share
+/// an aggregate exactly when their keys agree, and the keys sort as the coarse coordinates do
+/// lexicographically.  coarsen numbers its aggregates by them, level_sizes counts them.
+std::vector<int64_t> aggregate_keys(const std::vector<std::vector<int32_t>>& coord, const std::vector<char>& halve,
+                                    int32_t n, std::vector<int64_t>& radix) {
+  const size_t D = coord.size();
+  radix.assign(D, 1);
+  for (size_t d = 0; d < D; ++d)
+    for (int32_t i = 0; i < n; ++i) radix[d] = std::max<int64_t>(radix[d], coarse_coordinate(coord, halve, d, i) + 1);
+  std::vector<int64_t> key(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    int64_t k = 0;
+    for (size_t d = 0; d < D; ++d) k = k * radix[d] + coarse_coordinate(coord, halve, d, i);
+    key[i] = k;
+  }
+  return key;
+}
+
 /// The sizes of the levels solve_multilevel's coarsening makes, from the lattice coordinates
 /// alone (the states' labels: `coord`, one vector per component; `halve` as Level::halve):
 /// level l + 1 holds the distinct tuples of level l with the flagged components halved, as
@@ -239,19 +264,9 @@ std::vector<int32_t> level_sizes(const std::vector<std::vector<int32_t>>& coord,
   int32_t n = D > 0 ? static_cast<int32_t>(coord[0].size()) : 0;
   std::vector<int32_t> sizes{n};
   std::vector<std::vector<int32_t>> level;  // the tuples of the current level (empty: coord's)
-  std::vector<int64_t> key;
+  std::vector<int64_t> radix;
   while (n > coarse_size) {
-    const auto& cur = level.empty() ? coord : level;
-    auto cc = [&](size_t d, int32_t i) { return halve[d] ? cur[d][i] / 2 : cur[d][i]; };
-    std::vector<int64_t> radix(D, 1);
-    for (size_t d = 0; d < D; ++d)
-      for (int32_t i = 0; i < n; ++i) radix[d] = std::max<int64_t>(radix[d], cc(d, i) + 1);
-    key.resize(static_cast<size_t>(n));
-    for (int32_t i = 0; i < n; ++i) {
-      int64_t k = 0;
-      for (size_t d = 0; d < D; ++d) k = k * radix[d] + cc(d, i);
-      key[i] = k;
-    }
+    std::vector<int64_t> key = aggregate_keys(level.empty() ? coord : level, halve, n, radix);
     std::sort(key.begin(), key.end());
     key.erase(std::unique(key.begin(), key.end()), key.end());
     const int32_t next = static_cast<int32_t>(key.size());
@@ -276,18 +291,10 @@ std::vector<int32_t> level_sizes(const std::vector<std::vector<int32_t>>& coord,
 Level coarsen(Level& f, bool merge) {
   Level c;
   // aggregate ids in lexicographic order of the coarse coordinates
-  std::vector<int64_t> key(f.n);
-  // coarse coordinates: halved where the component is coarsened; key in mixed radix
   const size_t D = f.coord.size();
-  std::vector<int64_t> radix(D, 1);
-  for (size_t d = 0; d < D; ++d)
-    for (int32_t i = 0; i < f.n; ++i) radix[d] = std::max<int64_t>(radix[d], (f.halve[d] ? f.coord[d][i] / 2 : f.coord[d][i]) + 1);
-  auto cc = [&](size_t d, int32_t i) { return f.halve[d] ? f.coord[d][i] / 2 : f.coord[d][i]; };
-  for (int32_t i = 0; i < f.n; ++i) {
-    int64_t k = 0;
-    for (size_t d = 0; d < D; ++d) k = k * radix[d] + cc(d, i);
-    key[i] = k;
-  }
+  std::vector<int64_t> radix;
+  const std::vector<int64_t> key = aggregate_keys(f.coord, f.halve, f.n, radix);
+  auto cc = [&](size_t d, int32_t i) { return coarse_coordinate(f.coord, f.halve, d, i); };
   std::vector<int32_t> order(f.n);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return key[a] < key[b]; });
