@@ -1131,6 +1131,56 @@ struct ThreadSetting {
 };
 }  // namespace
 
+TEST(GaussSeidel, NormaliseIsTheSameOnOneAndTwoThreadsAndAnUnnormalisedSweepIsTheSweepRescaled) {
+  // 300,007 entries (above kParallelLoopItems, not a multiple of the sum's blocks) spread
+  // over twelve decades
+  const int32_t n = 300007;
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(-12.0, 0.0);
+  std::vector<double> x(n);
+  for (double& v : x) v = std::pow(10.0, u(rng));
+  long double exact = 0.0L;
+  for (double v : x) exact += v;
+  std::vector<std::vector<double>> out;
+  for (int threads : {1, 2}) {
+    const ThreadSetting setting(threads);
+    out.push_back(x);
+    aqm::detail::normalise(out.back());
+  }
+  ASSERT_EQ(out[0], out[1]);  // bit for bit
+  long double sum = 0.0L;
+  for (int32_t i = 0; i < n; ++i) {
+    // each entry x_i / sum(x) to a few units of round-off (the sum by blocks in double)
+    const double want = static_cast<double>(x[i] / exact);
+    ASSERT_NEAR(out[0][i], want, 1e-14 * want) << i;
+    sum += out[0][i];
+  }
+  EXPECT_NEAR(static_cast<double>(sum), 1.0, 1e-14);
+
+  // a sweep: P^T of a random chain (rows = "to" states), each state left with probability
+  // 1/2; the unnormalised sweep then normalise() equals the normalised sweep bit for bit
+  std::vector<std::vector<std::pair<int32_t, double>>> rows(n);
+  for (int32_t i = 0; i < n; ++i)
+    for (int k = 0; k < 3; ++k) rows[(i + 1 + k * 7919) % n].push_back({i, 1.0 / 6.0});
+  std::vector<int32_t> rp{0}, ci;
+  std::vector<double> v;
+  for (auto& row : rows) {
+    std::sort(row.begin(), row.end());
+    for (auto [c, p] : row) ci.push_back(c), v.push_back(p);
+    rp.push_back(static_cast<int32_t>(ci.size()));
+  }
+  const std::vector<double> exit = aqm::detail::exit_probabilities(n, rp.data(), ci.data(), v.data());
+  for (int threads : {1, 2}) {
+    const ThreadSetting setting(threads);
+    std::vector<double> a = x, b = x;
+    aqm::detail::gauss_seidel_sweep(n, rp.data(), ci.data(), v.data(), exit.data(), a, true);
+    aqm::detail::gauss_seidel_sweep(n, rp.data(), ci.data(), v.data(), exit.data(), b, false);
+    EXPECT_NE(a, b) << threads;
+    aqm::detail::normalise(b);
+    EXPECT_EQ(a, b) << threads;
+  }
+}
+
 TEST(BlockSweeps, LevelsOfAHandMadeBlockPattern) {
   // 6 blocks of 2 states; M (rows = from-state) moves between blocks along the edges below,
   // inside each block between its two states, and stays with the rest of each row.  Row J of

@@ -420,16 +420,16 @@ double residual_vector(const Level& L, const std::vector<double>& x, std::vector
   return sum;
 }
 
-void normalise(std::vector<double>& x) {
-  long double s = 0.0L;
-  for (double v : x) s += v;
-  for (double& v : x) v = static_cast<double>(v / s);
-}
+/// A smoothing run normalises after its last sweep and at least after every this many (the
+/// cycle is scale-free: the restriction's weights, the prolongation's ratios and a sweep do
+/// not depend on x's sum, which a sweep changes little).
+constexpr int kSweepsBetweenNormalisations = 5;
 
 void smooth(const Level& L, std::vector<double>& x, int sweeps) {
   for (int s = 0; s < sweeps; ++s) {
     check_interrupt();  // a W-cycle smooths each level many times: poll per sweep, not per cycle
-    gauss_seidel_sweep(L.n, L.rp.data(), L.ci.data(), L.v.data(), L.exit.data(), x);
+    const bool last = s + 1 == sweeps || (s + 1) % kSweepsBetweenNormalisations == 0;
+    gauss_seidel_sweep(L.n, L.rp.data(), L.ci.data(), L.v.data(), L.exit.data(), x, last);
   }
 }
 
@@ -594,6 +594,8 @@ void cycle(std::vector<Level>& lv, size_t l, std::vector<double>& x, int pre, in
   // nine levels the 256 visits of the coarsest, each a dense solve, took a third of a cycle)
   const int corrections = l == 0 || f.n >= kWCycleStates ? gamma : 1;
   for (int g = 0; g < corrections; ++g) cycle(lv, l + 1, xc, pre, post, gamma);
+  const int T = level_threads(f.n);
+#pragma omp parallel for schedule(static) num_threads(T)
   for (int32_t i = 0; i < f.n; ++i) {
     const int32_t I = f.agg[i];
     x[i] = f.xs[I] > 0.0 ? x[i] * (xc[I] / f.xs[I]) : xc[I] / f.size[I];
@@ -611,8 +613,40 @@ std::vector<double> exit_probabilities(int32_t n, const int32_t* rp, const int32
   return out;
 }
 
+void normalise(std::vector<double>& x) {
+  // the sum by blocks of a fixed length, each in double, the blocks' sums in long double in
+  // their order: the same sum on any number of threads
+  constexpr int64_t kBlock = 1 << 14;
+  const int64_t n = static_cast<int64_t>(x.size());
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> part(static_cast<size_t>(blocks));
+  double* xs = x.data();
+  const int T = level_threads(static_cast<int32_t>(n));
+#pragma omp parallel num_threads(T)
+  {
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) {
+      double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+      const int64_t end = std::min(n, (b + 1) * kBlock);
+      int64_t i = b * kBlock;
+      for (; i + 4 <= end; i += 4) a0 += xs[i], a1 += xs[i + 1], a2 += xs[i + 2], a3 += xs[i + 3];
+      for (; i < end; ++i) a0 += xs[i];
+      part[static_cast<size_t>(b)] = (a0 + a1) + (a2 + a3);
+    }
+#pragma omp single
+    {
+      long double s = 0.0L;
+      for (double p : part) s += p;
+      part.assign(1, static_cast<double>(1.0L / s));
+    }
+    const double scale = part[0];
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) xs[i] *= scale;
+  }
+}
+
 void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const double* v, const double* exit,
-                        std::vector<double>& x) {
+                        std::vector<double>& x, bool normalised) {
   const int T = level_threads(n);
   if (T <= 1) {
     double* xs = x.data();
@@ -620,7 +654,7 @@ void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const d
       if (!(exit[j] > 0.0)) continue;  // absorbing state: keep its value
       xs[j] = row_sum(ci, v, rp[j], rp[j + 1], j, [xs](int32_t c) { return xs[c]; }) / exit[j];
     }
-    normalise(x);
+    if (normalised) normalise(x);
     return;
   }
   // Over T threads: T contiguous ranges of states, each swept in order (Gauss-Seidel inside
@@ -643,7 +677,7 @@ void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const d
       xs[j] = row_sum(ci, v, rp[j], rp[j + 1], j, value) / exit[j];
     }
   }
-  normalise(x);
+  if (normalised) normalise(x);
 }
 
 void solve_multilevel(const MarkovOperator& c, const StationaryOptions& o, StationaryResult& r, bool fail_fast,

@@ -10,13 +10,17 @@
 namespace aqm::detail {
 /// One forward Gauss-Seidel sweep on x_j = sum_{i != j} P_ij x_i / e_j with P^T in CSR
 /// (rp, ci, v) and e_j = sum_{l != j} P_jl the probability of leaving j (see
-/// exit_probabilities), followed by normalisation to sum 1.  States with e_j = 0 (absorbing)
+/// exit_probabilities), followed by normalisation to sum 1 when `normalised` (a run of sweeps
+/// may normalise after its last: the sweep is linear in x).  States with e_j = 0 (absorbing)
 /// keep their value.  Shared by the Gauss-Seidel method and the multilevel smoother.  On
 /// more than kParallelLoopItems states it runs over the library's threads (loop_threads()): the states
 /// split into as many contiguous ranges, each swept in order with the other ranges' values
 /// from the sweep's start (one thread: the plain sweep).
 void gauss_seidel_sweep(int32_t n, const int32_t* rp, const int32_t* ci, const double* v, const double* exit,
-                        std::vector<double>& x);
+                        std::vector<double>& x, bool normalised = true);
+
+/// x /= sum(x), over the library's threads (the sum in a fixed order: the same on any number).
+void normalise(std::vector<double>& x);
 
 /// e_j = sum_{l != j} P_jl for P^T in CSR (rp, ci, v): the diagonal of I - P without the
 /// cancellation of 1 - P_jj, which loses a state left with probability near round-off
