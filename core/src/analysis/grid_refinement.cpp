@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 
 #include "aqmchain/errors.hpp"
 #include "aqmchain/interrupt.hpp"
@@ -93,7 +94,7 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
   so.x0.clear();
   Density density;
   bool spaced = false;  // drop spacing in some model: the count multiplies the states per avg point
-  for (const Model& m : models) spaced = spaced || (m.aqm.spacing != Spacing::None && m.time == TimeKind::Discrete);
+  for (const Model& m : models) spaced = spaced || m.aqm.spacing != Spacing::None;
   density.k = o.presolve_k;
   density.per_point.assign(static_cast<size_t>(o.presolve_k) * N + 1, 0.0);
   std::vector<GridFocus> foci;
@@ -103,11 +104,14 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
     pm.grid.refine = Refine::None;
     pm.grid.points.clear();
     pm.grid.k = o.presolve_k;
-    // drop spacing: the pre-solve only locates avg's mass, so its count is truncated at the
-    // stationary solve's first caps, at most kPresolveCountCap (docs/stateful-aqm.md)
-    if (pm.aqm.spacing != Spacing::None && pm.time == TimeKind::Discrete) {
+    // drop spacing (slotted, or ns-3's count in continuous time): the pre-solve only locates
+    // avg's mass, so its count is truncated at the stationary solve's first caps, at most
+    // kPresolveCountCap (docs/stateful-aqm.md)
+    std::vector<int64_t> first_caps;  // per pre-solve point: the stationary solve's first cap there
+    if (pm.aqm.spacing != Spacing::None) {
+      first_caps = stateful_info(count_truncated(pm)).count_start_at;
       pm.aqm.count_trunc = 0;
-      pm.aqm.count_trunc_at = stateful_info(count_truncated(pm)).count_start_at;
+      pm.aqm.count_trunc_at = first_caps;
       for (int64_t& c : pm.aqm.count_trunc_at) c = std::min<int64_t>(c, kPresolveCountCap);
     }
     const QueueChain c = build_chain(pm, build);
@@ -129,10 +133,20 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
       mass[static_cast<size_t>(avg[s])] += r.pi[s];
       count[static_cast<size_t>(avg[s])] += 1.0;
     }
-    // drop spacing: the stationary solve's caps are above the pre-solve's where the count's
-    // tail has mass (docs/stateful-aqm.md)
-    const double grow = spaced ? kSpacingGrowth : 1.0;
-    for (size_t i = 0; i < count.size(); ++i) density.per_point[i] = std::max(density.per_point[i], grow * count[i]);
+    if (!first_caps.empty() && first_caps.size() != count.size())
+      throw std::logic_error(detail::cat("internal error: ", first_caps.size(), " first caps for ", count.size(),
+                                         " pre-solve grid points"));
+    // drop spacing: the stationary solve's caps are above the pre-solve's, by its first caps
+    // over the pre-solve's at least and by kSpacingGrowth where the count's tail has mass
+    // (docs/stateful-aqm.md)
+    for (size_t i = 0; i < count.size(); ++i) {
+      double grow = 1.0;
+      if (first_caps.size() == count.size()) {
+        const double first_cap = static_cast<double>(std::max<int64_t>(1, first_caps[i]));
+        grow = std::max(kSpacingGrowth, first_cap / static_cast<double>(std::max<int64_t>(1, pm.aqm.count_trunc_at[i])));
+      }
+      density.per_point[i] = std::max(density.per_point[i], grow * count[i]);
+    }
     double cdf = 0.0, total = 0.0;
     for (double v : mass) total += v;
     size_t lo = 0, hi = mass.size() - 1;
