@@ -86,7 +86,10 @@ def main() -> None:
         whole_before = "" if before is None else (
             before.get("error", f"{before['whole']:.1f} s ({before['whole_method']})"))
         auto_before = "" if before is None or "error" in before else cell(before["auto"])
-        rows.append(f"| {name} | {a['states']:,} | {whole_before} | {a['whole']:.1f} s ({a['whole_method']}) | "
+        # the states of the final chain, "before -> after" where the automatic grid changed
+        states = f"{a['states']:,}" if before is None or before.get("states", a["states"]) == a["states"] else \
+            f"{before['states']:,} -> {a['states']:,}"
+        rows.append(f"| {name} | {states} | {whole_before} | {a['whole']:.1f} s ({a['whole_method']}) | "
                     f"{auto_before} | {cell(a['auto'])} | {cell(a['multilevel'])} | {cell(a['krylov'])} |")
     md = ("| scenario | states | whole call before | whole call | auto before | auto | multilevel | krylov |\n"
           "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))

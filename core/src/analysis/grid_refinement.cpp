@@ -18,7 +18,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 /// Drop spacing: the states per avg point of the final chain against the pre-solve's, whose
-/// count is truncated at kPresolveCountCap (docs/stateful-aqm.md).
+/// count is truncated at kPresolveCountCap, at least (the start caps over the pre-solve's
+/// where that is more; docs/stateful-aqm.md).
 constexpr double kSpacingGrowth = 4.0;
 /// Drop spacing: the pre-solve's count cap at every avg point (it only locates avg's mass).
 constexpr int64_t kPresolveCountCap = 32;
@@ -105,13 +106,13 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
     pm.grid.points.clear();
     pm.grid.k = o.presolve_k;
     // drop spacing (slotted, or ns-3's count in continuous time): the pre-solve only locates
-    // avg's mass, so its count is truncated at the stationary solve's first caps, at most
-    // kPresolveCountCap (docs/stateful-aqm.md)
-    std::vector<int64_t> first_caps;  // per pre-solve point: the stationary solve's first cap there
+    // avg's mass, so its count is truncated at the count's start caps (the stationary solve's
+    // first caps derive from them), at most kPresolveCountCap (docs/stateful-aqm.md)
+    std::vector<int64_t> start_caps;  // per pre-solve point: the count's start cap there (count_start_at)
     if (pm.aqm.spacing != Spacing::None) {
-      first_caps = stateful_info(count_truncated(pm)).count_start_at;
+      start_caps = stateful_info(count_truncated(pm)).count_start_at;
       pm.aqm.count_trunc = 0;
-      pm.aqm.count_trunc_at = first_caps;
+      pm.aqm.count_trunc_at = start_caps;
       for (int64_t& c : pm.aqm.count_trunc_at) c = std::min<int64_t>(c, kPresolveCountCap);
     }
     const QueueChain c = build_chain(pm, build);
@@ -133,16 +134,16 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
       mass[static_cast<size_t>(avg[s])] += r.pi[s];
       count[static_cast<size_t>(avg[s])] += 1.0;
     }
-    if (!first_caps.empty() && first_caps.size() != count.size())
-      throw std::logic_error(detail::cat("internal error: ", first_caps.size(), " first caps for ", count.size(),
+    if (!start_caps.empty() && start_caps.size() != count.size())
+      throw std::logic_error(detail::cat("internal error: ", start_caps.size(), " start caps for ", count.size(),
                                          " pre-solve grid points"));
-    // drop spacing: the stationary solve's caps are above the pre-solve's, by its first caps
-    // over the pre-solve's at least and by kSpacingGrowth where the count's tail has mass
-    // (docs/stateful-aqm.md)
+    // drop spacing: the stationary solve's caps are above the pre-solve's, by the start caps
+    // over the pre-solve's, and by at least kSpacingGrowth (they grow where the count's tail
+    // has mass; docs/stateful-aqm.md)
     for (size_t i = 0; i < count.size(); ++i) {
       double grow = 1.0;
-      if (first_caps.size() == count.size()) {
-        const double first_cap = static_cast<double>(std::max<int64_t>(1, first_caps[i]));
+      if (start_caps.size() == count.size()) {
+        const double first_cap = static_cast<double>(std::max<int64_t>(1, start_caps[i]));
         grow = std::max(kSpacingGrowth, first_cap / static_cast<double>(std::max<int64_t>(1, pm.aqm.count_trunc_at[i])));
       }
       density.per_point[i] = std::max(density.per_point[i], grow * count[i]);

@@ -320,11 +320,11 @@ def test_ns3_semantics_needs_continuous_time():
 
 
 @pytest.mark.parametrize("spacing", ["wait", "count"])
-def test_automatic_grids_presolve_truncates_ns3s_count_and_its_estimate_counts_the_first_caps(spacing):
+def test_automatic_grids_presolve_truncates_ns3s_count_and_its_estimate_counts_the_start_caps(spacing):
     """The automatic grid's pre-solve of an ns-3 model caps its count as a slotted model's does:
-    at min(first cap, 32) at each point of the uniform pre-solve grid (it only locates avg's
+    at min(start cap, 32) at each point of the uniform pre-solve grid (it only locates avg's
     mass; uncapped, it was the largest chain of the call).  The state estimate the grid is
-    chosen by counts each pre-solve point's states times max(4, first cap / pre-solve cap)
+    chosen by counts each pre-solve point's states times max(4, start cap / pre-solve cap)
     (docs/stateful-aqm.md), read at the refined point's nearest pre-solve point: written here
     from the pre-solve chain's own states."""
     m = aqmchain.Model(buffer=20, time="continuous", source=aqmchain.Source.poisson(1.0),
@@ -335,14 +335,14 @@ def test_automatic_grids_presolve_truncates_ns3s_count_and_its_estimate_counts_t
     refined, report = aqmchain.refine_grid(m)
     k = m.grid.presolve_k
     pre = m.replace(grid={"k": k, "refine": "none"})
-    first = np.asarray(aqmchain.stateful_info(pre.with_count_cap(1))["count_start_at"], dtype=float)
-    cap = np.minimum(first, 32)
+    start = np.asarray(aqmchain.stateful_info(pre.with_count_cap(1))["count_start_at"], dtype=float)
+    cap = np.minimum(start, 32)
     capped = aqmchain.build_chain(pre.with_count_caps(cap.astype(int).tolist()))
     exact = aqmchain.build_chain(pre.with_count_cap(0))
     assert report["presolve_states"] == capped.n < exact.n
-    assert first.max() > 4 * 32  # a point whose first cap sets the estimate's factor
-    per_point = np.bincount(np.asarray(capped.grid_index), minlength=len(first)) * np.maximum(4.0, first / cap)
+    assert start.max() > 4 * 32  # a point whose start cap sets the estimate's factor
+    per_point = np.bincount(np.asarray(capped.grid_index), minlength=len(start)) * np.maximum(4.0, start / cap)
     x = np.asarray(refined.grid.points)
-    at = np.clip(np.floor(x * k + 0.5).astype(int), 0, len(first) - 1)
+    at = np.clip(np.floor(x * k + 0.5).astype(int), 0, len(start) - 1)
     want = per_point[at].sum()
     assert report["estimated_states"] == pytest.approx(want, rel=len(x) * EPS)
