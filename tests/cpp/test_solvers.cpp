@@ -1321,7 +1321,9 @@ TEST(BlockSweeps, CopiesOfLAndUAreTheRowsInSinglePrecision) {
   const double entries = static_cast<double>(B.ci.size());
   ASSERT_GT(lower, 0);
   ASSERT_GT(upper, 0);
-  // the rule at its bound: a part is copied when it holds at most copy_share of the entries
+  // the first rule at its bound: a part is copied when it holds at most copy_share of the
+  // entries (the second off)
+  B.copy_over_blocks = 0.0;
   auto copied_parts = [&](double share) {
     B.copy_share = share;
     B.schedule_levels();
@@ -1336,6 +1338,19 @@ TEST(BlockSweeps, CopiesOfLAndUAreTheRowsInSinglePrecision) {
   EXPECT_EQ(copied_parts(share(upper, 0.5)), std::make_pair(lower <= upper, true));
   EXPECT_EQ(copied_parts(share(upper, -0.5)), std::make_pair(lower < upper, false));
   EXPECT_EQ(copied_parts(0.0), std::make_pair(false, false));
+  // the second at its bound: a part is copied when it holds at least copy_over_blocks times the
+  // numbers of the blocks' factors (the first off: copy_share 0)
+  const double storage = static_cast<double>(B.block_storage());
+  ASSERT_GT(storage, 0.0);
+  auto over = [&](int64_t count, double half) {
+    B.copy_over_blocks = (static_cast<double>(count) + half) / storage;
+    return copied_parts(0.0);
+  };
+  EXPECT_EQ(over(lower, -0.5), std::make_pair(true, upper >= lower));
+  EXPECT_EQ(over(lower, 0.5), std::make_pair(false, upper > lower));
+  EXPECT_EQ(over(upper, -0.5), std::make_pair(lower >= upper, true));
+  EXPECT_EQ(over(upper, 0.5), std::make_pair(lower > upper, false));
+  B.copy_over_blocks = 0.0;
   ASSERT_EQ(copied_parts(1.0), std::make_pair(true, true));
   for (int32_t j = 0; j < c.n; ++j) {
     ASSERT_EQ(B.lrp[j + 1] - B.lrp[j], B.lo_end[j] - B.rp[j]);
@@ -1349,7 +1364,7 @@ TEST(BlockSweeps, CopiesOfLAndUAreTheRowsInSinglePrecision) {
     for (int32_t e = B.rp[j]; e < B.lo_end[j]; ++e) rounded.v[e] = static_cast<float>(B.v[e]);
     for (int32_t e = B.up_begin[j]; e < B.up_end[j]; ++e) rounded.v[e] = static_cast<float>(B.v[e]);
   }
-  rounded.copy_share = 0.0;
+  rounded.copy_share = rounded.copy_over_blocks = 0.0;
   rounded.schedule_levels();
   ASSERT_TRUE(rounded.lrp.empty() && rounded.urp.empty());
   std::vector<double> r(static_cast<size_t>(c.n));
@@ -1432,6 +1447,7 @@ TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
   B.far_states = F;
   B.wide_row = W;
   B.copy_share = 1.0;  // U' (and L) from the copies: zeroed below reads its own copies too
+  B.copy_over_blocks = 0.0;  // copy_share alone decides (0 below: nothing copied)
   B.schedule_levels();
   // the entries left out, from the definition: a row's entries more than far_states after it,
   // when it has at least wide_row of them
@@ -1454,6 +1470,7 @@ TEST(BlockSweeps, BackwardSweepsLeaveOutTheFarEntriesOfWidelyFedRows) {
   for (int32_t j = 0; j < c.n; ++j)
     for (int32_t e = B.up_end[j]; e < B.rp[j + 1]; ++e) zeroed.v[e] = 0.0;
   zeroed.copy_share = 1.0;
+  zeroed.copy_over_blocks = 0.0;
   zeroed.schedule_levels();  // v edited: the sweeps' copies of L and U' again
   std::vector<double> r(static_cast<size_t>(c.n));
   for (int32_t i = 0; i < c.n; ++i) r[i] = std::sin(1.0 + i) + (i % 7 == 0 ? 2.0 : 0.0);

@@ -554,11 +554,12 @@ void finish_levels(BlockSystem::Levels& lv, const std::vector<int64_t>& work) {
 
 }  // namespace
 
-void BlockSystem::copy_rows(const int32_t* begin, const int32_t* end, double most, std::vector<int32_t>& prp,
-                            std::vector<int32_t>& pci, std::vector<float>& pv) const {
+void BlockSystem::copy_rows(const int32_t* begin, const int32_t* end, double most, double least,
+                            std::vector<int32_t>& prp, std::vector<int32_t>& pci, std::vector<float>& pv) const {
   int64_t count = 0;
   for (int32_t j = 0; j < n; ++j) count += end[j] - begin[j];
-  if (count == 0 || static_cast<double>(count) > most) {  // not copied: the sweeps read B's rows
+  const double c = static_cast<double>(count);
+  if (count == 0 || (c > most && !(c >= least))) {  // not copied: the sweeps read B's rows
     std::vector<int32_t>().swap(prp);
     std::vector<int32_t>().swap(pci);
     std::vector<float>().swap(pv);
@@ -585,8 +586,9 @@ void BlockSystem::schedule_levels() {
       if (rp[j + 1] - e >= wide_row) up_end[j] = e;
     }
   const double most = copy_share * static_cast<double>(ci.size());
-  copy_rows(rp.data(), lo_end.data(), most, lrp, lci, lv);
-  copy_rows(up_begin.data(), up_end.data(), most, urp, uci, uv);
+  const double least = copy_over_blocks > 0.0 ? copy_over_blocks * static_cast<double>(block_storage()) : INFINITY;
+  copy_rows(rp.data(), lo_end.data(), most, least, lrp, lci, lv);
+  copy_rows(up_begin.data(), up_end.data(), most, least, urp, uci, uv);
   const int32_t nb = static_cast<int32_t>(blocks.size());
   std::vector<int32_t> block_of(static_cast<size_t>(n));
   for (int32_t bi = 0; bi < nb; ++bi)

@@ -119,8 +119,16 @@ struct BlockSystem {
   /// (6 % and 23 % of its entries in L and U') went from 6.7 to 5.3 s; plain SSMP RED (K = 16,
   /// 4.4M states, 40 % in each) from 5.9 s to 7.0 s with both copied, and took 0.36 GB more:
   /// first touching the copies lengthened its set-up by about 1 s, the sweeps gained 0.3 s over
-  /// the solve.  0: nothing copied; 1: both.
+  /// the solve.  0: nothing copied by this rule; 1: both.
   double copy_share = 1.0 / 3.0;
+  /// A part is also copied when it holds at least copy_over_blocks times the numbers of the
+  /// blocks' factors (block_storage()): a sweep then spends far more on gathering that part
+  /// than on the block solves, so that reading it from a copy pays.  Measured
+  /// (docs/performance.md): geo_adaptive_auto's U' (61 % of B's entries, 3.0 times its band-3
+  /// blocks' numbers) copied took its solve from 5.25-5.87 s to 4.99-5.07 s; ssmp_adaptive's
+  /// (64 %, 1.3 times its band-15 blocks') copied took 1.17 GB more and no time off; SSMP
+  /// K = 16's parts hold 0.36 times its blocks'.  0: never.
+  double copy_over_blocks = 2.0;
   int64_t up_left_out() const;             ///< entries of U the backward sweeps leave out
   int32_t up_rows_cut() const;             ///< rows they are left out of
   std::vector<double> b;                   ///< right-hand side from the fixed state's column (empty without)
@@ -171,8 +179,8 @@ struct BlockSystem {
   /// calls it again).
   void schedule_levels();
   /// prp / pci / pv: the entries [begin[j], end[j]) of every row j, copied row after row, when
-  /// they are at most `most` (else all three emptied).
-  void copy_rows(const int32_t* begin, const int32_t* end, double most, std::vector<int32_t>& prp,
+  /// they are at most `most` or at least `least` (else all three emptied).
+  void copy_rows(const int32_t* begin, const int32_t* end, double most, double least, std::vector<int32_t>& prp,
                  std::vector<int32_t>& pci, std::vector<float>& pv) const;
   /// Seconds spent in precond (both sweeps and any coarse correction), and in the block sweeps
   /// alone, all applications.
