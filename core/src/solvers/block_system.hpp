@@ -21,7 +21,8 @@
 // over the blocks (U' = U without the far entries of the rows that gather many: up_end), solved with their LU factors (a band LU, or a sparse LU in a fill-reducing
 // order where the band would be wide and mostly empty: BlockLU), formed in double and kept
 // in single precision (exact for a system of one block), L and U' read from copies of their
-// own in single precision too where each holds at most copy_share of B's entries (lv, uv);
+// own in single precision too where each holds at most copy_share of B's entries or at least
+// copy_over_blocks times the numbers of the blocks' factors (lv, uv);
 // Gmres is restarted GMRES
 // (Saad & Schultz 1986) with right preconditioning, block modified Gram-Schmidt (block_mgs)
 // and Givens rotations, stopping on a quantity the caller defines from the true
@@ -107,7 +108,8 @@ struct BlockSystem {
   /// (docs/performance.md).  0: nothing is left out.
   int32_t far_states = 4096, wide_row = 256;
   /// L and U' copied row after row, their values in single precision like the blocks' factors
-  /// (set by schedule_levels), each when it holds at most copy_share of B's entries (else empty:
+  /// (set by schedule_levels), each when it holds at most copy_share of B's entries or at least
+  /// copy_over_blocks times the numbers of the blocks' factors (else empty:
   /// the sweeps read B's rows): row j's entries [rp[j], lo_end[j]) are lci / lv[lrp[j] ..
   /// lrp[j + 1]), its entries [up_begin[j], up_end[j]) uci / uv[urp[j] .. urp[j + 1]).  In B's
   /// rows these entries sit among the diagonal blocks' and the far ones, so that each sweep
@@ -173,10 +175,10 @@ struct BlockSystem {
     int32_t count() const { return ptr.empty() ? 0 : static_cast<int32_t>(ptr.size()) - 1; }
   };
   Levels forward_levels, backward_levels;
-  /// Compute up_end (by far_states and wide_row), the copies of L and U' (by copy_share), then
-  /// forward_levels and backward_levels from the split rows and the blocks (block_system calls
-  /// it; a caller that edits rp / ci / v / lo_end / up_begin / far_states / wide_row / copy_share
-  /// calls it again).
+  /// Compute up_end (by far_states and wide_row), the copies of L and U' (by copy_share and
+  /// copy_over_blocks), then forward_levels and backward_levels from the split rows and the
+  /// blocks (block_system calls it; a caller that edits rp / ci / v / lo_end / up_begin /
+  /// far_states / wide_row / copy_share / copy_over_blocks calls it again).
   void schedule_levels();
   /// prp / pci / pv: the entries [begin[j], end[j]) of every row j, copied row after row, when
   /// they are at most `most` or at least `least` (else all three emptied).
