@@ -787,6 +787,44 @@ void parallel_blocks(int32_t nb, F&& f) {
 }
 }  // namespace
 
+namespace {
+/// block_system: states of block order this far apart in M's numbering are a jump across M.
+constexpr int32_t kNearStates = 64;
+/// Rows of B up to this many entries are sorted by insertion, longer ones by std::sort.
+constexpr int32_t kInsertionSortEntries = 32;
+
+/// B's rows gathered from M's rows in M's order hold M's state numbers, increasing: each row's
+/// columns taken to block order (inv) and sorted.  The columns of a row are distinct, so the
+/// order is the one block order gives, on any thread count.  A row without M_jj has its first
+/// slot free (has_diag).
+void sort_to_block_order(BlockSystem& R, const std::vector<char>& has_diag, int T) {
+  const int32_t* inv = R.inv.data();
+#pragma omp parallel num_threads(T)
+  {
+    std::vector<std::pair<int32_t, double>> row;  // a long row's entries, sorted apart
+#pragma omp for schedule(dynamic, 4096)
+    for (int32_t j = 0; j < R.n; ++j) {
+      const int32_t lo = R.rp[j] + (has_diag[j] ? 0 : 1), hi = R.rp[j + 1];
+      if (hi - lo > kInsertionSortEntries) {  // the drop resets of the spacing count feed rows from thousands
+        row.clear();
+        for (int32_t e = lo; e < hi; ++e) row.emplace_back(inv[R.ci[e]], R.v[e]);
+        std::sort(row.begin(), row.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        for (int32_t e = lo; e < hi; ++e) R.ci[e] = row[e - lo].first, R.v[e] = row[e - lo].second;
+        continue;
+      }
+      for (int32_t e = lo; e < hi; ++e) {
+        const int32_t c = inv[R.ci[e]];
+        const double x = R.v[e];
+        int32_t f = e;
+        for (; f > lo && R.ci[f - 1] > c; --f) R.ci[f] = R.ci[f - 1], R.v[f] = R.v[f - 1];
+        R.ci[f] = c;
+        R.v[f] = x;
+      }
+    }
+  }
+}
+}  // namespace
+
 BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, const double* val,
                          const std::vector<int32_t>& block_of, double a, double b, int32_t k,
                          int64_t max_band_entries, double row_total, double divisor, ReusedBlocks* reuse) {
@@ -808,12 +846,16 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
     if (i == 0 || block_of[R.perm[i]] != block_of[R.perm[i - 1]]) R.bstart.push_back(i);
   R.bstart.push_back(n);
 
-  // Rows of B = columns of M: M's rows taken in block order (source row I is state perm[I])
-  // gathered into the rows of B they feed (gather_rows: every row of B in increasing column
-  // order), the fixed state's row and column left out.  A row of B without M_jj keeps a first
-  // slot free for the diagonal a, put in its sorted place afterwards (where M_jj is stored, a
-  // merges with -b M_jj).  Whether M_jj is stored comes with the counting pass, the row's exits
-  // (the exact diagonal) and the right-hand side b M(k, .) with the filling one.
+  // Rows of B = columns of M, gathered from M's rows into the rows of B they feed, the fixed
+  // state's row and column left out.  Where block order keeps M's rows near each other, M's
+  // rows are read in block order (source row I is state perm[I]; gather_rows gives every row
+  // of B in increasing column order); where it scatters them (most consecutive blocks' states
+  // far apart in M: adaptive RED's blocks take every level of one avg and p_max), each read
+  // jumped across M, and they are read in M's own order instead, each row's columns then taken
+  // to block order and sorted: the same B.  A row of B without M_jj keeps a first slot free for
+  // the diagonal a, put in its sorted place afterwards (where M_jj is stored, a merges with
+  // -b M_jj).  Whether M_jj is stored comes with the counting pass, the row's exits (the exact
+  // diagonal) and the right-hand side b M(k, .) with the filling one.
   const int T = part_threads(n, 8);
   const bool exact_diagonal = std::isfinite(row_total);
   std::vector<char> has_diag(static_cast<size_t>(n), 0);  // M_jj stored (row K: never)
@@ -823,10 +865,15 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
   double* rhs = R.b.data();
   char* diag = has_diag.data();
   double* exits = exit.data();
+  int32_t far_steps = 0;  // consecutive states of block order more than kNearStates apart in M
+  for (int32_t I = 1; I < n; ++I) far_steps += std::abs(perm[I] - perm[I - 1]) > kNearStates ? 1 : 0;
+  const bool own_order = far_steps > n / 2;
   gather_rows(
       n, n,
-      [perm, inv, rhs, diag, exits, rowptr, col, val, divisor, exact_diagonal, k, b](int32_t I, auto&& sink, auto fill) {
-        const int32_t i = perm[I];
+      [perm, inv, rhs, diag, exits, rowptr, col, val, divisor, exact_diagonal, k, b, own_order](int32_t s, auto&& sink,
+                                                                                              auto fill) {
+        const int32_t i = own_order ? s : perm[s];  // M's row: in M's order or in block order
+        const int32_t I = own_order ? inv[s] : s;
         for (int32_t e = rowptr[i]; e < rowptr[i + 1]; ++e) {
           const int32_t j = col[e];
           if constexpr (decltype(fill)::value) {
@@ -844,6 +891,7 @@ BlockSystem block_system(int32_t n, const int32_t* rowptr, const int32_t* col, c
         }
       },
       [&has_diag](int32_t J) { return has_diag[J] ? 0 : 1; }, R.rp, R.ci, R.v);
+  if (own_order) sort_to_block_order(R, has_diag, T);
 #pragma omp parallel for schedule(static) num_threads(T)
   for (int32_t j = 0; j < n; ++j) {
     const double diag_value = j == R.K ? 1.0 : a;  // the fixed state's row is the identity's
