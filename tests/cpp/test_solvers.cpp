@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -1178,6 +1179,53 @@ TEST(GaussSeidel, NormaliseIsTheSameOnOneAndTwoThreadsAndAnUnnormalisedSweepIsTh
     EXPECT_NE(a, b) << threads;
     aqm::detail::normalise(b);
     EXPECT_EQ(a, b) << threads;
+  }
+}
+
+TEST(BlockSweeps, RowsOfBAreIMinusMTransposedInBlockOrderHoweverTheBlocksLie) {
+  // B = a I - b M^T in block order, from a dense M written here, for blocks whose states lie
+  // together in M's numbering (M's rows read in block order) and for blocks whose states lie
+  // 100 apart (M's rows read in M's own order, the columns then sorted): every row of B is the
+  // dense row's nonzeros with the diagonal, in increasing column order.  A few rows are fed
+  // from 60 states (longer than the insertion sort's rows).
+  const int32_t n = 2000;
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int32_t> pick(0, n - 1);
+  std::uniform_real_distribution<double> u(0.01, 0.2);
+  std::vector<std::vector<std::pair<int32_t, double>>> rows(n);
+  for (int32_t i = 0; i < n; ++i) {
+    std::vector<int32_t> to{i + 1 < n ? i + 1 : 0, pick(rng), pick(rng)};
+    if (i % 3 == 0) to.push_back(i);  // a stored M_ii
+    if (i % 40 == 0) to.push_back(7);  // row 7 of M^T fed from many states
+    std::sort(to.begin(), to.end());
+    to.erase(std::unique(to.begin(), to.end()), to.end());
+    for (int32_t j : to) rows[i].push_back({j, u(rng)});
+  }
+  std::vector<int32_t> rp{0}, ci;
+  std::vector<double> v;
+  for (const auto& r : rows) {
+    for (auto [j, x] : r) ci.push_back(j), v.push_back(x);
+    rp.push_back(static_cast<int32_t>(ci.size()));
+  }
+  const double a = 1.0, b = 0.5;
+  for (int layout : {0, 1}) {
+    std::vector<int32_t> block_of(n);
+    for (int32_t i = 0; i < n; ++i) block_of[i] = layout == 0 ? i / 20 : i % 100;
+    const detail::BlockSystem B = detail::block_system(n, rp.data(), ci.data(), v.data(), block_of, a, b, -1);
+    // the dense oracle, in block order
+    std::vector<std::map<int32_t, double>> want(n);
+    for (int32_t J = 0; J < n; ++J) want[J][J] = a;
+    for (int32_t i = 0; i < n; ++i)
+      for (auto [j, x] : rows[i]) want[B.inv[j]][B.inv[i]] += -b * x;
+    for (int32_t J = 0; J < n; ++J) {
+      ASSERT_EQ(B.rp[J + 1] - B.rp[J], static_cast<int32_t>(want[J].size())) << "layout " << layout << " row " << J;
+      int32_t e = B.rp[J];
+      for (auto [I, x] : want[J]) {
+        ASSERT_EQ(B.ci[e], I) << "layout " << layout << " row " << J;
+        ASSERT_EQ(B.v[e], x) << "layout " << layout << " row " << J;  // each a single product, or a - b M_jj
+        ++e;
+      }
+    }
   }
 }
 
