@@ -143,8 +143,8 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
     for (size_t i = 0; i < count.size(); ++i) {
       double grow = 1.0;
       if (start_caps.size() == count.size()) {
-        const double first_cap = static_cast<double>(std::max<int64_t>(1, start_caps[i]));
-        grow = std::max(kSpacingGrowth, first_cap / static_cast<double>(std::max<int64_t>(1, pm.aqm.count_trunc_at[i])));
+        const double start_cap = static_cast<double>(std::max<int64_t>(1, start_caps[i]));
+        grow = std::max(kSpacingGrowth, start_cap / static_cast<double>(std::max<int64_t>(1, pm.aqm.count_trunc_at[i])));
       }
       density.per_point[i] = std::max(density.per_point[i], grow * count[i]);
     }
