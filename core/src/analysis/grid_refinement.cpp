@@ -141,11 +141,10 @@ RefinedGrid refine_grid(const std::vector<Model>& models, const StationaryOption
     // over the pre-solve's, and by at least kSpacingGrowth (they grow where the count's tail
     // has mass; docs/stateful-aqm.md)
     for (size_t i = 0; i < count.size(); ++i) {
-      double grow = 1.0;
-      if (start_caps.size() == count.size()) {
-        const double start_cap = static_cast<double>(std::max<int64_t>(1, start_caps[i]));
-        grow = std::max(kSpacingGrowth, start_cap / static_cast<double>(std::max<int64_t>(1, pm.aqm.count_trunc_at[i])));
-      }
+      const double grow =
+          start_caps.empty() ? 1.0
+                             : std::max(kSpacingGrowth, static_cast<double>(std::max<int64_t>(1, start_caps[i])) /
+                                                            static_cast<double>(std::max<int64_t>(1, pm.aqm.count_trunc_at[i])));
       density.per_point[i] = std::max(density.per_point[i], grow * count[i]);
     }
     double cdf = 0.0, total = 0.0;

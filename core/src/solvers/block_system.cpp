@@ -681,7 +681,7 @@ void BlockSystem::precond_two_level(const double* r, double* z) const {
   d.resize(static_cast<size_t>(n));
   y.resize(static_cast<size_t>(n));
   // z = (D + L)^{-1} r, so r - B z = -U z (D's solves use its factors as stored, in single
-  // precision for more than one block, and L's entries where copied (copy_share): d is then
+  // precision for more than one block, and L's entries where copied (copy_rows): d is then
   // r - B z up to their rounding, which leaves the preconditioner a fixed linear map, a little
   // less close to B^{-1})
   forward_sweep(r, z);

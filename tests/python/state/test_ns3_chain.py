@@ -316,9 +316,6 @@ def test_ns3_semantics_needs_continuous_time():
                        aqm=aqmchain.Aqm(drop=aqmchain.DropFunction.red(2, 6, 0.1), semantics="ns3"))
 
 
-
-
-
 @pytest.mark.parametrize("spacing", ["wait", "count"])
 def test_automatic_grids_presolve_truncates_ns3s_count_and_its_estimate_counts_the_start_caps(spacing):
     """The automatic grid's pre-solve of an ns-3 model caps its count as a slotted model's does:
