@@ -1090,6 +1090,53 @@ TEST(BlockSystem, BandFactorsAreKeptInSinglePrecisionAndSolveToTheirResidual) {
             4.0 * (2.0 * per_row + 1.0) * eps * (anorm * xs.cwiseAbs().maxCoeff() + b.cwiseAbs().maxCoeff()));
 }
 
+TEST(BlockSystem, TridiagonalBlocksSolveToTheirResidual) {
+  // Tridiagonal blocks (one modulator state: a queue's levels) take each row from the row two
+  // before it (two interleaved chains); the result must still solve the stored factors'
+  // system to the bound of the row-by-row substitution (as above: L U within the factors'
+  // rounding of D, the residual within (E + gamma |L||U|) |x| + gamma |b|), in single and in
+  // double precision, on every size the two chains split differently (even, odd, 2 and 3 rows)
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> u(0.02, 0.3);
+  const double eps = std::numeric_limits<double>::epsilon();
+  for (bool exact : {false, true})
+    for (int32_t size : {2, 3, 4, 5, 30, 31}) {
+      detail::BlockLU L;
+      L.size = size, L.p = 1, L.q = 1;
+      L.a.assign(static_cast<size_t>(size) * 3, 0.0);
+      Eigen::MatrixXd D = Eigen::MatrixXd::Zero(size, size);
+      for (int32_t i = 0; i < size; ++i) {
+        if (i > 0) D(i, i - 1) = -u(rng);
+        if (i + 1 < size) D(i, i + 1) = -u(rng);
+      }
+      for (int32_t j = 0; j < size; ++j) D(j, j) = 0.05 + D.col(j).cwiseAbs().sum();  // column dominant
+      for (int32_t i = 0; i < size; ++i)
+        for (int32_t j = std::max(0, i - 1); j <= std::min(size - 1, i + 1); ++j) L.at(i, j) = D(i, j);
+      L.factor(exact);
+      ASSERT_EQ(L.f.empty(), exact);
+      Eigen::MatrixXd Lf = Eigen::MatrixXd::Identity(size, size), Uf = Eigen::MatrixXd::Zero(size, size);
+      for (int32_t i = 0; i < size; ++i)
+        for (int32_t j = std::max(0, i - 1); j <= std::min(size - 1, i + 1); ++j) {
+          const size_t at = static_cast<size_t>(i) * 3 + (j - i + 1);
+          const double v = j == i ? 1.0 / L.inv_diag[i] : exact ? L.a[at] : static_cast<double>(L.f[at]);
+          (j < i ? Lf : Uf)(i, j) = v;
+        }
+      const double uf = exact ? 0.0 : std::ldexp(1.0, -24), gamma = 2.0 * size * eps;
+      const Eigen::MatrixXd LU = Lf.cwiseAbs() * Uf.cwiseAbs(), E = (Lf * Uf - D).cwiseAbs();
+      ASSERT_LE((E - (2.0 * uf + uf * uf + 2.0 * gamma) * LU).maxCoeff(), 1e-300) << size;
+      for (int k = 0; k < 3; ++k) {
+        Eigen::VectorXd b(size);
+        for (int32_t i = 0; i < size; ++i) b[i] = k == 0 ? 1.0 : std::cos(0.7 * i * k + 0.2);
+        std::vector<double> x(b.data(), b.data() + size);
+        L.solve(x.data());
+        const Eigen::VectorXd xs = Eigen::Map<const Eigen::VectorXd>(x.data(), size);
+        const Eigen::VectorXd bound = (E + gamma * LU) * xs.cwiseAbs() + gamma * b.cwiseAbs();
+        const Eigen::VectorXd res = (D * xs - b).cwiseAbs();
+        for (int32_t a = 0; a < size; ++a) ASSERT_LE(res[a], 2.0 * bound[a]) << size << " " << exact << " " << a;
+      }
+    }
+}
+
 TEST(BlockSystem, AnotherFixedStateRefactorisesOnlyTheBlocksItChanges) {
   const PlaneChain c = plane_chain(4, 6, 3);  // bands of 13: banded blocks
   const int32_t k1 = 2, k2 = 3 * 36 + 7;      // in planes 0 and 3
@@ -1282,6 +1329,79 @@ detail::BlockSystem count_chain_system(const QueueChain& c) {
                               1.0);
 }
 }  // namespace
+
+TEST(BlockSweeps, TwoLevelPreconditionerIsTheCoarseCorrectionThenTheBackwardThenTheForwardSweep) {
+  // The two-level preconditioner: the coarse correction C = P A_c^{-1} R (A_c = R B P), then
+  // the symmetric block Gauss-Seidel preconditioner on the residual it leaves, backward sweep
+  // first:  M^{-1} = C + M_f D M_b (I - B C),  M_f = (D + L)^{-1}, M_b = (D + U')^{-1}, D the
+  // blocks as their stored factors multiply out (with D the blocks of B, its error propagation
+  // is I - M^{-1} B = (I - M_f B) (I - M_b B) (I - C B)).  Checked against dense matrices formed
+  // here from B's entries (L and U' as the sweeps read them), the factors and the coarse space;
+  // the other order (forward sweep, coarse correction, backward sweep) is far from it.
+  Model m = test::geo_model(5, 0.45, 0.5);  // small_count_chain's kind, small enough for dense inverses
+  m.aqm.drop = DropFunction::red(1, 4, 0.5);
+  m.aqm.w = 0.3;
+  m.grid.k = 2;
+  m.aqm.spacing = Spacing::Count;
+  const QueueChain c = build_chain(m);
+  detail::BlockSystem B = count_chain_system(c);
+  const int32_t n = B.n, G = 6;
+  ASSERT_GT(B.blocks.size(), 20u);
+  std::vector<int32_t> group_of(static_cast<size_t>(n));
+  std::vector<double> weight(static_cast<size_t>(n));
+  for (int32_t s = 0; s < n; ++s) group_of[s] = (s / 7) % G, weight[s] = 1.0 + 0.5 * std::sin(0.37 * s);
+  ASSERT_TRUE(B.set_coarse(group_of, G, weight));
+  Eigen::MatrixXd A = Eigen::MatrixXd::Zero(n, n), Lo = A, Up = A, D = A, P = Eigen::MatrixXd::Zero(n, G),
+                  R = Eigen::MatrixXd::Zero(G, n);
+  std::vector<int32_t> block(static_cast<size_t>(n));
+  for (int32_t k = 0; k < static_cast<int32_t>(B.blocks.size()); ++k)
+    for (int32_t j = B.blocks[k].start; j < B.blocks[k].start + B.blocks[k].size; ++j) block[j] = k;
+  for (int32_t j = 0; j < n; ++j)
+    for (int32_t e = B.rp[j]; e < B.rp[j + 1]; ++e) {
+      A(j, B.ci[e]) += B.v[e];
+      if (block[B.ci[e]] < block[j] && B.lrp.empty()) Lo(j, B.ci[e]) += B.v[e];
+      if (block[B.ci[e]] > block[j] && e < B.up_end[j] && B.urp.empty()) Up(j, B.ci[e]) += B.v[e];
+    }
+  // the sweeps read L and U' from their single-precision copies where there are copies
+  for (int32_t j = 0; j < n && !B.lrp.empty(); ++j)
+    for (int32_t e = B.lrp[j]; e < B.lrp[j + 1]; ++e) Lo(j, B.lci[e]) += static_cast<double>(B.lv[e]);
+  for (int32_t j = 0; j < n && !B.urp.empty(); ++j)
+    for (int32_t e = B.urp[j]; e < B.urp[j + 1]; ++e) Up(j, B.uci[e]) += static_cast<double>(B.uv[e]);
+  for (const detail::BlockLU& L : B.blocks) {
+    ASSERT_FALSE(L.is_sparse());
+    Eigen::MatrixXd Lf = Eigen::MatrixXd::Identity(L.size, L.size), Uf = Eigen::MatrixXd::Zero(L.size, L.size);
+    for (int32_t i = 0; i < L.size; ++i)
+      for (int32_t j = std::max(0, i - L.p); j <= std::min(L.size - 1, i + L.q); ++j) {
+        const size_t at = static_cast<size_t>(i) * L.w() + (j - i + L.p);
+        (j < i ? Lf : Uf)(i, j) = j == i ? 1.0 / L.inv_diag[i] : L.f.empty() ? L.a[at] : static_cast<double>(L.f[at]);
+      }
+    D.block(L.start, L.start, L.size, L.size) = Lf * Uf;
+  }
+  for (int32_t i = 0; i < n; ++i) P(i, B.coarse.group[i]) = B.coarse.w[i], R(B.coarse.group[i], i) = 1.0;
+  const Eigen::MatrixXd I = Eigen::MatrixXd::Identity(n, n), Ac = R * A * P;
+  const Eigen::MatrixXd C = P * Ac.inverse() * R, Mf = (D + Lo).inverse(), Mb = (D + Up).inverse();
+  const Eigen::MatrixXd M = C + Mf * D * Mb * (I - A * C);
+  const Eigen::MatrixXd T = Mf + C * (I - A * Mf), other = T + Mb * (I - A * T);  // forward, coarse, backward
+  auto norm = [](const Eigen::MatrixXd& m) { return m.cwiseAbs().rowwise().sum().maxCoeff(); };
+  // rounding: the coarse solve's forward error (cond(A_c) eps, relative), carried through the
+  // sweeps, and each sweep's own (a few eps of the products it forms, entry by entry)
+  const double eps = std::numeric_limits<double>::epsilon();
+  const double cond = norm(Ac) * norm(Ac.inverse());
+  int32_t widest = 0;
+  for (int32_t j = 0; j < n; ++j) widest = std::max(widest, B.rp[j + 1] - B.rp[j]);
+  for (int k = 0; k < 3; ++k) {
+    Eigen::VectorXd r(n);
+    for (int32_t i = 0; i < n; ++i) r[i] = k == 0 ? 1.0 : std::cos(0.61 * i * k) + 0.3;
+    std::vector<double> z(static_cast<size_t>(n), 0.0);
+    B.precond(r.data(), z.data());
+    const Eigen::VectorXd got = Eigen::Map<const Eigen::VectorXd>(z.data(), n), want = M * r;
+    const double tol = 4.0 * widest * eps *
+                       (cond * (C * r).cwiseAbs().maxCoeff() * (1.0 + norm(Mf * D * Mb * A)) +
+                        norm(Mf) * norm(D) * norm(Mb) * ((I - A * C) * r).cwiseAbs().maxCoeff());
+    EXPECT_LE((got - want).cwiseAbs().maxCoeff(), tol) << "vector " << k;
+    EXPECT_GT((got - other * r).cwiseAbs().maxCoeff(), 1e3 * tol) << "vector " << k;  // a bound that tells them apart
+  }
+}
 
 TEST(BlockSweeps, ByLevelsEqualsTheSequentialSweepBitForBit) {
   // Bitwise equality holds because each block runs the same out-of-line function (forward_block, backward_block, correct_block) on

@@ -77,13 +77,60 @@ void add_in_thread_order(const std::vector<double>& part, int T, int A, double* 
   }
 }
 
+/// band_solve for a tridiagonal block (p = q = 1, at least 2 rows).  A substitution row by row
+/// is a chain of one multiply and one add a row, latency bound (a block is too long for the
+/// core to overlap it with the next one), so each row is taken from the row two before it,
+///   y_i = (x_i - l_i x_{i-1}) + (l_i l_{i-1}) y_{i-2},
+///   x_i = (s_i - u_i s_{i+1}) + (u_i u_{i+1}) x_{i+2},  s_i = y_i / U_ii, u_i = U_i,i+1 / U_ii:
+/// two interleaved chains of half the length, the other products off the chains.
+template <class T>
+void tridiagonal_solve(const T* base, int32_t size, const double* inv_diag, double* x) {
+  // entry (i, i - 1) at base[3 i - 1], (i, i + 1) at base[3 i + 1]
+  double l1 = static_cast<double>(base[2]);  // l_{i-1}
+  double x1 = x[1];                          // x_{i-1} as given
+  double y2 = x[0], y1 = x1 - l1 * y2;       // y_{i-2}, y_{i-1}
+  x[1] = y1;
+  for (int32_t i = 2; i < size; ++i) {
+    const double l = static_cast<double>(base[3 * i - 1]), xi = x[i];
+    const double y = (xi - l * x1) + (l * l1) * y2;
+    x[i] = y;
+    l1 = l, x1 = xi, y2 = y1, y1 = y;
+  }
+  const int32_t m = size - 1;
+  double u1 = 0.0;                  // u_{i+1}
+  double s1 = x[m] * inv_diag[m];   // s_{i+1}
+  double z2 = 0.0, z1 = s1;         // x_{i+2}, x_{i+1}
+  x[m] = z1;
+  {
+    const int32_t i = m - 1;
+    const double d = inv_diag[i];
+    u1 = static_cast<double>(base[3 * i + 1]) * d;
+    const double si = x[i] * d;
+    z2 = z1;
+    z1 = si - u1 * z2;
+    x[i] = z1;
+    s1 = si;
+  }
+  for (int32_t i = m - 2; i >= 0; --i) {
+    const double d = inv_diag[i];
+    const double u = static_cast<double>(base[3 * i + 1]) * d, si = x[i] * d;
+    const double z = (si - u * s1) + (u * u1) * z2;
+    x[i] = z;
+    u1 = u, s1 = si, z2 = z1, z1 = z;
+  }
+}
+
 /// x <- (LU)^{-1} x for the band factors `base` (= the factors' storage + p) of type T.
 template <class T>
 void band_solve(const T* base, int32_t size, int p, int q, int wd, const double* inv_diag, double* x) {
   // Row i of the band starts at a[i w]; its entry (i, j) is row[j] with row = a + i w + p - i.
   // Both sweeps take the entry next to the diagonal last, from a register: the chain
-  // from one row to the next is then one multiply-add (and the scaling by 1 / U_ii),
-  // and no load waits on the store just made.
+  // from one row to the next is then one multiply and one subtraction (U's row is scaled
+  // by 1 / U_ii off the chain), and no load waits on the store just made.
+  if (p == 1 && q == 1 && size >= 2) {
+    tridiagonal_solve(base, size, inv_diag, x);
+    return;
+  }
   double prev = 0.0;
   for (int32_t i = 0; i < size; ++i) {  // L y = x (unit diagonal)
     const T* row = base + static_cast<std::ptrdiff_t>(i) * wd - i;
@@ -94,10 +141,11 @@ void band_solve(const T* base, int32_t size, int p, int q, int wd, const double*
   }
   for (int32_t i = size - 1; i >= 0; --i) {  // U x = y
     const T* row = base + static_cast<std::ptrdiff_t>(i) * wd - i;
-    double s = x[i];
-    for (int32_t j = std::min(size - 1, i + q); j > i + 1; --j) s -= static_cast<double>(row[j]) * x[j];
-    if (i + 1 < size && q > 0) s -= static_cast<double>(row[i + 1]) * prev;
-    x[i] = prev = s * inv_diag[i];
+    const double d = inv_diag[i];
+    double s = x[i] * d;
+    for (int32_t j = std::min(size - 1, i + q); j > i + 1; --j) s -= static_cast<double>(row[j]) * d * x[j];
+    if (i + 1 < size && q > 0) s -= static_cast<double>(row[i + 1]) * d * prev;
+    x[i] = prev = s;
   }
 }
 
@@ -447,6 +495,19 @@ inline void for_part(const BlockSystem& S, int32_t j, Op&& op) {
   B.solve(t);
 }
 
+/// z_J = D_J^{-1} (r_J - U'_J z), keeping r_J - U'_J z in s_J (r may be z: each row reads its own r_j first).
+[[gnu::noinline]] void backward_block_keep(const BlockSystem& S, int32_t bi, const double* r, double* z, double* s) {
+  const BlockLU& B = S.blocks[bi];
+  double* t = z + B.start;
+  for (int32_t j = B.start; j < B.start + B.size; ++j) {
+    double x = r[j];
+    for_part<true>(S, j, [&x, z](double a, int32_t col) { x -= a * z[col]; });
+    t[j - B.start] = x;
+    s[j] = x;
+  }
+  B.solve(t);
+}
+
 /// z_J -= D_J^{-1} U'_J z: the symmetric preconditioner's backward step on block J (t: scratch).
 [[gnu::noinline]] void correct_block(const BlockSystem& S, int32_t bi, double* z, std::vector<double>& t) {
   const BlockLU& B = S.blocks[bi];
@@ -674,51 +735,48 @@ void BlockSystem::backward_sweep(const double* r, double* z) const {  // (D + U'
   sweep(*this, backward_levels, true, [this, r, z](int32_t bi, std::vector<double>&) { backward_block(*this, bi, r, z); });
 }
 
+void BlockSystem::backward_sweep_keep(const double* r, double* z, double* s) const {
+  sweep(*this, backward_levels, true,
+        [this, r, z, s](int32_t bi, std::vector<double>&) { backward_block_keep(*this, bi, r, z, s); });
+}
+
 void BlockSystem::precond_two_level(const double* r, double* z) const {
   const int32_t G = coarse.G;
-  std::vector<double>& d = scratch_d_;
+  std::vector<double>& s = scratch_d_;
   std::vector<double>& y = scratch_y_;
-  d.resize(static_cast<size_t>(n));
+  s.resize(static_cast<size_t>(n));
   y.resize(static_cast<size_t>(n));
-  // z = (D + L)^{-1} r, so r - B z = -U z (D's solves use its factors as stored, in single
-  // precision for more than one block, and L's entries where copied (copy_rows): d is then
-  // r - B z up to their rounding, which leaves the preconditioner a fixed linear map, a little
-  // less close to B^{-1})
-  forward_sweep(r, z);
-  const int32_t* up = up_begin.data();
-  const int32_t* rpp = rp.data();
-  const int32_t* cip = ci.data();
-  const double* vp = v.data();
-  double* dp = d.data();
-#pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
-  for (int32_t i = 0; i < n; ++i) {
-    double s = 0.0;
-    for (int32_t e = up[i]; e < rpp[i + 1]; ++e) s += vp[e] * z[cip[e]];
-    dp[i] = -s;
-  }
+  // The coarse correction first, then the symmetric block Gauss-Seidel preconditioner on the
+  // residual it leaves, backward sweep first:
+  //   M^{-1} = C + (D + L)^{-1} D (D + U')^{-1} (I - B C),  C = P A_c^{-1} R.
+  // Its error propagation, (I - M_f B) (I - M_b B) (I - C B), is a cyclic shift of that of a
+  // forward sweep, the correction and a backward sweep (the same eigenvalues), but it takes no
+  // product with U: after y1 = (D + U')^{-1} d, (D + L)^{-1} D y1 = (D + L)^{-1} (d - U' y1), and
+  // d - U' y1 is what the backward sweep solved its blocks for (kept in s).  (The other order
+  // formed the residual r - B z = -U z after its forward sweep: U is 61 % of B's entries on the
+  // adaptive RED chain of docs/performance.md.)  D: the blocks as their factors multiply out.
+  // e_c = A_c^{-1} R r, z = P e_c, and the residual d = r - B P e_c
   Eigen::VectorXd rc = Eigen::VectorXd::Zero(G);
-  for (int32_t i = 0; i < n; ++i) rc[coarse.group[i]] += d[i];  // restricted to the groups
+  for (int32_t i = 0; i < n; ++i) rc[coarse.group[i]] += r[i];
   const Eigen::VectorXd ec = coarse.lu->lu.solve(rc);
-  // the coarse correction z += P ec, and the residual r - B z = d - (B P) ec
   const int32_t* grp = coarse.group.data();
   const double* wp = coarse.w.data();
   const int32_t* brp = coarse.bp_rp.data();
   const int32_t* bg = coarse.bp_g.data();
   const double* bv = coarse.bp_v.data();
   const double* ecp = ec.data();
+  double* yp = y.data();
 #pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
   for (int32_t i = 0; i < n; ++i) {
-    z[i] += wp[i] * ecp[grp[i]];
-    double s = 0.0;
-    for (int32_t e = brp[i]; e < brp[i + 1]; ++e) s += bv[e] * ecp[bg[e]];
-    dp[i] -= s;
+    z[i] = wp[i] * ecp[grp[i]];
+    double t = 0.0;
+    for (int32_t e = brp[i]; e < brp[i + 1]; ++e) t += bv[e] * ecp[bg[e]];
+    yp[i] = r[i] - t;
   }
-  // z += (D + U')^{-1} (r - B z).  The sweep writes every entry of y before it reads it, so the
-  // fill is not needed for the result; it is kept because it brings y into the cache the sweep
-  // then writes to (without it the sweeps took 10-15 % longer on the adaptive RED chains).
-  std::fill(y.begin(), y.end(), 0.0);
-  backward_sweep(d.data(), y.data());
-  const double* yp = y.data();
+  // y1 = (D + U')^{-1} d in y (d read row by row before it is overwritten), then
+  // y = (D + L)^{-1} (d - U' y1)
+  backward_sweep_keep(y.data(), y.data(), s.data());
+  forward_sweep(s.data(), y.data());
 #pragma omp parallel for schedule(static) if (n > kParallelLoopItems) num_threads(loop_threads())
   for (int32_t i = 0; i < n; ++i) z[i] += yp[i];
   if (K >= 0) z[K] = r[K];  // the fixed state's row is the identity

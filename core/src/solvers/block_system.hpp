@@ -137,8 +137,8 @@ struct BlockSystem {
   std::vector<BlockLU> blocks;
   mutable long precond_applications = 0;
   /// An optional coarse space (set_coarse): the preconditioner is then the multiplicative
-  /// two-level one, a forward block sweep, a Galerkin correction on the coarse space and a
-  /// backward block sweep.  group[i] (block-ordered i) in 0 .. G - 1, w the prolongation's
+  /// two-level one, a Galerkin correction on the coarse space, then a backward and a forward
+  /// block sweep (precond_two_level).  group[i] (block-ordered i) in 0 .. G - 1, w the prolongation's
   /// weights (summing to 1 over each group), lu the sparse LU of A_c = R B P (G x G).
   struct CoarseLU;  ///< the sparse LU of A_c (block_system.cpp)
   struct Coarse {
@@ -202,7 +202,9 @@ struct BlockSystem {
   /// z = (D + L)^{-1} r and z = (D + U')^{-1} r: one forward or backward block sweep (U': up_end).
   void forward_sweep(const double* r, double* z) const;
   void backward_sweep(const double* r, double* z) const;
-  /// The two-level preconditioner (coarse set): forward sweep, coarse correction, backward sweep.
+  /// The backward sweep keeping, in s, the right-hand side each block was solved for (r - U' z).
+  void backward_sweep_keep(const double* r, double* z, double* s) const;
+  /// The two-level preconditioner (coarse set): coarse correction, backward sweep, forward sweep.
   void precond_two_level(const double* r, double* z) const;
   mutable std::vector<double> scratch_d_, scratch_y_;
   /// Which schedule the sweeps follow: automatic (the rule), or forced sequential or by levels
