@@ -97,20 +97,12 @@ void tridiagonal_solve(const T* base, int32_t size, const double* inv_diag, doub
     l1 = l, x1 = xi, y2 = y1, y1 = y;
   }
   const int32_t m = size - 1;
-  double u1 = 0.0;                  // u_{i+1}
-  double s1 = x[m] * inv_diag[m];   // s_{i+1}
-  double z2 = 0.0, z1 = s1;         // x_{i+2}, x_{i+1}
-  x[m] = z1;
-  {
-    const int32_t i = m - 1;
-    const double d = inv_diag[i];
-    u1 = static_cast<double>(base[3 * i + 1]) * d;
-    const double si = x[i] * d;
-    z2 = z1;
-    z1 = si - u1 * z2;
-    x[i] = z1;
-    s1 = si;
-  }
+  double z2 = x[m] * inv_diag[m];                                      // x_{i+2}
+  x[m] = z2;
+  double s1 = x[m - 1] * inv_diag[m - 1];                              // s_{i+1}
+  double u1 = static_cast<double>(base[3 * (m - 1) + 1]) * inv_diag[m - 1];  // u_{i+1}
+  double z1 = s1 - u1 * z2;                                            // x_{i+1}
+  x[m - 1] = z1;
   for (int32_t i = m - 2; i >= 0; --i) {
     const double d = inv_diag[i];
     const double u = static_cast<double>(base[3 * i + 1]) * d, si = x[i] * d;
