@@ -1404,7 +1404,7 @@ TEST(BlockSweeps, TwoLevelPreconditionerIsTheCoarseCorrectionThenTheBackwardThen
 }
 
 TEST(BlockSweeps, ByLevelsEqualsTheSequentialSweepBitForBit) {
-  // Bitwise equality holds because each block runs the same out-of-line function (forward_block, backward_block, correct_block) on
+  // Bitwise equality holds because each block runs the same out-of-line function (solve_block, correct_block) on
   // the same operands in both schedules: a block's level is above every block it reads, so
   // every value it reads is final when it runs, as in the sequential order, and it writes only
   // its own entries.

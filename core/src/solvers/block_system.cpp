@@ -463,39 +463,18 @@ inline void for_part(const BlockSystem& S, int32_t j, Op&& op) {
   }
 }
 
-/// z_J = D_J^{-1} (r_J - L_J z): the forward sweep's step on block J.
-[[gnu::noinline]] void forward_block(const BlockSystem& S, int32_t bi, const double* r, double* z) {
+/// z_J = D_J^{-1} (r_J - L_J z) (Upper false: the forward sweep's step on block J) or
+/// D_J^{-1} (r_J - U'_J z) (true: the backward sweep's), keeping the right-hand side the block
+/// is solved for in keep_J when keep is given (r may be z: each row reads its own r_j first).
+template <bool Upper>
+[[gnu::noinline]] void solve_block(const BlockSystem& S, int32_t bi, const double* r, double* z, double* keep) {
   const BlockLU& B = S.blocks[bi];
   double* t = z + B.start;
   for (int32_t j = B.start; j < B.start + B.size; ++j) {
     double s = r[j];
-    for_part<false>(S, j, [&s, z](double a, int32_t col) { s -= a * z[col]; });
+    for_part<Upper>(S, j, [&s, z](double a, int32_t col) { s -= a * z[col]; });
     t[j - B.start] = s;
-  }
-  B.solve(t);
-}
-
-/// z_J = D_J^{-1} (r_J - U'_J z): the backward sweep's step on block J.
-[[gnu::noinline]] void backward_block(const BlockSystem& S, int32_t bi, const double* r, double* z) {
-  const BlockLU& B = S.blocks[bi];
-  double* t = z + B.start;
-  for (int32_t j = B.start; j < B.start + B.size; ++j) {
-    double s = r[j];
-    for_part<true>(S, j, [&s, z](double a, int32_t col) { s -= a * z[col]; });
-    t[j - B.start] = s;
-  }
-  B.solve(t);
-}
-
-/// z_J = D_J^{-1} (r_J - U'_J z), keeping r_J - U'_J z in s_J (r may be z: each row reads its own r_j first).
-[[gnu::noinline]] void backward_block_keep(const BlockSystem& S, int32_t bi, const double* r, double* z, double* s) {
-  const BlockLU& B = S.blocks[bi];
-  double* t = z + B.start;
-  for (int32_t j = B.start; j < B.start + B.size; ++j) {
-    double x = r[j];
-    for_part<true>(S, j, [&x, z](double a, int32_t col) { x -= a * z[col]; });
-    t[j - B.start] = x;
-    s[j] = x;
+    if (keep) keep[j] = s;
   }
   B.solve(t);
 }
@@ -720,16 +699,16 @@ void BlockSystem::precond(const double* r, double* z) const {
 }
 
 void BlockSystem::forward_sweep(const double* r, double* z) const {  // (D + L) z = r
-  sweep(*this, forward_levels, false, [this, r, z](int32_t bi, std::vector<double>&) { forward_block(*this, bi, r, z); });
+  sweep(*this, forward_levels, false, [this, r, z](int32_t bi, std::vector<double>&) { solve_block<false>(*this, bi, r, z, nullptr); });
 }
 
 void BlockSystem::backward_sweep(const double* r, double* z) const {  // (D + U') z = r
-  sweep(*this, backward_levels, true, [this, r, z](int32_t bi, std::vector<double>&) { backward_block(*this, bi, r, z); });
+  sweep(*this, backward_levels, true, [this, r, z](int32_t bi, std::vector<double>&) { solve_block<true>(*this, bi, r, z, nullptr); });
 }
 
 void BlockSystem::backward_sweep_keep(const double* r, double* z, double* s) const {
   sweep(*this, backward_levels, true,
-        [this, r, z, s](int32_t bi, std::vector<double>&) { backward_block_keep(*this, bi, r, z, s); });
+        [this, r, z, s](int32_t bi, std::vector<double>&) { solve_block<true>(*this, bi, r, z, s); });
 }
 
 void BlockSystem::precond_two_level(const double* r, double* z) const {
