@@ -465,8 +465,8 @@ inline void for_part(const BlockSystem& S, int32_t j, Op&& op) {
 
 /// z_J = D_J^{-1} (r_J - L_J z) (Upper false: the forward sweep's step on block J) or
 /// D_J^{-1} (r_J - U'_J z) (true: the backward sweep's), keeping the right-hand side the block
-/// is solved for in keep_J when keep is given (r may be z: each row reads its own r_j first).
-template <bool Upper>
+/// is solved for in keep_J when Keep (r may be z: each row reads its own r_j first).
+template <bool Upper, bool Keep = false>
 [[gnu::noinline]] void solve_block(const BlockSystem& S, int32_t bi, const double* r, double* z, double* keep) {
   const BlockLU& B = S.blocks[bi];
   double* t = z + B.start;
@@ -474,7 +474,7 @@ template <bool Upper>
     double s = r[j];
     for_part<Upper>(S, j, [&s, z](double a, int32_t col) { s -= a * z[col]; });
     t[j - B.start] = s;
-    if (keep) keep[j] = s;
+    if constexpr (Keep) keep[j] = s;
   }
   B.solve(t);
 }
@@ -708,7 +708,7 @@ void BlockSystem::backward_sweep(const double* r, double* z) const {  // (D + U'
 
 void BlockSystem::backward_sweep_keep(const double* r, double* z, double* s) const {
   sweep(*this, backward_levels, true,
-        [this, r, z, s](int32_t bi, std::vector<double>&) { solve_block<true>(*this, bi, r, z, s); });
+        [this, r, z, s](int32_t bi, std::vector<double>&) { solve_block<true, true>(*this, bi, r, z, s); });
 }
 
 void BlockSystem::precond_two_level(const double* r, double* z) const {
