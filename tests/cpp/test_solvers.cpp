@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 #include <Eigen/Dense>
 
@@ -1032,6 +1033,21 @@ TEST(BlockSystem, WideBlocksAreFactorisedSparselyAndSolveToTheirResidual) {
   }
 }
 
+namespace {
+/// A band block's stored LU factors as dense matrices: L with its unit diagonal, U with its
+/// diagonal as the solves apply it (1 / inv_diag), the other entries from the single-precision
+/// factors, or the double ones where those are kept (a system of one block).
+std::pair<Eigen::MatrixXd, Eigen::MatrixXd> dense_band_factors(const detail::BlockLU& L) {
+  Eigen::MatrixXd Lf = Eigen::MatrixXd::Identity(L.size, L.size), Uf = Eigen::MatrixXd::Zero(L.size, L.size);
+  for (int32_t i = 0; i < L.size; ++i)
+    for (int32_t j = std::max(0, i - L.p); j <= std::min(L.size - 1, i + L.q); ++j) {
+      const size_t at = static_cast<size_t>(i) * L.w() + (j - i + L.p);
+      (j < i ? Lf : Uf)(i, j) = j == i ? 1.0 / L.inv_diag[i] : L.f.empty() ? L.a[at] : static_cast<double>(L.f[at]);
+    }
+  return {Lf, Uf};
+}
+}  // namespace
+
 TEST(BlockSystem, BandFactorsAreKeptInSinglePrecisionAndSolveToTheirResidual) {
   const PlaneChain c = plane_chain(3, 10, 5);  // bands of 2 * 10 + 1 = 21 entries a row: band factors
   detail::BlockSystem B =
@@ -1041,16 +1057,11 @@ TEST(BlockSystem, BandFactorsAreKeptInSinglePrecisionAndSolveToTheirResidual) {
   for (const detail::BlockLU& L : B.blocks) {
     ASSERT_FALSE(L.is_sparse());
     ASSERT_TRUE(L.a.empty() && !L.f.empty());  // the double LU released, the single one kept
-    Eigen::MatrixXd D = Eigen::MatrixXd::Zero(L.size, L.size), Lf = Eigen::MatrixXd::Identity(L.size, L.size),
-                    Uf = Eigen::MatrixXd::Zero(L.size, L.size);
+    Eigen::MatrixXd D = Eigen::MatrixXd::Zero(L.size, L.size);
     for (int32_t j = L.start; j < L.start + L.size; ++j)
       for (int32_t e = B.lo_end[j]; e < B.up_begin[j]; ++e) D(j - L.start, B.ci[e] - L.start) += B.v[e];
-    for (int32_t i = 0; i < L.size; ++i)
-      for (int32_t j = std::max(0, i - L.p); j <= std::min(L.size - 1, i + L.q); ++j) {
-        // the diagonal of U is applied as inv_diag (double), the rest from the single factors
-        const double v = j == i ? 1.0 / L.inv_diag[i] : L.f[static_cast<size_t>(i) * L.w() + (j - i + L.p)];
-        (j < i ? Lf : Uf)(i, j) = v;
-      }
+    // the diagonal of U is applied as inv_diag (double), the rest from the single factors
+    const auto [Lf, Uf] = dense_band_factors(L);
     // as the sparse factors (above): Lf Uf within (2 u_f + u_f^2 + 2 gamma_n) |L||U| of D, the
     // solve's residual within (E + gamma_n |L||U|) |x| + gamma_n |b|
     const double gamma = 2.0 * L.size * eps;
@@ -1114,13 +1125,7 @@ TEST(BlockSystem, TridiagonalBlocksSolveToTheirResidual) {
         for (int32_t j = std::max(0, i - 1); j <= std::min(size - 1, i + 1); ++j) L.at(i, j) = D(i, j);
       L.factor(exact);
       ASSERT_EQ(L.f.empty(), exact);
-      Eigen::MatrixXd Lf = Eigen::MatrixXd::Identity(size, size), Uf = Eigen::MatrixXd::Zero(size, size);
-      for (int32_t i = 0; i < size; ++i)
-        for (int32_t j = std::max(0, i - 1); j <= std::min(size - 1, i + 1); ++j) {
-          const size_t at = static_cast<size_t>(i) * 3 + (j - i + 1);
-          const double v = j == i ? 1.0 / L.inv_diag[i] : exact ? L.a[at] : static_cast<double>(L.f[at]);
-          (j < i ? Lf : Uf)(i, j) = v;
-        }
+      const auto [Lf, Uf] = dense_band_factors(L);
       const double uf = exact ? 0.0 : std::ldexp(1.0, -24), gamma = 2.0 * size * eps;
       const Eigen::MatrixXd LU = Lf.cwiseAbs() * Uf.cwiseAbs(), E = (Lf * Uf - D).cwiseAbs();
       ASSERT_LE((E - (2.0 * uf + uf * uf + 2.0 * gamma) * LU).maxCoeff(), 1e-300) << size;
@@ -1369,12 +1374,7 @@ TEST(BlockSweeps, TwoLevelPreconditionerIsTheCoarseCorrectionThenTheBackwardThen
     for (int32_t e = B.urp[j]; e < B.urp[j + 1]; ++e) Up(j, B.uci[e]) += static_cast<double>(B.uv[e]);
   for (const detail::BlockLU& L : B.blocks) {
     ASSERT_FALSE(L.is_sparse());
-    Eigen::MatrixXd Lf = Eigen::MatrixXd::Identity(L.size, L.size), Uf = Eigen::MatrixXd::Zero(L.size, L.size);
-    for (int32_t i = 0; i < L.size; ++i)
-      for (int32_t j = std::max(0, i - L.p); j <= std::min(L.size - 1, i + L.q); ++j) {
-        const size_t at = static_cast<size_t>(i) * L.w() + (j - i + L.p);
-        (j < i ? Lf : Uf)(i, j) = j == i ? 1.0 / L.inv_diag[i] : L.f.empty() ? L.a[at] : static_cast<double>(L.f[at]);
-      }
+    const auto [Lf, Uf] = dense_band_factors(L);
     D.block(L.start, L.start, L.size, L.size) = Lf * Uf;
   }
   for (int32_t i = 0; i < n; ++i) P(i, B.coarse.group[i]) = B.coarse.w[i], R(B.coarse.group[i], i) = 1.0;

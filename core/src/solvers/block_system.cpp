@@ -713,7 +713,7 @@ void BlockSystem::backward_sweep_keep(const double* r, double* z, double* s) con
 
 void BlockSystem::precond_two_level(const double* r, double* z) const {
   const int32_t G = coarse.G;
-  std::vector<double>& s = scratch_d_;
+  std::vector<double>& s = scratch_s_;
   std::vector<double>& y = scratch_y_;
   s.resize(static_cast<size_t>(n));
   y.resize(static_cast<size_t>(n));
@@ -814,9 +814,7 @@ void parallel_blocks(int32_t nb, F&& f) {
   if (error) std::rethrow_exception(error);
   check_interrupt();
 }
-}  // namespace
 
-namespace {
 /// block_system: states of block order this far apart in M's numbering are a jump across M.
 constexpr int32_t kNearStates = 64;
 /// Rows of B up to this many entries are sorted by insertion, longer ones by std::sort.

@@ -206,7 +206,7 @@ struct BlockSystem {
   void backward_sweep_keep(const double* r, double* z, double* s) const;
   /// The two-level preconditioner (coarse set): coarse correction, backward sweep, forward sweep.
   void precond_two_level(const double* r, double* z) const;
-  mutable std::vector<double> scratch_d_, scratch_y_;
+  mutable std::vector<double> scratch_s_, scratch_y_;  ///< precond_two_level's s and y
   /// Which schedule the sweeps follow: automatic (the rule), or forced sequential or by levels
   /// (tests comparing the two).
   enum class Schedule { Automatic, Sequential, Levels };
